@@ -1,0 +1,1 @@
+"""Builders that turn raw data into ms-swift JSONL datasets."""

@@ -1,0 +1,1 @@
+"""ms-swift plugins other than rewards: environments, multi-turn schedulers, user simulators."""

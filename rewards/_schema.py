@@ -1,0 +1,102 @@
+"""Answer-JSON schema presets and the key mapping the rewards read through.
+
+``zh`` is the merchant-planner document's format; ``en`` is its English twin.
+A custom JSON Schema file plus a key mapping supports any other naming.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+DEPENDS_ON = "depends_on"
+
+
+@dataclass(frozen=True, eq=False)  # identity hash: instances key the parse caches
+class AnswerSchema:
+    """A validator plus the names of the four fields the rewards read."""
+
+    name: str
+    schema: Mapping[str, Any]
+    rewrite_key: str
+    plan_key: str
+    expert_key: str
+    tasks_key: str
+    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            Draft202012Validator.check_schema(self.schema)
+        except SchemaError as exc:
+            raise ValueError(f"schema {self.name!r} is not a valid JSON Schema: {exc.message}") from exc
+        object.__setattr__(self, "validator", Draft202012Validator(self.schema))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = (self.rewrite_key, self.plan_key, self.expert_key, self.tasks_key)
+        return (AnswerSchema, (self.name, self.schema, *fields))
+
+    def is_valid(self, data: Mapping[str, Any]) -> bool:
+        return bool(self.validator.is_valid(data))
+
+
+def _preset_schema(rewrite: str, plan: str, expert: str, tasks: str) -> dict[str, Any]:
+    step = {
+        "type": "object",
+        "required": [expert, tasks],
+        "additionalProperties": False,
+        "properties": {
+            expert: {"type": "string", "minLength": 1},
+            tasks: {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+            DEPENDS_ON: {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "required": [rewrite, plan],
+        "additionalProperties": False,
+        "properties": {rewrite: {"type": "string"}, plan: {"type": "array", "items": step}},
+    }
+
+
+_PRESET_KEYS = {
+    "zh": ("补全后的问题", "plan", "专家", "处理问题"),
+    "en": ("rewritten_query", "plan", "expert", "tasks"),
+}
+KEY_NAMES = ("rewrite", "plan", "expert", "tasks")
+
+
+def load_schema(spec: str, keys: Mapping[str, str] | None = None) -> AnswerSchema:
+    """Return the preset ``zh``/``en``, or load a JSON Schema file with ``keys``.
+
+    ``keys`` maps rewrite/plan/expert/tasks to the field names in the custom
+    schema. Results are shared per process so every reward hits one parse cache.
+    """
+    return _load_schema(spec, tuple(sorted((keys or {}).items())))
+
+
+@lru_cache(maxsize=32)
+def _load_schema(spec: str, key_items: tuple[tuple[str, str], ...]) -> AnswerSchema:
+    keys = dict(key_items)
+    if spec in _PRESET_KEYS:
+        names = _PRESET_KEYS[spec]
+        return AnswerSchema(spec, _preset_schema(*names), *names)
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"schema: {spec!r} is neither a preset (zh, en) nor an existing JSON Schema file")
+    missing = [k for k in KEY_NAMES if not keys.get(k)]
+    if missing:
+        raise ValueError(
+            f"schema_keys: a custom schema needs the field names for {missing}; "
+            f"set schema_keys: {{rewrite: ..., plan: ..., expert: ..., tasks: ...}}"
+        )
+    with path.open(encoding="utf-8") as f:
+        schema = json.load(f)
+    return AnswerSchema(str(path), schema, *(keys[k] for k in KEY_NAMES))

@@ -1,0 +1,127 @@
+"""Similarity backends: ``lexical`` (rapidfuzz, no model) and ``embedding``
+(sentence-transformers from a local path).
+
+A reward opens one ``session`` per batch with every text it will compare, so
+the embedding backend encodes each unique text once, in a single call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+from rapidfuzz import fuzz, process
+
+from rewardkit.rewards._text import normalize_text
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sentence_transformers import SentenceTransformer
+
+
+class Session(Protocol):
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """Similarities in [0, 1], shape (len(a), len(b))."""
+        ...
+
+
+class Backend(Protocol):
+    def session(self, texts: Iterable[str]) -> Session: ...
+
+
+class LexicalBackend:
+    """Normalised Levenshtein ratio (rapidfuzz ``fuzz.ratio``), works on CJK too."""
+
+    def session(self, texts: Iterable[str]) -> LexicalBackend:
+        return self
+
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        if not a or not b:
+            return np.zeros((len(a), len(b)), dtype=np.float64)
+        scores = process.cdist(
+            [normalize_text(x) for x in a],
+            [normalize_text(x) for x in b],
+            scorer=fuzz.ratio,
+            dtype=np.float32,
+        )
+        return scores.astype(np.float64) / 100.0
+
+
+_MODELS: dict[tuple[str, str], SentenceTransformer] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _outside_zero3() -> Iterator[None]:
+    # Under DeepSpeed ZeRO-3, transformers partitions every model built while
+    # its global HfDeepSpeedConfig is alive (ms-swift issue 4580): hide it.
+    from transformers.integrations import deepspeed as hf_ds
+
+    saved = getattr(hf_ds, "_hf_deepspeed_config_weak_ref", None)
+    hf_ds._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        hf_ds._hf_deepspeed_config_weak_ref = saved
+
+
+def load_sentence_model(path: str, device: str = "cpu") -> SentenceTransformer:
+    """Load a local sentence-transformers model once per process and device."""
+    key = (str(Path(path).resolve()), device)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            if not Path(path).exists():
+                raise ValueError(
+                    f"embedding_model: {path!r} does not exist; give a local sentence-transformers "
+                    "model directory (nothing is downloaded at run time)"
+                )
+            from sentence_transformers import SentenceTransformer
+
+            with _outside_zero3():
+                _MODELS[key] = SentenceTransformer(path, device=device, local_files_only=True)
+        return _MODELS[key]
+
+
+class _EmbeddingSession:
+    def __init__(self, vectors: np.ndarray, index: dict[str, int]) -> None:
+        self._vectors = vectors
+        self._index = index
+
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        if not a or not b:
+            return np.zeros((len(a), len(b)), dtype=np.float64)
+        va = self._vectors[[self._index[x] for x in a]]
+        vb = self._vectors[[self._index[x] for x in b]]
+        # Normalised embeddings: the dot product is the cosine; negatives mean "unrelated".
+        return np.clip(va @ vb.T, 0.0, 1.0).astype(np.float64)
+
+
+class EmbeddingBackend:
+    """Cosine similarity of sentence-transformers embeddings."""
+
+    def __init__(self, model_path: str, device: str = "cpu") -> None:
+        self.model_path = model_path
+        self.device = device
+        load_sentence_model(model_path, device)  # fail at construction, not mid-training
+
+    def session(self, texts: Iterable[str]) -> _EmbeddingSession:
+        unique = list(dict.fromkeys(texts))
+        model = load_sentence_model(self.model_path, self.device)
+        if unique:
+            vectors = model.encode(unique, normalize_embeddings=True, convert_to_numpy=True)
+        else:
+            vectors = np.zeros((0, 1), dtype=np.float32)
+        return _EmbeddingSession(np.asarray(vectors), {t: i for i, t in enumerate(unique)})
+
+
+def make_backend(name: str, model_path: str | None, device: str = "cpu") -> Backend:
+    if name == "lexical":
+        return LexicalBackend()
+    if not model_path:
+        raise ValueError("embedding_model: backend 'embedding' needs a local model path")
+    return EmbeddingBackend(model_path, device)

@@ -1,0 +1,57 @@
+"""ExpertMatch: did the plan pick the right experts from the row's list?"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rewardkit.rewards._base import PlanningReward, expert_list
+from rewardkit.rewards._experts import ExpertIndex
+from rewardkit.rewards._parsing import Plan, read_gold, read_plan
+
+
+def set_f1(pred: set[str], gold: set[str]) -> float:
+    """``2|P∩G| / (|P| + |G|)``; two empty sets agree perfectly."""
+    if not pred and not gold:
+        return 1.0
+    return 2 * len(pred & gold) / (len(pred) + len(gold))
+
+
+class ExpertMatch(PlanningReward):
+    """Set F1 between predicted and gold experts, judged against the row's list.
+
+    Formula: predicted names are resolved to the row's ``experts`` (NFKC,
+    whitespace/zero-width removed, casefolded, then rapidfuzz ratio >=
+    ``expert_match.fuzzy_threshold``). If any predicted name resolves to
+    nothing (a hallucinated expert) the reward is 0.0; otherwise
+    ``2|P∩G| / (|P|+|G|)`` over the sets (duplicates collapse; both empty = 1.0).
+    0.0 when the answer is not schema-valid JSON.
+    Columns: ``solution``, ``experts``. Range: [0, 1].
+    None when the gold has no plan.
+    """
+
+    columns = ("solution", "experts")
+
+    def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
+        super().__init__(args, config, **kwargs)
+        self.threshold = self.config.fuzzy_threshold
+
+    def match(self, plan: Plan | None, gold: Plan, index: ExpertIndex) -> float:
+        if plan is None or plan.steps is None:
+            return 0.0
+        predicted = [index.resolve(step.expert) for step in plan.steps]
+        if any(p is None for p in predicted):
+            return 0.0
+        gold_set = {index.resolve_gold(step.expert) for step in gold.steps or ()}
+        return set_f1({p for p in predicted if p is not None}, gold_set)
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        rewards: list[float | None] = []
+        for text, solution, experts in zip(completions, columns["solution"], columns["experts"], strict=True):
+            gold = read_gold(solution, self.schema)
+            if gold is None or gold.steps is None:
+                rewards.append(None)
+                continue
+            index = ExpertIndex(expert_list(experts), self.threshold)
+            rewards.append(self.match(read_plan(text, self.schema), gold, index))
+        return rewards

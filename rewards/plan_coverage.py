@@ -1,0 +1,125 @@
+"""PlanCoverage: do the plan's (expert, sub-question) items cover the gold plan?"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from rewardkit.rewards._base import PlanningReward, expert_list
+from rewardkit.rewards._experts import ExpertIndex
+from rewardkit.rewards._parsing import Plan, read_gold, read_plan
+from rewardkit.rewards._similarity import Session, make_backend
+
+
+@dataclass(frozen=True)
+class Item:
+    step: int
+    expert: str
+    task: str
+
+
+def items(plan: Plan, resolve: Any) -> list[Item]:
+    return [Item(i, resolve(s.expert), t) for i, s in enumerate(plan.steps or ()) for t in s.tasks]
+
+
+def edges(plan: Plan) -> set[tuple[int, int]]:
+    return {(d, i) for i, s in enumerate(plan.steps or ()) for d in s.depends_on}
+
+
+class PlanCoverage(PlanningReward):
+    """Optimal one-to-one matching of predicted to gold (expert, sub-question) items.
+
+    Item similarity is the backend's similarity of the two sub-questions, times
+    ``plan_coverage.cross_expert`` when the (resolved) experts differ. Items
+    are paired by ``scipy.optimize.linear_sum_assignment`` maximising total
+    similarity; a pair counts as a match when its similarity >= ``match_threshold``.
+
+    - coverage = matched gold items / gold items
+    - quality = mean similarity of the matched pairs (0 with no match)
+    - diversity = 1 - (predicted items near-duplicating an earlier predicted item,
+      similarity >= ``duplicate_threshold``) / predicted items
+    - dependency = F1 between the gold ``depends_on`` edges, mapped through the
+      matching onto predicted steps, and the predicted edges; only when the gold
+      has ``depends_on`` (otherwise its weight is dropped)
+
+    Reward = ``sum(w_k * c_k) / sum(w_k)`` over the present components with
+    ``plan_coverage.weights``. Both plans empty = 1.0, exactly one empty = 0.0,
+    answer not schema-valid JSON = 0.0.
+    Columns: ``solution``, ``experts``. Range: [0, 1]. None when the gold has no plan.
+    """
+
+    columns = ("solution", "experts")
+
+    def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
+        super().__init__(args, config, **kwargs)
+        self.cfg = self.config.plan_coverage
+        self.backend = make_backend(self.config.backend, self.config.embedding_model, self.config.embedding_device)
+
+    def _similarity(self, pred: list[Item], gold: list[Item], session: Session) -> np.ndarray:
+        sim = session.matrix([p.task for p in pred], [g.task for g in gold])
+        same = np.array([[p.expert == g.expert for g in gold] for p in pred], dtype=bool).reshape(sim.shape)
+        return np.where(same, sim, sim * self.cfg.cross_expert)
+
+    def _diversity(self, pred: list[Item], session: Session) -> float:
+        if len(pred) < 2:
+            return 1.0
+        sim = self._similarity(pred, pred, session)
+        dup = np.tril(sim >= self.cfg.duplicate_threshold, k=-1).any(axis=1)
+        return 1.0 - float(dup.sum()) / len(pred)
+
+    def _dependency(self, plan: Plan, gold: Plan, step_map: dict[int, int]) -> float:
+        gold_edges = edges(gold)
+        pred_edges = edges(plan)
+        mapped = {(step_map[a], step_map[b]) for a, b in gold_edges if a in step_map and b in step_map}
+        # Unmapped gold edges stay in the denominator: they are misses.
+        return 2 * len(mapped & pred_edges) / (len(gold_edges) + len(pred_edges))
+
+    def coverage(self, plan: Plan | None, gold: Plan, index: ExpertIndex, session: Session) -> float:
+        if plan is None:
+            return 0.0
+        pred_items = items(plan, lambda e: index.resolve(e) or e)
+        gold_items = items(gold, index.resolve_gold)
+        if not pred_items or not gold_items:
+            return float(not pred_items and not gold_items)
+        sim = self._similarity(pred_items, gold_items, session)
+        rows, cols = linear_sum_assignment(sim, maximize=True)
+        matched = [(r, c) for r, c in zip(rows, cols, strict=True) if sim[r, c] >= self.cfg.match_threshold]
+        parts = {
+            "coverage": len(matched) / len(gold_items),
+            "quality": float(np.mean([sim[r, c] for r, c in matched])) if matched else 0.0,
+            "diversity": self._diversity(pred_items, session),
+        }
+        if edges(gold):
+            step_map: dict[int, int] = {}
+            for r, c in matched:
+                step_map.setdefault(gold_items[c].step, pred_items[r].step)
+            parts["dependency"] = self._dependency(plan, gold, step_map)
+        weights = {k: self.cfg.weights.get(k, 0.0) for k in parts}
+        total = sum(weights.values())
+        if total <= 0:  # e.g. only the dependency weight is set and the gold has no edges
+            return parts["coverage"]
+        return float(np.clip(sum(weights[k] * parts[k] for k in parts) / total, 0.0, 1.0))
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        rows = []
+        texts: list[str] = []
+        for text, solution, experts in zip(completions, columns["solution"], columns["experts"], strict=True):
+            gold = read_gold(solution, self.schema)
+            plan = read_plan(text, self.schema)
+            rows.append((plan, gold, experts))
+            for p in (plan, gold):
+                if p is not None:
+                    texts.extend(t for s in p.steps or () for t in s.tasks)
+        session = self.backend.session(texts)
+        rewards: list[float | None] = []
+        for plan, gold, experts in rows:
+            if gold is None or gold.steps is None:
+                rewards.append(None)
+                continue
+            index = ExpertIndex(expert_list(experts), self.config.fuzzy_threshold)
+            rewards.append(self.coverage(plan, gold, index, session))
+        return rewards

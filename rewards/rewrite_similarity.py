@@ -1,0 +1,60 @@
+"""RewriteSimilarity: how close is the rewritten query to the gold rewrite?"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._parsing import read_gold, read_plan
+from rewardkit.rewards._similarity import make_backend
+from rewardkit.rewards._text import content_units
+
+
+def unit_coverage(pred: str, gold: str, cjk: str = "bigram") -> float:
+    """Share of the gold's content units that also occur in the prediction."""
+    gold_units = content_units(gold, cjk)  # type: ignore[arg-type]
+    if not gold_units:
+        return 1.0
+    return len(gold_units & content_units(pred, cjk)) / len(gold_units)  # type: ignore[arg-type]
+
+
+class RewriteSimilarity(PlanningReward):
+    """Similarity of the predicted rewritten query to the gold one.
+
+    Formula: ``alpha * semantic + (1 - alpha) * coverage`` where ``semantic``
+    is the backend similarity (``lexical``: rapidfuzz normalised Levenshtein
+    ratio; ``embedding``: cosine of sentence embeddings, clipped at 0) and
+    ``coverage`` is the share of the gold's content units (Latin words, CJK
+    characters or bigrams per ``rewrite_similarity.cjk_units``) present in the
+    prediction. 0.0 when the answer is not schema-valid JSON.
+    Columns: ``solution``. Range: [0, 1]. None when the gold has no rewrite.
+    """
+
+    columns = ("solution",)
+
+    def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
+        super().__init__(args, config, **kwargs)
+        self.alpha = self.config.rewrite_alpha
+        self.cjk = self.config.rewrite_cjk_units
+        self.backend = make_backend(self.config.backend, self.config.embedding_model, self.config.embedding_device)
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        golds = [read_gold(s, self.schema) for s in columns["solution"]]
+        pairs: dict[int, tuple[str, str]] = {}
+        rewards: list[float | None] = [None] * len(completions)
+        for i, (text, gold) in enumerate(zip(completions, golds, strict=True)):
+            if gold is None or gold.rewrite is None:
+                continue
+            plan = read_plan(text, self.schema)
+            if plan is None or not plan.rewrite:
+                rewards[i] = 0.0
+            else:
+                pairs[i] = (plan.rewrite, gold.rewrite)
+        if pairs:
+            session = self.backend.session(t for pair in pairs.values() for t in pair)
+            for i, (pred, gold_text) in pairs.items():
+                semantic = float(session.matrix([pred], [gold_text])[0, 0])
+                coverage = unit_coverage(pred, gold_text, self.cjk)
+                rewards[i] = self.alpha * semantic + (1 - self.alpha) * coverage
+        return rewards

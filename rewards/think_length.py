@@ -1,0 +1,111 @@
+"""ThinkLength: S-curve reward on the length of the think text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from scipy.special import expit
+
+from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._config import ConfigError
+from rewardkit.rewards._parsing import parse
+
+STEEPNESS = 5.0  # the seed's constant in exp(5 * (x - 0.5))
+
+
+def _s(x: float) -> float:
+    # 1 / (1 + exp(5 (x - 0.5))), overflow-free for any length.
+    return float(expit(-STEEPNESS * (x - 0.5)))
+
+
+def seed_curve(length: float, lo: float, hi: float, eps: float) -> float:
+    """The document's formula: 1 in [lo, hi], else ``1/(1+exp(5(|L-mid|/eps-0.5)))``."""
+    if lo <= length <= hi:
+        return 1.0
+    return _s(abs(length - (lo + hi) / 2) / eps)
+
+
+def smooth_curve(length: float, lo: float, hi: float, eps: float) -> float:
+    """1 in [lo, hi]; outside, the same S measured from the nearer edge, scaled to 1 there.
+
+    ``d = lo - L`` (too short) or ``L - hi`` (too long); reward ``S(d/eps) / S(0)``.
+    With the default ``eps = hi - lo`` the seed curve is already 0.5 at the edge
+    (``|L-mid|/eps = 0.5``), so it jumps from 1.0 to 0.5 at one character past
+    the band; this variant starts at 1.0 and loses 0.46 over ``eps/2``.
+    """
+    if lo <= length <= hi:
+        return 1.0
+    distance = lo - length if length < lo else length - hi
+    return min(1.0, _s(distance / eps) / _s(0.0))
+
+
+def _load_tokenizer(args: Any) -> Any:
+    for attr in ("model", "model_dir", "model_name_or_path"):
+        path = getattr(args, attr, None)
+        if isinstance(path, str) and Path(path).is_dir():
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    raise ConfigError(
+        "think_length.unit: 'tokens' needs the training model's tokenizer, but args.model is not a local "
+        "model directory; pass tokenizer=... or use unit: chars"
+    )
+
+
+class ThinkLength(PlanningReward):
+    """S-curve reward on L, the length of the stripped think text.
+
+    Formula: ``mode: smooth`` (default) ``1`` if ``min <= L <= max`` else
+    ``S(d/eps)/S(0)`` with ``d`` the distance to the nearer band edge;
+    ``mode: seed`` ``1`` inside, else ``S(|L - (min+max)/2| / eps)``;
+    ``S(x) = 1/(1+exp(5(x-0.5)))``, ``eps`` defaults to ``max(max - min, 1)``.
+    L counts characters (``unit: chars``) or tokenizer tokens (``unit: tokens``).
+    A missing or empty think scores 0.0 (the extreme of "too short").
+    Columns: optional ``think_min`` / ``think_max`` override the band per row.
+    Range: [0, 1]. Never returns None.
+    """
+
+    def __init__(self, args: Any = None, config: Any = None, tokenizer: Any = None, **kwargs: Any) -> None:
+        super().__init__(args, config, **kwargs)
+        self.cfg = self.config.think_length
+        self.curve = smooth_curve if self.cfg.mode == "smooth" else seed_curve
+        self.tokenizer = None
+        if self.cfg.unit == "tokens":
+            self.tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(args)
+
+    def _lengths(self, thinks: Sequence[str]) -> list[int]:
+        if self.tokenizer is None:
+            return [len(t) for t in thinks]
+        if not thinks:
+            return []
+        ids = self.tokenizer(list(thinks), add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    def _band(self, columns: Mapping[str, Any], i: int) -> tuple[float, float, float]:
+        lo = _override(columns, "think_min", i, self.cfg.min)
+        hi = _override(columns, "think_max", i, self.cfg.max)
+        if lo > hi:
+            raise ValueError(f"row {i}: column think_min ({lo}) is greater than think_max ({hi})")
+        eps = self.cfg.eps if self.cfg.eps is not None else max(hi - lo, 1.0)
+        return lo, hi, eps
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        thinks = [parse(c).think or "" for c in completions]
+        present = [i for i, t in enumerate(thinks) if t]
+        lengths = dict(zip(present, self._lengths([thinks[i] for i in present]), strict=True))
+        rewards: list[float | None] = []
+        for i in range(len(completions)):
+            if i not in lengths:
+                rewards.append(0.0)
+                continue
+            rewards.append(self.curve(lengths[i], *self._band(columns, i)))
+        return rewards
+
+
+def _override(columns: Mapping[str, Any], name: str, i: int, default: float) -> float:
+    values = columns.get(name)
+    if values is None or values[i] is None:
+        return float(default)
+    return float(values[i])

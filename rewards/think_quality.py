@@ -1,0 +1,97 @@
+"""ThinkQuality: is the think present, clean, answer-free and non-degenerate?"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import ahocorasick
+
+from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._config import ConfigError
+from rewardkit.rewards._parsing import ANSWER_CLOSE, ANSWER_OPEN, parse
+from rewardkit.rewards._text import nfkc, unit_sequence
+
+
+def _fold(text: str) -> str:
+    return nfkc(text).casefold()
+
+
+class BannedMatcher:
+    """Case-insensitive substring search for many keywords at once.
+
+    Aho-Corasick scans the text once whatever the list size, so thousands of
+    banned words cost the same as one (a regex alternation would not).
+    """
+
+    def __init__(self, words: Iterable[str]) -> None:
+        self.words = sorted({_fold(w) for w in words if w.strip()})
+        self._automaton: Any = None
+        if self.words:
+            automaton = ahocorasick.Automaton()
+            for word in self.words:
+                automaton.add_word(word, word)
+            automaton.make_automaton()
+            self._automaton = automaton
+
+    def first(self, text: str) -> str | None:
+        if self._automaton is None:
+            return None
+        for _, word in self._automaton.iter(_fold(text)):
+            return str(word)
+        return None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (BannedMatcher, (self.words,))
+
+
+def distinct_ngram_ratio(units: list[str], n: int) -> float:
+    """Distinct n-grams / all n-grams; 1.0 when the text has fewer than n units."""
+    total = len(units) - n + 1
+    if total <= 0:
+        return 1.0
+    return len({tuple(units[i : i + n]) for i in range(total)}) / total
+
+
+class ThinkQuality(PlanningReward):
+    """Quality gate on the think text.
+
+    Formula: 0.0 if the think is missing or empty, contains a banned keyword
+    (``think_quality.banned`` + ``banned_file``, NFKC + case-insensitive
+    substring match), or leaks the answer (an ``<answer>``/``</answer>`` tag or
+    a ``"<plan key>":`` / ``"<rewrite key>":`` JSON field). Otherwise
+    ``min(1, r / min_distinct_ratio)`` where ``r`` is the distinct
+    ``repetition_ngram``-gram ratio over words and CJK characters: ordinary
+    prose scores 1.0, a think that loops on one phrase drops towards 0.
+    Columns: none. Range: [0, 1]. Never returns None.
+    """
+
+    def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
+        super().__init__(args, config, **kwargs)
+        cfg = self.config.think_quality
+        words = list(cfg.banned)
+        if cfg.banned_file:
+            path = Path(cfg.banned_file)
+            if not path.is_file():
+                raise ConfigError(f"think_quality.banned_file: {path} not found; give a UTF-8 file, one word a line")
+            words += path.read_text(encoding="utf-8").splitlines()
+        self.banned = BannedMatcher(words)
+        self.ngram = cfg.repetition_ngram
+        self.floor = cfg.min_distinct_ratio
+        keys = "|".join(re.escape(k) for k in (self.schema.plan_key, self.schema.rewrite_key))
+        self._leak = re.compile(f'"(?:{keys})"\\s*:')
+
+    def quality(self, think: str | None) -> float:
+        if not think:
+            return 0.0
+        if ANSWER_OPEN in think or ANSWER_CLOSE in think or self._leak.search(think):
+            return 0.0
+        if self.banned.first(think) is not None:
+            return 0.0
+        ratio = distinct_ngram_ratio(unit_sequence(think), self.ngram)
+        return min(1.0, ratio / self.floor)
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        return [self.quality(parse(c).think) for c in completions]

@@ -1,0 +1,68 @@
+"""Score JSONL rows of (completion, columns) with the registered planning rewards."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    names: list[str]  # one per row
+    keys: list[str]  # reward registry keys
+    scores: list[list[float | None]]  # [row][reward]
+    weights: list[float]
+
+    def total(self, row: int) -> float:
+        """Weighted sum over the rewards that scored the row (None counts as 0, as NaN-sum does in ms-swift)."""
+        return sum(w * s for w, s in zip(self.weights, self.scores[row], strict=True) if s is not None)
+
+    def means(self) -> list[float]:
+        cols = zip(*self.scores, strict=True)
+        return [_mean([s for s in col if s is not None]) for col in cols]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    rows = []
+    with Path(path).open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+    return rows
+
+
+def score_rows(
+    rows: Sequence[Mapping[str, Any]],
+    keys: Sequence[str] | None = None,
+    weights: Mapping[str, float] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> ScoreTable:
+    """Score every row's ``completion`` with the rewards ``keys`` (default: all seven).
+
+    All rows go through each reward as one batch, as in a GRPO step.
+    """
+    from rewardkit.rewards import DOCUMENT_WEIGHTS, REWARDS
+
+    keys = list(keys or REWARDS)
+    weights = dict(weights or DOCUMENT_WEIGHTS)
+    unknown = [k for k in keys if k not in REWARDS]
+    if unknown:
+        raise ValueError(f"unknown reward keys {unknown}; run `rewardkit rewards` for the list")
+    completions = [str(r["completion"]) for r in rows]
+    columns = {k: [r.get(k) for r in rows] for k in {k for r in rows for k in r} - {"completion", "name"}}
+    per_reward = [REWARDS[k](config=config)(completions, **columns) for k in keys]
+    scores = [list(col) for col in zip(*per_reward, strict=True)] if rows else []
+    names = [str(r.get("name", i)) for i, r in enumerate(rows)]
+    return ScoreTable(names, keys, scores, [weights.get(k, 0.0) for k in keys])
