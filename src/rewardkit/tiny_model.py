@@ -65,6 +65,7 @@ def offline_env() -> dict[str, str]:
         "MODELSCOPE_API_MAX_RETRIES": "1",  # 0 is rejected (falls back to 5).
         "MODELSCOPE_API_TIMEOUT": "1",
         "MODELSCOPE_API_CONNECT_TIMEOUT": "1",
+        "MODELSCOPE_REPO_TREE_PAGE_MAX_ATTEMPTS": "1",  # else 1+2+4s of backoff.
         "API_HTTP_CLIENT_MAX_RETRIES": "0",
         "MODELSCOPE_API_HTTP_CLIENT_TIMEOUT": "1",
         "MODELSCOPE_API_HTTP_CLIENT_CONNECT_TIMEOUT": "1",
