@@ -24,7 +24,11 @@ CASES = [
     (completion(THINK, "[1, 2]"), 0.0, "JSON array, not object"),
     (completion(THINK, "{'plan': []}"), 0.0, "single quotes are not JSON"),
     (completion(THINK, OK) + "\n<answer>\n{}\n</answer>", 0.0, "two answer blocks"),
-    ("<think>\n<answer>" + json.dumps(OK, ensure_ascii=False) + "</answer>\n</think>\n\n", 0.0, "plan only inside think"),
+    (
+        "<think>\n<answer>" + json.dumps(OK, ensure_ascii=False) + "</answer>\n</think>\n\n",
+        0.0,
+        "plan only inside think",
+    ),
     ("<answer>\n" + json.dumps(OK, ensure_ascii=False) + "\n</answer>", 1.0, "no think block: the answer still counts"),
     ("<think>\n" + json.dumps(OK, ensure_ascii=False), 0.0, "unclosed think swallows everything"),
     (completion(THINK, "[" * 100_000 + "]" * 100_000), 0.0, "nesting past the decoder's recursion limit"),

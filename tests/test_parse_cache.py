@@ -7,7 +7,9 @@ from rewardkit.rewards._parsing import parse, read_plan
 
 
 def test_seven_rewards_parse_each_completion_once() -> None:
-    batch = [completion(THINK + f" 第{i}条", answer("查看经营周报", step("数据分析专家", "查看经营周报"))) for i in range(8)]
+    batch = [
+        completion(THINK + f" 第{i}条", answer("查看经营周报", step("数据分析专家", "查看经营周报"))) for i in range(8)
+    ]
     rewards = [cls() for cls in REWARDS.values()]
     parse.cache_clear()
     read_plan.cache_clear()

@@ -26,7 +26,9 @@ any_char_text = st.text(alphabet=st.characters(blacklist_categories=()), max_siz
 fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=4), max_size=40).map("".join)
 plan_json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["plan", "专家", "处理问题", "x"]), inner),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["plan", "专家", "处理问题", "x"]), inner)
+    ),
     max_leaves=20,
 ).map(lambda v: completion(THINK, json.dumps(v, ensure_ascii=False)))
 completions = any_char_text | fragment_text | plan_json
@@ -65,7 +67,9 @@ def _big_inputs() -> dict[str, str]:
         "deeply nested JSON answer": completion(THINK, "[" * 200_000 + "]" * 200_000),
         "deeply nested plan field": completion(THINK, '{"补全后的问题": "q", "plan": ' + "[" * 5000 + "]" * 5000 + "}"),
         "NUL bytes everywhere": completion("\x00" * 1000, '{"补全后的问题": "\\u0000", "plan": []}'),
-        "lone surrogates in answer": completion(THINK, '{"补全后的问题": "\\ud800", "plan": [{"专家": "\udfff", "处理问题": ["\\udc00"]}]}'),
+        "lone surrogates in answer": completion(
+            THINK, '{"补全后的问题": "\\ud800", "plan": [{"专家": "\udfff", "处理问题": ["\\udc00"]}]}'
+        ),
         "1MB rewrite": completion(THINK, answer("周报" * (mb // 2), step("数据分析专家", "周报" * 1000))),
         "many answer blocks": "<think>\nx\n</think>\n\n" + "<answer>\n{}\n</answer>\n" * 50_000,
     }
