@@ -148,16 +148,14 @@ def build_tiny_model(
         head_dim=hidden_size // 4,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
-        bos_token_id=pad,
         eos_token_id=eos,
         pad_token_id=pad,
         dtype="float32",  # ms-swift picks its default dtype from here; CPU needs fp32.
     )
     config.architectures = ["Qwen3ForCausalLM"]
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(config).eval()
+    model = Qwen3ForCausalLM(config)
     model.generation_config = GenerationConfig(
-        bos_token_id=pad,
         eos_token_id=[eos, pad],  # stop on either, like Qwen3's generation_config.
         pad_token_id=pad,
     )
