@@ -83,7 +83,8 @@ class TestPluginLoading:
         assert set(result["registered"]) == KEYS and result["identical"]
 
     def test_no_top_level_rewards_module_is_installed(self, tmp_path: Path) -> None:
-        code = "import importlib.util as u; print([m for m in ('rewards', 'plugins', 'recipes', 'data_builders') if u.find_spec(m)])"
+        names = ("rewards", "plugins", "recipes", "data_builders")
+        code = f"import importlib.util as u; print([m for m in {names!r} if u.find_spec(m)])"
         out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "[]"
 

@@ -53,7 +53,7 @@ class TestRewriteSimilarity(RewardContract):
         assert reward([pred("查看周报")], solution=[gold("查看经营周报")]) == [pytest.approx(4 / 6)]
 
     def test_missing_solution_column_names_it(self) -> None:
-        with pytest.raises(MissingColumnError, match="'solution'.*GRPO rows need"):
+        with pytest.raises(MissingColumnError, match=r"'solution'.*GRPO rows need"):
             RewriteSimilarity()([pred("x")])
 
     def test_malformed_gold_fails_loudly(self) -> None:

@@ -98,7 +98,7 @@ class TestThinkLength(RewardContract):
         assert reward([completion("hello world", "{}")]) == [1.0]
 
     def test_token_unit_without_a_model_fails_at_construction(self) -> None:
-        with pytest.raises(ConfigError, match="think_length.unit"):
+        with pytest.raises(ConfigError, match=r"think_length\.unit"):
             ThinkLength(config={"think_length": {"unit": "tokens"}})
 
     @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ class TestThinkQuality(RewardContract):
         assert reward([completion("对比竞品的价格", "{}"), completion("查询周报数据", "{}")]) == [0.0, 1.0]
 
     def test_missing_banned_file_fails_naming_the_key(self, tmp_path) -> None:
-        with pytest.raises(ConfigError, match="think_quality.banned_file"):
+        with pytest.raises(ConfigError, match=r"think_quality\.banned_file"):
             ThinkQuality(config={"think_quality": {"banned_file": str(tmp_path / "nope.txt")}})
 
     def test_ngram_size_is_configurable(self) -> None:
@@ -68,5 +68,5 @@ class TestThinkQuality(RewardContract):
         assert q("a b " * 10, think_quality={"repetition_ngram": 2}) == pytest.approx(2 / 19 / 0.5)
 
     def test_bad_ngram_fails_naming_the_key(self) -> None:
-        with pytest.raises(ConfigError, match="think_quality.repetition_ngram"):
+        with pytest.raises(ConfigError, match=r"think_quality\.repetition_ngram"):
             ThinkQuality(config={"think_quality": {"repetition_ngram": 0}})

@@ -50,10 +50,10 @@ def offline_env() -> dict[str, str]:
         "TRANSFORMERS_OFFLINE": "1",
         # datasets: local jsonl loads without probing the hub for scripts.
         "HF_DATASETS_OFFLINE": "1",
-        # huggingface_hub / modelscope telemetry pings.
+        # huggingface_hub / transformers usage telemetry pings.
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "DISABLE_TELEMETRY": "1",
-        # Some transformers/hub paths retry for minutes before failing offline.
+        # Should anything still reach for the hub, give up after 1s, not 10s.
         "HF_HUB_ETAG_TIMEOUT": "1",
         "HF_HUB_DOWNLOAD_TIMEOUT": "1",
         # ms-swift: resolve hub ids via huggingface_hub (honours HF_HUB_OFFLINE)
@@ -71,7 +71,7 @@ def offline_env() -> dict[str, str]:
         "MODELSCOPE_API_HTTP_CLIENT_CONNECT_TIMEOUT": "1",
         # tokenizers: no fork-after-parallelism warnings/deadlocks in dataloaders.
         "TOKENIZERS_PARALLELISM": "false",
-        # Trackers that phone home when installed.
+        # Trackers that phone home when installed (`--report_to none` also helps).
         "WANDB_DISABLED": "true",
         "WANDB_MODE": "offline",
         "SWANLAB_MODE": "disabled",

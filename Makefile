@@ -1,0 +1,57 @@
+# rewardkit: `make demo` runs the main job, `make test` the test suite.
+# Both create .venv on first use and install the pinned CPU stack
+# (ms-swift 4.4.2, torch 2.13.0+cpu) from constraints/default.txt.
+
+PY ?= python3.11
+VENV ?= .venv
+LOCK ?= constraints/default.txt
+VENV46 ?= .venv-swift46
+LOCK46 ?= constraints/swift-4.6.txt
+PYTEST_ARGS ?=
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test test-compat lint bench lock clean
+
+# $(1) = venv dir, $(2) = lock file. torch goes first so that nothing pulls a CUDA build.
+define make_venv
+	test -x $(1)/bin/python || $(PY) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade "pip>=24"
+	$(1)/bin/pip install -q -c $(2) torch==2.13.0
+	$(1)/bin/pip install -q -c $(2) -e ".[dev]"
+	touch $(1)/.installed
+endef
+
+$(VENV)/.installed: pyproject.toml $(LOCK)
+	$(call make_venv,$(VENV),$(LOCK))
+
+$(VENV46)/.installed: pyproject.toml $(LOCK46)
+	$(call make_venv,$(VENV46),$(LOCK46))
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/rewardkit demo
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# Plugin loading and end-to-end GRPO against ms-swift 4.6.0 (`rewards/__init__.py` form).
+test-compat: $(VENV46)/.installed
+	$(VENV46)/bin/python -m pytest -q -m compat $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_rewards.py
+
+# Re-freeze the default lock from the current .venv (after a deliberate upgrade).
+lock: $(VENV)/.installed
+	$(VENV)/bin/pip freeze --exclude-editable | grep -v -E '^-e |^#|rewardkit| @ |file:' > $(LOCK)
+
+clean:
+	rm -rf $(VENV) $(VENV46) build *.egg-info .pytest_cache .ruff_cache .hypothesis
