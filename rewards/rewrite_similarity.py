@@ -8,15 +8,15 @@ from typing import Any
 from rewardkit.rewards._base import PlanningReward
 from rewardkit.rewards._parsing import read_gold, read_plan
 from rewardkit.rewards._similarity import make_backend
-from rewardkit.rewards._text import content_units
+from rewardkit.rewards._text import CjkUnit, content_units
 
 
-def unit_coverage(pred: str, gold: str, cjk: str = "bigram") -> float:
+def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
     """Share of the gold's content units that also occur in the prediction."""
-    gold_units = content_units(gold, cjk)  # type: ignore[arg-type]
+    gold_units = content_units(gold, cjk)
     if not gold_units:
         return 1.0
-    return len(gold_units & content_units(pred, cjk)) / len(gold_units)  # type: ignore[arg-type]
+    return len(gold_units & content_units(pred, cjk)) / len(gold_units)
 
 
 class RewriteSimilarity(PlanningReward):
@@ -36,7 +36,7 @@ class RewriteSimilarity(PlanningReward):
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
         self.alpha = self.config.rewrite_alpha
-        self.cjk = self.config.rewrite_cjk_units
+        self.cjk: CjkUnit = "char" if self.config.rewrite_cjk_units == "char" else "bigram"
         self.backend = make_backend(self.config.backend, self.config.embedding_model, self.config.embedding_device)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:

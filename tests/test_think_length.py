@@ -114,3 +114,18 @@ class TestThinkLength(RewardContract):
     def test_bad_config_names_the_key(self, override: dict, key: str) -> None:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             ThinkLength(config={"think_length": override})
+
+    def test_token_unit_is_thread_safe_and_picklable(self, minilm_path: str) -> None:
+        import pickle
+        from concurrent.futures import ThreadPoolExecutor
+
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(minilm_path, local_files_only=True)
+        reward = ThinkLength(config={"think_length": {"unit": "tokens", "min": 2, "max": 30}}, tokenizer=tok)
+        batch = [completion("hello world " * (i % 40), "{}") for i in range(32)]
+        expected = reward(batch)
+        assert len(set(expected)) > 2  # the batch spans inside and outside the band
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert all(r == expected for r in pool.map(lambda _: reward(batch), range(64)))
+        assert pickle.loads(pickle.dumps(reward))(batch) == expected
