@@ -6,6 +6,16 @@ from typing import Any
 
 import pytest
 
+# The seven registry keys in the document's order (and REWARDS' order).
+REWARD_KEYS = [
+    "strict_format",
+    "json_valid",
+    "think_length",
+    "think_quality",
+    "rewrite_similarity",
+    "expert_match",
+    "plan_coverage",
+]
 E5 = ["全网搜索专家", "数据分析专家", "策略推荐专家", "图片生成专家", "商家入驻专家"]
 
 

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import REWARD_KEYS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,15 +18,7 @@ def test_rewards_lists_the_seven_keys() -> None:
     out = run("rewards")
     assert out.returncode == 0, out.stderr
     keys = [line.split()[0] for line in out.stdout.splitlines()]
-    assert keys == [
-        "strict_format",
-        "json_valid",
-        "think_length",
-        "think_quality",
-        "rewrite_similarity",
-        "expert_match",
-        "plan_coverage",
-    ]
+    assert keys == REWARD_KEYS
 
 
 def test_demo_prints_a_table_with_every_reward() -> None:

@@ -9,17 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REWARD_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = {
-    "strict_format",
-    "json_valid",
-    "think_length",
-    "think_quality",
-    "rewrite_similarity",
-    "expert_match",
-    "plan_coverage",
-}
+KEYS = set(REWARD_KEYS)
 
 PROBE = """
 import json, sys
