@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rewardkit.cli_build import add_build_parser
+
 DEFAULT_DEMO = Path("examples/planning/completions.jsonl")
 
 
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
+    add_build_parser(sub)
     return parser
 
 

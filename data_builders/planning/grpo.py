@@ -1,0 +1,104 @@
+"""planning-grpo: annotated plans → ms-swift GRPO rows.
+
+Input record (one JSONL line; ``tools``/``products`` optional)::
+
+    {"id": "p1-a0001", "query": "那上上个月呢？",
+     "history": [{"role": "user", "content": "帮我分析一下上个月的营收"},
+                 {"role": "assistant", "content": "上个月营收12.3万元。"}],
+     "experts": ["全网搜索专家", "数据分析专家", "策略推荐专家"],
+     "rewrite": "分析上上个月的营收",
+     "plan": [{"专家": "数据分析专家", "处理问题": ["分析上上个月的营收"]}]}
+
+Output row::
+
+    {"messages": [{"role": "system", "content": "<recipes/planning/system_prompt.txt rendered>"},
+                  {"role": "user", "content": "那上上个月呢？"}],
+     "solution": "{\\"补全后的问题\\": \\"分析上上个月的营收\\", \\"plan\\": [...]}",
+     "experts": ["全网搜索专家", "数据分析专家", "策略推荐专家"], "id": "p1-a0001"}
+
+Plans in the input use the zh step keys (专家, 处理问题, depends_on); ``--schema en``
+renames them. Rejected: ``gold_invalid`` (the gold fails the schema or its
+depends_on points forward), ``gold_expert_not_in_list``, ``mix_downsampled``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rewardkit.data_builders._io import BuildReport, OnError, Record, read_records
+from rewardkit.data_builders.planning._common import InputSpec, PromptTemplate, mix
+from rewardkit.rewards._parsing import read_plan
+from rewardkit.rewards._schema import AnswerSchema, load_schema
+from rewardkit.rewards._text import normalize_name
+
+REQUIRED = ("query", "experts", "rewrite", "plan")
+
+
+@dataclass(frozen=True)
+class GrpoOptions:
+    schema: str = "zh"
+    no_think: bool = False
+    history_turns: int = 3
+    seed: int = 0
+    on_error: OnError = "stop"
+    prompt: str | None = None
+
+
+def gold_answer(rewrite: str, plan: Sequence[Mapping[str, Any]], schema: AnswerSchema) -> dict[str, Any]:
+    """The gold as the schema's answer object (zh step keys renamed for other presets)."""
+    steps = []
+    for step in plan:
+        out: dict[str, Any] = {
+            schema.expert_key: step.get("专家", step.get(schema.expert_key)),
+            schema.tasks_key: step.get("处理问题", step.get(schema.tasks_key)),
+        }
+        if "depends_on" in step:
+            out["depends_on"] = step["depends_on"]
+        steps.append(out)
+    return {schema.rewrite_key: rewrite, schema.plan_key: steps}
+
+
+def check_gold(answer: Mapping[str, Any], experts: Sequence[str], schema: AnswerSchema) -> str | None:
+    """Why this gold cannot train, or None when it is fine."""
+    text = f"<answer>{json.dumps(answer, ensure_ascii=False)}</answer>"
+    plan = read_plan(text, schema)  # the same schema + DAG check the JsonValid reward applies
+    if plan is None:
+        return "gold_invalid"
+    allowed = {normalize_name(e) for e in experts}
+    if any(normalize_name(s.expert) not in allowed for s in plan.steps or ()):
+        return "gold_expert_not_in_list"
+    return None
+
+
+def build_grpo(inputs: Sequence[InputSpec], opts: GrpoOptions) -> tuple[list[dict[str, Any]], BuildReport]:
+    report = BuildReport()
+    schema = load_schema(opts.schema)
+    prompt = PromptTemplate(opts.prompt, no_think=opts.no_think, history_turns=opts.history_turns)
+    groups: list[list[tuple[Record, dict[str, Any]]]] = []
+    for spec in inputs:
+        kept = []
+        for record in read_records(spec.path, report, REQUIRED, opts.on_error):
+            data = record.data
+            answer = gold_answer(data["rewrite"], data["plan"], schema)
+            reason = check_gold(answer, data["experts"], schema)
+            if reason:
+                report.reject(record, reason)
+                continue
+            row = {
+                "messages": prompt.messages(data),
+                "solution": json.dumps(answer, ensure_ascii=False),
+                "experts": list(data["experts"]),
+            }
+            if "id" in data:
+                row["id"] = data["id"]
+            kept.append((record, row))
+        groups.append(kept)
+    chosen, dropped = mix(groups, [s.ratio for s in inputs], opts.seed)
+    for record, _ in dropped:
+        report.reject(record, "mix_downsampled")
+    report.written = len(chosen)
+    report.check()
+    return [row for _, row in chosen], report

@@ -1,0 +1,142 @@
+"""planning-sft: R1-distilled teacher outputs → ms-swift SFT rows, filtered by the rewards.
+
+Input record (``tools``/``products``/``gold`` optional)::
+
+    {"id": "p1-t0001", "query": "查看经营周报", "history": [],
+     "experts": ["全网搜索专家", "数据分析专家", "策略推荐专家"], "tools": ["经营周报"],
+     "output": "<think>\\n用户想看经营周报，属于数据分析专家。\\n</think>\\n\\n<answer>\\n{...}\\n</answer>",
+     "gold": {"补全后的问题": "查看经营周报", "plan": [{"专家": "数据分析专家", "处理问题": ["查看经营周报"]}]}}
+
+Output row::
+
+    {"messages": [{"role": "system", "content": "<rendered prompt>"},
+                  {"role": "user", "content": "查看经营周报"},
+                  {"role": "assistant", "content": "<think>\\n…\\n</think>\\n\\n<answer>\\n{...}\\n</answer>"}],
+     "id": "p1-t0001"}
+
+A record is kept only if, judged by rewardkit's own reward code: StrictFormat
+is 1 (``format``), JsonValid is 1 (``json_schema``), every expert is in the
+row's list (``expert_not_in_list``), the experts equal the gold's where there is
+a gold (``experts_mismatch``), ThinkQuality is not 0 (``think_quality``), and
+the think length lies in [think_min, think_max] characters (``think_length``).
+``keep_shortest`` then keeps that fraction of each input's survivors, shortest
+thinks first (``not_shortest``), as the document prefers short teacher samples.
+With ``no_think`` the assistant target is the answer block alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rewardkit.data_builders._io import BuildReport, OnError, Record, read_records
+from rewardkit.data_builders.planning._common import InputSpec, PromptTemplate, mix
+from rewardkit.data_builders.planning.grpo import gold_answer
+from rewardkit.rewards import ThinkQuality
+from rewardkit.rewards._parsing import Plan, parse, read_plan
+from rewardkit.rewards._schema import AnswerSchema, load_schema
+from rewardkit.rewards._text import normalize_name
+from rewardkit.rewards.strict_format import matches_seed_format
+
+REQUIRED = ("query", "experts", "output")
+
+
+@dataclass(frozen=True)
+class SftOptions:
+    schema: str = "zh"
+    no_think: bool = False
+    think_min: int = 20
+    think_max: int = 300
+    keep_shortest: float = 1.0
+    history_turns: int = 3
+    seed: int = 0
+    on_error: OnError = "stop"
+    prompt: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.keep_shortest <= 1:
+            raise ValueError("--keep-shortest must be in (0, 1]")
+        if self.think_min > self.think_max:
+            raise ValueError(f"--think-min ({self.think_min}) must be <= --think-max ({self.think_max})")
+
+
+def _experts(plan: Plan) -> set[str]:
+    return {normalize_name(s.expert) for s in plan.steps or ()}
+
+
+class TeacherFilter:
+    def __init__(self, opts: SftOptions, schema: AnswerSchema) -> None:
+        self.opts = opts
+        self.schema = schema
+        self.quality = ThinkQuality(config={"schema": opts.schema} if opts.schema in ("zh", "en") else None)
+
+    def reason(self, data: dict[str, Any]) -> str | None:
+        """Why the teacher output is rejected, or None to keep it."""
+        output = str(data["output"])
+        if not matches_seed_format(output):
+            return "format"
+        plan = read_plan(output, self.schema)
+        if plan is None:
+            return "json_schema"
+        if not _experts(plan) <= {normalize_name(e) for e in data["experts"]}:
+            return "expert_not_in_list"
+        gold = data.get("gold")
+        if gold is not None:
+            gold_plan = gold.get(self.schema.plan_key) or gold.get("plan") or []
+            gold_set = {normalize_name(str(s.get(self.schema.expert_key, s.get("专家", "")))) for s in gold_plan}
+            if _experts(plan) != gold_set:
+                return "experts_mismatch"
+        if self.quality.quality(parse(output).think) == 0.0:
+            return "think_quality"
+        if not self.opts.think_min <= len(parse(output).think or "") <= self.opts.think_max:
+            return "think_length"
+        return None
+
+
+def _target(output: str, schema: AnswerSchema, no_think: bool) -> str:
+    if not no_think:
+        return output
+    data = parse(output).data or {}
+    plan = data.get(schema.plan_key, [])
+    answer = gold_answer(data.get(schema.rewrite_key, ""), plan, schema)
+    return "<answer>\n" + json.dumps(answer, ensure_ascii=False) + "\n</answer>"
+
+
+def build_sft(inputs: Sequence[InputSpec], opts: SftOptions) -> tuple[list[dict[str, Any]], BuildReport]:
+    report = BuildReport()
+    schema = load_schema(opts.schema)
+    prompt = PromptTemplate(opts.prompt, no_think=opts.no_think, history_turns=opts.history_turns)
+    keep = TeacherFilter(opts, schema)
+    groups: list[list[tuple[Record, dict[str, Any]]]] = []
+    for spec in inputs:
+        kept: list[tuple[int, Record, dict[str, Any]]] = []
+        for record in read_records(spec.path, report, REQUIRED, opts.on_error):
+            reason = keep.reason(dict(record.data))
+            if reason:
+                report.reject(record, reason)
+                continue
+            output = str(record.data["output"])
+            row: dict[str, Any] = {
+                "messages": [
+                    *prompt.messages(record.data),
+                    {"role": "assistant", "content": _target(output, schema, opts.no_think)},
+                ]
+            }
+            if "id" in record.data:
+                row["id"] = record.data["id"]
+            kept.append((len(parse(output).think or ""), record, row))
+        # Shortest thinks first; the source position breaks ties deterministically.
+        kept.sort(key=lambda item: item[0])
+        n_keep = math.ceil(opts.keep_shortest * len(kept))
+        for _, record, _ in kept[n_keep:]:
+            report.reject(record, "not_shortest")
+        groups.append([(record, row) for _, record, row in kept[:n_keep]])
+    chosen, dropped = mix(groups, [s.ratio for s in inputs], opts.seed)
+    for record, _ in dropped:
+        report.reject(record, "mix_downsampled")
+    report.written = len(chosen)
+    report.check()
+    return [row for _, row in chosen], report

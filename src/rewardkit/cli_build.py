@@ -1,0 +1,70 @@
+"""``rewardkit build <name>``: raw data → ms-swift JSONL, with counts for every rejection."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rewardkit.data_builders._io import BuildError, write_jsonl
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", "-i", action="append", required=True, metavar="FILE[:RATIO]",
+                   help="input JSONL; repeat to mix inputs, optionally in the given ratios")  # fmt: skip
+    p.add_argument("--out", "-o", required=True, type=Path, help="output JSONL")
+    p.add_argument("--rejects", type=Path, help="write rejected records with their reasons here")
+    p.add_argument("--report", type=Path, help="write the counts as JSON here")
+    p.add_argument("--schema", default="zh", help="answer schema preset: zh (default) or en")
+    p.add_argument("--no-think", action="store_true", help="answer-only prompts (think-vs-no-think comparison)")
+    p.add_argument("--history-turns", type=int, default=3, help="dialogue turns rendered into the prompt")
+    p.add_argument("--prompt", help="system prompt template (default: recipes/planning/system_prompt*.txt)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--on-error", choices=["stop", "skip"], default="stop", help="on a malformed input line")
+
+
+def add_build_parser(sub: argparse._SubParsersAction) -> None:
+    build = sub.add_parser("build", help="build ms-swift datasets from raw data")
+    names = build.add_subparsers(dest="builder", required=True)
+    sft = names.add_parser("planning-sft", help="teacher (R1-distilled) outputs -> SFT rows")
+    _common(sft)
+    sft.add_argument("--think-min", type=int, default=20, help="shortest think kept (characters)")
+    sft.add_argument("--think-max", type=int, default=300, help="longest think kept (characters)")
+    sft.add_argument("--keep-shortest", type=float, default=1.0, help="keep this fraction, shortest thinks first")
+    sft.set_defaults(func=run_build)
+    grpo = names.add_parser("planning-grpo", help="annotated plans -> GRPO rows (messages, solution, experts)")
+    _common(grpo)
+    grpo.set_defaults(func=run_build)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from rewardkit.data_builders.planning._common import parse_input
+
+    inputs = [parse_input(s) for s in args.input]
+    common = dict(schema=args.schema, no_think=args.no_think, history_turns=args.history_turns,
+                  seed=args.seed, on_error=args.on_error, prompt=args.prompt)  # fmt: skip
+    try:
+        if args.builder == "planning-sft":
+            from rewardkit.data_builders.planning.sft import SftOptions, build_sft
+
+            opts = SftOptions(think_min=args.think_min, think_max=args.think_max,
+                              keep_shortest=args.keep_shortest, **common)  # fmt: skip
+            rows, report = build_sft(inputs, opts)
+        else:
+            from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
+
+            rows, report = build_grpo(inputs, GrpoOptions(**common))
+    except (BuildError, FileNotFoundError, ValueError) as exc:
+        print(f"rewardkit build {args.builder}: {exc}", file=sys.stderr)
+        return 2
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", encoding="utf-8") as f:
+        write_jsonl(rows, f)
+    if args.rejects:
+        with args.rejects.open("w", encoding="utf-8") as f:
+            write_jsonl(report.rejects, f)
+    if args.report:
+        args.report.write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n")
+    print(f"{args.builder} -> {args.out}\n{report.render()}", file=sys.stderr)
+    return 0
