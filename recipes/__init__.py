@@ -1,10 +1,41 @@
-"""Native ms-swift YAML recipes shipped with rewardkit."""
+"""Native ms-swift YAML recipes shipped with rewardkit, and their catalogue.
+
+Every YAML here is a plain ms-swift config (``swift sft FILE.yaml``); the
+catalogue records which ``swift`` command reads each one, so the CLI can list
+them and the tests can check every key against that command's arguments.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class RecipeFile:
+    name: str  # path relative to recipes/
+    command: str  # sft | rlhf | rollout | rewardkit (a $REWARDKIT_CONFIG file)
+    summary: str
+
+
+CATALOG: dict[str, list[RecipeFile]] = {
+    "planning": [
+        RecipeFile("planning/sft.yaml", "sft", "SFT, LoRA: learn the think/answer format (8B-32B)"),
+        RecipeFile("planning/sft_full.yaml", "sft", "SFT, full parameters, ZeRO-3"),
+        RecipeFile("planning/grpo.yaml", "rlhf", "GRPO with the seven rewards, one node, vLLM colocate"),
+        RecipeFile("planning/grpo_nothink.yaml", "rlhf", "GRPO control run without <think>"),
+        RecipeFile("planning/grpo_zero3.yaml", "rlhf", "GRPO, full parameters, DeepSpeed ZeRO-3, one node"),
+        RecipeFile("planning/grpo_server.yaml", "rlhf", "GRPO trainer against a `swift rollout` server"),
+        RecipeFile("planning/rollout.yaml", "rollout", "vLLM rollout server for multi-node GRPO"),
+        RecipeFile("planning/rewards.yaml", "rlhf", "just the seven rewards and weights, to combine"),
+        RecipeFile("planning/tiny_sft.yaml", "sft", "CPU preset: SFT of the tiny local model"),
+        RecipeFile("planning/tiny_grpo.yaml", "rlhf", "CPU preset: GRPO of the tiny local model"),
+        RecipeFile("planning/reward_config.yaml", "rewardkit", "reward configuration (REWARDKIT_CONFIG)"),
+        RecipeFile("planning/tiny_reward_config.yaml", "rewardkit", "reward configuration of the CPU preset"),
+    ]
+}
 
 
 def recipe_path(name: str) -> Path:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
+from rewardkit.rewards.answer_format import AnswerFormat
 from rewardkit.rewards.expert_match import ExpertMatch
 from rewardkit.rewards.json_valid import JsonValid
 from rewardkit.rewards.plan_coverage import PlanCoverage
@@ -35,9 +36,11 @@ REWARDS: dict[str, type] = {
     "rewrite_similarity": RewriteSimilarity,
     "expert_match": ExpertMatch,
     "plan_coverage": PlanCoverage,
+    # For answer-only (no-think) runs, in place of strict_format.
+    "answer_format": AnswerFormat,
 }
 
-# The merchant-planner document's weights, in REWARDS order.
+# The merchant-planner document's seven rewards and weights, in REWARDS order.
 DOCUMENT_WEIGHTS: dict[str, float] = {
     "strict_format": 0.1,
     "json_valid": 0.1,
@@ -68,6 +71,7 @@ register()
 __all__ = [
     "DOCUMENT_WEIGHTS",
     "REWARDS",
+    "AnswerFormat",
     "ExpertMatch",
     "JsonValid",
     "PlanCoverage",

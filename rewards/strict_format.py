@@ -16,6 +16,15 @@ _MIDDLE = "\n</think>\n\n<answer>\n"
 _SUFFIX = "\n</answer>"
 
 
+def _body_ends(text: str) -> list[int]:
+    """Where ``\n</answer>`` must start for ``\n</answer>$`` to match.
+
+    ``$`` without MULTILINE matches at the very end or before one final ``\n``.
+    """
+    ends = [len(text)] + ([len(text) - 1] if text.endswith("\n") else [])
+    return [end - len(_SUFFIX) for end in ends]
+
+
 def matches_seed_format(text: str) -> bool:
     """``SEED_PATTERN.match(text) is not None``, decided in linear time.
 
@@ -27,9 +36,7 @@ def matches_seed_format(text: str) -> bool:
     """
     if not text.startswith(_PREFIX):
         return False
-    ends = [len(text)] + ([len(text) - 1] if text.endswith("\n") else [])
-    for end in ends:
-        body_end = end - len(_SUFFIX)
+    for body_end in _body_ends(text):
         if (
             body_end >= len(_PREFIX)
             and text.startswith(_SUFFIX, body_end)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-# The seven registry keys in the document's order (and REWARDS' order).
+# Registry keys in REWARDS' order: the document's seven, then answer_format.
 REWARD_KEYS = [
     "strict_format",
     "json_valid",
@@ -15,6 +15,7 @@ REWARD_KEYS = [
     "rewrite_similarity",
     "expert_match",
     "plan_coverage",
+    "answer_format",
 ]
 E5 = ["全网搜索专家", "数据分析专家", "策略推荐专家", "图片生成专家", "商家入驻专家"]
 

@@ -74,7 +74,7 @@ def test_grpo_two_steps_logs_all_seven_rewards(tiny_model: Path, tmp_path: Path)
     steps = [row for row in read_logs(out) if "reward" in row and "global_step/max_steps" in row]
     assert len(steps) == 2
     for row in steps:
-        means = {key: row.get(f"rewards/{cls.__name__}/mean") for key, cls in REWARDS.items()}
+        means = {key: row.get(f"rewards/{REWARDS[key].__name__}/mean") for key in DOCUMENT_WEIGHTS}
         missing = [k for k, v in means.items() if v is None]
         assert not missing, f"no rewards/<Class>/mean for {missing}"
         assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in means.values())

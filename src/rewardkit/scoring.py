@@ -55,7 +55,7 @@ def score_rows(
     """
     from rewardkit.rewards import DOCUMENT_WEIGHTS, REWARDS
 
-    keys = list(keys or REWARDS)
+    keys = list(keys or DOCUMENT_WEIGHTS)
     weights = dict(weights or DOCUMENT_WEIGHTS)
     unknown = [k for k in keys if k not in REWARDS]
     if unknown:

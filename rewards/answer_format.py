@@ -1,0 +1,33 @@
+"""AnswerFormat: the strict layout of answer-only (no-think) completions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards.strict_format import _SUFFIX, _body_ends
+
+ANSWER_ONLY_PATTERN = re.compile(r"^<answer>\n.*?\n</answer>$", re.DOTALL)
+_PREFIX = "<answer>\n"
+
+
+def matches_answer_only(text: str) -> bool:
+    """``ANSWER_ONLY_PATTERN.match(text) is not None``, in linear time."""
+    if not text.startswith(_PREFIX):
+        return False
+    return any(b >= len(_PREFIX) and text.startswith(_SUFFIX, b) for b in _body_ends(text))
+
+
+class AnswerFormat(PlanningReward):
+    """1.0 iff the completion is exactly one answer block and nothing else, else 0.0.
+
+    Formula: ``1[re.match(r"^<answer>\\n.*?\\n</answer>$", c, DOTALL)]``: the
+    StrictFormat of the document's think-vs-no-think control run, where the
+    model must not think. Pair it with JsonValid and the content rewards.
+    Columns: none. Range: {0.0, 1.0}. Never returns None.
+    """
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        return [1.0 if matches_answer_only(c) else 0.0 for c in completions]
