@@ -1,0 +1,192 @@
+"""`rewardkit recipe run planning`: build → SFT → GRPO for the merchant planner (seed 001).
+
+Stages: ``model`` (tiny preset: build the offline tiny Qwen3), ``build`` (datasets
+from the teacher and annotated records), ``sft``, ``eval_sft`` (test-split rewards
+of the base and the SFT model), ``grpo``, ``grpo_base`` (with ``--baseline``: the
+same GRPO from the untrained model) and ``summary``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewardkit.data_builders._io import write_jsonl
+from rewardkit.data_builders.planning._common import InputSpec
+from rewardkit.pipeline import Context, Stage, StageError, last_checkpoint, latest_run_dir
+from rewardkit.recipes import recipe_path
+from rewardkit.scoring import read_jsonl, score_rows
+
+SWIFT = str(Path(sys.executable).parent / "swift")
+
+
+@dataclass(frozen=True)
+class Preset:
+    sft: str
+    grpo: str
+    reward_config: str
+    tiny: bool
+
+
+PRESETS = {
+    "tiny": Preset("planning/tiny_sft.yaml", "planning/tiny_grpo.yaml", "planning/tiny_reward_config.yaml", True),
+    "full": Preset("planning/sft.yaml", "planning/grpo.yaml", "planning/reward_config.yaml", False),
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    preset: str = "tiny"
+    data: Path = Path("examples/planning")
+    model: str | None = None  # the base model of the full preset
+    sft_steps: int | None = None
+    grpo_steps: int | None = None
+    eval_rows: int | None = None
+    max_new_tokens: int = 160
+    baseline: bool = False
+
+
+def _corpus(data: Path) -> list[str]:
+    from rewardkit.data_builders.planning._common import PromptTemplate
+
+    prompt = PromptTemplate()
+    texts: list[str] = []
+    for path in sorted(data.glob("*.jsonl")):
+        for row in read_jsonl(path):
+            if "experts" in row and "query" in row:
+                texts += [prompt.render(row), row["query"]]
+            texts += [str(row[k]) for k in ("output", "rewrite", "completion") if k in row]
+    return texts
+
+
+class PlanningPipeline:
+    def __init__(self, opts: Options) -> None:
+        if opts.preset not in PRESETS:
+            raise ValueError(f"--preset: unknown {opts.preset!r}; choose from {sorted(PRESETS)}")
+        self.opts = opts
+        self.preset = PRESETS[opts.preset]
+        if not self.preset.tiny and not opts.model:
+            raise ValueError("--model is required for the full preset (a local path or hub id of the base model)")
+        self.data = opts.data.resolve()
+
+    def stages(self) -> list[Stage]:
+        stages = [Stage("build", self.build), Stage("sft", self.sft), Stage("eval_sft", self.eval_sft)]
+        stages.append(Stage("grpo", self.grpo))
+        if self.opts.baseline:
+            stages.append(Stage("grpo_base", self.grpo_base))
+        stages.append(Stage("summary", self.summary))
+        return ([Stage("model", self.model)] if self.preset.tiny else []) + stages
+
+    def base_model(self, ctx: Context) -> str:
+        return ctx.results["model"]["path"] if self.preset.tiny else str(self.opts.model)
+
+    # -- stages ---------------------------------------------------------------------------------
+    def model(self, ctx: Context) -> dict[str, Any]:
+        from rewardkit.tiny_model import build_tiny_model
+
+        out = build_tiny_model(ctx.workdir / "tiny-model", _corpus(self.data), hidden_size=128, num_layers=2)
+        return {"path": str(out)}
+
+    def build(self, ctx: Context) -> dict[str, Any]:
+        from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
+        from rewardkit.data_builders.planning.sft import SftOptions, build_sft
+
+        out = ctx.workdir / "data"
+        out.mkdir(parents=True, exist_ok=True)
+        teacher = [InputSpec(p, None) for p in sorted(self.data.glob("teacher_*.jsonl"))]
+        annotated = [InputSpec(p, None) for p in sorted(self.data.glob("annotated_p*.jsonl"))]
+        test = [InputSpec(self.data / "annotated_test.jsonl", None)]
+        if not teacher or not annotated or not test[0].path.is_file():
+            raise StageError(f"{self.data} needs teacher_*.jsonl, annotated_p*.jsonl and annotated_test.jsonl")
+        reports = {}
+        for name, (rows, report) in {
+            "sft": build_sft(teacher, SftOptions(think_min=20, think_max=200)),
+            "grpo": build_grpo(annotated, GrpoOptions()),
+            "test": build_grpo(test, GrpoOptions()),
+        }.items():
+            with (out / f"{name}.jsonl").open("w", encoding="utf-8") as f:
+                write_jsonl(rows, f)
+            reports[name] = report.as_dict()
+            print(f"[build] {name}: {report.render()}", file=ctx.echo)
+        return {"dir": str(out), "reports": reports}
+
+    def sft(self, ctx: Context) -> dict[str, Any]:
+        out = ctx.workdir / "sft"
+        cmd = [SWIFT, "sft", str(recipe_path(self.preset.sft)), "--model", self.base_model(ctx),
+               "--dataset", str(ctx.workdir / "data" / "sft.jsonl"), "--output_dir", str(out)]  # fmt: skip
+        if self.opts.sft_steps:
+            cmd += ["--max_steps", str(self.opts.sft_steps), "--save_strategy", "steps",
+                    "--save_steps", str(self.opts.sft_steps)]  # fmt: skip
+        ctx.run("sft", cmd)
+        ckpt = last_checkpoint(out)
+        if (ckpt / "adapter_config.json").is_file():  # LoRA: GRPO starts from merged weights
+            merged = ctx.workdir / "sft-merged"
+            ctx.run("sft", [SWIFT, "export", "--adapters", str(ckpt), "--merge_lora", "true",
+                            "--output_dir", str(merged)])  # fmt: skip
+            ckpt = merged
+        return {"checkpoint": str(ckpt)}
+
+    def _evaluate(self, ctx: Context, model: str, name: str) -> dict[str, float]:
+        test = read_jsonl(ctx.workdir / "data" / "test.jsonl")[: self.opts.eval_rows]
+        path = ctx.workdir / "eval" / f"{name}.input.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as f:
+            write_jsonl(test, f)
+        result = ctx.workdir / "eval" / f"{name}.jsonl"
+        result.unlink(missing_ok=True)
+        ctx.run(f"eval_{name}", [SWIFT, "infer", "--model", model, "--val_dataset", str(path),
+                                 "--result_path", str(result), "--infer_backend", "transformers",
+                                 "--max_new_tokens", str(self.opts.max_new_tokens), "--temperature", "0",
+                                 "--max_batch_size", "16", "--enable_thinking", "true"])  # fmt: skip
+        responses = [r["response"] for r in read_jsonl(result)]
+        rows = [
+            {"completion": c, "solution": t["solution"], "experts": t["experts"]}
+            for c, t in zip(responses, test, strict=True)
+        ]
+        table = score_rows(rows)
+        means = dict(zip(table.keys, table.means(), strict=True))
+        means["weighted"] = sum(table.total(i) for i in range(len(rows))) / max(len(rows), 1)
+        return means
+
+    def eval_sft(self, ctx: Context) -> dict[str, Any]:
+        return {"base": self._evaluate(ctx, self.base_model(ctx), "base"),
+                "sft": self._evaluate(ctx, ctx.results["sft"]["checkpoint"], "sft")}  # fmt: skip
+
+    def _grpo(self, ctx: Context, model: str, out: Path, stage: str) -> dict[str, Any]:
+        import rewardkit.rewards
+
+        # The plugin's file form, absolute: it loads on every ms-swift whatever the cwd.
+        plugin = str(Path(rewardkit.rewards.__file__).resolve())
+        cmd = [SWIFT, "rlhf", str(recipe_path(self.preset.grpo)), "--model", model,
+               "--external_plugins", plugin, "--dataset", str(ctx.workdir / "data" / "grpo.jsonl"),
+               "--output_dir", str(out), "--log_completions", "true"]  # fmt: skip
+        if self.opts.grpo_steps:
+            cmd += ["--max_steps", str(self.opts.grpo_steps)]
+        ctx.run(stage, cmd, {"REWARDKIT_CONFIG": str(recipe_path(self.preset.reward_config))})
+        return {"run_dir": str(latest_run_dir(out))}
+
+    def grpo(self, ctx: Context) -> dict[str, Any]:
+        return self._grpo(ctx, ctx.results["sft"]["checkpoint"], ctx.workdir / "grpo", "grpo")
+
+    def grpo_base(self, ctx: Context) -> dict[str, Any]:
+        return self._grpo(ctx, self.base_model(ctx), ctx.workdir / "grpo_base", "grpo_base")
+
+    def summary(self, ctx: Context) -> dict[str, Any]:
+        from rewardkit.summary import grpo_steps, plot, summarize, think_lengths
+
+        evals = {k: ctx.results["eval_sft"][k] for k in ("base", "sft")}
+        report: dict[str, Any] = {"preset": self.opts.preset, "eval": evals}
+        for stage in ("grpo", "grpo_base"):
+            if stage not in ctx.results:
+                continue
+            run = Path(ctx.results[stage]["run_dir"])
+            steps = grpo_steps(run / "logging.jsonl")
+            report[stage] = summarize(steps)
+            png = plot(steps, think_lengths(run / "completions.jsonl"), ctx.workdir / f"{stage}_curves.png",
+                       f"planning {self.opts.preset}: {stage}")  # fmt: skip
+            report[stage]["plot"] = str(png)
+        (ctx.workdir / "summary.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        return {"summary": str(ctx.workdir / "summary.json")}
