@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rewardkit.planning_pipeline import planning_corpus
 from rewardkit.rewards import DOCUMENT_WEIGHTS, REWARDS
 from rewardkit.tiny_model import build_tiny_model, offline_env
 
@@ -19,19 +20,9 @@ EXAMPLES = ROOT / "examples" / "planning"
 SWIFT = str(Path(sys.executable).parent / "swift")
 
 
-def corpus() -> list[str]:
-    texts: list[str] = []
-    for path in sorted(EXAMPLES.glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            texts += [m["content"] for m in row.get("messages", [])]
-            texts += [str(row[k]) for k in ("solution", "completion") if k in row]
-    return texts
-
-
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", corpus())
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", planning_corpus(EXAMPLES))
 
 
 def plugin_form() -> str:

@@ -49,7 +49,8 @@ class Options:
     baseline: bool = False
 
 
-def _corpus(data: Path) -> list[str]:
+def planning_corpus(data: Path) -> list[str]:
+    """Texts for the tiny model's tokenizer: rendered prompts, queries, targets, messages."""
     from rewardkit.data_builders.planning._common import PromptTemplate
 
     prompt = PromptTemplate()
@@ -58,7 +59,8 @@ def _corpus(data: Path) -> list[str]:
         for row in read_jsonl(path):
             if "experts" in row and "query" in row:
                 texts += [prompt.render(row), row["query"]]
-            texts += [str(row[k]) for k in ("output", "rewrite", "completion") if k in row]
+            texts += [str(row[k]) for k in ("output", "rewrite", "completion", "solution") if k in row]
+            texts += [m["content"] for m in row.get("messages", [])]
     return texts
 
 
@@ -87,7 +89,7 @@ class PlanningPipeline:
     def model(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.tiny_model import build_tiny_model
 
-        out = build_tiny_model(ctx.workdir / "tiny-model", _corpus(self.data), hidden_size=128, num_layers=2)
+        out = build_tiny_model(ctx.workdir / "tiny-model", planning_corpus(self.data), hidden_size=128, num_layers=2)
         return {"path": str(out)}
 
     def build(self, ctx: Context) -> dict[str, Any]:
