@@ -30,8 +30,11 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 $(VENV46)/.installed: pyproject.toml $(LOCK46)
 	$(call make_venv,$(VENV46),$(LOCK46))
 
+# Score the bundled completions, then the CPU preset: build -> SFT -> GRPO (+ GRPO from the
+# untrained model for comparison) on the tiny local model. Resumable; rm -r runs/demo to redo.
 demo: $(VENV)/.installed
 	$(VENV)/bin/rewardkit demo
+	$(VENV)/bin/rewardkit recipe run planning --preset tiny --baseline --workdir runs/demo
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -42,10 +42,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_tiny(args: argparse.Namespace) -> int:
-    from rewardkit.planning_pipeline import planning_corpus
+    from rewardkit.planning_pipeline import TINY_MODEL, planning_corpus
     from rewardkit.tiny_model import build_tiny_model
 
-    out = build_tiny_model(args.out, planning_corpus(args.data.resolve()), hidden_size=128, num_layers=2)
+    out = build_tiny_model(args.out, planning_corpus(args.data.resolve()), **TINY_MODEL)
     print(out)
     return 0
 
