@@ -59,9 +59,10 @@ def _table(summary: dict) -> str:
         lines.append(f"{name:<20}" + "".join(f"{ev[name][k]:>13.3f}" for k in keys))
     for stage in ("grpo", "grpo_base"):
         if stage in summary:
-            first, last = summary[stage]["first"], summary[stage]["last"]
-            lines.append(f"{stage} reward: step {summary[stage]['steps'][0]} {first['reward']:.3f} -> "
-                         f"step {summary[stage]['steps'][1]} {last['reward']:.3f}")  # fmt: skip
+            s = summary[stage]
+            lines.append(f"{stage} weighted reward: first logged step {s['first']['reward']:.3f}, "
+                         f"last {s['last']['reward']:.3f}; first quarter {s['first_quarter']['reward']:.3f} "
+                         f"-> last quarter {s['last_quarter']['reward']:.3f}")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -44,17 +44,32 @@ def think_lengths(completions_jsonl: Path) -> dict[int, float]:
     return {s: sum(v) / len(v) for s, v in sorted(per_step.items())}
 
 
+def _step(row: Mapping[str, Any]) -> int:
+    return int(str(row["global_step/max_steps"]).split("/")[0])
+
+
+def _window_mean(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    out = {"reward": sum(float(r["reward"]) for r in rows) / len(rows)}
+    for name in reward_means(rows[0]):
+        out[name] = sum(reward_means(r)[name] for r in rows) / len(rows)
+    return out
+
+
 def summarize(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """First and last logged steps, plus means over the first and last quarter of the run.
+
+    A logged step averages only a few prompts' groups, so single points are
+    noisy; the quarter windows are what "the reward went up" should rest on.
+    """
     if not steps:
         raise ValueError("no GRPO logging steps with rewards to summarize")
-    first, last = steps[0], steps[-1]
+    k = max(1, len(steps) // 4)
     return {
-        "steps": [
-            int(str(first["global_step/max_steps"]).split("/")[0]),
-            int(str(last["global_step/max_steps"]).split("/")[0]),
-        ],
-        "first": {"reward": first["reward"], **reward_means(first)},
-        "last": {"reward": last["reward"], **reward_means(last)},
+        "steps": [_step(steps[0]), _step(steps[-1])],
+        "first": {"reward": steps[0]["reward"], **reward_means(steps[0])},
+        "last": {"reward": steps[-1]["reward"], **reward_means(steps[-1])},
+        "first_quarter": _window_mean(steps[:k]),
+        "last_quarter": _window_mean(steps[-k:]),
     }
 
 
@@ -64,7 +79,7 @@ def plot(steps: Sequence[Mapping[str, Any]], thinks: Mapping[int, float], out: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [int(str(r["global_step/max_steps"]).split("/")[0]) for r in steps]
+    xs = [_step(r) for r in steps]
     names = list(reward_means(steps[0]))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     for name in names:
