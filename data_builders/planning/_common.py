@@ -9,10 +9,23 @@ from pathlib import Path
 from string import Template
 from typing import Any, TypeVar
 
+from rewardkit.data_builders._io import BuildReport, OnError, Record
 from rewardkit.recipes import recipe_path
 
 T = TypeVar("T")
 ROLE_NAMES = {"user": "用户", "assistant": "助手"}
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Options every planning builder takes (the CLI's shared flags)."""
+
+    schema: str = "zh"
+    no_think: bool = False
+    history_turns: int = 3
+    seed: int = 0
+    on_error: OnError = "stop"
+    prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,3 +113,15 @@ def mix(groups: Sequence[Sequence[T]], ratios: Sequence[float | None], seed: int
         dropped += items[k:]
     rng.shuffle(chosen)
     return chosen, dropped
+
+
+def mix_and_count(
+    groups: Sequence[Sequence[tuple[Record, T]]], inputs: Sequence[InputSpec], seed: int, report: BuildReport
+) -> list[T]:
+    """Mix the per-input survivors, count the mix's drops, and check the counts reconcile."""
+    chosen, dropped = mix(groups, [s.ratio for s in inputs], seed)
+    for record, _ in dropped:
+        report.reject(record, "mix_downsampled")
+    report.written = len(chosen)
+    report.check()
+    return [row for _, row in chosen]

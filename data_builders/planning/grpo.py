@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.data_builders._io import BuildReport, OnError, Record, read_records
-from rewardkit.data_builders.planning._common import InputSpec, PromptTemplate, mix
+from rewardkit.data_builders._io import BuildReport, Record, read_records
+from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
 from rewardkit.rewards._parsing import read_plan
 from rewardkit.rewards._schema import AnswerSchema, load_schema
 from rewardkit.rewards._text import normalize_name
@@ -38,13 +38,8 @@ REQUIRED = ("query", "experts", "rewrite", "plan")
 
 
 @dataclass(frozen=True)
-class GrpoOptions:
-    schema: str = "zh"
-    no_think: bool = False
-    history_turns: int = 3
-    seed: int = 0
-    on_error: OnError = "stop"
-    prompt: str | None = None
+class GrpoOptions(BuildOptions):
+    pass
 
 
 def gold_answer(rewrite: str, plan: Sequence[Mapping[str, Any]], schema: AnswerSchema) -> dict[str, Any]:
@@ -96,9 +91,4 @@ def build_grpo(inputs: Sequence[InputSpec], opts: GrpoOptions) -> tuple[list[dic
                 row["id"] = data["id"]
             kept.append((record, row))
         groups.append(kept)
-    chosen, dropped = mix(groups, [s.ratio for s in inputs], opts.seed)
-    for record, _ in dropped:
-        report.reject(record, "mix_downsampled")
-    report.written = len(chosen)
-    report.check()
-    return [row for _, row in chosen], report
+    return mix_and_count(groups, inputs, opts.seed, report), report

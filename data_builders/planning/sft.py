@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.data_builders._io import BuildReport, OnError, Record, read_records
-from rewardkit.data_builders.planning._common import InputSpec, PromptTemplate, mix
+from rewardkit.data_builders._io import BuildReport, Record, read_records
+from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
 from rewardkit.data_builders.planning.grpo import gold_answer
 from rewardkit.rewards import ThinkQuality
 from rewardkit.rewards._parsing import Plan, parse, read_plan
@@ -45,16 +45,10 @@ REQUIRED = ("query", "experts", "output")
 
 
 @dataclass(frozen=True)
-class SftOptions:
-    schema: str = "zh"
-    no_think: bool = False
+class SftOptions(BuildOptions):
     think_min: int = 20
     think_max: int = 300
     keep_shortest: float = 1.0
-    history_turns: int = 3
-    seed: int = 0
-    on_error: OnError = "stop"
-    prompt: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.keep_shortest <= 1:
@@ -134,9 +128,4 @@ def build_sft(inputs: Sequence[InputSpec], opts: SftOptions) -> tuple[list[dict[
         for _, record, _ in kept[n_keep:]:
             report.reject(record, "not_shortest")
         groups.append([(record, row) for _, record, row in kept[:n_keep]])
-    chosen, dropped = mix(groups, [s.ratio for s in inputs], opts.seed)
-    for record, _ in dropped:
-        report.reject(record, "mix_downsampled")
-    report.written = len(chosen)
-    report.check()
-    return [row for _, row in chosen], report
+    return mix_and_count(groups, inputs, opts.seed, report), report
