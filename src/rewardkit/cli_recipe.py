@@ -22,7 +22,8 @@ def add_recipe_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--sft-steps", type=int, help="override the SFT length (steps)")
     run.add_argument("--grpo-steps", type=int, help="override the GRPO length (steps)")
     run.add_argument("--eval-rows", type=int, help="evaluate on the first N test rows only")
-    run.add_argument("--baseline", action="store_true", help="also run GRPO from the untrained model")
+    run.add_argument("--baseline", action="store_true",
+                     help="also run GRPO from the untrained model, and a no-learning control from SFT")  # fmt: skip
     run.set_defaults(func=cmd_run)
     tiny = sub.add_parser("tiny-model", help="build the offline tiny Qwen3 used by the CPU preset and tests")
     tiny.add_argument("out", type=Path)
@@ -57,7 +58,7 @@ def _table(summary: dict) -> str:
     lines.append(f"{'test split':<20}" + "".join(f"{k[:12]:>13}" for k in keys))
     for name in ("base", "sft"):
         lines.append(f"{name:<20}" + "".join(f"{ev[name][k]:>13.3f}" for k in keys))
-    for stage in ("grpo", "grpo_base"):
+    for stage in ("grpo", "grpo_base", "grpo_control"):
         if stage in summary:
             s = summary[stage]
             lines.append(f"{stage} weighted reward: first logged step {s['first']['reward']:.3f}, "

@@ -3,7 +3,9 @@
 Stages: ``model`` (tiny preset: build the offline tiny Qwen3), ``build`` (datasets
 from the teacher and annotated records), ``sft``, ``eval_sft`` (test-split rewards
 of the base and the SFT model), ``grpo``, ``grpo_base`` (with ``--baseline``: the
-same GRPO from the untrained model) and ``summary``.
+same GRPO from the untrained model, and ``grpo_control``: the same GRPO from the SFT
+model with a learning rate of 1e-12, which sees the same prompts in the same order
+but learns nothing) and ``summary``.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class PlanningPipeline:
         stages = [Stage("build", self.build), Stage("sft", self.sft), Stage("eval_sft", self.eval_sft)]
         stages.append(Stage("grpo", self.grpo))
         if self.opts.baseline:
-            stages.append(Stage("grpo_base", self.grpo_base))
+            stages += [Stage("grpo_base", self.grpo_base), Stage("grpo_control", self.grpo_control)]
         stages.append(Stage("summary", self.summary))
         return ([Stage("model", self.model)] if self.preset.tiny else []) + stages
 
@@ -161,7 +163,7 @@ class PlanningPipeline:
         return {"base": self._evaluate(ctx, self.base_model(ctx), "base"),
                 "sft": self._evaluate(ctx, ctx.results["sft"]["checkpoint"], "sft")}  # fmt: skip
 
-    def _grpo(self, ctx: Context, model: str, out: Path, stage: str) -> dict[str, Any]:
+    def _grpo(self, ctx: Context, model: str, out: Path, stage: str, *extra: str) -> dict[str, Any]:
         import rewardkit.rewards
 
         # The plugin's file form, absolute: it loads on every ms-swift whatever the cwd.
@@ -171,7 +173,7 @@ class PlanningPipeline:
                "--output_dir", str(out), "--log_completions", "true"]  # fmt: skip
         if self.opts.grpo_steps:
             cmd += ["--max_steps", str(self.opts.grpo_steps)]
-        ctx.run(stage, cmd, {"REWARDKIT_CONFIG": str(recipe_path(self.preset.reward_config))})
+        ctx.run(stage, [*cmd, *extra], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.reward_config))})
         return {"run_dir": str(latest_run_dir(out))}
 
     def grpo(self, ctx: Context) -> dict[str, Any]:
@@ -180,12 +182,17 @@ class PlanningPipeline:
     def grpo_base(self, ctx: Context) -> dict[str, Any]:
         return self._grpo(ctx, self.base_model(ctx), ctx.workdir / "grpo_base", "grpo_base")
 
+    def grpo_control(self, ctx: Context) -> dict[str, Any]:
+        # Later batches may simply hold easier prompts: the control tells that apart from learning.
+        args = ("--learning_rate", "1e-12")
+        return self._grpo(ctx, ctx.results["sft"]["checkpoint"], ctx.workdir / "grpo_control", "grpo_control", *args)
+
     def summary(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.summary import grpo_steps, plot, summarize, think_lengths
 
         evals = {k: ctx.results["eval_sft"][k] for k in ("base", "sft")}
         report: dict[str, Any] = {"preset": self.opts.preset, "eval": evals}
-        for stage in ("grpo", "grpo_base"):
+        for stage in ("grpo", "grpo_base", "grpo_control"):
             if stage not in ctx.results:
                 continue
             run = Path(ctx.results[stage]["run_dir"])
