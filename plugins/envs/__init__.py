@@ -1,0 +1,1 @@
+"""Tool-use environments backed by real databases."""
