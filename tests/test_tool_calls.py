@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewardkit.plugins.envs.tool_calls import ToolCall, said_to_user, tool_calls
+
+CANCEL = {"order_id": "#W2611340", "reason": "no longer needed"}
+
+
+class TestToolCalls:
+    def test_hermes_blocks_several_per_message(self) -> None:
+        content = (
+            "Let me check.\n<tool_call>\n"
+            + json.dumps({"name": "get_order_details", "arguments": {"order_id": "#W2611340"}})
+            + "\n</tool_call>\n<tool_call>"
+            + json.dumps({"name": "cancel_pending_order", "arguments": CANCEL})
+            + "</tool_call>"
+        )
+        calls = tool_calls(
+            [{"role": "user", "content": "<tool_call>{}</tool_call>"}, {"role": "assistant", "content": content}]
+        )
+        assert calls == [
+            ToolCall("get_order_details", {"order_id": "#W2611340"}),
+            ToolCall("cancel_pending_order", CANCEL),
+        ]
+
+    def test_openai_tool_calls_with_string_or_object_arguments(self) -> None:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"type": "function", "function": {"name": "cancel_pending_order", "arguments": json.dumps(CANCEL)}},
+                {"type": "function", "function": {"name": "list_all_product_types", "arguments": {}}},
+            ],
+        }
+        assert tool_calls([message]) == [
+            ToolCall("cancel_pending_order", CANCEL),
+            ToolCall("list_all_product_types", {}),
+        ]
+
+    @pytest.mark.parametrize(
+        ("content", "error"),
+        [
+            ("<tool_call>{not json</tool_call>", "not valid JSON"),
+            ('<tool_call>{"arguments": {}}</tool_call>', "string 'name'"),
+            ('<tool_call>{"name": "calculate", "arguments": "[1]"}</tool_call>', "JSON object"),
+            ('<tool_call>{"name": "calculate", "arguments": "{bad"}</tool_call>', "not valid JSON"),
+        ],
+    )
+    def test_undecodable_calls_are_kept_with_an_error(self, content: str, error: str) -> None:
+        (call,) = tool_calls([{"role": "assistant", "content": content}])
+        assert call.error is not None and error in call.error
+        assert call.arguments == {}
+
+    def test_said_to_user_drops_tool_blocks(self) -> None:
+        messages = [
+            {"role": "assistant", "content": 'Your refund is 536.65.<tool_call>{"name": "x"}</tool_call>'},
+            {"role": "tool", "content": "secret tool output"},
+        ]
+        text = said_to_user(messages)
+        assert "536.65" in text and "tool_call" not in text and "secret" not in text
