@@ -25,14 +25,11 @@ class Completion:
     """Where the pieces of a completion are.
 
     ``think`` is the stripped text of the first closed think block (None when
-    there is none). ``answer`` is the text of the single answer block after it
-    (None when there are zero or several blocks). ``data`` is ``answer`` decoded
-    as a JSON object (None when it is not one).
+    there is none). ``data`` is the single answer block after it decoded as a
+    JSON object (None when there are zero or several blocks, or it is not one).
     """
 
     think: str | None
-    answer: str | None
-    n_answers: int
     data: Mapping[str, Any] | None
 
 
@@ -69,16 +66,14 @@ def parse(text: str) -> Completion:
         end = text.find(THINK_CLOSE, start + len(THINK_OPEN))
         if end < 0:
             # An unclosed think swallows the rest: nothing after it is an answer.
-            return Completion(None, None, 0, None)
+            return Completion(None, None)
         think = text[start + len(THINK_OPEN) : end].strip()
         region = text[end + len(THINK_CLOSE) :]
-    n_answers = region.count(ANSWER_OPEN)
     a_start = region.find(ANSWER_OPEN)
     a_end = region.find(ANSWER_CLOSE)
-    if n_answers != 1 or region.count(ANSWER_CLOSE) != 1 or a_end < a_start:
-        return Completion(think, None, n_answers, None)
-    answer = region[a_start + len(ANSWER_OPEN) : a_end]
-    return Completion(think, answer, 1, _json_object(answer))
+    if region.count(ANSWER_OPEN) != 1 or region.count(ANSWER_CLOSE) != 1 or a_end < a_start:
+        return Completion(think, None)
+    return Completion(think, _json_object(region[a_start + len(ANSWER_OPEN) : a_end]))
 
 
 def _steps(raw: Any, schema: AnswerSchema) -> tuple[Step, ...]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 
 from rewardkit.planning_pipeline import planning_corpus
 from rewardkit.rewards import DOCUMENT_WEIGHTS, REWARDS
+from rewardkit.summary import grpo_steps
 from rewardkit.tiny_model import build_tiny_model, offline_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,10 +33,10 @@ def plugin_form() -> str:
     return "rewards/" if (major, minor) <= (4, 4) else "rewards/__init__.py"
 
 
-def read_logs(output_dir: Path) -> list[dict]:
+def read_steps(output_dir: Path) -> list[dict]:
     files = sorted(output_dir.glob("**/logging.jsonl"))
     assert files, f"no logging.jsonl under {output_dir}"
-    return [json.loads(line) for line in files[-1].read_text().splitlines() if line.strip()]
+    return grpo_steps(files[-1])
 
 
 @pytest.mark.e2e
@@ -62,7 +62,7 @@ def test_grpo_two_steps_logs_all_seven_rewards(tiny_model: Path, tmp_path: Path)
     (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
 
-    steps = [row for row in read_logs(out) if "reward" in row and "global_step/max_steps" in row]
+    steps = read_steps(out)
     assert len(steps) == 2
     for row in steps:
         means = {key: row.get(f"rewards/{REWARDS[key].__name__}/mean") for key in DOCUMENT_WEIGHTS}

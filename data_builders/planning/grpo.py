@@ -30,7 +30,7 @@ from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record, read_records
 from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
-from rewardkit.rewards._parsing import read_plan
+from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._schema import AnswerSchema, load_schema
 from rewardkit.rewards._text import normalize_name
 
@@ -56,14 +56,18 @@ def gold_answer(rewrite: str, plan: Sequence[Mapping[str, Any]], schema: AnswerS
     return {schema.rewrite_key: rewrite, schema.plan_key: steps}
 
 
+def plan_experts(plan: Plan) -> set[str]:
+    """The plan's experts, normalised as the rewards compare them."""
+    return {normalize_name(s.expert) for s in plan.steps or ()}
+
+
 def check_gold(answer: Mapping[str, Any], experts: Sequence[str], schema: AnswerSchema) -> str | None:
     """Why this gold cannot train, or None when it is fine."""
     text = f"<answer>{json.dumps(answer, ensure_ascii=False)}</answer>"
     plan = read_plan(text, schema)  # the same schema + DAG check the JsonValid reward applies
     if plan is None:
         return "gold_invalid"
-    allowed = {normalize_name(e) for e in experts}
-    if any(normalize_name(s.expert) not in allowed for s in plan.steps or ()):
+    if not plan_experts(plan) <= {normalize_name(e) for e in experts}:
         return "gold_expert_not_in_list"
     return None
 

@@ -34,9 +34,9 @@ from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record, read_records
 from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
-from rewardkit.data_builders.planning.grpo import gold_answer
+from rewardkit.data_builders.planning.grpo import gold_answer, plan_experts
 from rewardkit.rewards import ThinkQuality
-from rewardkit.rewards._parsing import Plan, parse, read_plan
+from rewardkit.rewards._parsing import parse, read_plan
 from rewardkit.rewards._schema import AnswerSchema, load_schema
 from rewardkit.rewards._text import normalize_name
 from rewardkit.rewards.strict_format import matches_seed_format
@@ -57,10 +57,6 @@ class SftOptions(BuildOptions):
             raise ValueError(f"--think-min ({self.think_min}) must be <= --think-max ({self.think_max})")
 
 
-def _experts(plan: Plan) -> set[str]:
-    return {normalize_name(s.expert) for s in plan.steps or ()}
-
-
 class TeacherFilter:
     def __init__(self, opts: SftOptions, schema: AnswerSchema) -> None:
         self.opts = opts
@@ -75,17 +71,18 @@ class TeacherFilter:
         plan = read_plan(output, self.schema)
         if plan is None:
             return "json_schema"
-        if not _experts(plan) <= {normalize_name(e) for e in data["experts"]}:
+        if not plan_experts(plan) <= {normalize_name(e) for e in data["experts"]}:
             return "expert_not_in_list"
         gold = data.get("gold")
         if gold is not None:
             gold_plan = gold.get(self.schema.plan_key) or gold.get("plan") or []
             gold_set = {normalize_name(str(s.get(self.schema.expert_key, s.get("专家", "")))) for s in gold_plan}
-            if _experts(plan) != gold_set:
+            if plan_experts(plan) != gold_set:
                 return "experts_mismatch"
-        if self.quality.quality(parse(output).think) == 0.0:
+        think = parse(output).think
+        if self.quality.quality(think) == 0.0:
             return "think_quality"
-        if not self.opts.think_min <= len(parse(output).think or "") <= self.opts.think_max:
+        if not self.opts.think_min <= len(think or "") <= self.opts.think_max:
             return "think_length"
         return None
 

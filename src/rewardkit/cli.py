@@ -46,11 +46,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     means = table.means()
     for key, mean, weight in zip(table.keys, means, table.weights, strict=True):
         view.add_column(f"{REWARDS[key].__name__}\n×{weight:g}", justify="right", footer=f"{mean:.3f}")
-    totals = [table.total(i) for i in range(len(table.names))]
-    view.add_column("weighted", justify="right", footer=f"{sum(totals) / max(len(totals), 1):.3f}")
+    view.add_column("weighted", justify="right", footer=f"{table.mean_total():.3f}")
     for i, name in enumerate(table.names):
         cells = ["—" if s is None else f"{s:.3f}" for s in table.scores[i]]
-        view.add_row(name, *cells, f"{totals[i]:.3f}")
+        view.add_row(name, *cells, f"{table.total(i):.3f}")
     Console(width=max(160, Console().width)).print(view)
     return 0
 

@@ -156,7 +156,7 @@ class PlanningPipeline:
         ]
         table = score_rows(rows)
         means = dict(zip(table.keys, table.means(), strict=True))
-        means["weighted"] = sum(table.total(i) for i in range(len(rows))) / max(len(rows), 1)
+        means["weighted"] = table.mean_total()
         return means
 
     def eval_sft(self, ctx: Context) -> dict[str, Any]:

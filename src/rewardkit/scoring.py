@@ -21,6 +21,10 @@ class ScoreTable:
         """Weighted sum over the rewards that scored the row (None counts as 0, as NaN-sum does in ms-swift)."""
         return sum(w * s for w, s in zip(self.weights, self.scores[row], strict=True) if s is not None)
 
+    def mean_total(self) -> float:
+        """The weighted total averaged over rows (NaN with no rows)."""
+        return _mean([self.total(i) for i in range(len(self.names))])
+
     def means(self) -> list[float]:
         cols = zip(*self.scores, strict=True)
         return [_mean([s for s in col if s is not None]) for col in cols]
