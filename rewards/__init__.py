@@ -1,4 +1,4 @@
-"""rewardkit's planning rewards, registered in ms-swift's ``orms`` registry.
+"""rewardkit's rewards (planning and task completion), registered in ms-swift's ``orms`` registry.
 
 Three ways in, one set of classes (all imports are absolute, through the
 installed ``rewardkit`` package):
@@ -24,11 +24,13 @@ from rewardkit.rewards.json_valid import JsonValid
 from rewardkit.rewards.plan_coverage import PlanCoverage
 from rewardkit.rewards.rewrite_similarity import RewriteSimilarity
 from rewardkit.rewards.strict_format import StrictFormat
+from rewardkit.rewards.task_completion import TaskCompletion
+from rewardkit.rewards.task_completion_rate import TaskCompletionRate
 from rewardkit.rewards.think_length import ThinkLength
 from rewardkit.rewards.think_quality import ThinkQuality
 
 # Registry key -> class; the class name is what ms-swift logs (rewards/<Class>/mean).
-REWARDS: dict[str, type] = {
+PLANNING_REWARDS: dict[str, type] = {
     "strict_format": StrictFormat,
     "json_valid": JsonValid,
     "think_length": ThinkLength,
@@ -39,6 +41,12 @@ REWARDS: dict[str, type] = {
     # For answer-only (no-think) runs, in place of strict_format.
     "answer_format": AnswerFormat,
 }
+# Multi-turn tool-use agents on a tau2 domain (MUA-RL): the binary reward and its weight-0 metric.
+EPISODE_REWARDS: dict[str, type] = {
+    "task_completion": TaskCompletion,
+    "task_completion_rate": TaskCompletionRate,
+}
+REWARDS: dict[str, type] = {**PLANNING_REWARDS, **EPISODE_REWARDS}
 
 # The merchant-planner document's seven rewards and weights, in REWARDS order.
 DOCUMENT_WEIGHTS: dict[str, float] = {
@@ -70,6 +78,8 @@ register()
 
 __all__ = [
     "DOCUMENT_WEIGHTS",
+    "EPISODE_REWARDS",
+    "PLANNING_REWARDS",
     "REWARDS",
     "AnswerFormat",
     "ExpertMatch",
@@ -77,6 +87,8 @@ __all__ = [
     "PlanCoverage",
     "RewriteSimilarity",
     "StrictFormat",
+    "TaskCompletion",
+    "TaskCompletionRate",
     "ThinkLength",
     "ThinkQuality",
     "register",

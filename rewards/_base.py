@@ -1,4 +1,4 @@
-"""Shared plumbing of the planning rewards: config, schema, column access."""
+"""Shared plumbing of the rewards: column checks; config and schema for the planning ones."""
 
 from __future__ import annotations
 
@@ -23,27 +23,25 @@ class MissingColumnError(KeyError):
         return str(self.args[0])
 
 
-class PlanningReward:
-    """Base of the seven planning rewards.
+class Reward:
+    """Base of every rewardkit reward: checks the columns it reads, then scores.
 
     ms-swift builds each registered reward as ``cls(args=training_args)`` and
-    calls it as ``reward(completions, **columns)``; the extra ``config`` argument
-    lets library users override ``$REWARDKIT_CONFIG`` programmatically.
+    calls it as ``reward(completions, **columns)``.
     """
 
     columns: ClassVar[tuple[str, ...]] = ()
+    dataset_format: ClassVar[str] = ""  # how to build rows that carry the columns, for error messages
 
-    def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None, **_: Any) -> None:
+    def __init__(self, args: Any = None, **_: Any) -> None:
         self.args = args
-        self.config = config if isinstance(config, RewardConfig) else load_config(config)
-        self.schema: AnswerSchema = load_schema(self.config.schema, self.config.schema_keys)
 
     def __call__(self, completions: Sequence[str], **kwargs: Any) -> list[float | None]:
         texts = [c if isinstance(c, str) else str(c) for c in completions]
         for name in self.columns:
             if name not in kwargs:
                 raise MissingColumnError(
-                    f"{type(self).__name__}: dataset column {name!r} is missing. {DATASET_FORMAT}."
+                    f"{type(self).__name__}: dataset column {name!r} is missing. {self.dataset_format}."
                 )
             if len(kwargs[name]) != len(texts):
                 raise ValueError(f"column {name!r} has {len(kwargs[name])} values for {len(texts)} completions")
@@ -51,6 +49,17 @@ class PlanningReward:
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         raise NotImplementedError
+
+
+class PlanningReward(Reward):
+    """Base of the planning rewards; ``config`` overrides ``$REWARDKIT_CONFIG`` programmatically."""
+
+    dataset_format = DATASET_FORMAT
+
+    def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None, **_: Any) -> None:
+        super().__init__(args)
+        self.config = config if isinstance(config, RewardConfig) else load_config(config)
+        self.schema: AnswerSchema = load_schema(self.config.schema, self.config.schema_keys)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(schema={self.schema.name!r})"

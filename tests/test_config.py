@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewardkit.rewards import REWARDS, ThinkLength
+from rewardkit.rewards import PLANNING_REWARDS, ThinkLength
 from rewardkit.rewards._config import DEFAULTS, ConfigError, load_config
 
 
@@ -27,7 +27,7 @@ class TestConfig:
 
     def test_every_reward_reads_the_env_file(self, tmp_path, monkeypatch) -> None:
         monkeypatch.setenv("REWARDKIT_CONFIG", str(write(tmp_path, "schema: en\n")))
-        assert all(cls().schema.name == "en" for cls in REWARDS.values())
+        assert all(cls().schema.name == "en" for cls in PLANNING_REWARDS.values())
 
     @pytest.mark.parametrize(
         ("yaml_text", "key"),

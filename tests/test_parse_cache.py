@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from conftest import E5, GOLD, GOOD, THINK, answer, completion, step
 
-from rewardkit.rewards import REWARDS
+from rewardkit.rewards import PLANNING_REWARDS
 from rewardkit.rewards._parsing import parse, read_plan
 
 
@@ -10,7 +10,7 @@ def test_seven_rewards_parse_each_completion_once() -> None:
     batch = [
         completion(THINK + f" 第{i}条", answer("查看经营周报", step("数据分析专家", "查看经营周报"))) for i in range(8)
     ]
-    rewards = [cls() for cls in REWARDS.values()]
+    rewards = [cls() for cls in PLANNING_REWARDS.values()]
     parse.cache_clear()
     read_plan.cache_clear()
     for reward in rewards:

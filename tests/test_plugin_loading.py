@@ -12,7 +12,7 @@ import pytest
 from conftest import REWARD_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = set(REWARD_KEYS)
+KEYS = {*REWARD_KEYS, "task_completion", "task_completion_rate"}
 
 PROBE = """
 import json, sys

@@ -11,10 +11,10 @@ from conftest import E5, GOLD, THINK, answer, completion, step
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rewardkit.rewards import REWARDS
+from rewardkit.rewards import PLANNING_REWARDS
 from rewardkit.rewards.strict_format import SEED_PATTERN, matches_seed_format
 
-REWARD_OBJECTS = {key: cls() for key, cls in REWARDS.items()}
+REWARD_OBJECTS = {key: cls() for key, cls in PLANNING_REWARDS.items()}
 
 FRAGMENTS = [
     "<think>", "</think>", "<answer>", "</answer>", "\n", "\n\n", " ", "{", "}", "[", "]", '"', ":", ",",

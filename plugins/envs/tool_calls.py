@@ -1,7 +1,8 @@
-"""Read an agent's tool calls out of chat messages, in both forms ms-swift rollouts produce.
+"""Read an agent's tool calls out of chat messages, in the forms ms-swift rollouts produce.
 
 - Qwen/Hermes: assistant content with one or more
   ``<tool_call>{"name": …, "arguments": {…}}</tool_call>`` blocks;
+- ms-swift's agent format: a ``{"role": "tool_call", "content": "<json>"}`` message;
 - OpenAI: ``tool_calls=[{"type": "function", "function": {"name": …, "arguments": "<json>"}}]``
   on an assistant message (``arguments`` may also be an object already).
 
@@ -74,20 +75,28 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
     """Every tool call the assistant made, in order."""
     calls: list[ToolCall] = []
     for message in messages:
-        if message.get("role") != "assistant":
+        role, content = message.get("role"), message.get("content")
+        if role == "tool_call":  # ms-swift's own agent format: one call per message, JSON content
+            calls += _hermes(f"<tool_call>{content}</tool_call>") if isinstance(content, str) else []
+            continue
+        if role != "assistant":
             continue
         if message.get("tool_calls"):
             calls += _openai(message["tool_calls"])
-        content = message.get("content")
         if isinstance(content, str) and "<tool_call>" in content:
             calls += _hermes(content)
     return calls
 
 
+def user_facing_texts(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The assistant's messages to the user, one string each, tool-call blocks removed."""
+    return [
+        _HERMES.sub(" ", m["content"])
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+    ]
+
+
 def said_to_user(messages: Iterable[Mapping[str, Any]]) -> str:
-    """The assistant's text to the user, with tool-call blocks removed."""
-    parts = []
-    for message in messages:
-        if message.get("role") == "assistant" and isinstance(message.get("content"), str):
-            parts.append(_HERMES.sub(" ", message["content"]))
-    return "\n".join(parts)
+    """All of the assistant's text to the user, one message per line."""
+    return "\n".join(user_facing_texts(messages))

@@ -11,6 +11,7 @@ deep-copying the JSON.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -171,76 +172,131 @@ def _address(row: sqlite3.Row) -> dict[str, Any]:
     return {k: row[k] for k in _ADDRESS}
 
 
-def _grouped(conn: sqlite3.Connection, sql: str) -> dict[str, list[sqlite3.Row]]:
+def _grouped(conn: sqlite3.Connection, sql: str, *params: Any) -> dict[str, list[sqlite3.Row]]:
     out: dict[str, list[sqlite3.Row]] = {}
-    for row in conn.execute(sql):
+    for row in conn.execute(sql, params):
         out.setdefault(row[0], []).append(row)
     return out
+
+
+# Each entity is built from its rows by one function, used both by the bulk
+# export (rows grouped in one query per table) and by the tools (one entity).
+
+
+def _product(p: sqlite3.Row, variants: list[sqlite3.Row]) -> dict[str, Any]:
+    return {
+        "name": p["name"],
+        "product_id": p["product_id"],
+        "variants": {v["item_id"]: variant_dict(v) for v in variants},
+    }
+
+
+def variant_dict(v: sqlite3.Row) -> dict[str, Any]:
+    return {"item_id": v["item_id"], "options": json.loads(v["options"]), "available": bool(v["available"]),
+            "price": v["price"]}  # fmt: skip
+
+
+def _user(u: sqlite3.Row, methods: list[sqlite3.Row], order_ids: list[sqlite3.Row]) -> dict[str, Any]:
+    pms = {}
+    for m in methods:
+        pm = {"source": m["source"], "id": m["id"], "brand": m["brand"], "last_four": m["last_four"],
+              "balance": m["balance"]}  # fmt: skip
+        pms[m["id"]] = {k: v for k, v in pm.items() if v is not None}
+    return {
+        "user_id": u["user_id"],
+        "name": {"first_name": u["first_name"], "last_name": u["last_name"]},
+        "address": _address(u),
+        "email": u["email"],
+        "payment_methods": pms,
+        "orders": [r["order_id"] for r in order_ids],
+    }
+
+
+def _order(o: sqlite3.Row, items: list[sqlite3.Row], fulfil: list[sqlite3.Row], payments: list[sqlite3.Row]) -> dict:
+    order: dict[str, Any] = {
+        "order_id": o["order_id"],
+        "user_id": o["user_id"],
+        "address": _address(o),
+        "items": [{"name": i["name"], "product_id": i["product_id"], "item_id": i["item_id"], "price": i["price"],
+                   "options": json.loads(i["options"])} for i in items],
+        "status": o["status"],
+        "fulfillments": [{"tracking_id": json.loads(f["tracking_ids"]), "item_ids": json.loads(f["item_ids"])}
+                         for f in fulfil],
+        "payment_history": [{"transaction_type": p["transaction_type"], "amount": p["amount"],
+                             "payment_method_id": p["payment_method_id"]} for p in payments],
+    }  # fmt: skip
+    for k in _ORDER_EXTRAS_JSON:
+        if o[k] is not None:
+            order[k] = json.loads(o[k])
+    for k in _ORDER_EXTRAS:
+        if o[k] is not None:
+            order[k] = o[k]
+    return order
+
+
+def product_dict(conn: sqlite3.Connection, product_id: str) -> dict[str, Any] | None:
+    p = conn.execute("SELECT * FROM products WHERE product_id = ?", (product_id,)).fetchone()
+    if p is None:
+        return None
+    return _product(
+        p, conn.execute("SELECT * FROM variants WHERE product_id = ? ORDER BY position", (product_id,)).fetchall()
+    )
+
+
+def user_dict(conn: sqlite3.Connection, user_id: str) -> dict[str, Any] | None:
+    u = conn.execute("SELECT * FROM users WHERE user_id = ?", (user_id,)).fetchone()
+    if u is None:
+        return None
+    methods = conn.execute("SELECT * FROM payment_methods WHERE user_id = ? ORDER BY position", (user_id,)).fetchall()
+    orders = conn.execute("SELECT order_id FROM user_orders WHERE user_id = ? ORDER BY position", (user_id,)).fetchall()
+    return _user(u, methods, orders)
+
+
+def order_dict(conn: sqlite3.Connection, order_id: str) -> dict[str, Any] | None:
+    o = conn.execute("SELECT * FROM orders WHERE order_id = ?", (order_id,)).fetchone()
+    if o is None:
+        return None
+    rows = [
+        conn.execute(f"SELECT * FROM {table} WHERE order_id = ? ORDER BY position", (order_id,)).fetchall()
+        for table in ("order_items", "fulfillments", "payment_history")
+    ]
+    return _order(o, *rows)
 
 
 def export(conn: sqlite3.Connection) -> dict[str, Any]:
     """The database in db.json's shape (keys whose value would be null are omitted)."""
     variants = _grouped(conn, "SELECT product_id, * FROM variants ORDER BY product_id, position")
-    products = {
-        p["product_id"]: {
-            "name": p["name"],
-            "product_id": p["product_id"],
-            "variants": {
-                v["item_id"]: {"item_id": v["item_id"], "options": json.loads(v["options"]),
-                               "available": bool(v["available"]), "price": v["price"]}
-                for v in variants.get(p["product_id"], [])
-            },
-        }
-        for p in conn.execute("SELECT * FROM products ORDER BY position")
-    }  # fmt: skip
     methods = _grouped(conn, "SELECT user_id, * FROM payment_methods ORDER BY user_id, position")
     user_orders = _grouped(conn, "SELECT user_id, order_id FROM user_orders ORDER BY user_id, position")
-    users = {}
-    for u in conn.execute("SELECT * FROM users ORDER BY position"):
-        pms = {}
-        for m in methods.get(u["user_id"], []):
-            pm = {
-                "source": m["source"],
-                "id": m["id"],
-                "brand": m["brand"],
-                "last_four": m["last_four"],
-                "balance": m["balance"],
-            }
-            pms[m["id"]] = {k: v for k, v in pm.items() if v is not None}
-        users[u["user_id"]] = {
-            "user_id": u["user_id"],
-            "name": {"first_name": u["first_name"], "last_name": u["last_name"]},
-            "address": _address(u),
-            "email": u["email"],
-            "payment_methods": pms,
-            "orders": [r["order_id"] for r in user_orders.get(u["user_id"], [])],
-        }
     items = _grouped(conn, "SELECT order_id, * FROM order_items ORDER BY order_id, position")
     fulfil = _grouped(conn, "SELECT order_id, * FROM fulfillments ORDER BY order_id, position")
     payments = _grouped(conn, "SELECT order_id, * FROM payment_history ORDER BY order_id, position")
-    orders = {}
-    for o in conn.execute("SELECT * FROM orders ORDER BY position"):
-        oid = o["order_id"]
-        order: dict[str, Any] = {
-            "order_id": oid,
-            "user_id": o["user_id"],
-            "address": _address(o),
-            "items": [{"name": i["name"], "product_id": i["product_id"], "item_id": i["item_id"], "price": i["price"],
-                       "options": json.loads(i["options"])} for i in items.get(oid, [])],
-            "status": o["status"],
-            "fulfillments": [{"tracking_id": json.loads(f["tracking_ids"]), "item_ids": json.loads(f["item_ids"])}
-                             for f in fulfil.get(oid, [])],
-            "payment_history": [{"transaction_type": p["transaction_type"], "amount": p["amount"],
-                                 "payment_method_id": p["payment_method_id"]} for p in payments.get(oid, [])],
-        }  # fmt: skip
-        for k in _ORDER_EXTRAS_JSON:
-            if o[k] is not None:
-                order[k] = json.loads(o[k])
-        for k in _ORDER_EXTRAS:
-            if o[k] is not None:
-                order[k] = o[k]
-        orders[oid] = order
-    return {"products": products, "users": users, "orders": orders}
+    return {
+        "products": {
+            p["product_id"]: _product(p, variants.get(p["product_id"], []))
+            for p in conn.execute("SELECT * FROM products ORDER BY position")
+        },
+        "users": {
+            u["user_id"]: _user(u, methods.get(u["user_id"], []), user_orders.get(u["user_id"], []))
+            for u in conn.execute("SELECT * FROM users ORDER BY position")
+        },
+        "orders": {
+            o["order_id"]: _order(
+                o, items.get(o["order_id"], []), fulfil.get(o["order_id"], []), payments.get(o["order_id"], [])
+            )
+            for o in conn.execute("SELECT * FROM orders ORDER BY position")
+        },
+    }
+
+
+def state_hash(conn: sqlite3.Connection) -> str:
+    """sha256 of the exported state as JSON, keys sorted, null-valued keys dropped.
+
+    Only the db.json tables take part: the harness's audit and idempotency
+    tables are the rollout's record, not its state.
+    """
+    text = json.dumps(drop_nulls(export(conn)), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def drop_nulls(value: Any) -> Any:

@@ -1,0 +1,221 @@
+"""A tool harness over one private SQLite database (the production-harness document's rules).
+
+- every tool declares a JSON Schema for its arguments (an OpenAI function spec,
+  usable as ms-swift's ``tools`` column) and a risk level, ``read`` or ``write``;
+- arguments are validated before anything runs;
+- failures come back as structured results with a code, never as exceptions;
+- a write runs in one transaction: a failed write changes nothing;
+- a write may carry an ``idempotency_key``: a repeated key returns the first
+  result without writing again;
+- every call is appended to an ``audit`` table (part of the rollout's record,
+  not of the state: exports and state hashes never read it).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from rewardkit.plugins.envs.tool_calls import ToolCall
+
+HARNESS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY, tool TEXT NOT NULL, arguments TEXT NOT NULL, code TEXT NOT NULL,
+    replayed INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL, result TEXT NOT NULL);
+"""
+
+IDEMPOTENCY_KEY = "idempotency_key"
+
+
+class Code(StrEnum):
+    OK = "OK"
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    SCHEMA_VIOLATION = "SCHEMA_VIOLATION"
+    PRECONDITION_FAILED = "PRECONDITION_FAILED"
+    INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
+
+
+class ToolError(Exception):
+    """A tool refusing a call; the harness turns it into a structured result."""
+
+    def __init__(self, code: Code, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: ``fn(conn, **arguments)`` returns a JSON value or raises :class:`ToolError`."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # JSON Schema of the arguments object
+    risk: Literal["read", "write"]
+    fn: Callable[..., Any] = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        Draft202012Validator.check_schema(self.parameters)
+        # A write's schema advertises the optional idempotency key to the model.
+        if self.risk == "write" and IDEMPOTENCY_KEY not in self.parameters.get("properties", {}):
+            raise ValueError(f"write tool {self.name!r} must declare an optional {IDEMPOTENCY_KEY!r} property")
+        object.__setattr__(self, "_validator", Draft202012Validator(self.parameters))
+
+    def violation(self, arguments: Mapping[str, Any]) -> str | None:
+        error = best_match(self._validator.iter_errors(arguments))  # type: ignore[attr-defined]
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        return f"{where}: {error.message[:300]}"
+
+    def openai(self) -> dict[str, Any]:
+        """The OpenAI function spec (what goes into a dataset's ``tools`` column)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    code: Code
+    value: Any  # the tool's JSON value, or {"error": {"code", "message"}}
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.OK
+
+    def text(self) -> str:
+        """The tool message content: strings as they are, everything else as JSON."""
+        return self.value if isinstance(self.value, str) else json.dumps(self.value, ensure_ascii=False)
+
+    @classmethod
+    def error(cls, code: Code, message: str) -> ToolResult:
+        return cls(code, {"error": {"code": code.value, "message": message}})
+
+
+def _canonical(value: Any) -> str:
+    # ASCII escapes keep lone surrogates (valid JSON, not UTF-8) storable.
+    return json.dumps(value, sort_keys=True)
+
+
+def _unencodable(value: Any) -> bool:
+    """True if some string in ``value`` cannot be UTF-8 encoded (a lone surrogate from a JSON escape)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(_unencodable(k) or _unencodable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_unencodable(v) for v in value)
+    return False
+
+
+class ToolEnvironment:
+    """Runs tool calls against one connection (a rollout's private database copy)."""
+
+    tools: ClassVar[Mapping[str, ToolSpec]] = {}
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        conn.executescript(HARNESS_SCHEMA)
+
+    def __enter__(self) -> ToolEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        arguments = dict(arguments or {})
+        spec = self.tools.get(name)
+        if spec is None:
+            result = ToolResult.error(Code.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}")
+            return self._audit(name, arguments, result)
+        problem = spec.violation(arguments)
+        if problem is None and _unencodable(arguments):
+            problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
+        if problem is not None:
+            return self._audit(name, arguments, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
+        key = arguments.pop(IDEMPOTENCY_KEY, None)
+        if spec.risk == "read":
+            return self._audit(name, arguments, self._run(spec, arguments))
+        if key is not None:
+            row = self.conn.execute("SELECT call, result FROM idempotency WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                if row["call"] != _canonical([name, arguments]):
+                    result = ToolResult.error(
+                        Code.IDEMPOTENCY_CONFLICT, f"idempotency_key {key!r} was already used for a different call"
+                    )
+                    return self._audit(name, arguments, result)
+                return self._audit(name, arguments, ToolResult(Code.OK, json.loads(row["result"])), replayed=True)
+        self.conn.execute("BEGIN")
+        try:
+            result = self._run(spec, arguments)
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        if not result.ok:
+            self.conn.execute("ROLLBACK")
+            return self._audit(name, arguments, result)
+        if key is not None:  # only successes are remembered: a failed write may be retried
+            self.conn.execute(
+                "INSERT INTO idempotency VALUES (?, ?, ?)",
+                (key, _canonical([name, arguments]), _canonical(result.value)),
+            )
+        self.conn.execute("COMMIT")
+        return self._audit(name, arguments, result)
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Run a decoded tool call; an undecodable one is a schema violation."""
+        if call.error is not None:
+            return self._audit(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
+        return self.call(call.name, call.arguments)
+
+    def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
+        """Run calls in order; mappings are ``{"name", "arguments"}`` (gold actions, action files)."""
+        out = []
+        for call in calls:
+            if isinstance(call, Mapping):
+                call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
+            out.append(self.execute(call))
+        return out
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
+        rows = self.conn.execute("SELECT * FROM audit ORDER BY seq")
+        return [
+            {"seq": r["seq"], "tool": json.loads(f'"{r["tool"]}"'), "arguments": json.loads(r["arguments"]),
+             "code": r["code"], "replayed": bool(r["replayed"])}
+            for r in rows
+        ]  # fmt: skip
+
+    def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            return ToolResult(Code.OK, spec.fn(self.conn, **arguments))
+        except ToolError as exc:
+            return ToolResult.error(exc.code, exc.message)
+        except sqlite3.IntegrityError as exc:  # a constraint the tool's own checks should have caught first
+            return ToolResult.error(Code.PRECONDITION_FAILED, f"constraint failed: {exc}")
+
+    def _audit(self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False) -> ToolResult:
+        self.conn.execute(
+            "INSERT INTO audit (tool, arguments, code, replayed) VALUES (?, ?, ?, ?)",
+            (_canonical(name)[1:-1], _canonical(arguments), result.code.value, int(replayed)),
+        )
+        return result

@@ -1,0 +1,57 @@
+"""The retail environment: one template database per process, a private copy per rollout."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from rewardkit.plugins.envs.harness import HARNESS_SCHEMA, ToolEnvironment
+from rewardkit.plugins.envs.retail import DATA_DIR
+from rewardkit.plugins.envs.retail.db import export, fresh_copy, load_file, state_hash
+from rewardkit.plugins.envs.retail.specs import TOOLS
+
+
+@functools.lru_cache(maxsize=4)
+def template(db_path: str | None = None) -> sqlite3.Connection:
+    """The database built from ``db_path`` (default: the vendored db.json), once per process."""
+    conn = load_file(db_path or DATA_DIR / "db.json")
+    conn.executescript(HARNESS_SCHEMA)
+    return conn
+
+
+class RetailEnv(ToolEnvironment):
+    """tau2-bench retail on a private in-memory copy of the template database."""
+
+    domain = "retail"
+    tools = TOOLS
+
+    def __init__(self, db_path: str | Path | None = None) -> None:
+        super().__init__(fresh_copy(template(str(db_path) if db_path else None)))
+
+    def state_hash(self) -> str:
+        return state_hash(self.conn)
+
+    def export(self) -> dict[str, Any]:
+        return export(self.conn)
+
+
+@functools.cache
+def _read_json(name: str) -> Any:
+    return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+
+
+def tasks() -> dict[str, dict[str, Any]]:
+    """The 114 tau2 retail tasks by id (the parsed, shared objects: do not mutate)."""
+    return {t["id"]: t for t in _read_json("tasks.json")}
+
+
+def splits() -> dict[str, list[str]]:
+    """Task ids per split, as in tau2's split_tasks.json (train, test, base)."""
+    return _read_json("split_tasks.json")
+
+
+def policy() -> str:
+    return (DATA_DIR / "policy.md").read_text(encoding="utf-8")

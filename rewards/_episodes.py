@@ -1,0 +1,145 @@
+"""What the task-completion rewards share: reading tau2 rows and replaying trajectories.
+
+An episode's outcome is the final state hash plus every call with its result.
+It comes from the rollout's own record when the environment left one in
+``rollout_infos`` (keys ``state_hash`` and ``audit``), else from replaying the
+agent's tool calls on a fresh database copy. Gold outcomes are cached per
+process: a task's gold actions replay once, however many rollouts it has.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rewardkit.plugins.envs import env_class, make_env
+from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code
+from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
+from rewardkit.rewards._base import Reward
+
+TAU2_FORMAT = (
+    "Rows need 'messages' (the conversation, ending with the rollout), 'task' (the tau2 task object, "
+    "or its JSON) and 'domain' (e.g. 'retail'); `rewardkit build tau2-grpo` writes such rows"
+)
+
+
+class TaskError(ValueError):
+    """A row's ``task`` cell is not a usable tau2 task (a dataset bug, not a model error)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    arguments: Mapping[str, Any]  # without the idempotency key
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state_hash: str
+    calls: tuple[Call, ...]
+
+
+def read_task(cell: Any) -> Mapping[str, Any]:
+    task = cell
+    if isinstance(cell, str):
+        try:
+            task = json.loads(cell)
+        except ValueError as exc:
+            raise TaskError(f"column 'task' holds a string that is not JSON: {cell[:80]!r}") from exc
+    criteria = task.get("evaluation_criteria") if isinstance(task, Mapping) else None
+    if not isinstance(criteria, Mapping) or not isinstance(criteria.get("actions") or [], list):
+        raise TaskError(f"column 'task' needs evaluation_criteria.actions (a tau2 task); got {str(cell)[:80]!r}")
+    return task
+
+
+def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(task["evaluation_criteria"].get("actions") or [])
+
+
+def expected_outputs(task: Mapping[str, Any]) -> list[str]:
+    return [str(x) for x in task["evaluation_criteria"].get("communicate_info") or []]
+
+
+def _normalise(text: str) -> str:
+    return text.lower().replace(",", "")
+
+
+def communicated(messages: Sequence[Mapping[str, Any]], outputs: Sequence[str]) -> list[bool]:
+    """Per expected output: does one assistant message contain it (case-insensitive, commas removed)?"""
+    texts = [_normalise(t) for t in user_facing_texts(messages)]
+    return [any(_normalise(out) in t for t in texts) for out in outputs]
+
+
+def _strip_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
+
+
+def replay(domain: str, calls: Sequence[Any]) -> Outcome:
+    """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database."""
+    with make_env(domain) as env:
+        results = env.replay(calls)
+        audit = env.audit()
+        return Outcome(
+            env.state_hash(),
+            tuple(Call(a["tool"], _strip_key(a["arguments"]), r.ok) for a, r in zip(audit, results, strict=True)),
+        )
+
+
+@functools.lru_cache(maxsize=4096)
+def _gold(domain: str, actions_json: str) -> Outcome:
+    return replay(domain, json.loads(actions_json))
+
+
+def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
+    return _gold(domain, json.dumps(gold_actions(task), sort_keys=True))
+
+
+def _recorded(infos: Any, need_calls: bool) -> Outcome | None:
+    """The outcome the live environment recorded in ``rollout_infos``, if it did."""
+    if not isinstance(infos, Mapping) or not isinstance(infos.get("state_hash"), str):
+        return None
+    if not need_calls:
+        return Outcome(infos["state_hash"], ())
+    audit = infos.get("audit")
+    if not isinstance(audit, list):
+        return None
+    calls = tuple(
+        Call(str(a.get("tool")), _strip_key(a.get("arguments") or {}), a.get("code") == Code.OK.value) for a in audit
+    )
+    return Outcome(infos["state_hash"], calls)
+
+
+def agent_outcome(domain: str, messages: Sequence[Mapping[str, Any]], infos: Any, need_calls: bool) -> Outcome:
+    return _recorded(infos, need_calls) or replay(domain, tool_calls(messages))
+
+
+def write_tools(domain: str) -> frozenset[str]:
+    return frozenset(name for name, spec in env_class(domain).tools.items() if spec.risk == "write")
+
+
+class EpisodeReward(Reward):
+    """Base of the rewards that judge a whole tool-use episode against a tau2 task."""
+
+    columns = ("messages", "task", "domain")
+    dataset_format = TAU2_FORMAT
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        infos = columns.get("rollout_infos") or [None] * len(completions)
+        out: list[float | None] = []
+        for messages, task, domain, info in zip(
+            columns["messages"], columns["task"], columns["domain"], infos, strict=True
+        ):
+            if isinstance(messages, str):
+                messages = json.loads(messages)
+            env_class(domain)  # an unknown domain is a dataset error: fail with the list of known ones
+            out.append(self.score_episode(messages, read_task(task), domain, info))
+        return out
+
+    def score_episode(
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
+    ) -> float:
+        raise NotImplementedError

@@ -1,0 +1,38 @@
+"""TaskCompletion: 1 iff the agent really completed the tau2 task (MUA-RL's binary reward)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, expected_outputs, gold_outcome
+
+
+class TaskCompletion(EpisodeReward):
+    """Binary task completion on a real database.
+
+    Formula: ``1.0 if state(agent) == state(gold) and every expected output was said, else 0.0``.
+
+    - state: the canonical hash (sha256 of the exported db.json-shaped state,
+      sorted keys, nulls dropped) after replaying the agent's tool calls on a
+      fresh database copy, against the hash after the task's gold actions on
+      another. Calls that fail validation or preconditions change nothing, as
+      live. If ``rollout_infos["state_hash"]`` is present (the live
+      environment's), it is used instead of replaying.
+    - said: every ``evaluation_criteria.communicate_info`` string appears in one
+      assistant message, case-insensitive, commas removed.
+
+    Columns: ``messages`` (tool calls in Hermes ``<tool_call>`` blocks, OpenAI
+    ``tool_calls`` or ms-swift ``tool_call`` messages), ``task`` (tau2 task
+    object or JSON), ``domain``; optional ``rollout_infos``.
+    Range: {0.0, 1.0}. Never None. A malformed ``task`` cell or unknown domain
+    raises (dataset bug); any model output scores.
+    """
+
+    def score_episode(
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
+    ) -> float:
+        if not all(communicated(messages, expected_outputs(task))):
+            return 0.0  # cheap check first: no replay needed
+        agent = agent_outcome(domain, messages, infos, need_calls=False)
+        return float(agent.state_hash == gold_outcome(domain, task).state_hash)

@@ -1,0 +1,65 @@
+"""TaskCompletionRate: partial credit on a tau2 task, a weight-0 metric beside TaskCompletion."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardkit.rewards._episodes import (
+    Call,
+    EpisodeReward,
+    agent_outcome,
+    communicated,
+    expected_outputs,
+    gold_actions,
+    gold_outcome,
+    write_tools,
+)
+
+
+def _matches(action: Mapping[str, Any], call: Call) -> bool:
+    """tau2's comparison: same tool, equal arguments (only ``compare_args`` when the task lists them)."""
+    if call.name != action["name"] or not call.ok:
+        return False
+    keys = action.get("compare_args")
+    gold = action.get("arguments") or {}
+    if keys is None:
+        return dict(call.arguments) == dict(gold)
+    return {k: call.arguments.get(k) for k in keys} == {k: gold.get(k) for k in keys}
+
+
+class TaskCompletionRate(EpisodeReward):
+    """The document's task completion rate: satisfied criteria / all criteria.
+
+    Formula: ``(W_matched + O_said + S) / (W + O + 1)`` where
+
+    - W: the task's gold write actions; W_matched: those matched one-to-one by a
+      successful agent call with equal arguments (``compare_args`` respected;
+      an ``idempotency_key`` is ignored);
+    - O: the expected outputs (``communicate_info``); O_said: those said, as in
+      TaskCompletion;
+    - S: 1 if the final state hash equals the gold one, else 0.
+
+    Calls and hash come from ``rollout_infos`` (``audit`` and ``state_hash``)
+    when the live environment left both, else from a replay.
+    Columns: ``messages``, ``task``, ``domain``; optional ``rollout_infos``.
+    Range: [0, 1]; 1.0 implies TaskCompletion = 1. Never None. Meant with
+    weight 0, as a logged metric.
+    """
+
+    def score_episode(
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
+    ) -> float:
+        writes = write_tools(domain)
+        gold_writes = [a for a in gold_actions(task) if a["name"] in writes]
+        said = communicated(messages, expected_outputs(task))
+        agent = agent_outcome(domain, messages, infos, need_calls=True)
+        unused = list(agent.calls)
+        matched = 0
+        for action in gold_writes:
+            hit = next((c for c in unused if _matches(action, c)), None)
+            if hit is not None:
+                unused.remove(hit)
+                matched += 1
+        state = agent.state_hash == gold_outcome(domain, task).state_hash
+        return (matched + sum(said) + state) / (len(gold_writes) + len(said) + 1)
