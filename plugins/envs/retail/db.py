@@ -11,7 +11,6 @@ deep-copying the JSON.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
@@ -287,16 +286,6 @@ def export(conn: sqlite3.Connection) -> dict[str, Any]:
             for o in conn.execute("SELECT * FROM orders ORDER BY position")
         },
     }
-
-
-def state_hash(conn: sqlite3.Connection) -> str:
-    """sha256 of the exported state as JSON, keys sorted, null-valued keys dropped.
-
-    Only the db.json tables take part: the harness's audit and idempotency
-    tables are the rollout's record, not its state.
-    """
-    text = json.dumps(drop_nulls(export(conn)), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def drop_nulls(value: Any) -> Any:

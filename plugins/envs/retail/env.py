@@ -10,16 +10,18 @@ from typing import Any
 
 from rewardkit.plugins.envs.harness import HARNESS_SCHEMA, ToolEnvironment
 from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.retail.db import export, fresh_copy, load_file, state_hash
+from rewardkit.plugins.envs.retail.db import export, fresh_copy, load_file
 from rewardkit.plugins.envs.retail.specs import TOOLS
+from rewardkit.plugins.envs.retail.state import StateHasher, track_changes
 
 
 @functools.lru_cache(maxsize=4)
-def template(db_path: str | None = None) -> sqlite3.Connection:
-    """The database built from ``db_path`` (default: the vendored db.json), once per process."""
+def template(db_path: str | None = None) -> tuple[sqlite3.Connection, StateHasher]:
+    """The database built from ``db_path`` (default: the vendored db.json) and its hasher, once per process."""
     conn = load_file(db_path or DATA_DIR / "db.json")
     conn.executescript(HARNESS_SCHEMA)
-    return conn
+    track_changes(conn)
+    return conn, StateHasher(conn)
 
 
 class RetailEnv(ToolEnvironment):
@@ -29,10 +31,12 @@ class RetailEnv(ToolEnvironment):
     tools = TOOLS
 
     def __init__(self, db_path: str | Path | None = None) -> None:
-        super().__init__(fresh_copy(template(str(db_path) if db_path else None)))
+        base, self._hasher = template(str(db_path) if db_path else None)
+        super().__init__(fresh_copy(base))
 
     def state_hash(self) -> str:
-        return state_hash(self.conn)
+        """The canonical hash of this copy's state (see :mod:`rewardkit.plugins.envs.retail.state`)."""
+        return self._hasher(self.conn)
 
     def export(self) -> dict[str, Any]:
         return export(self.conn)
