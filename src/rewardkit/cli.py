@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rewardkit.cli_build import add_build_parser
+from rewardkit.cli_env import add_env_parsers
 from rewardkit.cli_recipe import add_recipe_parsers
 
 DEFAULT_DEMO = Path("examples/planning/completions.jsonl")
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=cmd_score)
     add_build_parser(sub)
     add_recipe_parsers(sub)
+    add_env_parsers(sub)
     return parser
 
 

@@ -36,6 +36,15 @@ def add_build_parser(sub: argparse._SubParsersAction) -> None:
     grpo = names.add_parser("planning-grpo", help="annotated plans -> GRPO rows (messages, solution, experts)")
     _common(grpo)
     grpo.set_defaults(func=run_build)
+    tau2 = names.add_parser("tau2-grpo", help="tau2-bench tasks -> GRPO rows (policy, opening turn, tools, task)")
+    tau2.add_argument("--domain", default="retail", help="tool environment domain (default: retail)")
+    tau2.add_argument("--split", required=True, help="split name in the split file: train, test or base")
+    tau2.add_argument("--out", "-o", required=True, type=Path, help="output JSONL")
+    tau2.add_argument("--tasks-file", type=Path, help="tau2 tasks.json (default: the domain's vendored copy)")
+    tau2.add_argument("--split-file", type=Path, help="tau2 split_tasks.json (default: the vendored copy)")
+    tau2.add_argument("--policy-file", type=Path, help="system prompt (default: the domain's policy.md)")
+    tau2.add_argument("--report", type=Path, help="write the counts as JSON here")
+    tau2.set_defaults(func=run_tau2)
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -67,4 +76,23 @@ def run_build(args: argparse.Namespace) -> int:
     if args.report:
         args.report.write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n")
     print(f"{args.builder} -> {args.out}\n{report.render()}", file=sys.stderr)
+    return 0
+
+
+def run_tau2(args: argparse.Namespace) -> int:
+    from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+
+    opts = Tau2Options(domain=args.domain, split=args.split, tasks_file=args.tasks_file,
+                       split_file=args.split_file, policy_file=args.policy_file)  # fmt: skip
+    try:
+        rows, report = build_tau2_grpo(opts)
+    except BuildError as exc:
+        print(f"rewardkit build tau2-grpo: {exc}", file=sys.stderr)
+        return 2
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", encoding="utf-8") as f:
+        write_jsonl(rows, f)
+    if args.report:
+        args.report.write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n")
+    print(f"tau2-grpo ({args.domain}/{args.split}) -> {args.out}\n{report.render()}", file=sys.stderr)
     return 0

@@ -1,0 +1,212 @@
+"""tau2-grpo: tau2-bench tasks → ms-swift GRPO rows for tool-use rollouts.
+
+Output row (one per task of the split, in split order)::
+
+    {"messages": [{"role": "system", "content": "<the domain's policy.md>"},
+                  {"role": "user", "content": "I am Yusuf Rossi in zip code 19122. I received my order #W2378156 …"}],
+     "tools": "[{\\"type\\": \\"function\\", …}]",   # JSON string of the domain's OpenAI specs
+     "task": "{\\"id\\": \\"0\\", …}",                # the tau2 task, JSON string
+     "domain": "retail"}
+
+``tools`` and ``task`` are strings because HF datasets (Arrow) would otherwise
+merge the nested schemas of all rows, padding every dict with the union of keys.
+
+The user turn is the scenario's ``known_info`` then ``reason_for_call``, moved
+from tau2's second person ("You are …", addressed to a user simulator) into the
+customer's first person. ``unknown_info`` and ``task_instructions`` are never
+used: they steer a simulator, not the opening message.
+
+Rejected: ``missing_task`` (split names an id the tasks file lacks),
+``no_evaluation_criteria``, ``no_reason_for_call``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewardkit.data_builders._io import BuildError, BuildReport, Record
+
+# --- second person → first person ------------------------------------------------
+
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+# Forms that map one-to-one whatever their role in the sentence.
+_FIXED = {
+    "your": "my",
+    "yours": "mine",
+    "yourself": "myself",
+    "you're": "I'm",
+    "you'd": "I'd",
+    "you'll": "I'll",
+    "you've": "I've",
+}
+# "you" right after these is an object ("asks you to" → "asks me to"); anywhere
+# else it is taken as a subject ("the grill you ordered", "if you can")...
+_OBJECT_AFTER = frozenset(
+    "to for with at from about of by on into onto upon without against toward towards behind "
+    "ask asks asked asking tell tells told telling give gives gave help helps helped let lets "
+    "allow allows allowed provide provides provided save saves send sends show shows offer offers "
+    "charge charges contact contacts remind reminds call calls thank thanks".split()
+)
+# ... unless a subject's verb follows ("the refund you should expect", "to you are" is not English).
+_SUBJECT_BEFORE = frozenset(
+    "am are was were have has had do did don't didn't can can't could will would won't should shall may might must "
+    "want wanted need needed wish think know".split()
+)
+_BE = {"are": "am", "were": "was", "weren't": "wasn't"}  # after a "you" that became "I"
+
+
+def _cased(new: str, old: str) -> str:
+    if new == "I" or new.startswith("I'"):
+        return new
+    if len(old) > 1 and old.isupper():
+        return new.upper()
+    return new[0].upper() + new[1:] if old[0].isupper() else new
+
+
+def first_person(text: str) -> str:
+    """Rewrite a tau2 instruction from "you" to "I", changing nothing but pronouns and be-verbs.
+
+    Word-for-word: every other character of ``text`` (ids, names, numbers, spacing)
+    is kept, so ``#W2378156`` or ``19122`` can never be altered.
+    """
+    words = list(_WORD.finditer(text))
+    parts: list[str] = []
+    last = 0
+    became_i = False  # the previous word was rewritten to "I"
+    for i, match in enumerate(words):
+        word, low = match.group(), match.group().lower()
+        gap = text[words[i - 1].end() : match.start()] if i else ""
+        new: str | None = None
+        if low in _FIXED:
+            new = _FIXED[low]
+        elif low == "you":
+            prev = words[i - 1].group().lower() if i else ""
+            after = words[i + 1].group().lower() if i + 1 < len(words) else ""
+            if after == "name":  # tau2's frequent typo "You name is …"
+                new = "my"
+            elif prev in _OBJECT_AFTER and gap.isspace() and after not in _SUBJECT_BEFORE:
+                new = "me"
+            else:
+                new = "I"
+        elif low in _BE and became_i and gap.isspace():
+            new = _BE[low]
+        became_i = new == "I"
+        if new is not None:
+            parts += [text[last : match.start()], _cased(new, word)]
+            last = match.end()
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def opening_turn(instructions: Mapping[str, Any]) -> str:
+    """The customer's first message: who they are (to authenticate), then what they want."""
+    pieces = [instructions.get("known_info"), instructions.get("reason_for_call")]
+    # Some scenarios start with a stray "." (". You just lost your tablet").
+    texts = [re.sub(r"^[\s.]+", "", p).rstrip() for p in pieces if isinstance(p, str)]
+    return " ".join(first_person(t) for t in texts if t)
+
+
+# --- building ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tau2Options:
+    domain: str = "retail"
+    split: str = "train"
+    tasks_file: Path | None = None  # default: the domain's vendored tasks.json
+    split_file: Path | None = None  # default: its split_tasks.json
+    policy_file: Path | None = None  # default: its policy.md
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BuildError(f"{what} {path} not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BuildError(f"{what} {path} is not readable JSON: {exc}") from None
+
+
+def _sources(opts: Tau2Options) -> tuple[dict[str, Any], list[str], str, list[dict[str, Any]]]:
+    """(tasks by id, the split's ids, policy text, tool specs) from the options or the domain's data."""
+    from rewardkit.plugins.envs import DOMAINS, env_class
+
+    if opts.domain not in DOMAINS:
+        raise BuildError(f"unknown domain {opts.domain!r}; known domains: {', '.join(DOMAINS)}")
+    data = importlib.import_module(DOMAINS[opts.domain].split(":")[0])  # tasks(), splits(), policy()
+    tools = [spec.openai() for spec in env_class(opts.domain).tools.values()]
+
+    if opts.tasks_file is None:
+        by_id = data.tasks()
+    else:
+        raw = _read_json(opts.tasks_file, "tasks file")
+        if not isinstance(raw, list) or not all(isinstance(t, dict) and "id" in t for t in raw):
+            raise BuildError(f"tasks file {opts.tasks_file} must be a JSON list of task objects with an 'id'")
+        by_id = {str(t["id"]): t for t in raw}
+
+    splits = data.splits() if opts.split_file is None else _read_json(opts.split_file, "split file")
+    if not isinstance(splits, dict):
+        raise BuildError(f"split file {opts.split_file} must be a JSON object: split name -> task ids")
+    if opts.split not in splits:
+        raise BuildError(f"split {opts.split!r} not in the split file; it has: {', '.join(splits)}")
+    ids = splits[opts.split]
+    if not isinstance(ids, list):
+        raise BuildError(f"split {opts.split!r} must be a list of task ids")
+
+    if opts.policy_file is None:
+        policy = data.policy()
+    else:
+        try:
+            policy = opts.policy_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BuildError(f"policy file {opts.policy_file}: {exc.strerror or exc}") from None
+    return by_id, [str(i) for i in ids], policy, tools
+
+
+def _instructions(task: Mapping[str, Any]) -> Mapping[str, Any]:
+    scenario = task.get("user_scenario") or {}
+    instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None
+    # tau2 also allows free-text instructions; those have no reason_for_call to open with.
+    return instructions if isinstance(instructions, Mapping) else {}
+
+
+def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildReport]:
+    by_id, ids, policy, tools = _sources(opts)
+    tools_json = json.dumps(tools, ensure_ascii=False)
+    report = BuildReport()
+    rows: list[dict[str, Any]] = []
+    for task_id in ids:
+        report.read += 1
+        source = f"{opts.domain}/{opts.split}/task {task_id}"
+        task = by_id.get(task_id)
+        if task is None:
+            report.reject(source, "missing_task", "the split names it but the tasks file has no such id")
+            continue
+        if not task.get("evaluation_criteria"):
+            report.reject(Record(source, task), "no_evaluation_criteria")
+            continue
+        instructions = _instructions(task)
+        reason = instructions.get("reason_for_call")
+        if not isinstance(reason, str) or not reason.strip():
+            report.reject(Record(source, task), "no_reason_for_call")
+            continue
+        rows.append(
+            {
+                "messages": [
+                    {"role": "system", "content": policy},
+                    {"role": "user", "content": opening_turn(instructions)},
+                ],
+                "tools": tools_json,
+                "task": json.dumps(task, ensure_ascii=False),
+                "domain": opts.domain,
+            }
+        )
+        report.written += 1
+    report.check()
+    return rows, report

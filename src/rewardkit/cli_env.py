@@ -1,0 +1,120 @@
+"""``rewardkit env tools|replay``: inspect a tool environment and replay calls on a fresh database."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rewardkit.plugins.envs import DOMAINS
+
+
+class _Usage(Exception):
+    """A bad task id, actions file or database: exit 2 with the message."""
+
+
+def add_env_parsers(sub: argparse._SubParsersAction) -> None:
+    env = sub.add_parser("env", help="inspect and replay the tool environments")
+    actions = env.add_subparsers(dest="action", required=True)
+    tools = actions.add_parser("tools", help="list a domain's tools")
+    tools.add_argument("--domain", default="retail", choices=sorted(DOMAINS))
+    tools.add_argument("--json", action="store_true", help="print the OpenAI function specs (the tools column)")
+    tools.set_defaults(func=cmd_tools)
+    replay = actions.add_parser("replay", help="replay a task's gold actions or an actions file on a fresh copy")
+    replay.add_argument("--domain", default="retail", choices=sorted(DOMAINS))
+    what = replay.add_mutually_exclusive_group(required=True)
+    what.add_argument("--task", help="task id: replay its evaluation_criteria.actions")
+    what.add_argument("--actions", type=Path, help='JSON list of {"name", "arguments"} objects')
+    replay.add_argument("--db", type=Path, help="database JSON to start from (default: the vendored db.json)")
+    replay.add_argument("--export", type=Path, required=True, metavar="OUT.json", help="write the final state here")
+    replay.set_defaults(func=cmd_replay)
+
+
+def _first_sentence(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    head, dot, _ = line.partition(". ")
+    return head + dot.strip()
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    from rewardkit.plugins.envs import env_class
+
+    specs = env_class(args.domain).tools
+    if args.json:
+        print(json.dumps([spec.openai() for spec in specs.values()], ensure_ascii=False, indent=2))
+        return 0
+    width = max(map(len, specs))
+    for name, spec in specs.items():
+        required = ", ".join(spec.parameters.get("required", [])) or "-"
+        print(f"{name:<{width}}  {spec.risk:<5}  ({required})  {_first_sentence(spec.description)}")
+    return 0
+
+
+def _gold_actions(domain: str, task_id: str) -> list[Any]:
+    import importlib
+
+    tasks = importlib.import_module(DOMAINS[domain].split(":")[0]).tasks()
+    if task_id not in tasks:
+        raise _Usage(f"no task {task_id!r} in the {domain} tasks ({len(tasks)} tasks, ids like {next(iter(tasks))!r})")
+    criteria = tasks[task_id].get("evaluation_criteria") or {}
+    return list(criteria.get("actions") or [])
+
+
+def _file_actions(path: Path) -> list[Any]:
+    from rewardkit.plugins.envs.tool_calls import ToolCall
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _Usage(f"actions file {path} not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _Usage(f"actions file {path} is not readable JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise _Usage(f'actions file {path} must hold a JSON list of {{"name", "arguments"}} objects')
+    calls = []
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            raise _Usage(f"actions file {path}: item {i} must be an object with a string 'name'")
+        arguments = item.get("arguments")
+        # A malformed call is data, not a usage error: the environment answers it like a model's bad call.
+        if arguments is None or isinstance(arguments, Mapping):
+            calls.append(ToolCall(item["name"], arguments or {}))
+        else:
+            calls.append(ToolCall(item["name"], {}, "arguments must be a JSON object"))
+    return calls
+
+
+def _message(value: Any) -> str:
+    error = value.get("error") if isinstance(value, Mapping) else None
+    return str(error.get("message", "")) if isinstance(error, Mapping) else ""
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from rewardkit.plugins.envs import make_env
+
+    try:
+        calls = _gold_actions(args.domain, args.task) if args.task is not None else _file_actions(args.actions)
+        if args.db is not None and not args.db.is_file():
+            raise _Usage(f"database {args.db} not found")
+        try:
+            env = make_env(args.domain, args.db)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise _Usage(f"database {args.db}: {exc}") from None
+    except _Usage as exc:
+        print(f"rewardkit env replay: {exc}", file=sys.stderr)
+        return 2
+    with env:
+        results = env.replay(calls)
+        for seq, (call, result) in enumerate(zip(calls, results, strict=True), 1):
+            name = call.name if hasattr(call, "name") else call.get("name", "")
+            line = f"{seq:>3}  {name:<32} {result.code.value}"
+            print(line if result.ok else f"{line}  {_message(result.value)}")
+        args.export.parent.mkdir(parents=True, exist_ok=True)
+        args.export.write_text(json.dumps(env.export(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        failed = sum(not r.ok for r in results)
+        print(f"{len(results)} calls, {failed} failed; state -> {args.export}")
+        print(f"state_hash {env.state_hash()}")
+    return 0
