@@ -33,9 +33,10 @@ class TaskCompletionRate(EpisodeReward):
 
     Formula: ``(W_matched + O_said + S) / (W + O + 1)`` where
 
-    - W: the task's gold write actions; W_matched: those matched one-to-one by a
-      successful agent call with equal arguments (``compare_args`` respected;
-      an ``idempotency_key`` is ignored);
+    - W: the task's gold write actions that succeed when the gold actions are
+      replayed; W_matched: those matched one-to-one by a successful agent call
+      with equal arguments (``compare_args`` respected, ``idempotency_key``
+      ignored);
     - O: the expected outputs (``communicate_info``); O_said: those said, as in
       TaskCompletion;
     - S: 1 if the final state hash equals the gold one, else 0.
@@ -51,7 +52,9 @@ class TaskCompletionRate(EpisodeReward):
         self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
     ) -> float:
         writes = write_tools(domain)
-        gold_writes = [a for a in gold_actions(task) if a["name"] in writes]
+        gold = gold_outcome(domain, task)
+        # A gold write that fails on replay (tau2 keeps a few) is not something the task requires.
+        gold_writes = [a for a, c in zip(gold_actions(task), gold.calls, strict=True) if a["name"] in writes and c.ok]
         said = communicated(messages, expected_outputs(task))
         agent = agent_outcome(domain, messages, infos, need_calls=True)
         unused = list(agent.calls)
@@ -61,5 +64,5 @@ class TaskCompletionRate(EpisodeReward):
             if hit is not None:
                 unused.remove(hit)
                 matched += 1
-        state = agent.state_hash == gold_outcome(domain, task).state_hash
+        state = agent.state_hash == gold.state_hash
         return (matched + sum(said) + state) / (len(gold_writes) + len(said) + 1)

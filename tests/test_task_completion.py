@@ -1,0 +1,252 @@
+"""TaskCompletion and TaskCompletionRate on all 114 tau2 retail tasks and on hand-computed cases."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from rewardkit.plugins.envs import make_env
+from rewardkit.plugins.envs.retail.env import tasks
+from rewardkit.plugins.envs.retail.specs import TOOLS
+from rewardkit.rewards import TaskCompletion, TaskCompletionRate
+from rewardkit.rewards._base import MissingColumnError
+from rewardkit.rewards._episodes import TaskError
+
+TASKS = tasks()
+Action = dict[str, Any]
+
+
+def hermes(actions: Sequence[Action], said: Sequence[str]) -> list[dict[str, Any]]:
+    """A Qwen-style trajectory: one <tool_call> per assistant turn, each answered by a tool turn."""
+    messages = [{"role": "system", "content": "policy"}, {"role": "user", "content": "help me"}]
+    for a in actions:
+        call = json.dumps({"name": a["name"], "arguments": a["arguments"]})
+        messages += [{"role": "assistant", "content": f"<tool_call>\n{call}\n</tool_call>"},
+                     {"role": "tool", "content": "{}"}]  # fmt: skip
+    return [*messages, {"role": "assistant", "content": "All done. " + " ".join(said)}]
+
+
+def openai(actions: Sequence[Action], said: Sequence[str]) -> list[dict[str, Any]]:
+    """An OpenAI-style trajectory: tool_calls with JSON-string arguments, two calls per turn."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "help me"}]
+    for start in range(0, len(actions), 2):
+        pair = actions[start : start + 2]
+        calls = [
+            {
+                "id": f"c{start + i}",
+                "type": "function",
+                "function": {"name": a["name"], "arguments": json.dumps(a["arguments"])},
+            }
+            for i, a in enumerate(pair)
+        ]
+        messages.append({"role": "assistant", "content": "", "tool_calls": calls})
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "{}"} for c in calls]
+    return [*messages, *({"role": "assistant", "content": s} for s in said)]  # fmt: skip
+
+
+def score(reward: Callable[..., list], task: dict[str, Any], messages: list[dict[str, Any]], **extra: Any) -> float:
+    (value,) = reward(["<last turn>"], messages=[messages], task=[json.dumps(task)], domain=["retail"], **extra)
+    return value
+
+
+def gold(task: dict[str, Any]) -> list[Action]:
+    return task["evaluation_criteria"]["actions"]
+
+
+def info(task: dict[str, Any]) -> list[str]:
+    return task["evaluation_criteria"]["communicate_info"]
+
+
+def final_hash(actions: Sequence[Action]) -> str:
+    with make_env("retail") as env:
+        env.replay(actions)
+        return env.state_hash()
+
+
+def mutations(action: Action) -> list[Action]:
+    """Variants of a write with exactly one argument changed, valid where the data allows it."""
+    args = action["arguments"]
+    env = make_env("retail")
+    owner = args.get("user_id")
+    if "order_id" in args:
+        found = env.call("get_order_details", {"order_id": args["order_id"]})
+        owner = found.value["user_id"] if found.ok else None
+    user = env.call("get_user_details", {"user_id": owner}).value if owner else {}
+    out = []
+    for key, value in args.items():
+        if key == "reason":
+            new: Any = "ordered by mistake" if value == "no longer needed" else "no longer needed"
+        elif key == "payment_method_id":
+            others = [m for m in user.get("payment_methods", {}) if m != value]
+            new = others[0] if others else "gift_card_0000000"
+        elif key == "order_id":
+            others = [o for o in user.get("orders", []) if o != value]
+            new = others[0] if others else "#W0000000"
+        elif key == "user_id":
+            new = "sofia_rossi_8776" if value != "sofia_rossi_8776" else "yusuf_rossi_9620"
+        elif key == "new_item_ids":
+            item = env.call("get_item_details", {"item_id": value[0]}).value
+            product = next(p for p in (env.call("get_product_details", {"product_id": pid}).value
+                                       for pid in json.loads(env.call("list_all_product_types", {}).value).values())
+                           if item["item_id"] in p["variants"])  # fmt: skip
+            spare = [v for v, d in product["variants"].items() if d["available"] and v not in value]
+            new = [spare[0], *value[1:]] if spare else ["0000000000", *value[1:]]
+        elif key == "item_ids":
+            new = value[:-1] if len(value) > 1 else ["0000000000"]
+        else:  # address fields
+            new = f"{value} 9"
+        out.append({"name": action["name"], "arguments": {**args, key: new}})
+    return out
+
+
+@pytest.mark.parametrize("task_id", sorted(TASKS, key=int))
+class TestEveryTask:
+    def test_gold_trajectories_score_one_in_both_forms(self, task_id: str) -> None:
+        task = TASKS[task_id]
+        for form in (hermes, openai):
+            assert score(TaskCompletion(), task, form(gold(task), info(task))) == 1.0, form.__name__
+            assert score(TaskCompletionRate(), task, form(gold(task), info(task))) == 1.0, form.__name__
+
+    def test_silence_scores_zero(self, task_id: str) -> None:
+        task = TASKS[task_id]
+        expected = 0.0 if info(task) else 1.0  # nothing to say: silence is fine
+        assert score(TaskCompletion(), task, hermes(gold(task), [])) == expected
+
+    def test_dropping_or_changing_a_write_scores_zero_when_the_state_changes(self, task_id: str) -> None:
+        task, reward = TASKS[task_id], TaskCompletion()
+        target = final_hash(gold(task))
+        changed = 0
+        for i, action in enumerate(gold(task)):
+            if TOOLS[action["name"]].risk != "write":
+                continue
+            for variant in [None, *mutations(action)]:
+                actions = [*gold(task)[:i], *([variant] if variant else []), *gold(task)[i + 1 :]]
+                differs = final_hash(actions) != target
+                changed += differs
+                assert score(reward, task, hermes(actions, info(task))) == (0.0 if differs else 1.0), variant
+        writes_that_work = [a for a in gold(task) if TOOLS[a["name"]].risk == "write"]
+        if final_hash([]) != target:  # some gold write succeeds: dropping it must show
+            assert changed > 0 and writes_that_work
+
+
+class TestTaskCompletionRate:
+    # Task 59: writes W = {cancel #W8268610, modify address of #W2702727}, outputs O = {164.28, 625.60}:
+    # five criteria, W + O + 1 (state).
+    TASK = TASKS["59"]
+    CANCEL, ADDRESS = (a for a in gold(TASKS["59"]) if TOOLS[a["name"]].risk == "write")
+
+    @pytest.mark.parametrize(
+        ("actions", "said", "expected"),
+        [
+            ("gold", ["164.28 and 625.60"], 5 / 5),
+            ("gold", ["$164.28"], 4 / 5),  # 2 writes + 1 output + state
+            ("cancel", ["164.28", "625.60"], 3 / 5),  # 1 write + 2 outputs, wrong state
+            ("wrong_reason", ["164.28", "625.60"], 3 / 5),  # cancel unmatched, address matched, wrong state
+            ("keyed", ["164.28", "625.60"], 5 / 5),  # an idempotency key does not break the match
+            ("none", [], 0 / 5),
+        ],
+    )  # fmt: skip
+    def test_hand_computed(self, actions: str, said: list[str], expected: float) -> None:
+        cancel, address = self.CANCEL, self.ADDRESS
+        chosen = {
+            "gold": gold(self.TASK),
+            "cancel": [cancel],
+            "wrong_reason": [{**cancel, "arguments": {**cancel["arguments"], "reason": "ordered by mistake"}}, address],
+            "keyed": [{**cancel, "arguments": {**cancel["arguments"], "idempotency_key": "a"}}, address],
+            "none": [],
+        }[actions]
+        assert score(TaskCompletionRate(), self.TASK, hermes(chosen, said)) == pytest.approx(expected)
+
+    def test_a_failed_call_with_gold_arguments_does_not_count(self) -> None:
+        # cancelling the same order twice: the second call fails and must not match a second gold write
+        task = TASKS["76"]  # two cancels, one output ('1939.05'): 2 + 1 + 1 criteria
+        first = gold(task)[[a["name"] for a in gold(task)].index("cancel_pending_order")]
+        assert score(TaskCompletionRate(), task, hermes([first, first], ["1939.05"])) == pytest.approx(2 / 4)
+
+    def test_recorded_audit_and_hash_are_used_without_replay(self) -> None:
+        task = self.TASK
+        audit = [{"tool": a["name"], "arguments": a["arguments"], "code": "OK"} for a in gold(task)]
+        infos = {"state_hash": final_hash(gold(task)), "audit": audit}
+        # no tool calls in the messages at all: everything comes from the record
+        assert score(TaskCompletionRate(), task, hermes([], info(task)), rollout_infos=[infos]) == 1.0
+
+
+class TestCommunication:
+    @pytest.mark.parametrize(
+        ("task_id", "said", "expected"),
+        [
+            ("76", "Your refund of $1,939.05 is on its way.", 1.0),  # commas removed
+            ("89", "It is the TACTILE, White, FULL size one: $226.11", 1.0),  # case-insensitive
+            ("89", "It is the tactile white one: $226.11", 0.0),  # 'full' missing
+            ("19", "54.04", 0.0),  # '41.64' missing
+        ],
+    )
+    def test_table(self, task_id: str, said: str, expected: float) -> None:
+        task = TASKS[task_id]
+        assert score(TaskCompletion(), task, hermes(gold(task), [said])) == expected
+
+    def test_an_output_must_sit_in_one_message_not_in_a_tool_call(self) -> None:
+        task = TASKS["19"]
+        messages = hermes(gold(task), ["54.04"])
+        call = '<tool_call>{"name": "calculate", "arguments": {"expression": "41.64"}}</tool_call>'
+        messages.insert(-1, {"role": "assistant", "content": call})
+        assert score(TaskCompletion(), task, messages) == 0.0
+
+
+class TestRolloutInfos:
+    def test_a_recorded_hash_replaces_the_replay(self) -> None:
+        task = TASKS["59"]
+        right = {"state_hash": final_hash(gold(task))}
+        assert score(TaskCompletion(), task, hermes([], info(task)), rollout_infos=[right]) == 1.0
+        wrong = {"state_hash": "0" * 64, "num_turns": 3}
+        assert score(TaskCompletion(), task, hermes(gold(task), info(task)), rollout_infos=[wrong]) == 0.0
+
+    def test_infos_without_a_hash_fall_back_to_replay(self) -> None:
+        task = TASKS["59"]
+        assert score(TaskCompletion(), task, hermes(gold(task), info(task)), rollout_infos=[{"num_turns": 2}]) == 1.0
+
+
+@pytest.mark.parametrize("cls", [TaskCompletion, TaskCompletionRate])
+class TestContract:
+    BATCH: tuple[tuple[str, list], ...] = (
+        ("59", hermes(gold(TASKS["59"]), info(TASKS["59"]))),
+        ("59", hermes(gold(TASKS["59"])[:1], [])),
+        ("0", [{"role": "assistant", "content": "<tool_call>{not json</tool_call> \ud800 \x00"}]),
+        ("0", []),
+    )
+
+    def call(self, reward: Any, **extra: Any) -> list:
+        ids, messages = zip(*self.BATCH, strict=True)
+        return reward(["x"] * len(ids), messages=list(messages), task=[TASKS[i] for i in ids],
+                      domain=["retail"] * len(ids), **extra)  # fmt: skip
+
+    def test_pickle_threads_and_extra_kwargs(self, cls: type) -> None:
+        reward = cls()
+        expected = self.call(reward)
+        assert self.call(pickle.loads(pickle.dumps(reward))) == expected
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert all(r == expected for r in pool.map(lambda _: self.call(reward), range(64)))
+        assert self.call(reward, trainer_state=object(), solution=[None] * 4, completion_ids=[[1]] * 4) == expected
+
+    def test_finite_and_in_range(self, cls: type) -> None:
+        scores = self.call(cls())
+        assert scores[0] == 1.0 and scores[1] < 1.0
+        assert all(math.isfinite(s) and 0.0 <= s <= 1.0 for s in scores)
+
+    def test_missing_column_is_named(self, cls: type) -> None:
+        with pytest.raises(MissingColumnError, match=r"'task'.*tau2-grpo"):
+            cls()(["x"], messages=[[]], domain=["retail"])
+
+    @pytest.mark.parametrize(
+        ("task", "domain", "error"),
+        [("{not json", "retail", TaskError), ({"id": "x"}, "retail", TaskError), (TASKS["0"], "airline", ValueError)],
+    )
+    def test_dataset_bugs_raise(self, cls: type, task: Any, domain: str, error: type) -> None:
+        with pytest.raises(error):
+            cls()(["x"], messages=[[]], task=[task], domain=[domain])
