@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rewardkit.plugins.envs.tool_calls import ToolCall, said_to_user, tool_calls
+from rewardkit.plugins.envs.tool_calls import ToolCall, said_to_user, tool_calls, user_facing_texts
 
 CANCEL = {"order_id": "#W2611340", "reason": "no longer needed"}
 
@@ -61,3 +61,18 @@ class TestToolCalls:
         ]
         text = said_to_user(messages)
         assert "536.65" in text and "tool_call" not in text and "secret" not in text
+
+    def test_ms_swift_tool_call_messages(self) -> None:
+        messages = [
+            {"role": "tool_call", "content": json.dumps({"name": "cancel_pending_order", "arguments": CANCEL})},
+            {"role": "tool_response", "content": "{}"},
+            {"role": "tool_call", "content": "{oops"},
+        ]
+        calls = tool_calls(messages)
+        assert calls[0] == ToolCall("cancel_pending_order", CANCEL)
+        assert calls[1].error is not None and "not valid JSON" in calls[1].error
+
+    def test_user_facing_texts_keep_messages_apart(self) -> None:
+        messages = [{"role": "assistant", "content": "one"}, {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": "two<tool_call>{}</tool_call>"}]  # fmt: skip
+        assert [t.strip() for t in user_facing_texts(messages)] == ["one", "two"]

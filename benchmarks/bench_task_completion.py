@@ -1,0 +1,56 @@
+"""Cost of judging a tau2 retail rollout: canonical state hash (full vs incremental) and TaskCompletion.
+
+python benchmarks/bench_task_completion.py
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from rewardkit.plugins.envs import make_env
+from rewardkit.plugins.envs.retail.env import tasks
+from rewardkit.plugins.envs.retail.state import state_hash
+from rewardkit.rewards import TaskCompletion
+
+
+def per_call(fn: Callable[[], object], n: int) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - start) / n)
+    return best
+
+
+def trajectory(task: dict) -> list[dict]:
+    turns = [{"role": "assistant", "content": "<tool_call>" + json.dumps(a) + "</tool_call>"}
+             for a in task["evaluation_criteria"]["actions"]]  # fmt: skip
+    return [*turns, {"role": "assistant", "content": " ".join(task["evaluation_criteria"]["communicate_info"])}]
+
+
+def main() -> None:
+    all_tasks = list(tasks().values())
+    env = make_env("retail")
+    env.replay(all_tasks[0]["evaluation_criteria"]["actions"])  # an exchange: one order touched
+    assert env.state_hash() == state_hash(env.conn)
+    full = per_call(lambda: state_hash(env.conn), 10)
+    incremental = per_call(env.state_hash, 100)
+
+    batch = [all_tasks[i % len(all_tasks)] for i in range(64)]
+    columns = {"messages": [trajectory(t) for t in batch], "task": batch, "domain": ["retail"] * len(batch)}
+    reward = TaskCompletion()
+    assert reward(["x"] * len(batch), **columns) == [1.0] * len(batch)  # also warms the gold cache
+    scoring = per_call(lambda: reward(["x"] * len(batch), **columns), 3) / len(batch)
+
+    print("| step | ms |\n|---|---:|")
+    print(f"| state hash, full export + serialise | {full * 1e3:.2f} |")
+    print(f"| state hash, incremental (dirty entities only) | {incremental * 1e3:.2f} |")
+    print(f"| speed-up of the hash | {full / incremental:.0f}x |")
+    print(f"| TaskCompletion per rollout (copy + replay + hash), batch of 64 | {scoring * 1e3:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
