@@ -34,7 +34,10 @@ CATALOG: dict[str, list[RecipeFile]] = {
         RecipeFile("planning/tiny_grpo.yaml", "rlhf", "CPU preset: GRPO of the tiny local model"),
         RecipeFile("planning/reward_config.yaml", "rewardkit", "reward configuration (REWARDKIT_CONFIG)"),
         RecipeFile("planning/tiny_reward_config.yaml", "rewardkit", "reward configuration of the CPU preset"),
-    ]
+    ],
+    "tau2": [
+        RecipeFile("tau2/rewards.yaml", "rlhf", "task_completion (weight 1) and task_completion_rate (weight 0)"),
+    ],
 }
 
 
