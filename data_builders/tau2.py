@@ -13,8 +13,10 @@ merge the nested schemas of all rows, padding every dict with the union of keys.
 
 The user turn is the scenario's ``known_info`` then ``reason_for_call``, moved
 from tau2's second person ("You are …", addressed to a user simulator) into the
-customer's first person. ``unknown_info`` and ``task_instructions`` are never
-used: they steer a simulator, not the opening message.
+customer's first person. Sentences that only steer a simulator (secrets not to
+share, "if the agent asks …" reactions, conversational tactics) are dropped, as
+are ``unknown_info`` and ``task_instructions``: a single opening turn cannot act
+them out, and showing them to the policy would leak what the customer withholds.
 
 Rejected: ``missing_task`` (split names an id the tasks file lacks),
 ``no_evaluation_criteria``, ``no_reason_for_call``.
@@ -47,17 +49,19 @@ _FIXED = {
 }
 # "you" right after these is an object ("asks you to" → "asks me to"); anywhere
 # else it is taken as a subject ("the grill you ordered", "if you can")...
-_OBJECT_AFTER = frozenset(
-    "to for with at from about of by on into onto upon without against toward towards behind "
-    "ask asks asked asking tell tells told telling give gives gave help helps helped let lets "
-    "allow allows allowed provide provides provided save saves send sends show shows offer offers "
-    "charge charges contact contacts remind reminds call calls thank thanks".split()
-)
-# ... unless a subject's verb follows ("the refund you should expect", "to you are" is not English).
-_SUBJECT_BEFORE = frozenset(
-    "am are was were have has had do did don't didn't can can't could will would won't should shall may might must "
-    "want wanted need needed wish think know".split()
-)
+_OBJECT_AFTER = frozenset({
+    "to", "for", "with", "at", "from", "about", "of", "by", "on", "into", "onto", "upon", "without", "against",
+    "toward", "towards", "behind", "ask", "asks", "asked", "asking", "tell", "tells", "told", "telling", "give",
+    "gives", "gave", "help", "helps", "helped", "let", "lets", "allow", "allows", "allowed", "provide", "provides",
+    "provided", "save", "saves", "send", "sends", "show", "shows", "offer", "offers", "charge", "charges", "contact",
+    "contacts", "remind", "reminds", "call", "calls", "thank", "thanks",
+})  # fmt: skip
+# ... unless a subject's verb follows ("the refund you should expect").
+_SUBJECT_BEFORE = frozenset({
+    "am", "are", "was", "were", "have", "has", "had", "do", "did", "don't", "didn't", "can", "can't", "could",
+    "will", "would", "won't", "should", "shall", "may", "might", "must", "want", "wanted", "need", "needed", "wish",
+    "think", "know",
+})  # fmt: skip
 _BE = {"are": "am", "were": "was", "weren't": "wasn't"}  # after a "you" that became "I"
 
 
@@ -104,11 +108,29 @@ def first_person(text: str) -> str:
     return "".join(parts)
 
 
+# Sentences of reason_for_call that direct the simulator rather than state the request:
+# secrets ("… (do not share this with the agent)"), reactions to the agent's later turns
+# ("If the agent asks for confirmation, …") and conversational tactics ("Make sure you mention …").
+_SIMULATOR_ONLY = re.compile(
+    r"\b(?:do not|don't|never)\s+(?:share|reveal|mention)\b"
+    r"|^\W*(?:but\s+|and\s+)?(?:if|when|once|in case)\b.*\bagent\b"
+    r"|\b(?:if|when|once)\s+(?:the\s+)?agent\b"
+    r"|^\W*(?:make sure you|provide all details|be insistent|as you are interacting)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?)])\s+")
+
+
+def request_only(text: str) -> str:
+    """``text`` without the sentences meant for a user simulator only (see ``_SIMULATOR_ONLY``)."""
+    return " ".join(s for s in _SENTENCE_END.split(text) if s and not _SIMULATOR_ONLY.search(s))
+
+
 def opening_turn(instructions: Mapping[str, Any]) -> str:
     """The customer's first message: who they are (to authenticate), then what they want."""
     pieces = [instructions.get("known_info"), instructions.get("reason_for_call")]
     # Some scenarios start with a stray "." (". You just lost your tablet").
-    texts = [re.sub(r"^[\s.]+", "", p).rstrip() for p in pieces if isinstance(p, str)]
+    texts = [request_only(re.sub(r"^[\s.]+", "", p).rstrip()) for p in pieces if isinstance(p, str)]
     return " ".join(first_person(t) for t in texts if t)
 
 

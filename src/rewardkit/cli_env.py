@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -101,8 +102,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             raise _Usage(f"database {args.db} not found")
         try:
             env = make_env(args.domain, args.db)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise _Usage(f"database {args.db}: {exc}") from None
+        except (OSError, ValueError, KeyError, TypeError, sqlite3.Error) as exc:
+            raise _Usage(f"database {args.db} is not a valid {args.domain} db ({type(exc).__name__}: {exc})") from None
     except _Usage as exc:
         print(f"rewardkit env replay: {exc}", file=sys.stderr)
         return 2
