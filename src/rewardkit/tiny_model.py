@@ -78,7 +78,7 @@ def offline_env() -> dict[str, str]:
     }
 
 
-def _train_tokenizer(corpus: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+def _train_tokenizer(corpus: Iterable[str], vocab_size: int, max_length: int = 2048) -> PreTrainedTokenizerFast:
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
     from tokenizers import pre_tokenizers as pre
     from tokenizers.trainers import BpeTrainer
@@ -110,7 +110,7 @@ def _train_tokenizer(corpus: Iterable[str], vocab_size: int) -> PreTrainedTokeni
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         chat_template=_CHAT_TEMPLATE,
-        model_max_length=2048,
+        model_max_length=max_length,
         clean_up_tokenization_spaces=False,
     )
 
@@ -122,6 +122,7 @@ def build_tiny_model(
     vocab_size: int = 2048,
     hidden_size: int = 64,
     num_layers: int = 2,
+    max_positions: int = 2048,
     seed: int = 0,
 ) -> Path:
     """Train a tokenizer on `corpus` and save a random Qwen3ForCausalLM to `out_dir`.
@@ -135,7 +136,7 @@ def build_tiny_model(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = _train_tokenizer(corpus, vocab_size)
+    tokenizer = _train_tokenizer(corpus, vocab_size, max_positions)
     eos, pad = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
 
     config = Qwen3Config(
@@ -146,7 +147,7 @@ def build_tiny_model(
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=hidden_size // 4,
-        max_position_embeddings=2048,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         eos_token_id=eos,
         pad_token_id=pad,

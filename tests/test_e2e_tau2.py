@@ -1,0 +1,69 @@
+"""End to end: real `swift rlhf` GRPO on `rewardkit build tau2-grpo` rows with task_completion."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_e2e_grpo import ROOT, SWIFT, plugin_form, read_steps
+
+from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+from rewardkit.tiny_model import build_tiny_model, offline_env
+
+# Task 10's gold actions leave the database as it is and it expects no output: any rollout
+# completes it. Task 0 needs an exchange that a random model never writes. Two prompts per
+# step, so TaskCompletion's mean must be exactly (1 + 0) / 2.
+ALWAYS, NEVER = "10", "0"
+
+
+def assert_tools_reach_the_prompt(model: Path, row: dict) -> None:
+    """The row's ``tools`` string is rendered into the system prompt by ms-swift's own template."""
+    from swift.model import get_processor
+    from swift.template import TemplateInputs, get_template
+
+    template = get_template(get_processor(str(model)))
+    encoded = template.encode(TemplateInputs.from_dict({"messages": row["messages"], "tools": row["tools"]}))
+    prompt = template.safe_decode(encoded["input_ids"])
+    assert "<tools>" in prompt and all(f'"{name}"' in prompt for name in ("cancel_pending_order", "calculate"))
+
+
+@pytest.mark.e2e
+@pytest.mark.compat
+def test_grpo_on_tau2_rows_scores_task_completion(tmp_path: Path) -> None:
+    rows, report = build_tau2_grpo(Tau2Options(split="train"))
+    assert report.written == 74
+    chosen = [r for r in rows if json.loads(r["task"])["id"] in (ALWAYS, NEVER)]
+    data = tmp_path / "tau2.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen), encoding="utf-8")
+    # A tokenizer trained on the prompts keeps the policy + 16 tool specs near 4k tokens.
+    corpus = [r["messages"][0]["content"] + r["tools"] + r["messages"][1]["content"] for r in rows]
+    model = build_tiny_model(tmp_path / "model", corpus, max_positions=8192)
+    assert_tools_reach_the_prompt(model, chosen[0])
+
+    out = tmp_path / "grpo"
+    cmd = [
+        SWIFT, "rlhf", "recipes/tau2/rewards.yaml",
+        "--external_plugins", plugin_form(),
+        "--model", str(model), "--dataset", str(data),
+        "--tuner_type", "full", "--torch_dtype", "float32", "--beta", "0",
+        "--max_steps", "2", "--num_generations", "2", "--per_device_train_batch_size", "4",
+        "--max_completion_length", "24", "--max_length", "8192", "--logging_steps", "1",
+        "--output_dir", str(out), "--check_model", "false", "--report_to", "none",
+        "--dataloader_num_workers", "0", "--dataset_num_proc", "1", "--split_dataset_ratio", "0",
+        "--save_strategy", "no", "--use_vllm", "false", "--seed", "42", "--log_completions", "true",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env={**os.environ, **offline_env()}, capture_output=True, text=True, timeout=900, check=False
+    )
+    (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+
+    steps = read_steps(out)
+    assert len(steps) == 2
+    for row in steps:
+        assert row["rewards/TaskCompletion/mean"] == pytest.approx(0.5)
+        assert 0.0 <= row["rewards/TaskCompletionRate/mean"] <= 1.0
+        assert row["reward"] == pytest.approx(row["rewards/TaskCompletion/mean"])  # the rate has weight 0
