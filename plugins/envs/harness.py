@@ -27,6 +27,7 @@ from rewardkit.plugins.envs.tool_calls import ToolCall
 
 HARNESS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit (
+    -- tool and arguments as JSON text: what the model sent may not even be valid UTF-8
     seq INTEGER PRIMARY KEY, tool TEXT NOT NULL, arguments TEXT NOT NULL, code TEXT NOT NULL,
     replayed INTEGER NOT NULL DEFAULT 0
 );
@@ -200,7 +201,7 @@ class ToolEnvironment:
         """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
         rows = self.conn.execute("SELECT * FROM audit ORDER BY seq")
         return [
-            {"seq": r["seq"], "tool": json.loads(f'"{r["tool"]}"'), "arguments": json.loads(r["arguments"]),
+            {"seq": r["seq"], "tool": json.loads(r["tool"]), "arguments": json.loads(r["arguments"]),
              "code": r["code"], "replayed": bool(r["replayed"])}
             for r in rows
         ]  # fmt: skip
@@ -216,6 +217,6 @@ class ToolEnvironment:
     def _audit(self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False) -> ToolResult:
         self.conn.execute(
             "INSERT INTO audit (tool, arguments, code, replayed) VALUES (?, ?, ?, ?)",
-            (_canonical(name)[1:-1], _canonical(arguments), result.code.value, int(replayed)),
+            (_canonical(name), _canonical(arguments), result.code.value, int(replayed)),
         )
         return result
