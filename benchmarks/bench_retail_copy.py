@@ -7,20 +7,11 @@ from __future__ import annotations
 
 import copy
 import json
-import time
+
+from _timing import per_call
 
 from rewardkit.plugins.envs.retail import DATA_DIR
 from rewardkit.plugins.envs.retail.db import fresh_copy, load_file
-
-
-def per_call(fn, n: int) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - start) / n)
-    return best
 
 
 def main() -> None:

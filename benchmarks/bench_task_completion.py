@@ -6,23 +6,13 @@ python benchmarks/bench_task_completion.py
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
+
+from _timing import per_call
 
 from rewardkit.plugins.envs import make_env
 from rewardkit.plugins.envs.retail.env import tasks
 from rewardkit.plugins.envs.retail.state import state_hash
 from rewardkit.rewards import TaskCompletion
-
-
-def per_call(fn: Callable[[], object], n: int) -> float:
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - start) / n)
-    return best
 
 
 def trajectory(task: dict) -> list[dict]:

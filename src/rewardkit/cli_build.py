@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from rewardkit.data_builders._io import BuildError, write_jsonl
+from rewardkit.data_builders._io import BuildError, BuildReport, write_jsonl
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -67,15 +67,20 @@ def run_build(args: argparse.Namespace) -> int:
     except (BuildError, FileNotFoundError, ValueError) as exc:
         print(f"rewardkit build {args.builder}: {exc}", file=sys.stderr)
         return 2
+    return _write(args, rows, report, args.builder)
+
+
+def _write(args: argparse.Namespace, rows: list, report: BuildReport, title: str) -> int:
+    """Rows to --out, and the rejects and the counts where asked for; the counts also to stderr."""
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as f:
         write_jsonl(rows, f)
-    if args.rejects:
+    if getattr(args, "rejects", None):
         with args.rejects.open("w", encoding="utf-8") as f:
             write_jsonl(report.rejects, f)
     if args.report:
         args.report.write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n")
-    print(f"{args.builder} -> {args.out}\n{report.render()}", file=sys.stderr)
+    print(f"{title} -> {args.out}\n{report.render()}", file=sys.stderr)
     return 0
 
 
@@ -89,10 +94,4 @@ def run_tau2(args: argparse.Namespace) -> int:
     except BuildError as exc:
         print(f"rewardkit build tau2-grpo: {exc}", file=sys.stderr)
         return 2
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", encoding="utf-8") as f:
-        write_jsonl(rows, f)
-    if args.report:
-        args.report.write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n")
-    print(f"tau2-grpo ({args.domain}/{args.split}) -> {args.out}\n{report.render()}", file=sys.stderr)
-    return 0
+    return _write(args, rows, report, f"tau2-grpo ({args.domain}/{args.split})")

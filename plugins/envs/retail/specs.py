@@ -34,6 +34,16 @@ _ADDRESS = {
 }
 
 
+def _swap(verb: str) -> dict[str, Any]:
+    """Arguments shared by the exchange and modify-items tools."""
+    return {
+        "order_id": _ORDER_ID,
+        "item_ids": {**_ITEM_IDS, "description": f"Item ids to {verb}; repeat an id to {verb} several units."},
+        "new_item_ids": {**_ITEM_IDS, "description": "New item ids, position by position, same product."},
+        "payment_method_id": _PAYMENT_ID,
+    }
+
+
 def _params(properties: dict[str, Any], write: bool = False) -> dict[str, Any]:
     required = list(properties)
     if write:
@@ -107,10 +117,7 @@ _SPECS = [
         "write",
         "Request an exchange of delivered items for other variants of the same products; the price "
         "difference is settled with the given payment method. Once per order. Confirm with the user first.",
-        order_id=_ORDER_ID,
-        item_ids={**_ITEM_IDS, "description": "Item ids to exchange; repeat an id to exchange several units."},
-        new_item_ids={**_ITEM_IDS, "description": "New item ids, position by position, same product."},
-        payment_method_id=_PAYMENT_ID,
+        **_swap("exchange"),
     ),
     _spec(
         tools.return_delivered_order_items,
@@ -133,10 +140,7 @@ _SPECS = [
         "write",
         "Swap items of a pending order for other variants of the same products; the difference is "
         "charged or refunded to the given payment method. Once per order. Confirm with the user first.",
-        order_id=_ORDER_ID,
-        item_ids={**_ITEM_IDS, "description": "Item ids to modify; repeat an id to modify several units."},
-        new_item_ids={**_ITEM_IDS, "description": "New item ids, position by position, same product."},
-        payment_method_id=_PAYMENT_ID,
+        **_swap("modify"),
     ),
     _spec(
         tools.modify_pending_order_payment,

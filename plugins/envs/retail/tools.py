@@ -114,31 +114,26 @@ def find_user_id_by_name_zip(conn: sqlite3.Connection, first_name: str, last_nam
     raise ToolError(Code.NOT_FOUND, "User not found")
 
 
+def _found(value: Any, what: str) -> Any:
+    if value is None:
+        raise ToolError(Code.NOT_FOUND, f"{what} not found")
+    return value
+
+
 def get_user_details(conn: sqlite3.Connection, user_id: str) -> dict[str, Any]:
-    user = user_dict(conn, user_id)
-    if user is None:
-        raise ToolError(Code.NOT_FOUND, "User not found")
-    return user
+    return _found(user_dict(conn, user_id), "User")
 
 
 def get_order_details(conn: sqlite3.Connection, order_id: str) -> dict[str, Any]:
-    order = order_dict(conn, order_id)
-    if order is None:
-        raise ToolError(Code.NOT_FOUND, "Order not found")
-    return order
+    return _found(order_dict(conn, order_id), "Order")
 
 
 def get_product_details(conn: sqlite3.Connection, product_id: str) -> dict[str, Any]:
-    product = product_dict(conn, product_id)
-    if product is None:
-        raise ToolError(Code.NOT_FOUND, "Product not found")
-    return product
+    return _found(product_dict(conn, product_id), "Product")
 
 
 def get_item_details(conn: sqlite3.Connection, item_id: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM variants WHERE item_id = ?", (item_id,)).fetchone()
-    if row is None:
-        raise ToolError(Code.NOT_FOUND, "Item not found")
+    row = _found(conn.execute("SELECT * FROM variants WHERE item_id = ?", (item_id,)).fetchone(), "Item")
     return variant_dict(row)
 
 

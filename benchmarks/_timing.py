@@ -1,0 +1,17 @@
+"""Timing shared by the benchmarks (run as scripts, so this imports as a sibling module)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+
+def per_call(fn: Callable[[], object], n: int, repeat: int = 3) -> float:
+    """Seconds per call of ``fn``: the best of ``repeat`` runs of ``n`` calls (the least disturbed run)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - start) / n)
+    return best
