@@ -17,7 +17,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from typing import Any, ClassVar, Literal
 
 from jsonschema import Draft202012Validator
@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL
 IDEMPOTENCY_KEY = "idempotency_key"
 
 
-class Code(StrEnum):
+class Code(str, Enum):  # str: comparable with the codes in JSON records
     OK = "OK"
     NOT_FOUND = "NOT_FOUND"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
