@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rewardkit.plugins.envs.calculator import calculate
 from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, ToolSpec
 from rewardkit.plugins.envs.retail import tools
 
@@ -92,7 +93,7 @@ _SPECS = [
     _spec(tools.get_item_details, "read", "One item (a product variant) by item id.", item_id={"type": "string"}),
     _spec(tools.list_all_product_types, "read", "All product names with their product ids, as a JSON object."),
     _spec(
-        tools.calculate,
+        calculate,
         "read",
         "Evaluate arithmetic on numbers with + - * / and parentheses; the result is rounded to 2 decimals.",
         expression={"type": "string", "description": "e.g. '(19.99 + 5) * 2'."},

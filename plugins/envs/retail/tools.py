@@ -11,9 +11,7 @@ same as tau2's own.
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 import sqlite3
 from collections import Counter
 from typing import Any
@@ -144,32 +142,7 @@ def list_all_product_types(conn: sqlite3.Connection) -> str:
     return json.dumps(names, sort_keys=True)
 
 
-# -- generic tools ----------------------------------------------------------------------------------------
-
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-
-
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        return _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_evaluate(node.operand))
-    raise ValueError("only numbers, + - * / and parentheses are allowed")
-
-
-def calculate(conn: sqlite3.Connection, expression: str) -> str:
-    """tau2's calculator without ``eval``: + - * / on numbers, rounded to 2 dp."""
-    if not all(c in "0123456789+-*/(). " for c in expression):
-        raise ToolError(Code.INVALID_ARGUMENT, "Invalid characters in expression")
-    if len(expression) > 1000:
-        raise ToolError(Code.INVALID_ARGUMENT, "Expression too long (1000 characters at most)")
-    try:
-        return str(round(float(_evaluate(ast.parse(expression, mode="eval").body)), 2))
-    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError, MemoryError) as exc:
-        raise ToolError(Code.INVALID_ARGUMENT, f"Invalid expression: {exc}") from None
+# -- generic tools (calculate lives in plugins/envs/calculator.py) ------------------------------------------
 
 
 def transfer_to_human_agents(conn: sqlite3.Connection, summary: str) -> str:
