@@ -24,7 +24,6 @@ Rejected: ``missing_task`` (split names an id the tasks file lacks),
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections.abc import Mapping
@@ -157,11 +156,12 @@ def _read_json(path: Path, what: str) -> Any:
 
 def _sources(opts: Tau2Options) -> tuple[dict[str, Any], list[str], str, list[dict[str, Any]]]:
     """(tasks by id, the split's ids, policy text, tool specs) from the options or the domain's data."""
-    from rewardkit.plugins.envs import DOMAINS, env_class
+    from rewardkit.plugins.envs import domain_module, env_class
 
-    if opts.domain not in DOMAINS:
-        raise BuildError(f"unknown domain {opts.domain!r}; known domains: {', '.join(DOMAINS)}")
-    data = importlib.import_module(DOMAINS[opts.domain].split(":")[0])  # tasks(), splits(), policy()
+    try:
+        data = domain_module(opts.domain)  # tasks(), splits(), policy()
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
     tools = [spec.openai() for spec in env_class(opts.domain).tools.values()]
 
     if opts.tasks_file is None:

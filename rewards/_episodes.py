@@ -117,6 +117,7 @@ def agent_outcome(domain: str, messages: Sequence[Mapping[str, Any]], infos: Any
     return _recorded(infos, need_calls) or replay(domain, tool_calls(messages))
 
 
+@functools.cache
 def write_tools(domain: str) -> frozenset[str]:
     return frozenset(name for name, spec in env_class(domain).tools.items() if spec.risk == "write")
 

@@ -28,6 +28,14 @@ def order(env: RetailEnv, order_id: str) -> dict[str, Any]:
     return env.call("get_order_details", {"order_id": order_id}).value
 
 
+def refused_without_writing(env: RetailEnv, tool: str, arguments: dict[str, Any]) -> Code:
+    """The call's code, after checking that the call left the state as it was."""
+    before = env.state_hash()
+    code = env.call(tool, arguments).code
+    assert env.state_hash() == before
+    return code
+
+
 def balance(env: RetailEnv, user_id: str, method_id: str) -> float:
     return env.call("get_user_details", {"user_id": user_id}).value["payment_methods"][method_id]["balance"]
 
@@ -118,9 +126,7 @@ class TestWrites:
         ],
     )
     def test_cancel_refusals_change_nothing(self, env: RetailEnv, arguments: dict, code: Code) -> None:
-        before = env.state_hash()
-        assert env.call("cancel_pending_order", arguments).code is code
-        assert env.state_hash() == before
+        assert refused_without_writing(env, "cancel_pending_order", arguments) is code
 
     def test_modify_items_charges_the_unrounded_difference_and_copies_the_last_variant(self, env: RetailEnv) -> None:
         args = {"order_id": PENDING_CARD, "item_ids": ["1586641416", "6117189161"],
@@ -155,11 +161,9 @@ class TestWrites:
         ],
     )
     def test_modify_items_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: Code) -> None:
-        before = env.state_hash()
         args = {"order_id": PENDING_CARD, "item_ids": item_ids, "new_item_ids": new_item_ids,
                 "payment_method_id": "credit_card_5051208"}  # fmt: skip
-        assert env.call("modify_pending_order_items", args).code is code
-        assert env.state_hash() == before
+        assert refused_without_writing(env, "modify_pending_order_items", args) is code
 
     def test_modify_payment_moves_money_between_gift_card_and_card(self, env: RetailEnv) -> None:
         args = {"order_id": PENDING_GIFT, "payment_method_id": "credit_card_9789590"}
@@ -194,11 +198,9 @@ class TestWrites:
         ],
     )
     def test_exchange_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: Code) -> None:
-        before = env.state_hash()
         args = {"order_id": DELIVERED_GIFT, "item_ids": item_ids, "new_item_ids": new_item_ids,
                 "payment_method_id": "gift_card_8168843"}  # fmt: skip
-        assert env.call("exchange_delivered_order_items", args).code is code
-        assert env.state_hash() == before
+        assert refused_without_writing(env, "exchange_delivered_order_items", args) is code
 
     def test_return_to_original_method_or_gift_card_only(self, env: RetailEnv) -> None:
         other = {"order_id": DELIVERED_PAYPAL, "item_ids": ["8590708195"], "payment_method_id": "credit_card_3240550"}

@@ -55,9 +55,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def _gold_actions(domain: str, task_id: str) -> list[Any]:
-    import importlib
+    from rewardkit.plugins.envs import domain_module
 
-    tasks = importlib.import_module(DOMAINS[domain].split(":")[0]).tasks()
+    tasks = domain_module(domain).tasks()
     if task_id not in tasks:
         raise _Usage(f"no task {task_id!r} in the {domain} tasks ({len(tasks)} tasks, ids like {next(iter(tasks))!r})")
     criteria = tasks[task_id].get("evaluation_criteria") or {}
@@ -109,9 +109,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     with env:
         results = env.replay(calls)
-        for seq, (call, result) in enumerate(zip(calls, results, strict=True), 1):
-            name = call.name if hasattr(call, "name") else call.get("name", "")
-            line = f"{seq:>3}  {name:<32} {result.code.value}"
+        for entry, result in zip(env.audit(), results, strict=True):  # one audit row per call
+            line = f"{entry['seq']:>3}  {entry['tool']:<32} {result.code.value}"
             print(line if result.ok else f"{line}  {_message(result.value)}")
         args.export.parent.mkdir(parents=True, exist_ok=True)
         args.export.write_text(json.dumps(env.export(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

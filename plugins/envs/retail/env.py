@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from rewardkit.plugins.envs.harness import HARNESS_SCHEMA, ToolEnvironment
+from rewardkit.plugins.envs.harness import ToolEnvironment
 from rewardkit.plugins.envs.retail import DATA_DIR
 from rewardkit.plugins.envs.retail.db import export, fresh_copy, load_file
 from rewardkit.plugins.envs.retail.specs import TOOLS
@@ -19,7 +19,6 @@ from rewardkit.plugins.envs.retail.state import StateHasher, track_changes
 def template(db_path: str | None = None) -> tuple[sqlite3.Connection, StateHasher]:
     """The database built from ``db_path`` (default: the vendored db.json) and its hasher, once per process."""
     conn = load_file(db_path or DATA_DIR / "db.json")
-    conn.executescript(HARNESS_SCHEMA)
     track_changes(conn)
     return conn, StateHasher(conn)
 
