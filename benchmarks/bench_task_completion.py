@@ -10,7 +10,7 @@ import json
 from _timing import per_call
 
 from rewardkit.plugins.envs import make_env
-from rewardkit.plugins.envs.retail.env import tasks
+from rewardkit.plugins.envs.retail.domain import tasks
 from rewardkit.plugins.envs.retail.state import state_hash
 from rewardkit.rewards import TaskCompletion
 

@@ -156,13 +156,13 @@ def _read_json(path: Path, what: str) -> Any:
 
 def _sources(opts: Tau2Options) -> tuple[dict[str, Any], list[str], str, list[dict[str, Any]]]:
     """(tasks by id, the split's ids, policy text, tool specs) from the options or the domain's data."""
-    from rewardkit.plugins.envs import domain_module, env_class
+    from rewardkit.plugins.envs import get_domain
 
     try:
-        data = domain_module(opts.domain)  # tasks(), splits(), policy()
+        data = get_domain(opts.domain)
     except ValueError as exc:
         raise BuildError(str(exc)) from None
-    tools = [spec.openai() for spec in env_class(opts.domain).tools.values()]
+    tools = data.tool_specs()
 
     if opts.tasks_file is None:
         by_id = data.tasks()

@@ -34,6 +34,10 @@ DEFAULTS: dict[str, Any] = {
     },
     "rewrite_similarity": {"alpha": 0.5, "cjk_units": "bigram"},
     "expert_match": {"fuzzy_threshold": 85.0},
+    # false: MUA-RL's variant, 1 iff the final database is right (tau2 also requires the expected outputs said).
+    "task_completion": {"require_outputs": True},
+    "user_sim": {},
+    "rollout": {},
     "plan_coverage": {
         "match_threshold": 0.5,
         "duplicate_threshold": 0.9,
@@ -80,6 +84,10 @@ _SCHEMA = _obj(
         ),
         "rewrite_similarity": _obj({"alpha": _unit_interval, "cjk_units": {"enum": ["char", "bigram"]}}),
         "expert_match": _obj({"fuzzy_threshold": {"type": "number", "minimum": 0, "maximum": 100}}),
+        "task_completion": _obj({"require_outputs": {"type": "boolean"}}),
+        # Sections of the multi-turn rollout plugins; they validate their own keys when built.
+        "user_sim": {"type": "object"},
+        "rollout": {"type": "object"},
         "plan_coverage": _obj(
             {
                 "match_threshold": _unit_interval,
@@ -137,6 +145,7 @@ class RewardConfig:
     rewrite_cjk_units: str
     fuzzy_threshold: float
     plan_coverage: PlanCoverageConfig
+    require_outputs: bool = True
 
 
 def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -170,23 +179,31 @@ def _validate(raw: Mapping[str, Any], source: str) -> None:
         raise _fail(source, "embedding_model", "backend 'embedding' needs a local sentence-transformers model path")
 
 
+def read_config_file(path: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any], str]:
+    """The YAML mapping in ``path`` (default: ``$REWARDKIT_CONFIG``; ``{}`` if unset) and its name for messages."""
+    path = path if path is not None else os.environ.get(ENV_VAR) or None
+    if path is None:
+        return {}, "config"
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{ENV_VAR}={path!s}: file not found; point it at a YAML file or unset it")
+    loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, Mapping):
+        raise ConfigError(f"{path}: the top level must be a mapping of config keys")
+    return dict(loaded), str(path)
+
+
 def load_config(overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None) -> RewardConfig:
     """Defaults <- YAML file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides``."""
     raw = DEFAULTS
-    path = path if path is not None else os.environ.get(ENV_VAR) or None
-    if path is not None:
-        file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"{ENV_VAR}={path!s}: file not found; point it at a YAML file or unset it")
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, Mapping):
-            raise ConfigError(f"{path}: the top level must be a mapping of config keys")
-        _validate(loaded, str(path))
+    loaded, source = read_config_file(path)
+    if loaded:
+        _validate(loaded, source)
         raw = _merge(raw, loaded)
     if overrides:
         _validate(overrides, "overrides")
         raw = _merge(raw, overrides)
-    _validate(raw, str(path or "config"))
+    _validate(raw, source)
     tl, tq, pc = raw["think_length"], raw["think_quality"], raw["plan_coverage"]
     return RewardConfig(
         schema=raw["schema"],
@@ -210,4 +227,5 @@ def load_config(overrides: Mapping[str, Any] | None = None, path: str | os.PathL
             cross_expert=pc["cross_expert"],
             weights=dict(pc["weights"]),
         ),
+        require_outputs=raw["task_completion"]["require_outputs"],
     )

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.plugins.envs import env_class, make_env
+from rewardkit.plugins.envs import get_domain, make_env
 from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code
 from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
 from rewardkit.rewards._base import Reward
@@ -117,9 +117,8 @@ def agent_outcome(domain: str, messages: Sequence[Mapping[str, Any]], infos: Any
     return _recorded(infos, need_calls) or replay(domain, tool_calls(messages))
 
 
-@functools.cache
 def write_tools(domain: str) -> frozenset[str]:
-    return frozenset(name for name, spec in env_class(domain).tools.items() if spec.risk == "write")
+    return get_domain(domain).write_tools
 
 
 class EpisodeReward(Reward):
@@ -136,7 +135,7 @@ class EpisodeReward(Reward):
         ):
             if isinstance(messages, str):
                 messages = json.loads(messages)
-            env_class(domain)  # an unknown domain is a dataset error: fail with the list of known ones
+            get_domain(domain)  # an unknown domain is a dataset error: fail with the list of known ones
             out.append(self.score_episode(messages, read_task(task), domain, info))
         return out
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo, first_person, opening_turn, request_only
+from rewardkit.plugins.envs import get_domain
 from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.retail.specs import openai_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 # Read the vendored files directly, not through the builder's loaders, so a loader bug cannot hide.
@@ -54,7 +54,7 @@ class TestRows:
     def test_tools_column_is_the_16_openai_specs(self, base_rows: list[dict[str, Any]]) -> None:
         assert {row["tools"] for row in base_rows} == {base_rows[0]["tools"]}  # one string shared by every row
         specs = json.loads(base_rows[0]["tools"])
-        assert len(specs) == 16 and specs == openai_tools()
+        assert len(specs) == 16 and specs == get_domain("retail").tool_specs()
 
     def test_messages_are_policy_then_opening_turn(self, base_rows: list[dict[str, Any]]) -> None:
         for row in base_rows:

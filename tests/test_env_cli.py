@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from rewardkit.plugins.envs import get_domain
 from rewardkit.plugins.envs.retail import DATA_DIR
 from rewardkit.plugins.envs.retail.db import drop_nulls
-from rewardkit.plugins.envs.retail.specs import TOOLS, openai_tools
+from rewardkit.plugins.envs.retail.specs import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = drop_nulls(json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8")))
@@ -53,7 +54,7 @@ class TestTools:
     def test_json_is_exactly_the_openai_specs(self) -> None:
         out = run("tools", "--json")
         assert out.returncode == 0, out.stderr
-        assert json.loads(out.stdout) == openai_tools()
+        assert json.loads(out.stdout) == get_domain("retail").tool_specs()
 
 
 class TestReplay:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from rewardkit.plugins.envs import make_env
 from rewardkit.plugins.envs.harness import Code
-from rewardkit.plugins.envs.retail.env import RetailEnv, tasks, template
+from rewardkit.plugins.envs.retail.domain import tasks
+from rewardkit.plugins.envs.retail.env import RetailEnv, template
 from rewardkit.plugins.envs.retail.specs import TOOLS
 from rewardkit.plugins.envs.retail.state import state_hash
 from rewardkit.plugins.envs.tool_calls import ToolCall

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewardkit.plugins.envs import make_env
-from rewardkit.plugins.envs.retail.env import tasks
+from rewardkit.plugins.envs.retail.domain import tasks
 from rewardkit.plugins.envs.retail.specs import TOOLS
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 from rewardkit.rewards._base import MissingColumnError

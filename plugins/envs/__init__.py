@@ -1,27 +1,22 @@
-"""Tool environments over real databases, for rollouts and for replaying logged trajectories."""
+"""Tool environments over real databases, for rollouts and for replaying logged trajectories.
+
+Every caller goes through the domain registry (:mod:`rewardkit.plugins.envs.domain`).
+"""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
-# domain -> "module:Class"; imported on first use so that loading one domain costs nothing for the others.
-# The module also provides the domain's data: tasks(), splits() and policy().
-DOMAINS = {"retail": "rewardkit.plugins.envs.retail.env:RetailEnv"}
+from rewardkit.plugins.envs.domain import Domain, StatefulEnvironment, domain_names, get_domain, register_domain
 
-
-def domain_module(domain: str) -> ModuleType:
-    if domain not in DOMAINS:
-        raise ValueError(f"unknown domain {domain!r}; known domains: {', '.join(DOMAINS)}")
-    return importlib.import_module(DOMAINS[domain].split(":")[0])
+if TYPE_CHECKING:
+    from rewardkit.plugins.envs.harness import ToolEnvironment
 
 
-def env_class(domain: str) -> Any:
-    return getattr(domain_module(domain), DOMAINS[domain].split(":")[1])
-
-
-def make_env(domain: str, db_path: str | Path | None = None) -> Any:
+def make_env(domain: str, db_path: str | Path | None = None) -> ToolEnvironment:
     """A fresh environment of ``domain`` (a private copy of its database)."""
-    return env_class(domain)(db_path)
+    return get_domain(domain).make_env(db_path)
+
+
+__all__ = ["Domain", "StatefulEnvironment", "domain_names", "get_domain", "make_env", "register_domain"]

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from rewardkit.plugins.envs.domain import StatefulEnvironment
 from rewardkit.plugins.envs.tool_calls import ToolCall
 
 HARNESS_SCHEMA = """
@@ -127,8 +128,11 @@ def _unencodable(value: Any) -> bool:
     return False
 
 
-class ToolEnvironment:
-    """Runs tool calls against one connection (a rollout's private database copy)."""
+class ToolEnvironment(StatefulEnvironment):
+    """Runs tool calls against one connection (a rollout's private database copy).
+
+    Subclasses name their tools and implement ``state_hash`` and ``export``.
+    """
 
     tools: ClassVar[Mapping[str, ToolSpec]] = {}
 

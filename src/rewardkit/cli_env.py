@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardkit.plugins.envs import DOMAINS
+from rewardkit.plugins.envs import domain_names
 
 
 class _Usage(Exception):
@@ -21,11 +21,11 @@ def add_env_parsers(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="inspect and replay the tool environments")
     actions = env.add_subparsers(dest="action", required=True)
     tools = actions.add_parser("tools", help="list a domain's tools")
-    tools.add_argument("--domain", default="retail", choices=sorted(DOMAINS))
+    tools.add_argument("--domain", default="retail", choices=domain_names())
     tools.add_argument("--json", action="store_true", help="print the OpenAI function specs (the tools column)")
     tools.set_defaults(func=cmd_tools)
     replay = actions.add_parser("replay", help="replay a task's gold actions or an actions file on a fresh copy")
-    replay.add_argument("--domain", default="retail", choices=sorted(DOMAINS))
+    replay.add_argument("--domain", default="retail", choices=domain_names())
     what = replay.add_mutually_exclusive_group(required=True)
     what.add_argument("--task", help="task id: replay its evaluation_criteria.actions")
     what.add_argument("--actions", type=Path, help='JSON list of {"name", "arguments"} objects')
@@ -41,11 +41,12 @@ def _first_sentence(text: str) -> str:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    from rewardkit.plugins.envs import env_class
+    from rewardkit.plugins.envs import get_domain
 
-    specs = env_class(args.domain).tools
+    domain = get_domain(args.domain)
+    specs = domain.tools
     if args.json:
-        print(json.dumps([spec.openai() for spec in specs.values()], ensure_ascii=False, indent=2))
+        print(json.dumps(domain.tool_specs(), ensure_ascii=False, indent=2))
         return 0
     width = max(map(len, specs))
     for name, spec in specs.items():
@@ -55,9 +56,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def _gold_actions(domain: str, task_id: str) -> list[Any]:
-    from rewardkit.plugins.envs import domain_module
+    from rewardkit.plugins.envs import get_domain
 
-    tasks = domain_module(domain).tasks()
+    tasks = get_domain(domain).tasks()
     if task_id not in tasks:
         raise _Usage(f"no task {task_id!r} in the {domain} tasks ({len(tasks)} tasks, ids like {next(iter(tasks))!r})")
     criteria = tasks[task_id].get("evaluation_criteria") or {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -39,22 +38,3 @@ class RetailEnv(ToolEnvironment):
 
     def export(self) -> dict[str, Any]:
         return export(self.conn)
-
-
-@functools.cache
-def _read_json(name: str) -> Any:
-    return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
-
-
-def tasks() -> dict[str, dict[str, Any]]:
-    """The 114 tau2 retail tasks by id (the parsed, shared objects: do not mutate)."""
-    return {t["id"]: t for t in _read_json("tasks.json")}
-
-
-def splits() -> dict[str, list[str]]:
-    """Task ids per split, as in tau2's split_tasks.json (train, test, base)."""
-    return _read_json("split_tasks.json")
-
-
-def policy() -> str:
-    return (DATA_DIR / "policy.md").read_text(encoding="utf-8")

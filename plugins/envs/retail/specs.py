@@ -160,8 +160,3 @@ _SPECS = [
 ]
 
 TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in _SPECS}
-
-
-def openai_tools() -> list[dict[str, Any]]:
-    """All 16 tools as OpenAI function specs (ms-swift's ``tools`` column)."""
-    return [spec.openai() for spec in _SPECS]
