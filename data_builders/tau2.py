@@ -135,6 +135,10 @@ def opening_turn(instructions: Mapping[str, Any]) -> str:
 
 # --- building ---------------------------------------------------------------------
 
+# The user turn of a --multi-turn row. The tau2_user scheduler replaces it with the user
+# simulator's opening at rollout time; without the scheduler the row says so to the reader.
+MULTI_TURN_PLACEHOLDER = "[the user simulator writes this turn at rollout time: --multi_turn_scheduler tau2_user]"
+
 
 @dataclass(frozen=True)
 class Tau2Options:
@@ -143,6 +147,7 @@ class Tau2Options:
     tasks_file: Path | None = None  # default: the domain's vendored tasks.json
     split_file: Path | None = None  # default: its split_tasks.json
     policy_file: Path | None = None  # default: its policy.md
+    multi_turn: bool = False  # rows for the tau2_user scheduler (see MULTI_TURN_PLACEHOLDER)
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -222,7 +227,10 @@ def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildRepor
             {
                 "messages": [
                     {"role": "system", "content": policy},
-                    {"role": "user", "content": opening_turn(instructions)},
+                    {
+                        "role": "user",
+                        "content": MULTI_TURN_PLACEHOLDER if opts.multi_turn else opening_turn(instructions),
+                    },
                 ],
                 "tools": tools_json,
                 "task": json.dumps(task, ensure_ascii=False),

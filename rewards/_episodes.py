@@ -18,6 +18,7 @@ from typing import Any
 from rewardkit.plugins.envs import get_domain, make_env
 from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code
 from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
+from rewardkit.plugins.rollout.termination import EXCLUDED, NATURAL
 from rewardkit.rewards._base import Reward
 
 TAU2_FORMAT = (
@@ -68,10 +69,24 @@ def _normalise(text: str) -> str:
     return text.lower().replace(",", "")
 
 
-def communicated(messages: Sequence[Mapping[str, Any]], outputs: Sequence[str]) -> list[bool]:
-    """Per expected output: does one assistant message contain it (case-insensitive, commas removed)?"""
-    texts = [_normalise(t) for t in user_facing_texts(messages)]
-    return [any(_normalise(out) in t for t in texts) for out in outputs]
+def communicated_texts(texts: Sequence[str], outputs: Sequence[str]) -> list[bool]:
+    """Per expected output: does one of ``texts`` contain it (case-insensitive, commas removed)?"""
+    normalised = [_normalise(t) for t in texts]
+    return [any(_normalise(out) in t for t in normalised) for out in outputs]
+
+
+def communicated(messages: Sequence[Mapping[str, Any]], outputs: Sequence[str], infos: Any = None) -> list[bool]:
+    """Per expected output: did one assistant message say it? A live rollout's ``agent_said`` is used
+    when present (on ms-swift >= 4.6 ``messages`` may hold assistant turns as token ids)."""
+    said = infos.get("agent_said") if isinstance(infos, Mapping) else None
+    texts = said if isinstance(said, list) else user_facing_texts(messages)
+    return communicated_texts([t for t in texts if isinstance(t, str)], outputs)
+
+
+def termination(infos: Any) -> str | None:
+    """How a live episode ended (``rollout_infos["termination"]``), or None for offline data."""
+    value = infos.get("termination") if isinstance(infos, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 def _strip_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,7 +151,14 @@ class EpisodeReward(Reward):
             if isinstance(messages, str):
                 messages = json.loads(messages)
             get_domain(domain)  # an unknown domain is a dataset error: fail with the list of known ones
-            out.append(self.score_episode(messages, read_task(task), domain, info))
+            task = read_task(task)
+            ended = termination(info)
+            if ended in EXCLUDED:  # the simulator failed: not the policy's doing, left out of training
+                out.append(None)
+            elif ended is not None and ended not in NATURAL:  # tau2: no credit without a proper ending
+                out.append(0.0)
+            else:
+                out.append(self.score_episode(messages, task, domain, info))
         return out
 
     def score_episode(

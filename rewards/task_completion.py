@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.rewards._config import RewardConfig, load_config
 from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, expected_outputs, gold_outcome
 
 
 class TaskCompletion(EpisodeReward):
     """Binary task completion on a real database.
 
-    Formula: ``1.0 if state(agent) == state(gold) and every expected output was said, else 0.0``.
+    Formula: ``1.0 if state(agent) == state(gold) and every expected output was said, else 0.0``
+    (tau2-bench's rule). With ``task_completion.require_outputs: false`` in
+    ``$REWARDKIT_CONFIG`` it is MUA-RL's: ``1.0 iff state(agent) == state(gold)``.
 
     - state: the canonical hash (sha256 of the exported db.json-shaped state,
       sorted keys, nulls dropped) after replaying the agent's tool calls on a
@@ -20,19 +23,29 @@ class TaskCompletion(EpisodeReward):
       live. If ``rollout_infos["state_hash"]`` is present (the live
       environment's), it is used instead of replaying.
     - said: every ``evaluation_criteria.communicate_info`` string appears in one
-      assistant message, case-insensitive, commas removed.
+      assistant message, case-insensitive, commas removed (``rollout_infos["agent_said"]``
+      when a live episode left it).
+    - ending: a live episode (``rollout_infos["termination"]``) must have ended by a
+      stop of the user's or the agent's (tau2): ``max_turns``, ``token_budget``,
+      ``error_budget`` and ``length`` score 0.0; ``user_sim_error`` scores None.
 
     Columns: ``messages`` (tool calls in Hermes ``<tool_call>`` blocks, OpenAI
     ``tool_calls`` or ms-swift ``tool_call`` messages), ``task`` (tau2 task
     object or JSON), ``domain``; optional ``rollout_infos``.
-    Range: {0.0, 1.0}. Never None. A malformed ``task`` cell or unknown domain
-    raises (dataset bug); any model output scores.
+    Range: {0.0, 1.0}. None only for an episode whose user simulator failed, which
+    the ``tau2_user`` scheduler leaves out of training. A malformed ``task`` cell or
+    unknown domain raises (dataset bug); any model output scores.
     """
+
+    def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None, **_: Any) -> None:
+        super().__init__(args)
+        cfg = config if isinstance(config, RewardConfig) else load_config(config)
+        self.require_outputs = cfg.require_outputs
 
     def score_episode(
         self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
     ) -> float:
-        if not all(communicated(messages, expected_outputs(task))):
+        if self.require_outputs and not all(communicated(messages, expected_outputs(task), infos)):
             return 0.0  # cheap check first: no replay needed
         agent = agent_outcome(domain, messages, infos, need_calls=False)
         return float(agent.state_hash == gold_outcome(domain, task).state_hash)

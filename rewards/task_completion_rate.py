@@ -44,8 +44,10 @@ class TaskCompletionRate(EpisodeReward):
     Calls and hash come from ``rollout_infos`` (``audit`` and ``state_hash``)
     when the live environment left both, else from a replay.
     Columns: ``messages``, ``task``, ``domain``; optional ``rollout_infos``.
-    Range: [0, 1]; 1.0 implies TaskCompletion = 1. Never None. Meant with
-    weight 0, as a logged metric.
+    A live episode that did not end by a stop scores 0.0, one whose simulator
+    failed scores None, as in TaskCompletion.
+    Range: [0, 1]; 1.0 implies TaskCompletion = 1. Meant with weight 0, as a
+    logged metric.
     """
 
     def score_episode(
@@ -55,7 +57,7 @@ class TaskCompletionRate(EpisodeReward):
         gold = gold_outcome(domain, task)
         # A gold write that fails on replay (tau2 keeps a few) is not something the task requires.
         gold_writes = [a for a, c in zip(gold_actions(task), gold.calls, strict=True) if a["name"] in writes and c.ok]
-        said = communicated(messages, expected_outputs(task))
+        said = communicated(messages, expected_outputs(task), infos)
         agent = agent_outcome(domain, messages, infos, need_calls=True)
         unused = list(agent.calls)
         matched = 0

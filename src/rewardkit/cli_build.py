@@ -44,6 +44,11 @@ def add_build_parser(sub: argparse._SubParsersAction) -> None:
     tau2.add_argument("--split-file", type=Path, help="tau2 split_tasks.json (default: the vendored copy)")
     tau2.add_argument("--policy-file", type=Path, help="system prompt (default: the domain's policy.md)")
     tau2.add_argument("--report", type=Path, help="write the counts as JSON here")
+    tau2.add_argument(
+        "--multi-turn",
+        action="store_true",
+        help="rows for the tau2_user scheduler: the user simulator writes the first user turn at rollout time",
+    )
     tau2.set_defaults(func=run_tau2)
 
 
@@ -87,7 +92,7 @@ def _write(args: argparse.Namespace, rows: list, report: BuildReport, title: str
 def run_tau2(args: argparse.Namespace) -> int:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 
-    opts = Tau2Options(domain=args.domain, split=args.split, tasks_file=args.tasks_file,
+    opts = Tau2Options(domain=args.domain, split=args.split, multi_turn=args.multi_turn, tasks_file=args.tasks_file,
                        split_file=args.split_file, policy_file=args.policy_file)  # fmt: skip
     try:
         rows, report = build_tau2_grpo(opts)

@@ -170,3 +170,37 @@ def build_tiny_model(
     args = {"model_type": "qwen3", "template": "qwen3", "swift_version": "4.4.2"}
     (out / "args.json").write_text(json.dumps(args) + "\n")
     return out
+
+
+def teach(model_dir: str | Path, examples: Iterable[tuple[str, str]], *, steps: int = 80, lr: float = 3e-3) -> Path:
+    """Fit the tiny model on (context, reply) pairs so that it writes replies that end: a cold start in seconds.
+
+    A random model almost never samples ``<|im_end|>``, so its rollouts end only at
+    the length limit. A few dozen steps on short replies (tool calls, a sentence)
+    give a model whose turns end by themselves, which multi-turn tests need. Each pair
+    is rendered as ``context<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n`` + ``reply<|im_end|>``
+    (the non-thinking prefix ms-swift's qwen3 template puts in the prompt); the loss
+    is on the reply and its end token only. Deterministic for the same inputs.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = Path(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    batch = []
+    for context, reply in examples:
+        prompt = tokenizer.encode(context + "<|im_start|>assistant\n<think>\n\n</think>\n\n", add_special_tokens=False)
+        target = tokenizer.encode(reply + "<|im_end|>", add_special_tokens=False)
+        batch.append((torch.tensor(prompt + target), torch.tensor([-100] * len(prompt) + target)))
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for step in range(steps):
+        ids, labels = batch[step % len(batch)]
+        loss = model(input_ids=ids[None], labels=labels[None]).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(out)
+    return out

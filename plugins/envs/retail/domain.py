@@ -31,4 +31,12 @@ def policy() -> str:
     return (DATA_DIR / "policy.md").read_text(encoding="utf-8")
 
 
-RETAIL = Domain(name="retail", make_env=RetailEnv, tools=TOOLS, tasks=tasks, splits=splits, policy=policy)
+RETAIL = Domain(
+    name="retail",
+    make_env=RetailEnv,
+    tools=TOOLS,
+    tasks=tasks,
+    splits=splits,
+    policy=policy,
+    stop_tools=frozenset({"transfer_to_human_agents"}),
+)

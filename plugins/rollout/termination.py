@@ -1,0 +1,32 @@
+"""Why an episode ended, and which endings earn credit or are left out (no heavy imports: rewards use it)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Termination(str, Enum):  # str: stored as JSON in rollout_infos and reports
+    USER_STOP = "user_stop"  # the user said ###STOP###
+    USER_TRANSFER = "user_transfer"  # ###TRANSFER###
+    USER_OUT_OF_SCOPE = "user_out_of_scope"  # ###OUT-OF-SCOPE###
+    AGENT_STOP = "agent_stop"  # the agent said ###STOP###
+    AGENT_TRANSFER = "agent_transfer"  # a successful call of the domain's stop tool (transfer to a human)
+    MAX_TURNS = "max_turns"
+    TOKEN_BUDGET = "token_budget"
+    ERROR_BUDGET = "error_budget"
+    LENGTH = "length"  # the last message hit max_completion_length
+    USER_SIM_ERROR = "user_sim_error"  # the simulator failed after its retries: not the policy's fault
+
+
+# Endings that are the conversation's own; tau2-bench scores every other ending 0.
+NATURAL = frozenset(
+    {
+        Termination.USER_STOP,
+        Termination.USER_TRANSFER,
+        Termination.USER_OUT_OF_SCOPE,
+        Termination.AGENT_STOP,
+        Termination.AGENT_TRANSFER,
+    }
+)
+# Endings caused by infrastructure: left out of training and of metrics, never scored 0.
+EXCLUDED = frozenset({Termination.USER_SIM_ERROR})

@@ -1,0 +1,26 @@
+"""ms-swift plugin entry: ``swift rlhf --external_plugins plugins/tau2_user.py --multi_turn_scheduler tau2_user``.
+
+Registers the ``tau2_user`` multi-turn scheduler and installs the exclusion of episodes
+whose user simulator failed (see :mod:`rewardkit.plugins.multi_turn.exclusion`).
+Loading it twice is harmless.
+"""
+
+from __future__ import annotations
+
+from swift.rollout.multi_turn import multi_turns
+
+from rewardkit.plugins.multi_turn import exclusion
+from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
+
+KEY = "tau2_user"
+
+
+def register() -> None:
+    current = multi_turns.get(KEY)
+    if current is not None and current.__qualname__ != Tau2UserScheduler.__qualname__:
+        raise ValueError(f"multi_turns[{KEY!r}] already holds {current!r}; refusing to replace it")
+    multi_turns[KEY] = Tau2UserScheduler
+    exclusion.install()
+
+
+register()

@@ -1,0 +1,65 @@
+"""What every user simulator shares: the dialogue it sees, the stop tokens, its errors.
+
+A simulator plays the customer. It sees only the visible conversation (the agent's
+text to the user and its own earlier messages), never tool calls or tool results,
+as in tau2-bench. Simulators are synchronous and thread-safe; the rollout loop runs
+many of them at once in worker threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+# tau2-bench's user stop tokens: the user is satisfied, was transferred, or cannot go on.
+STOP = "###STOP###"
+TRANSFER = "###TRANSFER###"
+OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
+STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
+# The agent's opening line in tau2-bench; the simulator's history starts with it.
+GREETING = "Hi! How can I help you today?"
+
+
+class SimulatorError(RuntimeError):
+    """The simulator could not produce a reply (endpoint down, timed out, bad response) after its retries.
+
+    Not the policy's fault: the episode ends as ``user_sim_error`` and is left out of training.
+    """
+
+    def __init__(self, endpoint: str, message: str) -> None:
+        super().__init__(f"user simulator {endpoint}: {message}")
+        self.endpoint = endpoint
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One visible message: ``agent`` (the policy's text to the user) or ``user`` (the simulator's)."""
+
+    role: Literal["agent", "user"]
+    text: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the environment knows about the task so far (read by the scripted simulator only).
+
+    ``state_done``: the database equals the gold final state; ``outputs_said``: every expected
+    output (``communicate_info``) has appeared in one agent message.
+    """
+
+    state_done: bool = False
+    outputs_said: bool = False
+
+
+@runtime_checkable
+class UserSimulator(Protocol):
+    name: str  # the endpoint (or "scripted"), for logs and error messages
+
+    def fingerprint(self) -> str:
+        """A stable identity of everything that shapes replies (kind, model, prompt, temperature…)."""
+        ...
+
+    def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
+        """The user's next message after ``dialogue`` (which starts with the agent's greeting)."""
+        ...

@@ -1,0 +1,237 @@
+"""User simulator config and the OpenAI-compatible simulator, against a real local HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sim_server import SimServer, free_port
+
+from rewardkit.plugins.envs.retail import DATA_DIR
+from rewardkit.plugins.user_sim import (
+    GREETING,
+    Progress,
+    SimulatorError,
+    Turn,
+    UserSimConfig,
+    UserSimulator,
+    load_user_sim_config,
+    make_simulator,
+    user_sim_config_from_env,
+)
+from rewardkit.plugins.user_sim.cache import CachedSimulator
+from rewardkit.plugins.user_sim.openai_sim import OpenAISimulator, guidelines
+from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.rewards._config import ConfigError
+
+TASK = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))[0]
+DIALOGUE = [Turn("agent", GREETING)]
+OPENAI = {"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}
+
+
+def fast(base_url: str, **kw: Any) -> OpenAISimulator:
+    """A simulator that backs off for milliseconds, not seconds."""
+    kw = {"backoff_s": 0.01, "timeout_s": 5.0, **kw}
+    return OpenAISimulator(base_url, "sim-model", **kw)
+
+
+# --- config ------------------------------------------------------------------------
+
+BAD = [
+    ({"temperature": float("nan")}, "temperature", "finite"),
+    ({"temperature": float("inf")}, "temperature", "finite"),
+    ({"temperature": True}, "temperature", "number"),
+    ({"temperature": 2.5}, "temperature", "[0, 2]"),
+    ({"temperature": "0.1"}, "temperature", "number"),
+    ({"timeout_s": 0}, "timeout_s", "> 0"),
+    ({"timeout_s": float("-inf")}, "timeout_s", "finite"),
+    ({"backoff_s": -1}, "backoff_s", ">= 0"),
+    ({"retries": -1}, "retries", ">= 0"),
+    ({"retries": 1.5}, "retries", "integer"),
+    ({"concurrency": 0}, "concurrency", ">= 1"),
+    ({"concurrency": False}, "concurrency", "integer"),
+    ({"max_tokens": 0}, "max_tokens", ">= 1"),
+    ({"temprature": 0.0}, "temprature", "valid keys: kind, base_url, model"),
+    ({"kind": "vllm"}, "kind", "scripted, openai"),
+    ({"kind": "openai", "model": "m"}, "base_url", "required"),
+    ({"kind": "openai", "base_url": "http://h/v1"}, "model", "required"),
+    ({**OPENAI, "base_url": "127.0.0.1:8000"}, "base_url", "http(s) URL"),
+    ({"model": ""}, "model", "non-empty"),
+    ({"api_key_env": "RK_TEST_UNSET_KEY"}, "api_key_env", "RK_TEST_UNSET_KEY is not set"),
+    ({"cache_mode": "replay"}, "cache_mode", "set user_sim.cache"),
+    ({"cache_mode": "sometimes", "cache": "c.db"}, "cache_mode", "read_write"),
+    ({"cache": "/nonexistent/c.db", "cache_mode": "replay"}, "cache", "not found"),
+]
+
+
+@pytest.mark.parametrize(("raw", "key", "problem"), BAD, ids=[f"{k}-{i}" for i, (_, k, _) in enumerate(BAD)])
+def test_bad_config_names_the_key(raw: dict[str, Any], key: str, problem: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RK_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(ConfigError) as info:
+        load_user_sim_config(raw, "cfg.yaml")
+    assert str(info.value).startswith(f"cfg.yaml: user_sim.{key}: ")
+    assert problem in str(info.value)
+
+
+def test_good_config_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_user_sim_config(None, "x") == UserSimConfig()
+    assert UserSimConfig().cache_mode == "off"
+    monkeypatch.setenv("RK_TEST_KEY", "secret")
+    raw = {**OPENAI, "api_key_env": "RK_TEST_KEY", "temperature": 0.7, "max_tokens": 64, "timeout_s": 5,
+           "retries": 0, "backoff_s": 0, "concurrency": 4, "cache": str(tmp_path / "c.db")}  # fmt: skip
+    cfg = load_user_sim_config(raw, "x")
+    assert cfg.cache_mode == "read_write"  # the default once a cache is set
+    assert load_user_sim_config({k: getattr(cfg, k) for k in raw} | {"cache_mode": cfg.cache_mode}, "x") == cfg
+    sim = make_simulator(cfg)
+    assert isinstance(sim, CachedSimulator) and isinstance(sim.inner, OpenAISimulator)
+    assert sim.name == OPENAI["base_url"]
+    assert isinstance(make_simulator(UserSimConfig()), ScriptedSimulator)
+    assert isinstance(sim, UserSimulator) and isinstance(sim.inner, UserSimulator)
+    with pytest.raises(ConfigError, match=r"UserSimConfig: user_sim\.model: required"):
+        make_simulator(UserSimConfig(kind="openai", base_url="http://h/v1"))  # built directly, still checked
+
+
+def test_config_from_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "rk.yaml"
+    file.write_text("user_sim:\n  kind: openai\n  base_url: http://h:1/v1\n  model: qwen\n  temperature: .nan\n")
+    monkeypatch.setenv("REWARDKIT_CONFIG", str(file))
+    with pytest.raises(ConfigError, match=rf"^{file}: user_sim.temperature: must be finite"):
+        user_sim_config_from_env()
+    file.write_text("user_sim:\n  kind: openai\n  base_url: http://h:1/v1\n  model: qwen\n  concurrency: 8\n")
+    assert user_sim_config_from_env() == UserSimConfig(
+        kind="openai", base_url="http://h:1/v1", model="qwen", concurrency=8
+    )
+    file.write_text("think_length: {}\n")
+    assert user_sim_config_from_env() == UserSimConfig()  # no section: defaults
+    file.write_text("user_sim: [scripted]\n")
+    with pytest.raises(ConfigError, match="user_sim: must be a mapping"):
+        user_sim_config_from_env()
+
+
+# --- the OpenAI-compatible simulator --------------------------------------------------
+
+
+def test_request_follows_tau2_conventions() -> None:
+    dialogue = [*DIALOGUE, Turn("user", "I want to exchange two items."), Turn("agent", "Sure, your email?")]
+    with SimServer() as server:
+        assert fast(server.base_url).reply(TASK, dialogue, Progress()) == "My email is a@b.c"
+    (body,) = server.requests
+    system, *rest = body["messages"]
+    assert system["role"] == "system" and system["content"].startswith(guidelines())
+    scenario = system["content"].split("<scenario>\n", 1)[1]
+    assert scenario.endswith("\n</scenario>")
+    instructions = TASK["user_scenario"]["instructions"]
+    for title, key in [("Reason for call", "reason_for_call"), ("Known info", "known_info")]:
+        assert f"\t{title}:\n\t\t{instructions[key]}" in scenario
+    assert "Domain: retail" in scenario and "Task instructions:" in scenario
+    assert [(m["role"], m["content"]) for m in rest] == [
+        ("user", GREETING),
+        ("assistant", "I want to exchange two items."),
+        ("user", "Sure, your email?"),
+    ]
+    assert "tool" not in json.dumps(rest) and set(rest[0]) == {"role", "content"}
+    assert body["temperature"] == 0 and body["max_tokens"] == 512 and body["model"] == "sim-model"
+
+
+def test_fingerprint_tracks_what_shapes_replies() -> None:
+    a = OpenAISimulator("http://h/v1", "m")
+    assert a.fingerprint() == OpenAISimulator("http://h/v1", "m", retries=9).fingerprint()
+    assert a.fingerprint() != OpenAISimulator("http://h/v1", "m", temperature=0.5).fingerprint()
+    assert a.fingerprint() != OpenAISimulator("http://h/v1", "other").fingerprint()
+
+
+def test_slow_server_within_timeout() -> None:
+    with SimServer(delay_s=0.3) as server:
+        assert fast(server.base_url, timeout_s=3.0).reply(TASK, DIALOGUE, Progress()) == "My email is a@b.c"
+
+
+@pytest.mark.parametrize(
+    ("status", "retries", "ok", "requests"), [(500, 3, True, 3), (500, 1, False, 2), (429, 2, True, 3)]
+)
+def test_transient_failures_are_retried(status: int, retries: int, ok: bool, requests: int) -> None:
+    with SimServer(fail_first=2, status=status) as server:
+        sim = fast(server.base_url, retries=retries)
+        if ok:
+            assert sim.reply(TASK, DIALOGUE, Progress()) == "My email is a@b.c"
+        else:
+            with pytest.raises(SimulatorError, match=rf"{server.base_url}.*HTTP {status}") as info:
+                sim.reply(TASK, DIALOGUE, Progress())
+            assert info.value.endpoint == server.base_url
+    assert server.count == requests
+
+
+def test_client_error_is_not_retried() -> None:
+    with SimServer(fail_first=5, status=400) as server, pytest.raises(SimulatorError, match="HTTP 400"):
+        fast(server.base_url, retries=3).reply(TASK, DIALOGUE, Progress())
+    assert server.count == 1
+
+
+@pytest.mark.parametrize("empty", [None, "", "  \n"])
+def test_empty_reply_is_retried_never_returned(empty: str | None) -> None:
+    replies = iter([empty, "Hello"])
+    with SimServer(reply=lambda body: next(replies)) as server:
+        assert fast(server.base_url).reply(TASK, DIALOGUE, Progress()) == "Hello"
+    with SimServer(reply=lambda body: empty) as server, pytest.raises(SimulatorError, match="empty reply"):
+        fast(server.base_url, retries=1).reply(TASK, DIALOGUE, Progress())
+    assert server.count == 2
+
+
+def test_down_endpoint_raises() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(SimulatorError, match="connection failed") as info:
+        fast(url, retries=2).reply(TASK, DIALOGUE, Progress())
+    assert info.value.endpoint == url and "3 attempt(s)" in str(info.value)
+
+
+def test_hanging_server_times_out() -> None:
+    with SimServer(hang_s=30) as server:
+        start = time.monotonic()
+        with pytest.raises(SimulatorError, match="timed out"):
+            fast(server.base_url, timeout_s=0.3, retries=1).reply(TASK, DIALOGUE, Progress())
+        assert time.monotonic() - start < 10  # two 0.3 s attempts, not the server's 30 s
+    assert server.count == 2
+
+
+@pytest.mark.parametrize("concurrency", [16, 4])
+def test_concurrency_limit(concurrency: int) -> None:
+    with SimServer(delay_s=0.3) as server:
+        sim = fast(server.base_url, concurrency=concurrency)
+        start = threading.Barrier(16)
+        out: list[str] = []
+
+        def worker(i: int) -> None:
+            start.wait()
+            out.append(sim.reply(TASK, [Turn("agent", f"{GREETING} {i}")], Progress()))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(out) == 16 and server.count == 16
+    assert server.max_in_flight == concurrency  # all 16 at once, or never more than 4
+
+
+def test_works_across_fresh_event_loops() -> None:
+    """ms-swift creates an event loop per hook call; the cached client must outlive each of them."""
+    with SimServer() as server:
+        sim = fast(server.base_url)
+        for _ in range(3):
+            assert asyncio.run(asyncio.to_thread(sim.reply, TASK, DIALOGUE, Progress())) == "My email is a@b.c"
+        for _ in range(2):
+            loop = asyncio.new_event_loop()
+            try:
+                assert loop.run_until_complete(asyncio.to_thread(sim.reply, TASK, DIALOGUE, Progress()))
+            finally:
+                loop.close()
+    assert server.count == 5
+
+
+def test_dialogue_must_end_with_the_agent() -> None:
+    with pytest.raises(ValueError, match="end with an agent turn"):
+        OpenAISimulator("http://h/v1", "m").reply(TASK, [*DIALOGUE, Turn("user", "hi")], Progress())
