@@ -37,6 +37,11 @@ CATALOG: dict[str, list[RecipeFile]] = {
     ],
     "tau2": [
         RecipeFile("tau2/rewards.yaml", "rlhf", "task_completion (weight 1) and task_completion_rate (weight 0)"),
+        RecipeFile("tau2/grpo_multiturn.yaml", "rlhf", "multi-turn GRPO with a simulated user (MUA-RL), vLLM colocate"),
+        RecipeFile("tau2/grpo_multiturn_server.yaml", "rlhf", "multi-turn GRPO against a `swift rollout` server"),
+        RecipeFile("tau2/tiny_multiturn.yaml", "rlhf", "CPU preset: multi-turn GRPO, tiny model, scripted user"),
+        RecipeFile("tau2/mua_rl_config.yaml", "rewardkit", "REWARDKIT_CONFIG: LLM user simulator, MUA-RL reward"),
+        RecipeFile("tau2/tiny_config.yaml", "rewardkit", "REWARDKIT_CONFIG of the CPU preset: scripted user"),
     ],
 }
 

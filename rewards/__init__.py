@@ -28,6 +28,7 @@ from rewardkit.rewards.task_completion import TaskCompletion
 from rewardkit.rewards.task_completion_rate import TaskCompletionRate
 from rewardkit.rewards.think_length import ThinkLength
 from rewardkit.rewards.think_quality import ThinkQuality
+from rewardkit.rewards.user_sim_failure import UserSimFailure
 
 # Registry key -> class; the class name is what ms-swift logs (rewards/<Class>/mean).
 PLANNING_REWARDS: dict[str, type] = {
@@ -45,6 +46,7 @@ PLANNING_REWARDS: dict[str, type] = {
 EPISODE_REWARDS: dict[str, type] = {
     "task_completion": TaskCompletion,
     "task_completion_rate": TaskCompletionRate,
+    "user_sim_failure": UserSimFailure,
 }
 REWARDS: dict[str, type] = {**PLANNING_REWARDS, **EPISODE_REWARDS}
 
@@ -91,5 +93,6 @@ __all__ = [
     "TaskCompletionRate",
     "ThinkLength",
     "ThinkQuality",
+    "UserSimFailure",
     "register",
 ]

@@ -18,7 +18,7 @@ def test_rewards_lists_every_key() -> None:
     out = run("rewards")
     assert out.returncode == 0, out.stderr
     keys = [line.split()[0] for line in out.stdout.splitlines()]
-    assert keys == [*REWARD_KEYS, "task_completion", "task_completion_rate"]
+    assert keys == [*REWARD_KEYS, "task_completion", "task_completion_rate", "user_sim_failure"]
 
 
 def test_demo_prints_a_table_with_every_reward() -> None:

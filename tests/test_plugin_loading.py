@@ -12,7 +12,7 @@ import pytest
 from conftest import REWARD_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = {*REWARD_KEYS, "task_completion", "task_completion_rate"}
+KEYS = {*REWARD_KEYS, "task_completion", "task_completion_rate", "user_sim_failure"}
 
 PROBE = """
 import json, sys

@@ -46,7 +46,8 @@ def test_grpo_recipes_wire_rewards(recipe: RecipeFile) -> None:
     assert config["rlhf_type"] == "grpo"
     assert set(config["reward_funcs"]) <= set(REWARDS)
     assert len(config["reward_weights"]) == len(config["reward_funcs"])
-    assert (REPO / config["external_plugins"]).is_file()
+    plugins = config["external_plugins"]
+    assert all((REPO / p).is_file() for p in ([plugins] if isinstance(plugins, str) else plugins))
     env_config = config.get("ENV", {}).get("REWARDKIT_CONFIG")
     if set(config["reward_funcs"]) & set(PLANNING_REWARDS):  # only the planning rewards read a config
         assert env_config and (REPO / env_config).is_file()
@@ -60,7 +61,20 @@ def test_document_weights_in_the_seven_reward_recipes() -> None:
 
 @pytest.mark.parametrize("recipe", [f for f in FILES if f.command == "rewardkit"], ids=lambda f: f.name)
 def test_reward_configs_validate(recipe: RecipeFile) -> None:
+    from rewardkit.plugins.rollout.config import load_rollout_limits
+    from rewardkit.plugins.user_sim import load_user_sim_config
+
     load_config(path=ROOT / recipe.name)
+    raw = yaml.safe_load((ROOT / recipe.name).read_text(encoding="utf-8"))
+    load_user_sim_config(raw.get("user_sim"), recipe.name)
+    load_rollout_limits(raw.get("rollout"), recipe.name)
+
+
+@pytest.mark.parametrize("recipe", [f for f in FILES if "multiturn" in f.name], ids=lambda f: f.name)
+def test_multi_turn_recipes_load_the_scheduler(recipe: RecipeFile) -> None:
+    config = yaml.safe_load((ROOT / recipe.name).read_text(encoding="utf-8"))
+    assert config["multi_turn_scheduler"] == "tau2_user" and "plugins/tau2_user.py" in config["external_plugins"]
+    assert config["reward_funcs"][0] == "task_completion" and float(config["reward_weights"][0]) == 1.0
 
 
 def test_recipe_path_names_the_available_files() -> None:

@@ -1,0 +1,25 @@
+"""UserSimFailure: the share of episodes whose user simulator failed, logged as a weight-0 metric."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rewardkit.plugins.rollout.termination import Termination
+from rewardkit.rewards._base import Reward
+from rewardkit.rewards._episodes import termination
+
+
+class UserSimFailure(Reward):
+    """1.0 if the episode ended in ``user_sim_error``, else 0.0.
+
+    Formula: ``float(rollout_infos["termination"] == "user_sim_error")``.
+    Columns: optional ``rollout_infos`` (rows without it score 0.0).
+    Range: {0.0, 1.0}; never None. Use it with weight 0: ms-swift then logs
+    ``rewards/UserSimFailure/mean``, the failed share of each batch. Failed
+    episodes are left out of training by the ``tau2_user`` plugin, not by this.
+    """
+
+    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        infos = columns.get("rollout_infos") or [None] * len(completions)
+        return [float(termination(info) == Termination.USER_SIM_ERROR.value) for info in infos]
