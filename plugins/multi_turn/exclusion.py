@@ -86,9 +86,9 @@ def collate_excluding(original: Any) -> Any:
                 mask[torch.tensor(drop, device=mask.device)] = 0
             else:  # padding-free: one packed row, samples laid end to end
                 ends = torch.cumsum(torch.as_tensor(batch.seq_lengths), 0).tolist()
-                for i, (end, gone) in enumerate(zip(ends, drop, strict=True)):
+                for i, gone in enumerate(drop):  # seq_lengths may carry padding entries after the samples
                     if gone:
-                        mask[..., (ends[i - 1] if i else 0) : end] = 0
+                        mask[..., (ends[i - 1] if i else 0) : ends[i]] = 0
         return model_inputs, batch
 
     setattr(collate_to_grpo_micro_batch, _MARK, True)

@@ -65,9 +65,10 @@ class Tau2UserScheduler(MultiTurnScheduler):
         # One simulator call per rollout, all at once: the batch waits for the slowest, not the sum.
         openings = await asyncio.gather(*(asyncio.to_thread(ep.open) for ep in episodes))
         for req, ep, opening in zip(requests, episodes, openings, strict=True):
-            if opening is None:
-                self._failed(ep)
-                continue  # keep the row's own user turn so the first generation has a prompt
+            if opening is None:  # the episode already ended: keep the row's user turn as the first prompt
+                if ep.termination is Termination.USER_SIM_ERROR:
+                    self._failed(ep)
+                continue
             user = next((m for m in reversed(req.messages) if m.get("role") == "user"), None)
             if user is None:
                 req.messages.append({"role": "user", "content": opening})

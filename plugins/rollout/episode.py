@@ -72,7 +72,8 @@ class Episode:
     # --- the two steps -------------------------------------------------------------
 
     def open(self) -> str | None:
-        """The user's first message (a simulator call), or None if the simulator failed."""
+        """The user's first message (a simulator call), or None if the episode already ended
+        (the simulator failed, or its opening was a stop)."""
         self.user_turn()
         return self.pending.pop()["content"] if self.pending else None
 
@@ -87,7 +88,8 @@ class Episode:
         self.policy_tokens += n_tokens
         self.transcript.append(f"assistant: {text}")
         message = {"role": "assistant", "content": text}
-        calls = tool_calls([message]) if "<tool_call>" in text else _native_calls(native)
+        # Blocks in the text, else the engine's parse (one source: a call never runs twice).
+        calls = (tool_calls([message]) if "<tool_call>" in text else []) or _native_calls(native)
         said = user_facing_texts([message])[0]
         self.agent_said.append(said)
         if finish_reason == "length":  # a cut-off message: its last call may be cut too, run none
