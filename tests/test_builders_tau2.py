@@ -65,6 +65,17 @@ class TestRows:
             assert row["domain"] == "retail"
             assert set(row) == {"messages", "tools", "task", "domain"}
 
+    def test_multi_turn_rows_leave_the_user_turn_to_the_simulator(self, base_rows: list[dict[str, Any]]) -> None:
+        from rewardkit.data_builders.tau2 import MULTI_TURN_PLACEHOLDER
+
+        rows, report = build("base", multi_turn=True)
+        assert report.written == len(base_rows) == len(rows)
+        for row, single in zip(rows, base_rows, strict=True):
+            assert row["messages"][1] == {"role": "user", "content": MULTI_TURN_PLACEHOLDER}
+            # Everything else is the single-turn row: same policy, tools, task and domain.
+            assert row["messages"][0] == single["messages"][0]
+            assert (row["tools"], row["task"], row["domain"]) == (single["tools"], single["task"], single["domain"])
+
     def test_task_0_opening_turn(self, base_rows: list[dict[str, Any]]) -> None:
         assert base_rows[0]["messages"][1]["content"] == (
             "I am Yusuf Rossi in zip code 19122. I received my order #W2378156 and wish to exchange the mechanical "
