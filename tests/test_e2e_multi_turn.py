@@ -66,4 +66,6 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     turns = [n for row in logged for n in row["num_turns"]]  # columnar: one list per logged step
     assert turns and max(turns) > 1
     prompts = " ".join(p for row in logged for p in row["prompt"])
-    assert "As I said" in prompts or "zip code" in prompts or "<tool_response>" in prompts
+    # A tool result from the database (the user id find_user_id_by_name_zip returns), and a scripted user reply.
+    assert "<tool_response>" in prompts and "yusuf_rossi_9620" in prompts
+    assert "As I said" in prompts or "zip code" in prompts

@@ -37,15 +37,19 @@ def loss_spans(input_ids: list[int], labels: list[int]) -> list[list[int]]:
 def rollouts(tiny_agent_model):
     from swift.infer_engine import TransformersEngine
     from swift.infer_engine.protocol import RequestConfig, RolloutInferRequest, RolloutOutput
+    from swift.model import get_model_processor
     from swift.rollout.agent_loop import invoke_async_hook, run_multi_turn
     from swift.template import get_template
 
     from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
     from rewardkit.plugins.multi_turn.tokens import NATIVE_TOKEN_IDS
 
-    engine = TransformersEngine(str(tiny_agent_model), max_batch_size=8)
-    template = get_template(engine.tokenizer)
+    # Built as the GRPO trainer builds its rollout engine without vLLM: the trainer's template (train mode,
+    # switched to generation by generate_context) copied into a TransformersEngine over the same model.
+    model, processor = get_model_processor(str(tiny_agent_model))
+    template = get_template(processor)
     template.set_mode("train")
+    engine = TransformersEngine(model, template=copy.copy(template), max_batch_size=0)
     extra = {"template": template} if NATIVE_TOKEN_IDS else {}  # what each version's trainer passes
     scheduler = Tau2UserScheduler(
         max_turns=3, tokenizer=engine.tokenizer, simulator=ScriptedSimulator(), limits=RolloutLimits(), **extra
@@ -58,7 +62,8 @@ def rollouts(tiny_agent_model):
     config = RequestConfig(max_tokens=96, temperature=1.0, return_details=True)
 
     def rollout(batch, cfg):
-        outs = engine.infer(batch, cfg, use_tqdm=False)
+        with template.generate_context():
+            outs = engine.infer(batch, cfg, use_tqdm=False)
         for request, out in zip(batch, outs, strict=True):
             sampled[request.uuid].append(list(out.choices[0].token_ids))
         return [RolloutOutput(response=o) for o in outs]
@@ -94,6 +99,12 @@ class TestTokenAudit:
                 assert all(isinstance(m["content"], str) for m in output.messages)
             multi += len(turns) > 1
         assert multi >= 1, "no rollout had a second turn; the tiny agent should end its turns"
+
+    def test_some_turns_called_a_tool_on_the_database(self, rollouts) -> None:
+        _, _, outputs, _, _ = rollouts
+        # The tiny agent was taught OPEN_TASK's first gold call; its result names the user from the database.
+        results = [m["content"] for o in outputs for m in o.messages if m["role"] == "tool"]
+        assert any("yusuf_rossi_9620" in r for r in results), results[:3]
 
     def test_the_user_simulator_wrote_the_turns(self, rollouts) -> None:
         row, _, outputs, _, _ = rollouts

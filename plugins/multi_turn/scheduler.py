@@ -102,11 +102,17 @@ class Tau2UserScheduler(MultiTurnScheduler):
     def step(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
         ep = self.episodes[infer_request.uuid]
         out: dict[str, Any] = {"infer_request": infer_request}
+        pending = ep.take_pending()
+        sampled = response_choice.token_ids or []
         if not NATIVE_TOKEN_IDS:
             exact = self.exact.setdefault(infer_request.uuid, ExactTurns(self._prefix_ids(), self._end_ids()))
-            ids, mask = exact.freeze(infer_request.messages, response_choice.token_ids or [])
+            ids, mask = exact.freeze(infer_request.messages, sampled)
             out.update(response_token_ids=ids, response_loss_mask=mask)
-        infer_request.messages.extend(ep.take_pending())
+        elif pending and pending[0]["role"] == "tool":
+            # 4.6 keeps the sampled ids, but its template closes a turn that a tool response follows with its own
+            # end-of-turn id: without this the sampled <|im_end|> would be trained twice (the token audit shows it).
+            out["response_token_ids"] = ExactTurns([], self._end_ids()).strip_end(sampled)
+        infer_request.messages.extend(pending)
         return out
 
     # --- internals -------------------------------------------------------------------

@@ -15,6 +15,7 @@ call is not run twice). The simulator never sees tool turns, as in tau2-bench.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +36,9 @@ from rewardkit.plugins.user_sim.base import (
 
 _USER_STOPS = ((STOP, Termination.USER_STOP), (TRANSFER, Termination.USER_TRANSFER))
 _USER_STOPS += ((OUT_OF_SCOPE, Termination.USER_OUT_OF_SCOPE),)
+
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 
 
 def _native_calls(native: Any) -> list[ToolCall]:
@@ -90,7 +94,7 @@ class Episode:
         message = {"role": "assistant", "content": text}
         # Blocks in the text, else the engine's parse (one source: a call never runs twice).
         calls = (tool_calls([message]) if "<tool_call>" in text else []) or _native_calls(native)
-        said = user_facing_texts([message])[0]
+        said = _THINK.sub("", user_facing_texts([message])[0]).strip()  # the user never sees the reasoning
         self.agent_said.append(said)
         if finish_reason == "length":  # a cut-off message: its last call may be cut too, run none
             return self._end(Termination.LENGTH)
@@ -108,7 +112,7 @@ class Episode:
             return self._end(Termination.MAX_TURNS)
         if calls:
             return False
-        self.dialogue.append(Turn("agent", said.strip()))
+        self.dialogue.append(Turn("agent", said))
         return True
 
     def user_turn(self) -> None:

@@ -172,34 +172,29 @@ def build_tiny_model(
     return out
 
 
-def teach(model_dir: str | Path, examples: Iterable[tuple[str, str]], *, steps: int = 80, lr: float = 3e-3) -> Path:
-    """Fit the tiny model on (context, reply) pairs so that it writes replies that end: a cold start in seconds.
+def teach(
+    model_dir: str | Path, examples: Iterable[tuple[list[int], list[int]]], *, steps: int = 600, lr: float = 2e-3
+) -> Path:
+    """Fit the tiny model on encoded (input_ids, labels) examples: a cold start in seconds, saved in place.
 
     A random model almost never samples ``<|im_end|>``, so its rollouts end only at
-    the length limit. A few dozen steps on short replies (tool calls, a sentence)
-    give a model whose turns end by themselves, which multi-turn tests need. Each pair
-    is rendered as ``context<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n`` + ``reply<|im_end|>``
-    (the non-thinking prefix ms-swift's qwen3 template puts in the prompt); the loss
-    is on the reply and its end token only. Deterministic for the same inputs.
+    the length limit. A few hundred steps on short conversations, encoded by the same
+    template that renders rollout prompts (labels -100 outside the replies), give a
+    model whose turns end by themselves and can write a given tool call, which
+    multi-turn tests need. Deterministic for the same inputs.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     out = Path(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
-    batch = []
-    for context, reply in examples:
-        prompt = tokenizer.encode(context + "<|im_start|>assistant\n<think>\n\n</think>\n\n", add_special_tokens=False)
-        target = tokenizer.encode(reply + "<|im_end|>", add_special_tokens=False)
-        batch.append((torch.tensor(prompt + target), torch.tensor([-100] * len(prompt) + target)))
+    batch = [(torch.tensor(ids)[None], torch.tensor(labels)[None]) for ids, labels in examples]
     torch.manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     for step in range(steps):
         ids, labels = batch[step % len(batch)]
-        loss = model(input_ids=ids[None], labels=labels[None]).loss
-        loss.backward()
+        model(input_ids=ids, labels=labels).loss.backward()
         optimizer.step()
         optimizer.zero_grad()
     model.save_pretrained(out)
