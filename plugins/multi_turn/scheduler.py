@@ -15,6 +15,7 @@ server, the scheduler staying on the ``swift rlhf`` side (one plugin for both).
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from swift.rollout.multi_turn import MultiTurnScheduler
@@ -51,7 +52,11 @@ class Tau2UserScheduler(MultiTurnScheduler):
         if max_turns:  # ms-swift stops the loop at --max_turns itself; label that ending the same way
             self.limits = RolloutLimits(**{**self.limits.__dict__, "max_turns": max_turns})
         self.max_turns = self.limits.max_turns
-        self.simulator = simulator or make_simulator(load_user_sim_config(raw.get("user_sim"), source))
+        sim_config = load_user_sim_config(raw.get("user_sim"), source)
+        self.simulator = simulator or make_simulator(sim_config)
+        # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
+        # replies then really run `concurrency` at a time. A thread pool outlives ms-swift's per-hook event loops.
+        self.pool = ThreadPoolExecutor(max_workers=sim_config.concurrency, thread_name_prefix="user-sim")
         self.episodes: dict[str, Episode] = {}
         self.exact: dict[str, ExactTurns] = {}
         self.batch_size = self.batch_failed = 0
@@ -63,7 +68,8 @@ class Tau2UserScheduler(MultiTurnScheduler):
         episodes = [self._start(req) for req in requests]
         self.batch_size, self.batch_failed = len(requests), 0
         # One simulator call per rollout, all at once: the batch waits for the slowest, not the sum.
-        openings = await asyncio.gather(*(asyncio.to_thread(ep.open) for ep in episodes))
+        loop = asyncio.get_running_loop()
+        openings = await asyncio.gather(*(loop.run_in_executor(self.pool, ep.open) for ep in episodes))
         for req, ep, opening in zip(requests, episodes, openings, strict=True):
             if opening is None:  # the episode already ended: keep the row's user turn as the first prompt
                 if ep.termination is Termination.USER_SIM_ERROR:
@@ -84,7 +90,7 @@ class Tau2UserScheduler(MultiTurnScheduler):
         ids = list(response_choice.token_ids or [])
         native = getattr(message, "tool_calls", None)
         if ep.agent_turn(message.content, response_choice.finish_reason, len(ids), native):
-            await asyncio.to_thread(ep.user_turn)
+            await asyncio.get_running_loop().run_in_executor(self.pool, ep.user_turn)
             if ep.termination is Termination.USER_SIM_ERROR:
                 self._failed(ep)
         if not ep.done and current_turn >= self.max_turns:

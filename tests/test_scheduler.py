@@ -1,0 +1,108 @@
+"""The tau2_user scheduler's hooks, driven as ms-swift drives them (fresh event loop per hook call)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from _tiny_agent import OPEN_TASK, short_rows
+from sim_server import SimServer, free_port
+
+from rewardkit.plugins.rollout.config import RolloutLimits
+from rewardkit.plugins.user_sim.openai_sim import OpenAISimulator
+from rewardkit.rewards import TaskCompletion
+
+pytestmark = pytest.mark.compat
+
+
+def requests(n: int, row: dict[str, Any] | None = None) -> list[Any]:
+    from swift.infer_engine.protocol import RolloutInferRequest
+
+    row = row or short_rows([OPEN_TASK])[0]
+    return [RolloutInferRequest(messages=copy.deepcopy(row["messages"]), data_dict=row, uuid=f"r{i}") for i in range(n)]
+
+
+def choice(text: str, finish_reason: str = "stop") -> Any:
+    from swift.infer_engine.protocol import ChatCompletionResponseChoice, ChatMessage
+
+    message = ChatMessage(role="assistant", content=text)
+    return ChatCompletionResponseChoice(index=0, message=message, finish_reason=finish_reason, token_ids=[1, 2, 3])
+
+
+def scheduler(simulator: Any, **limits: Any) -> Any:
+    from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
+
+    return Tau2UserScheduler(max_turns=4, simulator=simulator, limits=RolloutLimits(**limits))
+
+
+def hook(coro: Any) -> Any:
+    from swift.rollout.agent_loop import invoke_async_hook  # a new event loop per call, as in colocate mode
+
+    return invoke_async_hook(coro)
+
+
+def sim(base_url: str, **kw: Any) -> OpenAISimulator:
+    return OpenAISimulator(base_url, "tiny", **{"timeout_s": 2.0, "retries": 1, "backoff_s": 0.05, **kw})
+
+
+class TestSimulatorFaults:
+    def test_a_down_endpoint_trips_the_breaker_naming_it(self) -> None:
+        from rewardkit.plugins.multi_turn.scheduler import SimulatorUnavailable
+
+        url = f"http://127.0.0.1:{free_port()}/v1"
+        with pytest.raises(SimulatorUnavailable, match=url.replace(".", r"\.")):
+            hook(scheduler(sim(url)).on_trajectory_start(requests(4)))
+
+    @pytest.mark.parametrize("server", [{"hang_s": 5.0}, {"fail_first": 100, "status": 503}], ids=["slow", "5xx"])
+    def test_failed_episodes_end_as_user_sim_error_and_score_none(self, server: dict[str, Any]) -> None:
+        with SimServer(**server) as endpoint:
+            sched = scheduler(sim(endpoint.base_url, timeout_s=0.5), max_failed_share=1.0)
+            batch = requests(2)
+            hook(sched.on_trajectory_start(batch))
+            results = [hook(sched.on_turn_end(req, choice("Hello, how can I help?"), 1)) for req in batch]
+        assert all(r["done"] for r in results)
+        infos = [r["rollout_infos"] for r in results]
+        assert {i["termination"] for i in infos} == {"user_sim_error"}
+        assert all(endpoint.base_url in i["error"] for i in infos)
+        row = batch[0].data_dict
+        scores = TaskCompletion()(["", ""], messages=[b.messages for b in batch], task=[row["task"]] * 2,
+                                  domain=["retail"] * 2, rollout_infos=infos)  # fmt: skip
+        assert scores == [None, None]  # left out of training, never a 0
+
+
+class TestConversation:
+    def test_openings_of_a_batch_run_concurrently(self) -> None:
+        with SimServer(delay_s=0.3) as endpoint:
+            sched = scheduler(sim(endpoint.base_url, concurrency=16))
+            batch = requests(16)
+            hook(sched.on_trajectory_start(batch))
+        assert endpoint.max_in_flight == 16  # all 16 openings were in flight at once, not 6 or 1
+        assert all(req.messages[-1]["content"] != short_rows([OPEN_TASK])[0]["messages"][1]["content"] for req in batch)
+
+    def test_tool_then_user_turns_through_the_hooks(self) -> None:
+        with SimServer() as endpoint:
+            sched = scheduler(sim(endpoint.base_url))
+            [req] = requests(1)
+            hook(sched.on_trajectory_start([req]))
+            call = '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "#W2378156"}}\n</tool_call>'
+            req.messages.append({"role": "assistant", "content": call})
+            assert hook(sched.on_turn_end(req, choice(call), 1)) == {"done": False}
+            sched.step(req, choice(call), 1)
+            assert req.messages[-1]["role"] == "tool" and "#W2378156" in req.messages[-1]["content"]
+            req.messages.append({"role": "assistant", "content": "Could you confirm?"})
+            assert hook(sched.on_turn_end(req, choice("Could you confirm?"), 2)) == {"done": False}
+            sched.step(req, choice("Could you confirm?"), 2)
+            assert req.messages[-1]["role"] == "user"
+            final = hook(sched.on_turn_end(req, choice("Anything else?"), 4))  # max_turns = 4
+        infos = final["rollout_infos"]
+        assert final["done"] and infos["termination"] == "max_turns" and infos["tool_calls"] == 1
+        assert [a["tool"] for a in infos["audit"]] == ["get_order_details"]
+        assert sched.episodes == {}  # the episode and its database are released
+
+    def test_rows_without_the_task_columns_fail_naming_them(self) -> None:
+        from rewardkit.rewards._episodes import TaskError
+
+        row = {"messages": [{"role": "user", "content": "hi"}]}
+        with pytest.raises(TaskError, match=r"\['task', 'domain'\].*--multi-turn"):
+            hook(scheduler(sim("http://127.0.0.1:1/v1")).on_trajectory_start(requests(1, row)))
