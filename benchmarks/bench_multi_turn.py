@@ -171,11 +171,54 @@ def simulator_concurrency() -> None:
     print(f"| (a) / ideal | {together / single:.2f}x |")
 
 
+def scheduler_batch() -> None:
+    """The training path: one batch's first user turns through the tau2_user scheduler's hook."""
+    import json
+
+    from swift.infer_engine.protocol import RolloutInferRequest
+    from swift.rollout.agent_loop import invoke_async_hook
+
+    from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+    from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from sim_server import SimServer
+
+    rows = build_tau2_grpo(Tau2Options(split="train", multi_turn=True))[0][:EPISODES]
+
+    def batch(n: int) -> list[Any]:
+        return [
+            RolloutInferRequest(messages=json.loads(json.dumps(r["messages"])), data_dict=r, uuid=f"r{i}")
+            for i, r in enumerate(rows[:n])
+        ]
+
+    def time_openings(server: Any, n: int, concurrency: int) -> float:
+        sim = OpenAISimulator(server.base_url, "sim", concurrency=concurrency, retries=0)
+        scheduler = Tau2UserScheduler(simulator=sim, limits=RolloutLimits(), concurrency=concurrency)
+        requests = batch(n)
+        start = time.perf_counter()
+        invoke_async_hook(scheduler.on_trajectory_start(requests))
+        return time.perf_counter() - start
+
+    with SimServer(delay_s=DELAY_S, reply=scripted_reply) as server:
+        time_openings(server, 1, 1)  # warm-up
+        together = min(time_openings(server, EPISODES, EPISODES) for _ in range(2))
+        serial = time_openings(server, 16, 1) * EPISODES / 16
+    hook = "Tau2UserScheduler.on_trajectory_start"
+    print(f"\n### Training path: the first user turns of a {EPISODES}-rollout batch ({hook})\n")
+    print("| run | wall s |\n|---|---:|")
+    print(f"| one reply alone | {DELAY_S:.2f} + overhead |")
+    print(f"| {EPISODES} at once (user_sim.concurrency = {EPISODES}) | {together:.2f} |")
+    print(f"| one at a time (concurrency = 1; 16 timed, x {EPISODES // 16}) | {serial:.2f} |")
+    print(f"| speed-up | {serial / together:.1f}x |")
+
+
 def main() -> None:
     print(f"$ {COMMAND}")
     harness_overhead()
     gold_throughput()
     simulator_concurrency()
+    scheduler_batch()
 
 
 if __name__ == "__main__":

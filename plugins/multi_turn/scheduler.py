@@ -44,6 +44,7 @@ class Tau2UserScheduler(MultiTurnScheduler):
         *args: Any,
         simulator: UserSimulator | None = None,
         limits: RolloutLimits | None = None,
+        concurrency: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(infer_engine, max_turns, *args, **kwargs)
@@ -56,7 +57,8 @@ class Tau2UserScheduler(MultiTurnScheduler):
         self.simulator = simulator or make_simulator(sim_config)
         # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
         # replies then really run `concurrency` at a time. A thread pool outlives ms-swift's per-hook event loops.
-        self.pool = ThreadPoolExecutor(max_workers=sim_config.concurrency, thread_name_prefix="user-sim")
+        workers = concurrency or sim_config.concurrency
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="user-sim")
         self.episodes: dict[str, Episode] = {}
         self.exact: dict[str, ExactTurns] = {}
         self.batch_size = self.batch_failed = 0
