@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -113,6 +114,15 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _not_json(arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` is not plain JSON (an object of strings, finite numbers, lists, objects), or None."""
+    try:
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"arguments: not JSON ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
 def _unencodable(value: Any) -> bool:
     """True if some string in ``value`` cannot be UTF-8 encoded (a lone surrogate from a JSON escape)."""
     if isinstance(value, str):
@@ -138,16 +148,32 @@ class ToolEnvironment(StatefulEnvironment):
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        # One connection, one transaction at a time: calls from several threads are serialised, so a write
+        # and its audit row can never interleave with another thread's (the lock is re-entrant for subclasses).
+        self.lock = threading.RLock()
         conn.executescript(HARNESS_SCHEMA)
 
     def __enter__(self) -> ToolEnvironment:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.conn.close()
+        with self.lock:
+            self.conn.close()
 
     def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        with self.lock:
+            return self._call(name, arguments)
+
+    def _call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        if not isinstance(name, str):
+            name = f"<{type(name).__name__}>"  # never a tool name: UNKNOWN_TOOL below
+        if arguments is not None and not isinstance(arguments, Mapping):
+            problem = f"arguments: must be a JSON object, got {type(arguments).__name__}"
+            return self._audit(name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
         arguments = dict(arguments or {})
+        problem = _not_json(arguments)
+        if problem is not None:  # bytes, sets, NaN, nesting too deep: nothing below could store or check them
+            return self._audit(name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
         spec = self.tools.get(name)
         if spec is None:
             result = ToolResult.error(Code.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}")
@@ -188,22 +214,25 @@ class ToolEnvironment(StatefulEnvironment):
 
     def execute(self, call: ToolCall) -> ToolResult:
         """Run a decoded tool call; an undecodable one is a schema violation."""
-        if call.error is not None:
-            return self._audit(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
-        return self.call(call.name, call.arguments)
+        with self.lock:
+            if call.error is not None:
+                return self._audit(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
+            return self._call(call.name, call.arguments)
 
     def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
         """Run calls in order; mappings are ``{"name", "arguments"}`` (gold actions, action files)."""
         out = []
-        for call in calls:
-            if isinstance(call, Mapping):
-                call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
-            out.append(self.execute(call))
+        with self.lock:  # one replay is one uninterrupted sequence
+            for call in calls:
+                if isinstance(call, Mapping):
+                    call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
+                out.append(self.execute(call))
         return out
 
     def audit(self) -> list[dict[str, Any]]:
         """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
-        rows = self.conn.execute("SELECT * FROM audit ORDER BY seq")
+        with self.lock:
+            rows = self.conn.execute("SELECT * FROM audit ORDER BY seq").fetchall()
         return [
             {"seq": r["seq"], "tool": json.loads(r["tool"]), "arguments": json.loads(r["arguments"]),
              "code": r["code"], "replayed": bool(r["replayed"])}

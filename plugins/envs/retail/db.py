@@ -12,6 +12,7 @@ deep-copying the JSON.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Mapping
@@ -147,9 +148,32 @@ def load(db: Mapping[str, Any]) -> sqlite3.Connection:
     return conn
 
 
+class DatabaseError(ValueError):
+    """A db.json that cannot be a retail database: not JSON, a missing field, or non-finite money."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses to inf
+        raise ValueError(f"non-finite number {text}")
+    return value
+
+
+def _no_constants(name: str) -> float:
+    raise ValueError(f"non-finite number {name}")  # NaN, Infinity, -Infinity: JSON extensions Python accepts
+
+
 def load_file(path: str | Path = DATA_DIR / "db.json") -> sqlite3.Connection:
-    with Path(path).open(encoding="utf-8") as f:
-        return load(json.load(f))
+    """Load a db.json; money is checked finite, and a malformed file fails here, naming it."""
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            db = json.load(f, parse_float=_finite, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise DatabaseError(f"{path}: not a usable db.json: {exc}") from None
+    try:
+        return load(db)
+    except (KeyError, TypeError, AttributeError, sqlite3.IntegrityError) as exc:
+        raise DatabaseError(f"{path}: not a tau2 retail db.json: missing or malformed field {exc}") from None
 
 
 _BACKUP_LOCK = threading.Lock()

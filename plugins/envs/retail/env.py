@@ -34,7 +34,9 @@ class RetailEnv(ToolEnvironment):
 
     def state_hash(self) -> str:
         """The canonical hash of this copy's state (see :mod:`rewardkit.plugins.envs.retail.state`)."""
-        return self._hasher(self.conn)
+        with self.lock:
+            return self._hasher(self.conn)
 
     def export(self) -> dict[str, Any]:
-        return export(self.conn)
+        with self.lock:
+            return export(self.conn)
