@@ -19,7 +19,9 @@ are ``unknown_info`` and ``task_instructions``: a single opening turn cannot act
 them out, and showing them to the policy would leak what the customer withholds.
 
 Rejected: ``missing_task`` (split names an id the tasks file lacks),
-``no_evaluation_criteria``, ``no_reason_for_call``.
+``no_evaluation_criteria``, ``no_reason_for_call``, and the malformed tasks listed in
+``tau2_tasks`` (``bad_task``, ``duplicate_task_id``, ``bad_evaluation_criteria``,
+``bad_user_scenario``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.data_builders._io import BuildError, BuildReport, Record
+from rewardkit.data_builders._io import BuildReport, Record
+from rewardkit.data_builders.tau2_tasks import instructions, load_sources, task_problem
 
 # --- second person → first person ------------------------------------------------
 
@@ -150,87 +153,37 @@ class Tau2Options:
     multi_turn: bool = False  # rows for the tau2_user scheduler (see MULTI_TURN_PLACEHOLDER)
 
 
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BuildError(f"{what} {path} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BuildError(f"{what} {path} is not readable JSON: {exc}") from None
-
-
-def _sources(opts: Tau2Options) -> tuple[dict[str, Any], list[str], str, list[dict[str, Any]]]:
-    """(tasks by id, the split's ids, policy text, tool specs) from the options or the domain's data."""
-    from rewardkit.plugins.envs import get_domain
-
-    try:
-        data = get_domain(opts.domain)
-    except ValueError as exc:
-        raise BuildError(str(exc)) from None
-    tools = data.tool_specs()
-
-    if opts.tasks_file is None:
-        by_id = data.tasks()
-    else:
-        raw = _read_json(opts.tasks_file, "tasks file")
-        if not isinstance(raw, list) or not all(isinstance(t, dict) and "id" in t for t in raw):
-            raise BuildError(f"tasks file {opts.tasks_file} must be a JSON list of task objects with an 'id'")
-        by_id = {str(t["id"]): t for t in raw}
-
-    splits = data.splits() if opts.split_file is None else _read_json(opts.split_file, "split file")
-    if not isinstance(splits, dict):
-        raise BuildError(f"split file {opts.split_file} must be a JSON object: split name -> task ids")
-    if opts.split not in splits:
-        raise BuildError(f"split {opts.split!r} not in the split file; it has: {', '.join(splits)}")
-    ids = splits[opts.split]
-    if not isinstance(ids, list):
-        raise BuildError(f"split {opts.split!r} must be a list of task ids")
-
-    if opts.policy_file is None:
-        policy = data.policy()
-    else:
-        try:
-            policy = opts.policy_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BuildError(f"policy file {opts.policy_file}: {exc.strerror or exc}") from None
-    return by_id, [str(i) for i in ids], policy, tools
-
-
-def _instructions(task: Mapping[str, Any]) -> Mapping[str, Any]:
-    scenario = task.get("user_scenario") or {}
-    instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None
-    # tau2 also allows free-text instructions; those have no reason_for_call to open with.
-    return instructions if isinstance(instructions, Mapping) else {}
-
-
 def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildReport]:
-    by_id, ids, policy, tools = _sources(opts)
-    tools_json = json.dumps(tools, ensure_ascii=False)
+    src = load_sources(opts)
+    tools_json = json.dumps(src.tools, ensure_ascii=False)
     report = BuildReport()
+    # Tasks-file items no split can name are counted too: nothing in an input goes unaccounted for.
+    for source, item, reason, detail in src.unusable:
+        report.read += 1
+        report.reject(source, reason, detail, raw=item)
     rows: list[dict[str, Any]] = []
-    for task_id in ids:
+    for task_id in src.ids:
         report.read += 1
         source = f"{opts.domain}/{opts.split}/task {task_id}"
-        task = by_id.get(task_id)
+        task = src.by_id.get(task_id)
         if task is None:
             report.reject(source, "missing_task", "the split names it but the tasks file has no such id")
             continue
-        if not task.get("evaluation_criteria"):
-            report.reject(Record(source, task), "no_evaluation_criteria")
-            continue
-        instructions = _instructions(task)
-        reason = instructions.get("reason_for_call")
-        if not isinstance(reason, str) or not reason.strip():
-            report.reject(Record(source, task), "no_reason_for_call")
+        problem = task_problem(task, src.tool_names)
+        opening = ""
+        if problem is None:
+            opening = MULTI_TURN_PLACEHOLDER if opts.multi_turn else opening_turn(instructions(task))
+        if problem is None and not opening:
+            problem = ("no_reason_for_call", "nothing is left of the request once the sentences meant only for a "
+                       "user simulator are dropped")  # fmt: skip
+        if problem:
+            report.reject(Record(source, task), *problem)
             continue
         rows.append(
             {
                 "messages": [
-                    {"role": "system", "content": policy},
-                    {
-                        "role": "user",
-                        "content": MULTI_TURN_PLACEHOLDER if opts.multi_turn else opening_turn(instructions),
-                    },
+                    {"role": "system", "content": src.policy},
+                    {"role": "user", "content": opening},
                 ],
                 "tools": tools_json,
                 "task": json.dumps(task, ensure_ascii=False),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -9,11 +10,12 @@ from pathlib import Path
 from string import Template
 from typing import Any, TypeVar
 
-from rewardkit.data_builders._io import BuildReport, OnError, Record
+from rewardkit.data_builders._io import BuildError, BuildReport, OnError, Record
 from rewardkit.recipes import recipe_path
 
 T = TypeVar("T")
 ROLE_NAMES = {"user": "用户", "assistant": "助手"}
+PLACEHOLDERS = frozenset({"experts", "extras", "history"})
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,8 @@ def parse_input(spec: str) -> InputSpec:
         except ValueError:
             ratio = None
         if ratio is not None:
-            if ratio < 0:
-                raise ValueError(f"--input {spec}: the ratio must be >= 0")
+            if not (math.isfinite(ratio) and ratio >= 0):
+                raise BuildError(f"--input {spec}: the ratio must be a finite number >= 0")
             return InputSpec(Path(head), ratio)
     return InputSpec(Path(spec), None)
 
@@ -55,13 +57,25 @@ class PromptTemplate:
     def __init__(self, path: str | Path | None = None, *, no_think: bool = False, history_turns: int = 3) -> None:
         default = "planning/system_prompt_nothink.txt" if no_think else "planning/system_prompt.txt"
         self.path = Path(path) if path else recipe_path(default)
-        self.template = Template(self.path.read_text(encoding="utf-8").strip())
+        try:
+            self.template = Template(self.path.read_text(encoding="utf-8").strip())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BuildError(f"prompt template {self.path}: {getattr(exc, 'strerror', None) or exc}") from None
         if history_turns < 0:
-            raise ValueError("--history-turns must be >= 0")
+            raise BuildError("--history-turns must be >= 0")
         self.history_turns = history_turns
-        missing = {"experts", "history"} - set(self.template.get_identifiers())
+        # Checked once here, so that no record can fail at substitute() later.
+        if not self.template.is_valid():
+            raise BuildError(f"prompt template {self.path} has a malformed $ placeholder (write $$ for a literal $)")
+        found = set(self.template.get_identifiers())
+        if found - PLACEHOLDERS:
+            raise BuildError(
+                f"prompt template {self.path} has unknown placeholders {sorted(found - PLACEHOLDERS)}; "
+                "it may use $experts, $extras and $history (write $$ for a literal $)"
+            )
+        missing = {"experts", "history"} - found
         if missing:
-            raise ValueError(f"prompt template {self.path} lacks placeholders {sorted(missing)}")
+            raise BuildError(f"prompt template {self.path} lacks placeholders {sorted(missing)}")
 
     def render(self, record: Mapping[str, Any]) -> str:
         extras = ""
@@ -97,11 +111,11 @@ def mix(groups: Sequence[Sequence[T]], ratios: Sequence[float | None], seed: int
         rng.shuffle(chosen)
         return chosen, []
     if any(r is None for r in ratios):
-        raise ValueError("give a ratio for every --input (FILE:RATIO) or for none")
+        raise BuildError("give a ratio for every --input (FILE:RATIO) or for none")
     weights = [float(r or 0.0) for r in ratios]
     total_w = sum(weights)
     if total_w <= 0:
-        raise ValueError("at least one input ratio must be > 0")
+        raise BuildError("at least one input ratio must be > 0")
     shares = [w / total_w for w in weights]
     size = min(len(g) / s for g, s in zip(groups, shares, strict=True) if s > 0)
     chosen, dropped = [], []

@@ -17,8 +17,11 @@ Output row::
      "experts": ["全网搜索专家", "数据分析专家", "策略推荐专家"], "id": "p1-a0001"}
 
 Plans in the input use the zh step keys (专家, 处理问题, depends_on); ``--schema en``
-renames them. Rejected: ``gold_invalid`` (the gold fails the schema or its
-depends_on points forward), ``gold_expert_not_in_list``, ``mix_downsampled``.
+renames them. Rejected: ``malformed`` (not a JSON object with the required fields),
+``bad_field:<name>`` (a field of the wrong type, see ``_records``), ``gold_invalid``
+(``rewrite`` is not a string, ``plan`` is not a list of steps, the gold fails the
+schema or its depends_on points forward), ``gold_expert_not_in_list``, ``mix_downsampled``.
+Under ``--on-error stop`` a malformed record or a bad field stops the build instead.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record, read_records
 from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
+from rewardkit.data_builders.planning._records import GRPO, field_problem, grpo_gold_problem
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._schema import AnswerSchema, load_schema
 from rewardkit.rewards._text import normalize_name
@@ -61,6 +65,12 @@ def plan_experts(plan: Plan) -> set[str]:
     return {normalize_name(s.expert) for s in plan.steps or ()}
 
 
+GOLD_DETAILS = {
+    "gold_invalid": "the gold answer fails the answer schema, or a depends_on points at a later step",
+    "gold_expert_not_in_list": "a plan step names an expert that is not in the row's experts",
+}
+
+
 def check_gold(answer: Mapping[str, Any], experts: Sequence[str], schema: AnswerSchema) -> str | None:
     """Why this gold cannot train, or None when it is fine."""
     text = f"<answer>{json.dumps(answer, ensure_ascii=False)}</answer>"
@@ -72,27 +82,44 @@ def check_gold(answer: Mapping[str, Any], experts: Sequence[str], schema: Answer
     return None
 
 
+def _row(
+    record: Record, schema: AnswerSchema, prompt: PromptTemplate, report: BuildReport, opts: GrpoOptions
+) -> dict[str, Any] | None:
+    """The GRPO row for ``record``, or None when it is rejected (or raise under --on-error stop)."""
+    data = record.data
+    bad = field_problem(data, GRPO)
+    if bad:
+        report.problem(record, *bad, opts.on_error)
+        return None
+    shape = grpo_gold_problem(data, schema)
+    if shape:
+        report.reject(record, "gold_invalid", shape)
+        return None
+    answer = gold_answer(data["rewrite"], data["plan"], schema)
+    reason = check_gold(answer, data["experts"], schema)
+    if reason:
+        report.reject(record, reason, GOLD_DETAILS[reason])
+        return None
+    row = {
+        "messages": prompt.messages(data),
+        "solution": json.dumps(answer, ensure_ascii=False),
+        "experts": list(data["experts"]),
+    }
+    if data.get("id") is not None:
+        row["id"] = data["id"]
+    return row
+
+
 def build_grpo(inputs: Sequence[InputSpec], opts: GrpoOptions) -> tuple[list[dict[str, Any]], BuildReport]:
     report = BuildReport()
     schema = load_schema(opts.schema)
     prompt = PromptTemplate(opts.prompt, no_think=opts.no_think, history_turns=opts.history_turns)
     groups: list[list[tuple[Record, dict[str, Any]]]] = []
     for spec in inputs:
-        kept = []
+        kept: list[tuple[Record, dict[str, Any]]] = []
         for record in read_records(spec.path, report, REQUIRED, opts.on_error):
-            data = record.data
-            answer = gold_answer(data["rewrite"], data["plan"], schema)
-            reason = check_gold(answer, data["experts"], schema)
-            if reason:
-                report.reject(record, reason)
-                continue
-            row = {
-                "messages": prompt.messages(data),
-                "solution": json.dumps(answer, ensure_ascii=False),
-                "experts": list(data["experts"]),
-            }
-            if "id" in data:
-                row["id"] = data["id"]
-            kept.append((record, row))
+            row = _row(record, schema, prompt, report, opts)
+            if row is not None:
+                kept.append((record, row))
         groups.append(kept)
     return mix_and_count(groups, inputs, opts.seed, report), report

@@ -21,6 +21,9 @@ a gold (``experts_mismatch``), ThinkQuality is not 0 (``think_quality``), and
 the think length lies in [think_min, think_max] characters (``think_length``).
 ``keep_shortest`` then keeps that fraction of each input's survivors, shortest
 thinks first (``not_shortest``), as the document prefers short teacher samples.
+Before any filter, a record that is not a JSON object with the required fields is
+``malformed`` and one with a field of the wrong type (``gold`` included) is
+``bad_field:<name>``; under ``--on-error stop`` either stops the build.
 With ``no_think`` the assistant target is the answer block alone.
 """
 
@@ -32,8 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.data_builders._io import BuildReport, Record, read_records
+from rewardkit.data_builders._io import BuildError, BuildReport, Record, read_records
 from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
+from rewardkit.data_builders.planning._records import SFT, field_problem, sft_gold_problem
 from rewardkit.data_builders.planning.grpo import gold_answer, plan_experts
 from rewardkit.rewards import ThinkQuality
 from rewardkit.rewards._parsing import parse, read_plan
@@ -52,9 +56,9 @@ class SftOptions(BuildOptions):
 
     def __post_init__(self) -> None:
         if not 0 < self.keep_shortest <= 1:
-            raise ValueError("--keep-shortest must be in (0, 1]")
+            raise BuildError("--keep-shortest must be in (0, 1]")
         if self.think_min > self.think_max:
-            raise ValueError(f"--think-min ({self.think_min}) must be <= --think-max ({self.think_max})")
+            raise BuildError(f"--think-min ({self.think_min}) must be <= --think-max ({self.think_max})")
 
 
 class TeacherFilter:
@@ -64,8 +68,8 @@ class TeacherFilter:
         self.quality = ThinkQuality(config={"schema": opts.schema} if opts.schema in ("zh", "en") else None)
 
     def reason(self, data: dict[str, Any]) -> str | None:
-        """Why the teacher output is rejected, or None to keep it."""
-        output = str(data["output"])
+        """Why the teacher output is rejected, or None to keep it (the fields are checked already)."""
+        output = data["output"]
         if not matches_seed_format(output):
             return "format"
         plan = read_plan(output, self.schema)
@@ -105,18 +109,25 @@ def build_sft(inputs: Sequence[InputSpec], opts: SftOptions) -> tuple[list[dict[
     for spec in inputs:
         kept: list[tuple[int, Record, dict[str, Any]]] = []
         for record in read_records(spec.path, report, REQUIRED, opts.on_error):
+            bad = field_problem(record.data, SFT)
+            gold = record.data.get("gold")
+            if bad is None and gold is not None and (wrong := sft_gold_problem(gold, schema)):
+                bad = ("bad_field:gold", wrong)
+            if bad:
+                report.problem(record, *bad, opts.on_error)
+                continue
             reason = keep.reason(dict(record.data))
             if reason:
                 report.reject(record, reason)
                 continue
-            output = str(record.data["output"])
+            output = record.data["output"]
             row: dict[str, Any] = {
                 "messages": [
                     *prompt.messages(record.data),
                     {"role": "assistant", "content": _target(output, schema, opts.no_think)},
                 ]
             }
-            if "id" in record.data:
+            if record.data.get("id") is not None:
                 row["id"] = record.data["id"]
             kept.append((len(parse(output).think or ""), record, row))
         # Shortest thinks first; the source position breaks ties deterministically.

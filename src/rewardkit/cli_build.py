@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rewardkit.data_builders._io import BuildError, BuildReport, write_jsonl
+from rewardkit.safe_io import OutputError, OutputSet, check_outputs
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -52,13 +53,22 @@ def add_build_parser(sub: argparse._SubParsersAction) -> None:
     tau2.set_defaults(func=run_tau2)
 
 
+def _fail(builder: str, exc: Exception) -> int:
+    print(f"rewardkit build {builder}: {exc}", file=sys.stderr)
+    return 2
+
+
 def run_build(args: argparse.Namespace) -> int:
     from rewardkit.data_builders.planning._common import parse_input
 
-    inputs = [parse_input(s) for s in args.input]
     common = dict(schema=args.schema, no_think=args.no_think, history_turns=args.history_turns,
                   seed=args.seed, on_error=args.on_error, prompt=args.prompt)  # fmt: skip
     try:
+        inputs = [parse_input(s) for s in args.input]
+        sources: list[tuple[str, Path | str] | None] = [("--input", s.path) for s in inputs]
+        sources.append(("--prompt", args.prompt) if args.prompt else None)
+        sources.append(("--schema", args.schema) if args.schema not in ("zh", "en") else None)
+        check_outputs(sources, _outputs(args))
         if args.builder == "planning-sft":
             from rewardkit.data_builders.planning.sft import SftOptions, build_sft
 
@@ -69,24 +79,32 @@ def run_build(args: argparse.Namespace) -> int:
             from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
 
             rows, report = build_grpo(inputs, GrpoOptions(**common))
-    except (BuildError, FileNotFoundError, ValueError) as exc:
-        print(f"rewardkit build {args.builder}: {exc}", file=sys.stderr)
-        return 2
-    return _write(args, rows, report, args.builder)
-
-
-def _write(args: argparse.Namespace, rows: list, report: BuildReport, title: str) -> int:
-    """Rows to --out, and the rejects and the counts where asked for; the counts also to stderr."""
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w", encoding="utf-8") as f:
-        write_jsonl(rows, f)
-    if getattr(args, "rejects", None):
-        with args.rejects.open("w", encoding="utf-8") as f:
-            write_jsonl(report.rejects, f)
-    if args.report:
-        args.report.write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n")
-    print(f"{title} -> {args.out}\n{report.render()}", file=sys.stderr)
+        _write(args, rows, report)
+    except (BuildError, OutputError, ValueError, OSError) as exc:  # ValueError: a bad --schema or option
+        return _fail(args.builder, exc)
+    print(f"{args.builder} -> {args.out}\n{report.render()}", file=sys.stderr)
     return 0
+
+
+def _outputs(args: argparse.Namespace) -> list[tuple[str, Path] | None]:
+    rejects = getattr(args, "rejects", None)
+    return [("--out", args.out), ("--rejects", rejects) if rejects else None,
+            ("--report", args.report) if args.report else None]  # fmt: skip
+
+
+def _write(args: argparse.Namespace, rows: list, report: BuildReport) -> None:
+    """Rows to --out, the rejects and the counts where asked for: all renamed into place together,
+    only once every one of them is completely written."""
+    with OutputSet() as outputs:
+        with outputs.open(args.out, "--out") as f:
+            write_jsonl(rows, f)
+        if getattr(args, "rejects", None):
+            with outputs.open(args.rejects, "--rejects") as f:
+                write_jsonl(report.rejects, f)
+        if args.report:
+            outputs.write_text(
+                args.report, json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n", "--report"
+            )
 
 
 def run_tau2(args: argparse.Namespace) -> int:
@@ -94,9 +112,12 @@ def run_tau2(args: argparse.Namespace) -> int:
 
     opts = Tau2Options(domain=args.domain, split=args.split, multi_turn=args.multi_turn, tasks_file=args.tasks_file,
                        split_file=args.split_file, policy_file=args.policy_file)  # fmt: skip
+    files = (("--tasks-file", args.tasks_file), ("--split-file", args.split_file), ("--policy-file", args.policy_file))
     try:
+        check_outputs([(flag, path) if path else None for flag, path in files], _outputs(args))
         rows, report = build_tau2_grpo(opts)
-    except BuildError as exc:
-        print(f"rewardkit build tau2-grpo: {exc}", file=sys.stderr)
-        return 2
-    return _write(args, rows, report, f"tau2-grpo ({args.domain}/{args.split})")
+        _write(args, rows, report)
+    except (BuildError, OutputError) as exc:
+        return _fail("tau2-grpo", exc)
+    print(f"tau2-grpo ({args.domain}/{args.split}) -> {args.out}\n{report.render()}", file=sys.stderr)
+    return 0

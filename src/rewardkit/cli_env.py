@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.plugins.envs import domain_names
+from rewardkit.safe_io import OutputError, atomic_write_text, check_outputs
 
 
 class _Usage(Exception):
@@ -98,6 +99,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from rewardkit.plugins.envs import make_env
 
     try:
+        # The export may be neither input, and must be writable: checked before anything is read.
+        inputs = [("--actions", args.actions) if args.actions else None, ("--db", args.db) if args.db else None]
+        check_outputs(inputs, [("--export", args.export)])
         calls = _gold_actions(args.domain, args.task) if args.task is not None else _file_actions(args.actions)
         if args.db is not None and not args.db.is_file():
             raise _Usage(f"database {args.db} not found")
@@ -105,7 +109,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             env = make_env(args.domain, args.db)
         except (OSError, ValueError, KeyError, TypeError, sqlite3.Error) as exc:
             raise _Usage(f"database {args.db} is not a valid {args.domain} db ({type(exc).__name__}: {exc})") from None
-    except _Usage as exc:
+    except (_Usage, OutputError) as exc:
         print(f"rewardkit env replay: {exc}", file=sys.stderr)
         return 2
     with env:
@@ -113,8 +117,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for entry, result in zip(env.audit(), results, strict=True):  # one audit row per call
             line = f"{entry['seq']:>3}  {entry['tool']:<32} {result.code.value}"
             print(line if result.ok else f"{line}  {_message(result.value)}")
-        args.export.parent.mkdir(parents=True, exist_ok=True)
-        args.export.write_text(json.dumps(env.export(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        try:
+            atomic_write_text(args.export, json.dumps(env.export(), ensure_ascii=False, indent=2) + "\n", "--export")
+        except OutputError as exc:
+            print(f"rewardkit env replay: {exc}", file=sys.stderr)
+            return 2
         failed = sum(not r.ok for r in results)
         print(f"{len(results)} calls, {failed} failed; state -> {args.export}")
         print(f"state_hash {env.state_hash()}")

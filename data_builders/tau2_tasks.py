@@ -1,0 +1,171 @@
+"""tau2-grpo inputs: the tasks, split and policy files, and the check of each task.
+
+A file that cannot be used at all (missing, not JSON, the wrong top-level shape, an
+unknown split) raises BuildError. A single task that cannot be used is a counted
+reject: a tasks-file item that is not an object with a string or integer ``id``
+(``bad_task``, so it can never be named by a split), a repeated id
+(``duplicate_task_id``), and, for the tasks a split names, an
+``evaluation_criteria`` that the rewards could not read (``bad_evaluation_criteria``)
+or instructions of the wrong type (``bad_user_scenario``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rewardkit.data_builders._io import SURROGATE, BuildError, encodable, json_problem, kind
+
+if TYPE_CHECKING:
+    from rewardkit.data_builders.tau2 import Tau2Options
+
+
+@dataclass
+class Sources:
+    by_id: dict[str, Any]  # task id -> task object
+    ids: list[str]  # the split's task ids, in order
+    policy: str
+    tools: list[dict[str, Any]]  # the domain's OpenAI specs
+    tool_names: frozenset[str]
+    unusable: list[tuple[str, Any, str, str]] = field(default_factory=list)  # (source, item, reason, detail)
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
+    except FileNotFoundError:
+        raise BuildError(f"{what} {path} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{what} {path} is not readable UTF-8 text: {getattr(exc, 'strerror', None) or exc}") from None
+    value, problem = json_problem(text)
+    if problem:
+        raise BuildError(f"{what} {path}: {problem}")
+    return value
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _tasks_from_file(path: Path, sources: Sources) -> None:
+    raw = _read_json(path, "tasks file")
+    if not isinstance(raw, list):
+        raise BuildError(f"tasks file {path} must be a JSON list of task objects, got {kind(raw)}")
+    first_item: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        source = f"tasks file {path}: item {i}"
+        if not isinstance(item, dict) or not _is_id(item.get("id")):
+            got = kind(item) if not isinstance(item, dict) else f"an object with id {kind(item.get('id'))}"
+            detail = f"a task must be an object with a string or integer 'id', got {got}"
+            sources.unusable.append((source, item, "bad_task", detail))
+            continue
+        task_id = str(item["id"])
+        if task_id in first_item:
+            detail = f"task id {task_id!r} is already used by item {first_item[task_id]}; the first one is kept"
+            sources.unusable.append((source, item, "duplicate_task_id", detail))
+            continue
+        first_item[task_id] = i
+        sources.by_id[task_id] = item
+
+
+def load_sources(opts: Tau2Options) -> Sources:
+    """The tasks, the split's ids, the policy and the tools, from the options or the domain's data."""
+    from rewardkit.plugins.envs import get_domain
+
+    try:
+        data = get_domain(opts.domain)
+    except ValueError as exc:
+        raise BuildError(str(exc)) from None
+    sources = Sources({}, [], "", data.tool_specs(), frozenset(data.tools))
+    if opts.tasks_file is None:
+        sources.by_id = dict(data.tasks())
+    else:
+        _tasks_from_file(opts.tasks_file, sources)
+
+    splits = data.splits() if opts.split_file is None else _read_json(opts.split_file, "split file")
+    if not isinstance(splits, dict):
+        raise BuildError(f"split file {opts.split_file} must be a JSON object: split name -> task ids")
+    if opts.split not in splits:
+        raise BuildError(f"split {opts.split!r} not in the split file; it has: {', '.join(splits)}")
+    ids = splits[opts.split]
+    if not isinstance(ids, list):
+        raise BuildError(f"split {opts.split!r} must be a list of task ids, got {kind(ids)}")
+    bad = next((i for i, x in enumerate(ids) if not _is_id(x)), None)
+    if bad is not None:
+        raise BuildError(f"split {opts.split!r}: item {bad} must be a task id (a string or an integer), "
+                         f"got {kind(ids[bad])}")  # fmt: skip
+    sources.ids = [str(i) for i in ids]
+
+    if opts.policy_file is None:
+        sources.policy = data.policy()
+    else:
+        try:
+            sources.policy = opts.policy_file.read_bytes().decode("utf-8").removeprefix("\ufeff")
+        except OSError as exc:
+            raise BuildError(f"policy file {opts.policy_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise BuildError(f"policy file {opts.policy_file} is not UTF-8 text: {exc}") from None
+    return sources
+
+
+def instructions(task: Mapping[str, Any]) -> Mapping[str, Any]:
+    scenario = task.get("user_scenario") or {}
+    found = scenario.get("instructions") if isinstance(scenario, Mapping) else None
+    # tau2 also allows free-text instructions; those have no reason_for_call to open with.
+    return found if isinstance(found, Mapping) else {}
+
+
+def _criteria_problem(criteria: Any, tool_names: frozenset[str]) -> str | None:
+    """Why the rewards could not judge against ``criteria``, or None."""
+    if not isinstance(criteria, dict):
+        return f"evaluation_criteria must be an object, got {kind(criteria)}"
+    actions = criteria.get("actions")
+    if actions is not None:
+        if not isinstance(actions, list):
+            return f"evaluation_criteria.actions must be a list of action objects, got {kind(actions)}"
+        for i, action in enumerate(actions):
+            where = f"evaluation_criteria.actions item {i}"
+            if not isinstance(action, dict) or not isinstance(action.get("name"), str):
+                got = kind(action) if not isinstance(action, dict) else f"name {kind(action.get('name'))}"
+                return f"{where} must be an object with a string 'name', got {got}"
+            if action["name"] not in tool_names:
+                return f"{where} names the unknown tool {action['name']!r}"
+            if action.get("arguments") is not None and not isinstance(action["arguments"], dict):
+                return f"{where} must have arguments as an object, got {kind(action['arguments'])}"
+    for key in ("communicate_info", "nl_assertions"):
+        value = criteria.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            return f"evaluation_criteria.{key} must be a list of strings, got {kind(value)}"
+    return None
+
+
+def _scenario_problem(task: Mapping[str, Any]) -> str | None:
+    scenario = task.get("user_scenario")
+    if scenario is not None and not isinstance(scenario, dict):
+        return f"user_scenario must be an object, got {kind(scenario)}"
+    found = (scenario or {}).get("instructions")
+    if found is not None and not isinstance(found, dict | str):
+        return f"user_scenario.instructions must be an object or a string, got {kind(found)}"
+    if isinstance(found, dict) and found.get("known_info") is not None and not isinstance(found["known_info"], str):
+        return f"user_scenario.instructions.known_info must be a string, got {kind(found['known_info'])}"
+    return None
+
+
+def task_problem(task: Mapping[str, Any], tool_names: frozenset[str]) -> tuple[str, str] | None:
+    """(reason, detail) when a task the split names cannot become a row, else None."""
+    if not task.get("evaluation_criteria"):
+        return "no_evaluation_criteria", "the task has no evaluation_criteria to score a rollout against"
+    problem = _criteria_problem(task["evaluation_criteria"], tool_names)
+    if problem:
+        return "bad_evaluation_criteria", problem
+    problem = _scenario_problem(task)
+    if problem:
+        return "bad_user_scenario", problem
+    reason = instructions(task).get("reason_for_call")
+    if not isinstance(reason, str) or not reason.strip():
+        return "no_reason_for_call", "user_scenario.instructions.reason_for_call must be a non-empty string"
+    if not encodable(task):
+        return "bad_task", f"the task {SURROGATE}"
+    return None
