@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+# A copy of examples/planning/*.jsonl shipped as package data: the demo, the default inputs of
+# `recipe run planning` and the tiny model's tokenizer corpus must not depend on the cwd or a checkout.
+EXAMPLES = ROOT / "planning" / "data"
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,21 @@ import json
 import sys
 from pathlib import Path
 
+from rewardkit.recipes import EXAMPLES
+
+# The pipelines `recipe run` can run; every other CATALOG entry is a set of configs for `swift` itself.
+RUNNABLE = ("planning",)
+
 
 def add_recipe_parsers(sub: argparse._SubParsersAction) -> None:
     recipe = sub.add_parser("recipe", help="list or run the bundled pipelines")
     actions = recipe.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="list the recipes").set_defaults(func=cmd_list)
     run = actions.add_parser("run", help="build -> SFT -> GRPO, resumable")
-    run.add_argument("pipeline", choices=["planning"])
+    run.add_argument("pipeline", choices=RUNNABLE)
     run.add_argument("--preset", default="tiny", choices=["tiny", "full"], help="tiny: CPU demo; full: your model")
     run.add_argument("--workdir", type=Path, default=Path("runs/planning"), help="outputs, logs and stage markers")
-    run.add_argument("--data", type=Path, default=Path("examples/planning"), help="teacher and annotated records")
+    run.add_argument("--data", type=Path, default=EXAMPLES, help="teacher and annotated records (default: bundled)")
     run.add_argument("--model", help="base model (full preset): local path or hub id")
     run.add_argument("--force", action="append", default=[], metavar="STAGE", help="redo STAGE and the ones after")
     run.add_argument("--sft-steps", type=int, help="override the SFT length (steps)")
@@ -27,7 +32,7 @@ def add_recipe_parsers(sub: argparse._SubParsersAction) -> None:
     run.set_defaults(func=cmd_run)
     tiny = sub.add_parser("tiny-model", help="build the offline tiny Qwen3 used by the CPU preset and tests")
     tiny.add_argument("out", type=Path)
-    tiny.add_argument("--data", type=Path, default=Path("examples/planning"), help="corpus for the tokenizer")
+    tiny.add_argument("--data", type=Path, default=EXAMPLES, help="*.jsonl corpus for the tokenizer (default: bundled)")
     tiny.set_defaults(func=cmd_tiny)
 
 
@@ -35,7 +40,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     from rewardkit.recipes import CATALOG, ROOT
 
     for pipeline, files in CATALOG.items():
-        print(f"{pipeline}  (rewardkit recipe run {pipeline})")
+        # Only a pipeline `recipe run` accepts is advertised as runnable; the rest are swift configs.
+        how = (
+            f"rewardkit recipe run {pipeline}"
+            if pipeline in RUNNABLE
+            else f"swift configs only; no `recipe run {pipeline}`"
+        )
+        print(f"{pipeline}  ({how})")
         for f in files:
             how = f"swift {f.command} {ROOT.name}/{f.name}" if f.command != "rewardkit" else "REWARDKIT_CONFIG"
             print(f"  {f.name:<34} {f.summary}  [{how}]")
@@ -43,10 +54,25 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_tiny(args: argparse.Namespace) -> int:
+    from rewardkit.pipeline import PipelineError
     from rewardkit.planning_pipeline import TINY_MODEL, planning_corpus
     from rewardkit.tiny_model import build_tiny_model
 
-    out = build_tiny_model(args.out, planning_corpus(args.data.resolve()), **TINY_MODEL)
+    # The output is checked before anything is read: an unwritable OUT fails now, not after the training.
+    if args.out.exists() and not args.out.is_dir():
+        raise PipelineError(f"{args.out}: exists and is not a directory")
+    created = not args.out.exists()
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PipelineError(f"{args.out}: cannot create the output directory ({exc.strerror or exc})") from None
+    try:
+        corpus = planning_corpus(args.data.resolve())  # an empty corpus raises: no 261-token model
+    except Exception:
+        if created:
+            args.out.rmdir()
+        raise
+    out = build_tiny_model(args.out, corpus, **TINY_MODEL)
     print(out)
     return 0
 
@@ -68,17 +94,18 @@ def _table(summary: dict) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rewardkit.pipeline import Context, StageError, run_stages
+    from rewardkit.pipeline import Context, StageError, prepare_workdir, run_stages
     from rewardkit.planning_pipeline import Options, PlanningPipeline
 
     opts = Options(preset=args.preset, data=args.data, model=args.model, sft_steps=args.sft_steps,
                    grpo_steps=args.grpo_steps, eval_rows=args.eval_rows, baseline=args.baseline)  # fmt: skip
+    # Bad options, --data or --workdir raise PipelineError: one line and exit 2 from cli.main.
+    pipeline = PlanningPipeline(opts)
+    ctx = Context(workdir=args.workdir.resolve())
+    prepare_workdir(ctx.workdir)
     try:
-        pipeline = PlanningPipeline(opts)
-        ctx = Context(workdir=args.workdir.resolve())
-        ctx.workdir.mkdir(parents=True, exist_ok=True)
         run_stages(pipeline.stages(), ctx, args.force)
-    except (StageError, ValueError) as exc:
+    except StageError as exc:  # a stage ran and failed: its log has the details
         print(f"rewardkit recipe run: {exc}", file=sys.stderr)
         return 1
     summary = json.loads((ctx.workdir / "summary.json").read_text())

@@ -1,8 +1,9 @@
 """A small resumable stage runner for the `rewardkit recipe run` pipelines.
 
-Each stage writes ``<workdir>/.stages/<name>.json`` when it succeeds; a later
-run skips stages that have that marker. ``--force STAGE`` reruns that stage and
-every stage after it, since their inputs change.
+Each stage writes ``<workdir>/.stages/<name>.json`` when it succeeds and its
+outputs pass the stage's check; a later run skips stages that have that marker
+and whose outputs still pass. ``--force STAGE``, or a marked stage whose output
+is broken now, reruns that stage and every stage after it, since their inputs change.
 """
 
 from __future__ import annotations
@@ -23,6 +24,27 @@ from rewardkit.tiny_model import offline_env
 
 class StageError(RuntimeError):
     """A stage failed; the message names the stage and its log file."""
+
+
+class BrokenOutput(StageError):
+    """A stage's output is missing or unreadable; the message says which file and why."""
+
+
+class PipelineError(ValueError):
+    """A bad option or --workdir: a user error, reported before any stage runs."""
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """Create ``workdir`` and check it is a writable directory, before any stage spends minutes."""
+    if workdir.exists() and not workdir.is_dir():
+        raise PipelineError(f"--workdir {workdir} is a file, not a directory")
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        probe = workdir / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise PipelineError(f"--workdir {workdir} is not a writable directory ({exc.strerror or exc})") from None
 
 
 @dataclass
@@ -61,35 +83,128 @@ def _progress(line: str) -> bool:
     return line.startswith("{'loss'") or "'reward'" in line or "Error" in line or line.startswith("Traceback")
 
 
+def _no_check(ctx: Context, result: Mapping[str, Any]) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Stage:
     name: str
     run: Callable[[Context], dict[str, Any]]  # returns what later stages need; saved in the marker
+    # Raises BrokenOutput unless the outputs named by the result are whole; runs before the marker is
+    # written and again before a marker is trusted on a rerun.
+    check: Callable[[Context, Mapping[str, Any]], None] = _no_check
+
+
+def _read_marker(marker: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, torn or not UTF-8: not done
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_marker(marker: Path, result: Mapping[str, Any]) -> None:
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, marker)  # a marker is whole or absent, never torn
 
 
 def run_stages(stages: Sequence[Stage], ctx: Context, force: Sequence[str] = ()) -> dict[str, Any]:
     names = [s.name for s in stages]
     unknown = sorted(set(force) - set(names))
     if unknown:
-        raise ValueError(f"--force: unknown stage(s) {unknown}; stages are {names}")
-    first_forced = min((names.index(f) for f in force), default=len(names))
+        raise PipelineError(f"--force: unknown stage(s) {unknown}; stages are {names}")
+    first_redo = min((names.index(f) for f in force), default=len(names))
     markers = ctx.workdir / ".stages"
     markers.mkdir(parents=True, exist_ok=True)
     for i, stage in enumerate(stages):
         marker = markers / f"{stage.name}.json"
-        if marker.is_file() and i < first_forced:
-            ctx.results[stage.name] = json.loads(marker.read_text())
-            print(f"[{stage.name}] done earlier, skipped (--force {stage.name} to redo)", file=ctx.echo)
-            continue
+        if i < first_redo:
+            earlier = _read_marker(marker)
+            try:
+                if earlier is not None:
+                    stage.check(ctx, earlier)
+                    ctx.results[stage.name] = earlier
+                    print(f"[{stage.name}] done earlier, skipped (--force {stage.name} to redo)", file=ctx.echo)
+                    continue
+            except BrokenOutput as exc:
+                print(f"[{stage.name}] earlier output is broken ({exc}); redoing it and the stages after it",
+                      file=ctx.echo)  # fmt: skip
+            first_redo = i  # the stages after it read its outputs: they are redone too
         marker.unlink(missing_ok=True)
         start = time.perf_counter()
         print(f"[{stage.name}] starting", file=ctx.echo, flush=True)
         result = stage.run(ctx)
+        try:
+            stage.check(ctx, result)
+        except BrokenOutput as exc:
+            raise StageError(f"stage {stage.name!r} finished but its output is broken: {exc}") from exc
         result["seconds"] = round(time.perf_counter() - start, 1)
         ctx.results[stage.name] = result
-        marker.write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
+        _write_marker(marker, result)
         print(f"[{stage.name}] finished in {result['seconds']}s", file=ctx.echo, flush=True)
     return ctx.results
+
+
+# -- output checks -------------------------------------------------------------------------------------------
+def check_jsonl(path: Path) -> int:
+    """Raise BrokenOutput unless ``path`` is a readable JSONL file with at least one row; the row count."""
+    from rewardkit.scoring import read_jsonl
+
+    try:
+        rows = read_jsonl(path)
+    except (OSError, ValueError) as exc:
+        raise BrokenOutput(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not rows:
+        raise BrokenOutput(f"{path} has no rows")
+    return len(rows)
+
+
+def _check_weights(directory: Path) -> None:
+    bins = [p for p in directory.glob("*.bin") if p.name != "training_args.bin"]  # that one is not weights
+    weights = [*directory.glob("*.safetensors"), *bins]
+    if not weights:
+        raise BrokenOutput(f"no weights (*.safetensors, *.bin) in {directory}")
+    for path in weights:
+        if path.stat().st_size == 0:
+            raise BrokenOutput(f"{path} is empty")
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            try:  # reads the header only: a torn file fails here
+                with safe_open(str(path), framework="pt") as f:
+                    f.keys()
+            except Exception as exc:  # safetensors raises its own types; any failure means unloadable
+                raise BrokenOutput(f"{path} does not load ({type(exc).__name__}: {exc})") from None
+
+
+def check_checkpoint(path: Path) -> None:
+    """A saved model (full or LoRA adapter): its config and non-empty, loadable weights."""
+    if not path.is_dir():
+        raise BrokenOutput(f"checkpoint {path} is missing")
+    if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
+        raise BrokenOutput(f"no config.json or adapter_config.json in {path}")
+    _check_weights(path)
+
+
+def check_model_dir(path: Path) -> int:
+    """A full model with its tokenizer: config, weights and tokenizer load and agree; the vocabulary size."""
+    check_checkpoint(path)
+    from transformers import AutoConfig, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as exc:  # transformers raises OSError, ValueError, JSON and tokenizers errors alike
+        raise BrokenOutput(f"{path} does not load ({type(exc).__name__}: {_first(exc)})") from None
+    if len(tokenizer) != config.vocab_size:
+        raise BrokenOutput(f"{path}: tokenizer has {len(tokenizer)} tokens, config.json {config.vocab_size}")
+    return len(tokenizer)
+
+
+def _first(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def latest_run_dir(output_dir: Path) -> Path:

@@ -12,14 +12,26 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rewardkit.data_builders._io import write_jsonl
 from rewardkit.data_builders.planning._common import InputSpec
-from rewardkit.pipeline import Context, Stage, StageError, last_checkpoint, latest_run_dir
-from rewardkit.recipes import recipe_path
+from rewardkit.pipeline import (
+    BrokenOutput,
+    Context,
+    PipelineError,
+    Stage,
+    StageError,
+    check_checkpoint,
+    check_jsonl,
+    check_model_dir,
+    last_checkpoint,
+    latest_run_dir,
+)
+from rewardkit.recipes import EXAMPLES, recipe_path
 from rewardkit.scoring import read_jsonl, score_rows
 
 SWIFT = str(Path(sys.executable).parent / "swift")
@@ -46,7 +58,7 @@ PRESETS = {
 @dataclass(frozen=True)
 class Options:
     preset: str = "tiny"
-    data: Path = Path("examples/planning")
+    data: Path = EXAMPLES  # the packaged copy of examples/planning: no checkout or cwd needed
     model: str | None = None  # the base model of the full preset
     sft_steps: int | None = None
     grpo_steps: int | None = None
@@ -55,38 +67,67 @@ class Options:
     baseline: bool = False
 
 
-def planning_corpus(data: Path) -> list[str]:
-    """Texts for the tiny model's tokenizer: rendered prompts, queries, targets, messages."""
+class CorpusError(ValueError):
+    """The tokenizer corpus directory is missing or holds no text."""
+
+
+def planning_corpus(data: Path = EXAMPLES) -> list[str]:
+    """Texts for the tiny model's tokenizer: rendered prompts, queries, targets, messages.
+
+    An empty corpus raises: a tokenizer trained on nothing is bytes only (261 tokens), and a model
+    built on it trains and scores without a word of complaint, just badly.
+    """
     from rewardkit.data_builders.planning._common import PromptTemplate
 
+    if not data.is_dir():
+        raise CorpusError(f"--data {data}: not a directory of *.jsonl files for the tokenizer corpus")
+    files = sorted(data.glob("*.jsonl"))
+    if not files:
+        raise CorpusError(f"--data {data}: no *.jsonl files for the tokenizer corpus")
     prompt = PromptTemplate()
     texts: list[str] = []
-    for path in sorted(data.glob("*.jsonl")):
+    for path in files:
         for row in read_jsonl(path):
             if "experts" in row and "query" in row:
-                texts += [prompt.render(row), row["query"]]
+                texts += [prompt.render(row), str(row["query"])]
             texts += [str(row[k]) for k in ("output", "rewrite", "completion", "solution") if k in row]
-            texts += [m["content"] for m in row.get("messages", [])]
+            messages = row.get("messages")
+            if isinstance(messages, list):
+                texts += [str(m.get("content", "")) for m in messages if isinstance(m, dict)]
+    if not any(t.strip() for t in texts):
+        raise CorpusError(f"--data {data}: the *.jsonl files hold no text for the tokenizer corpus")
     return texts
+
+
+def _path(result: Mapping[str, Any], key: str) -> Path:
+    value = result.get(key)
+    if not isinstance(value, str):
+        raise BrokenOutput(f"its marker records no {key!r}")
+    return Path(value)
 
 
 class PlanningPipeline:
     def __init__(self, opts: Options) -> None:
         if opts.preset not in PRESETS:
-            raise ValueError(f"--preset: unknown {opts.preset!r}; choose from {sorted(PRESETS)}")
+            raise PipelineError(f"--preset: unknown {opts.preset!r}; choose from {sorted(PRESETS)}")
         self.opts = opts
         self.preset = PRESETS[opts.preset]
         if not self.preset.tiny and not opts.model:
-            raise ValueError("--model is required for the full preset (a local path or hub id of the base model)")
+            raise PipelineError("--model is required for the full preset (a local path or hub id of the base model)")
         self.data = opts.data.resolve()
+        # Checked now, not when the build stage comes after minutes of model building.
+        needed = ("teacher_*.jsonl", "annotated_p*.jsonl", "annotated_test.jsonl")
+        missing = [pattern for pattern in needed if not any(self.data.glob(pattern))]
+        if missing:
+            raise PipelineError(f"--data {self.data}: no {', '.join(missing)} there (teacher and annotated records)")
 
     def stages(self) -> list[Stage]:
-        stages = [Stage("build", self.build), Stage("sft", self.sft), Stage("eval_sft", self.eval_sft)]
-        stages.append(Stage("grpo", self.grpo))
+        stages = [Stage("model", self.model, self.check_model)] if self.preset.tiny else []
+        stages += [Stage("build", self.build, self.check_build), Stage("sft", self.sft, self.check_sft)]
+        stages += [Stage("eval_sft", self.eval_sft, self.check_eval), Stage("grpo", self.grpo, self.check_grpo)]
         if self.opts.baseline:
-            stages += [Stage("grpo_base", self.grpo_base), Stage("grpo_control", self.grpo_control)]
-        stages.append(Stage("summary", self.summary))
-        return ([Stage("model", self.model)] if self.preset.tiny else []) + stages
+            stages += [Stage(name, getattr(self, name), self.check_grpo) for name in ("grpo_base", "grpo_control")]
+        return [*stages, Stage("summary", self.summary, self.check_summary)]
 
     def base_model(self, ctx: Context) -> str:
         return ctx.results["model"]["path"] if self.preset.tiny else str(self.opts.model)
@@ -96,7 +137,7 @@ class PlanningPipeline:
         from rewardkit.tiny_model import build_tiny_model
 
         out = build_tiny_model(ctx.workdir / "tiny-model", planning_corpus(self.data), **TINY_MODEL)
-        return {"path": str(out)}
+        return {"path": str(out), "data": str(self.data), "vocab": check_model_dir(out)}
 
     def build(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
@@ -119,7 +160,7 @@ class PlanningPipeline:
                 write_jsonl(rows, f)
             reports[name] = report.as_dict()
             print(f"[build] {name}: {report.render()}", file=ctx.echo)
-        return {"dir": str(out), "reports": reports}
+        return {"dir": str(out), "data": str(self.data), "reports": reports}
 
     def sft(self, ctx: Context) -> dict[str, Any]:
         out = ctx.workdir / "sft"
@@ -203,3 +244,51 @@ class PlanningPipeline:
             report[stage]["plot"] = str(png)
         (ctx.workdir / "summary.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
         return {"summary": str(ctx.workdir / "summary.json")}
+
+    # -- output checks: run before a stage's marker is written, and before a marker is trusted on a rerun --
+    def _same_data(self, result: Mapping[str, Any]) -> None:
+        if result.get("data") not in (None, str(self.data)):
+            raise BrokenOutput(f"made from {result['data']}, but this run reads --data {self.data}")
+
+    def check_model(self, ctx: Context, result: Mapping[str, Any]) -> None:
+        self._same_data(result)
+        vocab = check_model_dir(_path(result, "path"))
+        if result.get("vocab") not in (None, vocab):
+            raise BrokenOutput(f"the tokenizer now has {vocab} tokens, {result['vocab']} when built")
+
+    def check_build(self, ctx: Context, result: Mapping[str, Any]) -> None:
+        self._same_data(result)
+        reports = result.get("reports") or {}
+        for name in ("sft", "grpo", "test"):
+            rows = check_jsonl(_path(result, "dir") / f"{name}.jsonl")
+            written = (reports.get(name) or {}).get("written")
+            if written not in (None, rows):
+                raise BrokenOutput(f"{name}.jsonl has {rows} rows, the build wrote {written}")
+
+    def check_sft(self, ctx: Context, result: Mapping[str, Any]) -> None:
+        check_checkpoint(_path(result, "checkpoint"))
+
+    def check_eval(self, ctx: Context, result: Mapping[str, Any]) -> None:
+        for name in ("base", "sft"):
+            if not isinstance(result.get(name), Mapping) or "weighted" not in result[name]:
+                raise BrokenOutput(f"its marker has no {name!r} scores")
+
+    def check_grpo(self, ctx: Context, result: Mapping[str, Any]) -> None:
+        from rewardkit.summary import grpo_steps
+
+        log = _path(result, "run_dir") / "logging.jsonl"
+        try:
+            steps = grpo_steps(log)
+        except (OSError, ValueError) as exc:
+            raise BrokenOutput(f"{log}: {getattr(exc, 'strerror', None) or exc}") from None
+        if not steps:
+            raise BrokenOutput(f"{log} has no logged GRPO step")
+
+    def check_summary(self, ctx: Context, result: Mapping[str, Any]) -> None:
+        path = _path(result, "summary")
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BrokenOutput(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+        if not isinstance(summary, dict) or "eval" not in summary:
+            raise BrokenOutput(f"{path} has no 'eval' section")

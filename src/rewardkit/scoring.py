@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -30,20 +31,58 @@ class ScoreTable:
         return [_mean([s for s in col if s is not None]) for col in cols]
 
 
+# Row keys that are not dataset columns: the text scored, the row's label, and the call's own parameter names.
+_NOT_COLUMNS = {"completion", "name", "completions", "self"}
+
+
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+class DataError(ValueError):
+    """An input JSONL is not one JSON object per line; the message names ``file:line``."""
+
+
+def _kind(value: Any) -> str:
+    return {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean", type(None): "null"}.get(
+        type(value), "a JSON number"
+    )
+
+
+def read_jsonl(path: str | Path, required: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, each line checked: UTF-8 (a leading BOM is dropped), JSON, an object.
+
+    Every problem raises :class:`DataError` naming ``file:line``; ``required`` columns are checked per row.
+    Lines are split on ``\\n`` only (bytes), as JSONL defines them: a stray ``\\r`` or U+2028 stays inside its line.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a directory, not a JSONL file")
     rows = []
-    with Path(path).open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if lineno == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)  # editors on Windows write one; it is not data
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
+                                f"{exc.start + 1})") from None  # fmt: skip
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+                raise DataError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            except (ValueError, RecursionError) as exc:  # e.g. an integer over 4300 digits, or [[[[… thousands deep
+                why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+                raise DataError(f"{path}:{lineno}: JSON not readable ({why})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object per line, got {_kind(row)}")
+            missing = [k for k in required if k not in row]
+            if missing:
+                raise DataError(f"{path}:{lineno}: no {missing[0]!r} column (rows need {', '.join(required)})")
+            rows.append(row)
     return rows
 
 
@@ -65,7 +104,8 @@ def score_rows(
     if unknown:
         raise ValueError(f"unknown reward keys {unknown}; run `rewardkit rewards` for the list")
     completions = [str(r["completion"]) for r in rows]
-    columns = {k: [r.get(k) for r in rows] for k in {k for r in rows for k in r} - {"completion", "name"}}
+    # Columns named like a reward's own parameters would collide with them in the call below.
+    columns = {k: [r.get(k) for r in rows] for k in {k for r in rows for k in r} - _NOT_COLUMNS}
     per_reward = [REWARDS[k](config=config)(completions, **columns) for k in keys]
     scores = [list(col) for col in zip(*per_reward, strict=True)] if rows else []
     names = [str(r.get("name", i)) for i, r in enumerate(rows)]

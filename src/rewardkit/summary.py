@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rewardkit.rewards._parsing import parse
+from rewardkit.scoring import read_jsonl
 
 REWARD_PREFIX = "rewards/"
 
 
 def grpo_steps(logging_jsonl: Path) -> list[dict[str, Any]]:
-    """One dict per logged training step (the trailing summary lines are skipped)."""
-    rows = [json.loads(line) for line in logging_jsonl.read_text().splitlines() if line.strip()]
+    """One dict per logged training step (the trailing summary lines are skipped).
+
+    A torn or non-JSON line raises ``DataError`` naming ``file:line``, not a bare JSONDecodeError.
+    """
+    rows = read_jsonl(logging_jsonl)
     return [r for r in rows if "reward" in r and "global_step/max_steps" in r]
 
 
@@ -32,10 +35,7 @@ def think_lengths(completions_jsonl: Path) -> dict[int, float]:
     per_step: dict[int, list[int]] = {}
     if not completions_jsonl.is_file():
         return {}
-    for line in completions_jsonl.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        table = json.loads(line)
+    for table in read_jsonl(completions_jsonl):
         steps, texts = table.get("step"), table.get("completion")
         if not isinstance(texts, list):
             steps, texts = [steps], [texts]

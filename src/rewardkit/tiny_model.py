@@ -134,6 +134,9 @@ def build_tiny_model(
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
+    corpus = list(corpus)
+    if not any(isinstance(t, str) and t.strip() for t in corpus):  # else: a bytes-only, 261-token vocabulary
+        raise ValueError("empty tokenizer corpus: build_tiny_model needs some text to train the tokenizer on")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = _train_tokenizer(corpus, vocab_size, max_positions)
