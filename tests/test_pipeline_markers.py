@@ -172,10 +172,10 @@ def test_an_empty_corpus_is_an_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not CHECKOUT_EXAMPLES.is_dir(), reason="needs the repository's examples/planning")
-def test_the_shipped_corpus_is_the_checkout_one() -> None:
+def test_the_checkout_examples_are_the_shipped_files() -> None:
     shipped = sorted(p.name for p in EXAMPLES.glob("*.jsonl"))
     assert shipped == sorted(p.name for p in CHECKOUT_EXAMPLES.glob("*.jsonl"))
-    for name in shipped:  # regenerate examples/planning, then copy it into recipes/planning/data
+    for name in shipped:  # examples/planning/*.jsonl are links to the shipped files (make_examples.py writes there)
         assert (EXAMPLES / name).read_bytes() == (CHECKOUT_EXAMPLES / name).read_bytes(), name
     assert planning_corpus() == planning_corpus(CHECKOUT_EXAMPLES)
 

@@ -2,7 +2,8 @@
 
     python examples/planning/make_examples.py
 
-writes next to this file: annotated_p1/p2/test.jsonl (gold plans, for planning-grpo) and
+writes into recipes/planning/data/ (shipped with the package; the *.jsonl here link to it):
+annotated_p1/p2/test.jsonl (gold plans, for planning-grpo) and
 teacher_p1/p2.jsonl (R1-style teacher outputs, ~25% deliberately bad, for planning-sft),
 then reads them back, checks them and prints the counts quoted in README.md.
 Templates and vocabulary live in _vocab.py.
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import _vocab as V
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "recipes" / "planning" / "data"
 SEED = 20241111
 SIZES = {"p1": 160, "p2": 180}  # per period, for both the annotated and the teacher files
 TEST_SIZE = 40
