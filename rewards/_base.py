@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from typing import Any, ClassVar
 
 from rewardkit.rewards._config import RewardConfig, load_config
-from rewardkit.rewards._parsing import GoldError
+from rewardkit.rewards._parsing import DatasetError, Plan
+from rewardkit.rewards._rows import MISSING, planning_gold
 from rewardkit.rewards._schema import AnswerSchema, load_schema
 
 DATASET_FORMAT = (
@@ -31,6 +31,7 @@ class Reward:
     """
 
     columns: ClassVar[tuple[str, ...]] = ()
+    optional_columns: ClassVar[tuple[str, ...]] = ()  # read when the batch carries them
     dataset_format: ClassVar[str] = ""  # how to build rows that carry the columns, for error messages
 
     def __init__(self, args: Any = None, **_: Any) -> None:
@@ -43,8 +44,11 @@ class Reward:
                 raise MissingColumnError(
                     f"{type(self).__name__}: dataset column {name!r} is missing. {self.dataset_format}."
                 )
-            if len(kwargs[name]) != len(texts):
-                raise ValueError(f"column {name!r} has {len(kwargs[name])} values for {len(texts)} completions")
+        for name in (*self.columns, *(c for c in self.optional_columns if kwargs.get(c) is not None)):
+            size = len(kwargs[name]) if isinstance(kwargs[name], Sized) and not isinstance(kwargs[name], str) else None
+            if size != len(texts):
+                got = f"{size} values" if size is not None else f"a {type(kwargs[name]).__name__}"
+                raise DatasetError(f"column {name!r} has {got} for {len(texts)} completions; it needs one per row")
         return self.score(texts, kwargs)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
@@ -64,14 +68,14 @@ class PlanningReward(Reward):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(schema={self.schema.name!r})"
 
-
-def expert_list(cell: Any) -> list[str]:
-    """An ``experts`` cell as a list of names; JSON-encoded lists are accepted."""
-    if isinstance(cell, str):
-        try:
-            cell = json.loads(cell)
-        except ValueError as exc:
-            raise GoldError(f"column 'experts' must be a list of names; got {cell[:80]!r}") from exc
-    if not isinstance(cell, (list, tuple)) or not all(isinstance(x, str) for x in cell):
-        raise GoldError(f"column 'experts' must be a list of names; got {cell!r:.80}")
-    return list(cell)
+    def golds(self, columns: Mapping[str, Any]) -> list[Plan | None]:
+        """Every row's gold, validated (with its ``experts`` cell when the batch has that column) before any
+        completion is read, so that a dataset bug fails the first batch whatever the model wrote."""
+        solutions = columns["solution"]
+        experts = columns.get("experts")
+        experts = [MISSING] * len(solutions) if experts is None else experts
+        threshold = self.config.fuzzy_threshold
+        return [
+            planning_gold(s, e, self.schema, threshold, i)
+            for i, (s, e) in enumerate(zip(solutions, experts, strict=True))
+        ]

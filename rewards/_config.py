@@ -8,6 +8,7 @@ out-of-range value fails with the dotted key path and the allowed values.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -162,7 +163,31 @@ def _fail(source: str, key: str, message: str) -> ConfigError:
     return ConfigError(f"{source}: {key or '<root>'}: {message}")
 
 
+def _non_finite(value: Any, path: tuple[str, ...] = (), seen: frozenset[int] = frozenset()) -> tuple[str, Any] | None:
+    """The dotted key and value of the first NaN or infinity under ``value``, if any.
+
+    JSON Schema's ``number`` admits NaN and infinities, and NaN passes every
+    ``minimum``/``maximum`` (all comparisons are false): only this catches them.
+    ``seen`` guards against YAML anchors that make a list contain itself.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".".join(path), value
+    if id(value) in seen or not isinstance(value, (Mapping, list)):
+        return None
+    seen = seen | {id(value)}
+    items = value.items() if isinstance(value, Mapping) else enumerate(value)
+    for key, item in items:
+        found = _non_finite(item, (*path, str(key)), seen)
+        if found is not None:
+            return found
+    return None
+
+
 def _validate(raw: Mapping[str, Any], source: str) -> None:
+    bad = _non_finite(raw)
+    if bad is not None:
+        key, value = bad
+        raise _fail(source, key, f"{value!r} is not a finite number; every numeric setting must be finite")
     for error in sorted(_VALIDATOR.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path))):
         key = ".".join(map(str, error.absolute_path))
         if error.validator == "additionalProperties":
@@ -179,17 +204,41 @@ def _validate(raw: Mapping[str, Any], source: str) -> None:
         raise _fail(source, "embedding_model", "backend 'embedding' needs a local sentence-transformers model path")
 
 
+def _read_yaml(file: Path, name: str) -> Any:
+    """The YAML in ``file``; every way of failing is a ConfigError naming ``name`` (and the line, for syntax)."""
+    if file.is_dir():
+        raise ConfigError(f"{name}: is a directory; point it at a YAML file")
+    if not file.is_file():
+        raise ConfigError(f"{name}: file not found; point it at a YAML file or unset it")
+    try:
+        text = file.read_text(encoding="utf-8-sig")  # -sig: a leading BOM is not part of the YAML
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{name}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); save it as UTF-8"
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(f"{name}: cannot be read ({exc.strerror or exc}); check its permissions") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"{name}: invalid YAML at {at}{exc.problem or exc.context}") from exc
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # ValueError: a date such as 2020-13-01
+        raise ConfigError(f"{name}: invalid YAML: {exc}") from exc
+
+
 def read_config_file(path: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any], str]:
     """The YAML mapping in ``path`` (default: ``$REWARDKIT_CONFIG``; ``{}`` if unset) and its name for messages."""
+    from_env = path is None
     path = path if path is not None else os.environ.get(ENV_VAR) or None
     if path is None:
         return {}, "config"
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"{ENV_VAR}={path!s}: file not found; point it at a YAML file or unset it")
-    loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    loaded = _read_yaml(Path(path), f"{ENV_VAR}={path!s}" if from_env else str(path))
+    if loaded is None:  # an empty file (or only comments) means "all defaults"
+        return {}, str(path)
     if not isinstance(loaded, Mapping):
-        raise ConfigError(f"{path}: the top level must be a mapping of config keys")
+        raise ConfigError(f"{path}: the top level must be a mapping of config keys; got {type(loaded).__name__}")
     return dict(loaded), str(path)
 
 

@@ -20,6 +20,8 @@ from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code
 from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
 from rewardkit.plugins.rollout.termination import EXCLUDED, NATURAL
 from rewardkit.rewards._base import Reward
+from rewardkit.rewards._parsing import DatasetError, where
+from rewardkit.rewards._rows import RowCache, cells_key
 
 TAU2_FORMAT = (
     "Rows need 'messages' (the conversation, ending with the rollout), 'task' (the tau2 task object, "
@@ -27,8 +29,8 @@ TAU2_FORMAT = (
 )
 
 
-class TaskError(ValueError):
-    """A row's ``task`` cell is not a usable tau2 task (a dataset bug, not a model error)."""
+class TaskError(DatasetError):
+    """A row's ``task`` or ``domain`` cell is not a usable tau2 task (a dataset bug, not a model error)."""
 
 
 @dataclass(frozen=True)
@@ -44,17 +46,85 @@ class Outcome:
     calls: tuple[Call, ...]
 
 
-def read_task(cell: Any) -> Mapping[str, Any]:
-    task = cell
+def read_task(cell: Any, row: int | None = None, domain: str | None = None) -> Mapping[str, Any]:
+    """A ``task`` cell (object or JSON) as a tau2 task whose gold is usable as it is read below.
+
+    With ``domain``, every gold action must also name one of that domain's tools: an unknown
+    one would fail on replay, and doing nothing would then match the gold.
+    """
+    at, task = where("task", row), cell
     if isinstance(cell, str):
         try:
             task = json.loads(cell)
-        except ValueError as exc:
-            raise TaskError(f"column 'task' holds a string that is not JSON: {cell[:80]!r}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise TaskError(f"{at}: holds a string that is not JSON: {cell[:80]!r}") from exc
     criteria = task.get("evaluation_criteria") if isinstance(task, Mapping) else None
     if not isinstance(criteria, Mapping) or not isinstance(criteria.get("actions") or [], list):
-        raise TaskError(f"column 'task' needs evaluation_criteria.actions (a tau2 task); got {str(cell)[:80]!r}")
+        raise TaskError(
+            f"{at}: needs evaluation_criteria.actions (a tau2 task); got {str(cell)[:80]!r}; "
+            "build rows with `rewardkit build tau2-grpo`"
+        )
+    info = criteria.get("communicate_info")
+    if info is not None and not (isinstance(info, list) and all(isinstance(x, str) for x in info)):
+        fix = "wrap the string in a list (it would be read as its characters)" if isinstance(info, str) else "fix it"
+        raise TaskError(
+            f"{at}: evaluation_criteria.communicate_info must be a list of strings; got {info!r:.80}; {fix}"
+        )
+    tools = None if domain is None else get_domain(domain).tools
+    for i, action in enumerate(criteria.get("actions") or []):
+        _check_action(action, f"{at}: evaluation_criteria.actions[{i}]", tools, domain)
     return task
+
+
+_FIX_ACTIONS = "fix the task's gold actions in the dataset"
+
+
+def _check_action(action: Any, at: str, tools: Mapping[str, Any] | None, domain: str | None) -> None:
+    if not isinstance(action, Mapping) or not isinstance(action.get("name"), str):
+        raise TaskError(f"{at}: must be an object with a string 'name'; got {action!r:.80}; {_FIX_ACTIONS}")
+    if not isinstance(action.get("arguments") or {}, Mapping):
+        raise TaskError(f"{at}: 'arguments' must be an object; got {action['arguments']!r:.80}; {_FIX_ACTIONS}")
+    keys = action.get("compare_args")
+    if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        raise TaskError(
+            f"{at}: 'compare_args' must be a list of argument names or null; got {keys!r:.80}; {_FIX_ACTIONS}"
+        )
+    if tools is not None and action["name"] not in tools:
+        raise TaskError(
+            f"{at}: tool {action['name']!r} does not exist in domain {domain!r} (tools: {', '.join(sorted(tools))}); "
+            f"{_FIX_ACTIONS}"
+        )
+
+
+EPISODE_ROWS = RowCache()  # (task, domain) cells -> the checked task
+
+
+def _check_row(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
+    if not isinstance(domain, str):
+        raise TaskError(f"{where('domain', row)}: must be a domain name such as 'retail'; got {domain!r:.80}")
+    try:
+        get_domain(domain)
+    except ValueError as exc:
+        raise TaskError(f"{where('domain', row)}: {exc}") from exc
+    return read_task(task, row, domain)
+
+
+def row_task(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
+    """The row's task, checked with its domain once per distinct (task, domain) pair."""
+    return EPISODE_ROWS.get(cells_key(task, domain), lambda: _check_row(task, domain, row))
+
+
+def read_messages(cell: Any, row: int) -> list[Any]:
+    """A ``messages`` cell (list or its JSON). What is inside is the model's and is read leniently; a cell
+    that is not a list at all is a dataset or pipeline bug."""
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except (ValueError, RecursionError) as exc:
+            raise DatasetError(f"{where('messages', row)}: holds a string that is not JSON: {cell[:80]!r}") from exc
+    if not isinstance(cell, (list, tuple)):
+        raise DatasetError(f"{where('messages', row)}: must be a list of chat messages; got {cell!r:.80}")
+    return list(cell)
 
 
 def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -140,18 +210,16 @@ class EpisodeReward(Reward):
     """Base of the rewards that judge a whole tool-use episode against a tau2 task."""
 
     columns = ("messages", "task", "domain")
+    optional_columns = ("rollout_infos",)
     dataset_format = TAU2_FORMAT
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         infos = columns.get("rollout_infos") or [None] * len(completions)
+        # Every row's task and domain first: a dataset bug fails the first batch, whatever the model did.
+        rows = [(row_task(t, d, i), d) for i, (t, d) in enumerate(zip(columns["task"], columns["domain"], strict=True))]
         out: list[float | None] = []
-        for messages, task, domain, info in zip(
-            columns["messages"], columns["task"], columns["domain"], infos, strict=True
-        ):
-            if isinstance(messages, str):
-                messages = json.loads(messages)
-            get_domain(domain)  # an unknown domain is a dataset error: fail with the list of known ones
-            task = read_task(task)
+        for i, (cell, (task, domain), info) in enumerate(zip(columns["messages"], rows, infos, strict=True)):
+            messages = read_messages(cell, i)
             ended = termination(info)
             if ended in EXCLUDED:  # the simulator failed: not the policy's doing, left out of training
                 out.append(None)

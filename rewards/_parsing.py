@@ -101,35 +101,79 @@ def read_plan(text: str, schema: AnswerSchema) -> Plan | None:
     data = parse(text).data
     if data is None or not schema.is_valid(data):
         return None
-    steps = _steps(data[schema.plan_key], schema)
-    if not _dag_ok(steps):
+    # A custom schema may leave the fields optional or loosely typed: never index blindly.
+    raw_steps = data.get(schema.plan_key)
+    if raw_steps is not None and not (isinstance(raw_steps, list) and all(isinstance(s, Mapping) for s in raw_steps)):
         return None
-    return Plan(rewrite=data[schema.rewrite_key], steps=steps)
+    steps = _steps(raw_steps, schema) if raw_steps is not None else None
+    if steps is not None and not _dag_ok(steps):
+        return None
+    rewrite = data.get(schema.rewrite_key)
+    return Plan(rewrite=rewrite if isinstance(rewrite, str) else None, steps=steps)
 
 
-class GoldError(ValueError):
+class DatasetError(ValueError):
+    """A dataset cell is unusable: a bug in the data, not the model's doing. The message names column and row."""
+
+
+class GoldError(DatasetError):
     """A dataset row's ``solution`` is not the JSON object the rewards expect."""
 
 
-def read_gold(solution: Any, schema: AnswerSchema) -> Plan | None:
+_FIX = "; fix the dataset row"
+
+
+def where(column: str, row: int | None) -> str:
+    """``column 'solution' row 3``: how every dataset error starts (row = position in the batch)."""
+    return f"column {column!r}" + ("" if row is None else f" row {row}")
+
+
+def _gold_steps(raw: list[Mapping[str, Any]], schema: AnswerSchema, at: str) -> tuple[Step, ...]:
+    steps = []
+    for i, item in enumerate(raw):
+        expert, tasks, deps = item.get(schema.expert_key), item.get(schema.tasks_key, []), item.get(DEPENDS_ON)
+        if not isinstance(expert, str) or not expert.strip():
+            raise GoldError(f"{at}: step {i} needs a non-empty string {schema.expert_key!r}; got {expert!r:.80}{_FIX}")
+        if isinstance(tasks, str):
+            tasks = [tasks]
+        if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
+            raise GoldError(f"{at}: step {i}: {schema.tasks_key!r} must be a list of strings; got {tasks!r:.80}{_FIX}")
+        deps = [] if deps is None else deps
+        if not isinstance(deps, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in deps):
+            raise GoldError(f"{at}: step {i}: {DEPENDS_ON!r} must be a list of step indices; got {deps!r:.80}{_FIX}")
+        bad = [d for d in deps if not 0 <= d < i]
+        if bad:
+            allowed = f"earlier steps (0..{i - 1})" if i else "no step (it is the first)"
+            raise GoldError(
+                f"{at}: step {i}: {DEPENDS_ON!r} {bad} must point at {allowed}; "
+                f"a step can only depend on steps before it{_FIX}"
+            )
+        steps.append(Step(expert, tuple(tasks), tuple(deps)))
+    return tuple(steps)
+
+
+def read_gold(solution: Any, schema: AnswerSchema, row: int | None = None) -> Plan | None:
     """Parse a ``solution`` cell; None when the row has no gold at all.
 
     Gold is dataset content, so a malformed cell raises instead of silently
-    scoring every completion against nothing.
+    scoring every completion against nothing (or against a half-read plan).
     """
     if solution is None or (isinstance(solution, str) and not solution.strip()):
         return None
+    at = where("solution", row)
     data = solution if isinstance(solution, Mapping) else _json_object(str(solution))
     if data is None:
         raise GoldError(
-            f"column 'solution' must hold the gold answer as a JSON object string in schema "
-            f"{schema.name!r}; got {str(solution)[:80]!r}"
+            f"{at}: must hold the gold answer as a JSON object string in schema {schema.name!r}; "
+            f"got {str(solution)[:80]!r}{_FIX}"
         )
     rewrite = data.get(schema.rewrite_key)
+    if rewrite is not None and not isinstance(rewrite, str):
+        raise GoldError(f"{at}: the gold {schema.rewrite_key!r} must be a string or null; got {rewrite!r:.80}{_FIX}")
     raw_steps = data.get(schema.plan_key)
     if raw_steps is not None and not (isinstance(raw_steps, list) and all(isinstance(s, Mapping) for s in raw_steps)):
-        raise GoldError(f"column 'solution': {schema.plan_key!r} must be a list of step objects")
+        raise GoldError(f"{at}: {schema.plan_key!r} must be a list of step objects; got {raw_steps!r:.80}{_FIX}")
     return Plan(
         rewrite=rewrite if isinstance(rewrite, str) and rewrite.strip() else None,
-        steps=_steps(raw_steps, schema) if raw_steps is not None else None,
+        steps=_gold_steps(raw_steps, schema, at) if raw_steps is not None else None,
     )

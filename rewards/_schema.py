@@ -16,6 +16,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from rewardkit.rewards._config import ConfigError
+from rewardkit.rewards._schema_check import check_keys, check_references, dotted
+
 DEPENDS_ON = "depends_on"
 
 
@@ -35,8 +38,11 @@ class AnswerSchema:
         try:
             Draft202012Validator.check_schema(self.schema)
         except SchemaError as exc:
-            raise ValueError(f"schema {self.name!r} is not a valid JSON Schema: {exc.message}") from exc
-        object.__setattr__(self, "validator", Draft202012Validator(self.schema))
+            at = dotted(exc.absolute_path)
+            raise ConfigError(f"schema: {self.name}: not a valid JSON Schema at {at}: {exc.message}") from exc
+        # References resolve now, never lazily at some completion (nor over the network).
+        registry = check_references(self.name, self.schema)
+        object.__setattr__(self, "validator", Draft202012Validator(self.schema, registry=registry))
 
     def __reduce__(self) -> tuple[Any, ...]:
         fields = (self.rewrite_key, self.plan_key, self.expert_key, self.tasks_key)
@@ -89,14 +95,31 @@ def _load_schema(spec: str, key_items: tuple[tuple[str, str], ...]) -> AnswerSch
         names = _PRESET_KEYS[spec]
         return AnswerSchema(spec, _preset_schema(*names), *names)
     path = Path(spec)
+    if path.is_dir():
+        raise ConfigError(f"schema: {spec!r} is a directory; give a JSON Schema file or a preset (zh, en)")
     if not path.is_file():
-        raise ValueError(f"schema: {spec!r} is neither a preset (zh, en) nor an existing JSON Schema file")
+        raise ConfigError(f"schema: {spec!r} is neither a preset (zh, en) nor an existing JSON Schema file")
     missing = [k for k in KEY_NAMES if not keys.get(k)]
     if missing:
-        raise ValueError(
+        raise ConfigError(
             f"schema_keys: a custom schema needs the field names for {missing}; "
             f"set schema_keys: {{rewrite: ..., plan: ..., expert: ..., tasks: ...}}"
         )
-    with path.open(encoding="utf-8") as f:
-        schema = json.load(f)
-    return AnswerSchema(str(path), schema, *(keys[k] for k in KEY_NAMES))
+    answer = AnswerSchema(str(path), _read_json(path), *(keys[k] for k in KEY_NAMES))
+    check_keys(answer.name, answer.schema, keys)
+    return answer
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"schema: {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON") from exc
+    except OSError as exc:
+        raise ConfigError(f"schema: {path}: cannot be read ({exc.strerror or exc}); check its permissions") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"schema: {path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"schema: {path}: not usable JSON ({type(exc).__name__}: {str(exc)[:200]})") from exc

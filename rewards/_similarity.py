@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from rapidfuzz import fuzz, process
 
+from rewardkit.rewards._config import ConfigError
 from rewardkit.rewards._text import normalize_text
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def load_sentence_model(path: str, device: str = "cpu") -> SentenceTransformer:
     with _MODELS_LOCK:
         if key not in _MODELS:
             if not Path(path).exists():
-                raise ValueError(
+                raise ConfigError(
                     f"embedding_model: {path!r} does not exist; give a local sentence-transformers "
                     "model directory (nothing is downloaded at run time)"
                 )
@@ -123,5 +124,5 @@ def make_backend(name: str, model_path: str | None, device: str = "cpu") -> Back
     if name == "lexical":
         return LexicalBackend()
     if not model_path:
-        raise ValueError("embedding_model: backend 'embedding' needs a local model path")
+        raise ConfigError("embedding_model: backend 'embedding' needs a local model path")
     return EmbeddingBackend(model_path, device)

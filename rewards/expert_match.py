@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.rewards._base import PlanningReward, expert_list
+from rewardkit.rewards._base import PlanningReward
 from rewardkit.rewards._experts import ExpertIndex
-from rewardkit.rewards._parsing import Plan, read_gold, read_plan
+from rewardkit.rewards._parsing import Plan, read_plan
+from rewardkit.rewards._rows import expert_names
 
 
 def set_f1(pred: set[str], gold: set[str]) -> float:
@@ -47,11 +48,10 @@ class ExpertMatch(PlanningReward):
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         rewards: list[float | None] = []
-        for text, solution, experts in zip(completions, columns["solution"], columns["experts"], strict=True):
-            gold = read_gold(solution, self.schema)
+        for text, gold, experts in zip(completions, self.golds(columns), columns["experts"], strict=True):
             if gold is None or gold.steps is None:
                 rewards.append(None)
                 continue
-            index = ExpertIndex(expert_list(experts), self.threshold)
+            index = ExpertIndex(expert_names(experts), self.threshold)
             rewards.append(self.match(read_plan(text, self.schema), gold, index))
         return rewards

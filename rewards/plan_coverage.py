@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from rewardkit.rewards._base import PlanningReward, expert_list
+from rewardkit.rewards._base import PlanningReward
 from rewardkit.rewards._experts import ExpertIndex
-from rewardkit.rewards._parsing import Plan, read_gold, read_plan
+from rewardkit.rewards._parsing import Plan, read_plan
+from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._similarity import Session, make_backend
 
 
@@ -107,8 +108,7 @@ class PlanCoverage(PlanningReward):
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         rows = []
         texts: list[str] = []
-        for text, solution, experts in zip(completions, columns["solution"], columns["experts"], strict=True):
-            gold = read_gold(solution, self.schema)
+        for text, gold, experts in zip(completions, self.golds(columns), columns["experts"], strict=True):
             plan = read_plan(text, self.schema)
             rows.append((plan, gold, experts))
             for p in (plan, gold):
@@ -120,6 +120,6 @@ class PlanCoverage(PlanningReward):
             if gold is None or gold.steps is None:
                 rewards.append(None)
                 continue
-            index = ExpertIndex(expert_list(experts), self.config.fuzzy_threshold)
+            index = ExpertIndex(expert_names(experts), self.config.fuzzy_threshold)
             rewards.append(self.coverage(plan, gold, index, session))
         return rewards

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rewardkit.rewards._base import PlanningReward
-from rewardkit.rewards._parsing import read_gold, read_plan
+from rewardkit.rewards._parsing import read_plan
 from rewardkit.rewards._similarity import make_backend
 from rewardkit.rewards._text import CjkUnit, content_units
 
@@ -32,6 +32,7 @@ class RewriteSimilarity(PlanningReward):
     """
 
     columns = ("solution",)
+    optional_columns = ("experts",)  # when present, each row's gold experts are checked against it too
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
@@ -40,7 +41,7 @@ class RewriteSimilarity(PlanningReward):
         self.backend = make_backend(self.config.backend, self.config.embedding_model, self.config.embedding_device)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        golds = [read_gold(s, self.schema) for s in columns["solution"]]
+        golds = self.golds(columns)
         pairs: dict[int, tuple[str, str]] = {}
         rewards: list[float | None] = [None] * len(completions)
         for i, (text, gold) in enumerate(zip(completions, golds, strict=True)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,11 @@ from scipy.special import expit
 
 from rewardkit.rewards._base import PlanningReward
 from rewardkit.rewards._config import ConfigError
-from rewardkit.rewards._parsing import parse
+from rewardkit.rewards._parsing import DatasetError, parse, where
+from rewardkit.rewards._rows import RowCache, cells_key
 
 STEEPNESS = 5.0  # the seed's constant in exp(5 * (x - 0.5))
+BAND_ROWS = RowCache()  # (think_min, think_max) cells -> the checked band
 
 
 def _s(x: float) -> float:
@@ -63,9 +66,12 @@ class ThinkLength(PlanningReward):
     ``S(x) = 1/(1+exp(5(x-0.5)))``, ``eps`` defaults to ``max(max - min, 1)``.
     L counts characters (``unit: chars``) or tokenizer tokens (``unit: tokens``).
     A missing or empty think scores 0.0 (the extreme of "too short").
-    Columns: optional ``think_min`` / ``think_max`` override the band per row.
+    Columns: optional ``think_min`` / ``think_max`` override the band per row
+    (null: the config's); each must be a finite number >= 0, with min <= max.
     Range: [0, 1]. Never returns None.
     """
+
+    optional_columns = ("think_min", "think_max")
 
     def __init__(self, args: Any = None, config: Any = None, tokenizer: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
@@ -84,14 +90,23 @@ class ThinkLength(PlanningReward):
         return [len(x) for x in ids]
 
     def _band(self, columns: Mapping[str, Any], i: int) -> tuple[float, float, float]:
-        lo = _override(columns, "think_min", i, self.cfg.min)
-        hi = _override(columns, "think_max", i, self.cfg.max)
+        cells = (_cell(columns, "think_min", i), _cell(columns, "think_max", i))
+        key = cells_key(self.cfg.min, self.cfg.max, self.cfg.eps, *cells)
+        return BAND_ROWS.get(key, lambda: self._check_band(*cells, i))
+
+    def _check_band(self, lo_cell: Any, hi_cell: Any, i: int) -> tuple[float, float, float]:
+        lo = _number(lo_cell, "think_min", i, self.cfg.min)
+        hi = _number(hi_cell, "think_max", i, self.cfg.max)
         if lo > hi:
-            raise ValueError(f"row {i}: column think_min ({lo}) is greater than think_max ({hi})")
+            raise DatasetError(
+                f"{where('think_min', i)}: {lo:g} is greater than think_max {hi:g} (a null cell takes "
+                f"think_length.min/max from the config); fix the dataset row"
+            )
         eps = self.cfg.eps if self.cfg.eps is not None else max(hi - lo, 1.0)
         return lo, hi, eps
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        bands = [self._band(columns, i) for i in range(len(completions))]  # every row, before any completion
         thinks = [parse(c).think or "" for c in completions]
         present = [i for i, t in enumerate(thinks) if t]
         lengths = dict(zip(present, self._lengths([thinks[i] for i in present]), strict=True))
@@ -100,12 +115,26 @@ class ThinkLength(PlanningReward):
             if i not in lengths:
                 rewards.append(0.0)
                 continue
-            rewards.append(self.curve(lengths[i], *self._band(columns, i)))
+            rewards.append(self.curve(lengths[i], *bands[i]))
         return rewards
 
 
-def _override(columns: Mapping[str, Any], name: str, i: int, default: float) -> float:
+def _cell(columns: Mapping[str, Any], name: str, i: int) -> Any:
     values = columns.get(name)
-    if values is None or values[i] is None:
+    return None if values is None else values[i]
+
+
+def _number(cell: Any, name: str, i: int, default: float) -> float:
+    """A band cell as a float; null means the config's value."""
+    if cell is None:
         return float(default)
-    return float(values[i])
+    try:
+        value = float(cell) if not isinstance(cell, bool) else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise DatasetError(
+            f"{where(name, i)}: {cell!r:.40} is not a finite number >= 0; fix the dataset row "
+            f"(null takes think_length.{name.removeprefix('think_')} from the config)"
+        )
+    return value

@@ -55,6 +55,18 @@ def distinct_ngram_ratio(units: list[str], n: int) -> float:
     return len({tuple(units[i : i + n]) for i in range(total)}) / total
 
 
+def _read_banned(path: Path) -> list[str]:
+    where = f"think_quality.banned_file: {path}"
+    if not path.is_file():
+        raise ConfigError(f"{where} not found; give a UTF-8 file, one word a line")
+    try:
+        return path.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start}); save it as UTF-8, one word a line") from exc
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot be read ({exc.strerror or exc}); check its permissions") from exc
+
+
 class ThinkQuality(PlanningReward):
     """Quality gate on the think text.
 
@@ -73,10 +85,7 @@ class ThinkQuality(PlanningReward):
         cfg = self.config.think_quality
         words = list(cfg.banned)
         if cfg.banned_file:
-            path = Path(cfg.banned_file)
-            if not path.is_file():
-                raise ConfigError(f"think_quality.banned_file: {path} not found; give a UTF-8 file, one word a line")
-            words += path.read_text(encoding="utf-8").splitlines()
+            words += _read_banned(Path(cfg.banned_file))
         self.banned = BannedMatcher(words)
         self.ngram = cfg.repetition_ngram
         self.floor = cfg.min_distinct_ratio

@@ -8,6 +8,10 @@
 
 A call whose JSON does not parse is still returned, with ``error`` set, so the
 environment can answer it with a structured error instead of dropping it.
+Messages are the model's output: nothing in them makes these functions raise.
+Malformed calls (``tool_calls: "abc"``, a ``function`` of null, arguments that
+are not a JSON object or hold NaN) come back with ``error`` set; messages that
+are not objects, and contents that are not strings, are skipped.
 """
 
 from __future__ import annotations
@@ -29,55 +33,71 @@ class ToolCall:
 
 
 def _decode_arguments(raw: Any) -> tuple[Mapping[str, Any], str | None]:
-    if isinstance(raw, Mapping):
-        return raw, None
     if raw is None or raw == "":
         return {}, None
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError, RecursionError):
-        return {}, f"arguments are not valid JSON: {str(raw)[:80]!r}"
-    if not isinstance(value, Mapping):
+    if isinstance(raw, (str, bytes, bytearray)):
+        try:
+            raw = json.loads(raw, parse_constant=_no_constant)
+        except (TypeError, ValueError, RecursionError):
+            return {}, f"arguments are not valid JSON: {str(raw)[:80]!r}"
+    if not isinstance(raw, Mapping):
         return {}, "arguments must be a JSON object"
-    return value, None
+    try:  # what the harness stores and hashes: strict JSON, string keys, finite numbers
+        json.dumps(raw, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return {}, "arguments must be a JSON object (string keys, finite numbers, not nested too deeply)"
+    return raw, None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity: Python's json accepts them, JSON does not
+
+
+def _call(data: Any) -> ToolCall:
+    """One decoded ``{"name", "arguments"}`` object (Hermes body, ms-swift message, OpenAI function)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        return ToolCall("", {}, "tool call needs a string 'name'")
+    arguments, error = _decode_arguments(data.get("arguments", data.get("parameters")))
+    return ToolCall(data["name"], arguments, error)
 
 
 def _hermes(content: str) -> list[ToolCall]:
     calls = []
     for body in _HERMES.findall(content):
         try:
-            data = json.loads(body)
+            data = json.loads(body, parse_constant=_no_constant)
         except (ValueError, RecursionError):
             calls.append(ToolCall("", {}, f"tool call is not valid JSON: {body.strip()[:80]!r}"))
             continue
-        if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
-            calls.append(ToolCall("", {}, "tool call needs a string 'name'"))
-            continue
-        arguments, error = _decode_arguments(data.get("arguments", data.get("parameters")))
-        calls.append(ToolCall(data["name"], arguments, error))
+        calls.append(_call(data))
     return calls
 
 
-def _openai(tool_calls: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
+def _openai(raw: Any) -> list[ToolCall]:
+    if not isinstance(raw, list):
+        return [ToolCall("", {}, f"tool_calls must be a list of tool-call objects; got {type(raw).__name__}")]
     calls = []
-    for call in tool_calls:
-        fn = call.get("function", call)
-        name = fn.get("name")
-        if not isinstance(name, str):
-            calls.append(ToolCall("", {}, "tool call needs a string 'name'"))
+    for call in raw:
+        fn = call.get("function", call) if isinstance(call, Mapping) else None
+        if not isinstance(fn, Mapping):
+            calls.append(ToolCall("", {}, "a tool call must be an object whose 'function' is an object"))
             continue
-        arguments, error = _decode_arguments(fn.get("arguments"))
-        calls.append(ToolCall(name, arguments, error))
+        calls.append(_call(fn))
     return calls
 
 
-def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
+def tool_calls(messages: Iterable[Any]) -> list[ToolCall]:
     """Every tool call the assistant made, in order."""
     calls: list[ToolCall] = []
     for message in messages:
+        if not isinstance(message, Mapping):
+            continue  # not a message at all: nothing the environment could have run
         role, content = message.get("role"), message.get("content")
         if role == "tool_call":  # ms-swift's own agent format: one call per message, JSON content
-            calls += _hermes(f"<tool_call>{content}</tool_call>") if isinstance(content, str) else []
+            if isinstance(content, str):
+                calls += _hermes(f"<tool_call>{content}</tool_call>")
+            else:
+                calls.append(ToolCall("", {}, "a tool_call message needs JSON text as its content"))
             continue
         if role != "assistant":
             continue
@@ -88,15 +108,15 @@ def tool_calls(messages: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
     return calls
 
 
-def user_facing_texts(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+def user_facing_texts(messages: Iterable[Any]) -> list[str]:
     """The assistant's messages to the user, one string each, tool-call blocks removed."""
     return [
         _HERMES.sub(" ", m["content"])
         for m in messages
-        if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+        if isinstance(m, Mapping) and m.get("role") == "assistant" and isinstance(m.get("content"), str)
     ]
 
 
-def said_to_user(messages: Iterable[Mapping[str, Any]]) -> str:
+def said_to_user(messages: Iterable[Any]) -> str:
     """All of the assistant's text to the user, one message per line."""
     return "\n".join(user_facing_texts(messages))

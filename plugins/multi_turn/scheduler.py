@@ -132,7 +132,8 @@ class Tau2UserScheduler(MultiTurnScheduler):
             raise TaskError(
                 f"tau2_user needs dataset columns {missing}; build rows with `rewardkit build tau2-grpo --multi-turn`"
             )
-        task, domain = read_task(row["task"]), get_domain(row["domain"])
+        domain = get_domain(row["domain"])
+        task = read_task(row["task"], domain=domain.name)  # gold actions must name the domain's tools
         gold = gold_outcome(domain.name, task).state_hash
         episode = Episode(domain, task, self.simulator, self.limits, gold_state=gold)
         old = self.episodes.pop(req.uuid, None)

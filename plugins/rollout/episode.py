@@ -94,7 +94,7 @@ class Episode:
         message = {"role": "assistant", "content": text}
         # Blocks in the text, else the engine's parse (one source: a call never runs twice).
         calls = (tool_calls([message]) if "<tool_call>" in text else []) or _native_calls(native)
-        said = _THINK.sub("", user_facing_texts([message])[0]).strip()  # the user never sees the reasoning
+        said = _THINK.sub("", "".join(user_facing_texts([message]))).strip()  # the user never sees the reasoning
         self.agent_said.append(said)
         if finish_reason == "length":  # a cut-off message: its last call may be cut too, run none
             return self._end(Termination.LENGTH)

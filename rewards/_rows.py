@@ -1,0 +1,104 @@
+"""Dataset rows validated eagerly, once per distinct row.
+
+A dataset bug must surface on the first batch that holds the row, whatever the
+model wrote: each reward validates every row's gold and columns before looking
+at a completion. Results are cached by the row's cells (never by the
+completion), so a row seen again, in any batch or by another reward, costs one
+dictionary lookup. Failures are not cached: each batch names its own row index.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from rewardkit.rewards._experts import ExpertIndex
+from rewardkit.rewards._parsing import GoldError, Plan, read_gold, where
+from rewardkit.rewards._schema import AnswerSchema
+
+T = TypeVar("T")
+MISSING: Any = object()  # the batch has no such column (unlike a cell that holds null)
+
+
+class RowCache:
+    """A bounded, thread-safe map from a row's cells to what validating them returned."""
+
+    def __init__(self, maxsize: int = 16384) -> None:
+        self.maxsize = maxsize
+        self.validations = 0  # rows actually validated (cache misses); tests count these
+        self._values: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable | None, validate: Callable[[], T]) -> T:
+        """The cached result for ``key``, else ``validate()`` (cached when it returns; ``key`` None: never)."""
+        if key is not None:
+            with self._lock:
+                if key in self._values:
+                    return self._values[key]  # type: ignore[no-any-return]
+        with self._lock:
+            self.validations += 1
+        value = validate()
+        if key is not None:
+            with self._lock:
+                if len(self._values) >= self.maxsize:  # evict the oldest entry: dicts keep insertion order
+                    self._values.pop(next(iter(self._values)))
+                self._values[key] = value
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self.validations = 0
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy and pyarrow cells
+        return value.tolist()
+    raise TypeError(type(value).__name__)
+
+
+def cells_key(*cells: Any) -> str | None:
+    """The cells as canonical JSON, the cache key of a row; None (do not cache) when they are not JSON."""
+    try:
+        return json.dumps(cells, sort_keys=True, ensure_ascii=False, default=_plain)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def expert_names(cell: Any, row: int | None = None) -> list[str]:
+    """An ``experts`` cell as a list of names; JSON-encoded lists are accepted."""
+    at = where("experts", row)
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except (ValueError, RecursionError) as exc:
+            raise GoldError(f"{at}: must be a list of expert names; got {cell[:80]!r}; fix the dataset row") from exc
+    if not isinstance(cell, (list, tuple)) or not all(isinstance(x, str) for x in cell):
+        raise GoldError(f"{at}: must be a list of expert names; got {cell!r:.80}; fix the dataset row")
+    return list(cell)
+
+
+PLANNING_ROWS = RowCache()
+
+
+def _check_planning_row(solution: Any, experts: Any, schema: AnswerSchema, threshold: float, row: int) -> Plan | None:
+    gold = read_gold(solution, schema, row)
+    if gold is None or gold.steps is None or experts is MISSING:
+        return gold
+    index = ExpertIndex(expert_names(experts, row), threshold)
+    for i, step in enumerate(gold.steps):
+        if index.resolve(step.expert) is None:
+            raise GoldError(
+                f"{where('solution', row)}: step {i}: gold expert {step.expert!r} is not in the row's 'experts' list "
+                f"{index.experts}; fix the dataset row (its solution or its experts column)"
+            )
+    return gold
+
+
+def planning_gold(solution: Any, experts: Any, schema: AnswerSchema, threshold: float, row: int) -> Plan | None:
+    """The row's gold plan, validated with its ``experts`` cell (``MISSING``: no such column in the batch)."""
+    cells = cells_key(solution, None if experts is MISSING else experts, experts is MISSING)
+    key = None if cells is None else (schema, threshold, cells)
+    return PLANNING_ROWS.get(key, lambda: _check_planning_row(solution, experts, schema, threshold, row))
