@@ -32,6 +32,7 @@ from rewardkit.pipeline import (
     latest_run_dir,
 )
 from rewardkit.recipes import EXAMPLES, recipe_path
+from rewardkit.safe_io import atomic_write_text, atomic_writer
 from rewardkit.scoring import read_jsonl, score_rows
 
 SWIFT = str(Path(sys.executable).parent / "swift")
@@ -156,7 +157,7 @@ class PlanningPipeline:
             "grpo": build_grpo(annotated, GrpoOptions()),
             "test": build_grpo(test, GrpoOptions()),
         }.items():
-            with (out / f"{name}.jsonl").open("w", encoding="utf-8") as f:
+            with atomic_writer(out / f"{name}.jsonl") as f:  # a killed run never leaves a torn file
                 write_jsonl(rows, f)
             reports[name] = report.as_dict()
             print(f"[build] {name}: {report.render()}", file=ctx.echo)
@@ -182,7 +183,7 @@ class PlanningPipeline:
         test = read_jsonl(ctx.workdir / "data" / "test.jsonl")[: self.opts.eval_rows]
         path = ctx.workdir / "eval" / f"{name}.input.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as f:
+        with atomic_writer(path) as f:
             write_jsonl(test, f)
         result = ctx.workdir / "eval" / f"{name}.jsonl"
         result.unlink(missing_ok=True)
@@ -242,7 +243,7 @@ class PlanningPipeline:
             png = plot(steps, think_lengths(run / "completions.jsonl"), ctx.workdir / f"{stage}_curves.png",
                        f"planning {self.opts.preset}: {stage}")  # fmt: skip
             report[stage]["plot"] = str(png)
-        (ctx.workdir / "summary.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        atomic_write_text(ctx.workdir / "summary.json", json.dumps(report, ensure_ascii=False, indent=2) + "\n")
         return {"summary": str(ctx.workdir / "summary.json")}
 
     # -- output checks: run before a stage's marker is written, and before a marker is trusted on a rerun --
