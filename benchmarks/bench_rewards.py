@@ -2,7 +2,7 @@
 
     python benchmarks/bench_rewards.py
 
-1. StrictFormat: the linear check vs the seed regex on adversarial completions.
+1. StrictFormat: the linear check vs the reference regex on adversarial completions.
 2. Banned keywords: Aho-Corasick vs one regex alternation of the same words.
 """
 
@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable
 
-from rewardkit.rewards.strict_format import SEED_PATTERN, matches_seed_format
+from rewardkit.rewards.strict_format import REFERENCE_PATTERN, matches_strict_format
 from rewardkit.rewards.think_quality import BannedMatcher
 
 
@@ -29,11 +29,11 @@ def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
 def bench_strict_format() -> tuple[str, float, float]:
     # n separators and no closing tag: the regex retries every split point.
     text = "<think>\n" + "\n</think>\n\n<answer>\n" * 3000 + "x"
-    assert (SEED_PATTERN.match(text) is not None) == matches_seed_format(text)
+    assert (REFERENCE_PATTERN.match(text) is not None) == matches_strict_format(text)
     return (
         "StrictFormat, 3k separators",
-        best_of(lambda: SEED_PATTERN.match(text), 1),
-        best_of(lambda: matches_seed_format(text)),
+        best_of(lambda: REFERENCE_PATTERN.match(text), 1),
+        best_of(lambda: matches_strict_format(text)),
     )
 
 

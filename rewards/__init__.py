@@ -1,16 +1,23 @@
-"""rewardkit's rewards (planning and task completion), registered in ms-swift's ``orms`` registry.
+"""rewardkit's rewards (planning and task completion), for ms-swift's ``orms`` registry.
 
-Three ways in, one set of classes (all imports are absolute, through the
-installed ``rewardkit`` package):
+Importing this package has no side effects: it defines the reward classes and
+the key -> class maps, and imports neither ms-swift nor any config. The keys
+reach ms-swift's ``orms`` in one of three ways, each ending in :func:`register`:
 
-- ``import rewardkit.rewards``;
+- ``import rewardkit.rewards`` then ``rewardkit.rewards.register()`` (from your
+  own code or plugin file);
 - ``swift rlhf --external_plugins rewards/`` (ms-swift <= 4.4 imports the
   folder as a top-level package named ``rewards``);
-- ``swift rlhf --external_plugins rewards/__init__.py`` (ms-swift >= 4.5 loads
-  the file under a generated module name).
+- ``swift rlhf --external_plugins rewards/__init__.py`` (ms-swift loads the file
+  under a module name of its own: ``__init__`` on 4.4, a generated one on >= 4.5).
 
-Each way ends in :func:`register`, which maps the keys to the very same class
-objects, so loading twice is harmless.
+The last two load this very file under a name other than ``rewardkit.rewards``,
+which is what the bottom of the file keys on. All imports are absolute, through
+the installed ``rewardkit`` package, so every way maps the keys to the very same
+class objects and loading twice is harmless.
+
+The answer format the planning rewards read (parse, schema, plan) is public in
+:mod:`rewardkit.rewards.answers`.
 """
 
 from __future__ import annotations
@@ -50,8 +57,8 @@ EPISODE_REWARDS: dict[str, type] = {
 }
 REWARDS: dict[str, type] = {**PLANNING_REWARDS, **EPISODE_REWARDS}
 
-# The merchant-planner document's seven rewards and weights, in REWARDS order.
-DOCUMENT_WEIGHTS: dict[str, float] = {
+# The merchant planner's seven rewards and their weights, in REWARDS order.
+PLANNER_WEIGHTS: dict[str, float] = {
     "strict_format": 0.1,
     "json_valid": 0.1,
     "think_length": 0.1,
@@ -76,11 +83,9 @@ def register(registry: MutableMapping[str, Any] | None = None) -> MutableMapping
     return registry
 
 
-register()
-
 __all__ = [
-    "DOCUMENT_WEIGHTS",
     "EPISODE_REWARDS",
+    "PLANNER_WEIGHTS",
     "PLANNING_REWARDS",
     "REWARDS",
     "AnswerFormat",
@@ -96,3 +101,10 @@ __all__ = [
     "UserSimFailure",
     "register",
 ]
+
+# Registration is a side effect of the plugin entry file only. `import rewardkit.rewards` (the installed package)
+# runs this file as "rewardkit.rewards" and must not import ms-swift; ms-swift's --external_plugins runs the same
+# file as "rewards" (folder form, <= 4.4), "__init__" (file form, 4.4) or "_swift_external_<hash>" (file form,
+# >= 4.5), and there registering is the whole point of loading it.
+if __name__ != "rewardkit.rewards":
+    register()

@@ -72,7 +72,7 @@ _SCHEMA = _obj(
                 "min": {"type": "integer", "minimum": 0},
                 "max": {"type": "integer", "minimum": 0},
                 "eps": {"type": ["number", "null"], "exclusiveMinimum": 0},
-                "mode": {"enum": ["seed", "smooth"]},
+                "mode": {"enum": ["reference", "smooth"]},
             }
         ),
         "think_quality": _obj(

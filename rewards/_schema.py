@@ -1,6 +1,6 @@
 """Answer-JSON schema presets and the key mapping the rewards read through.
 
-``zh`` is the merchant-planner document's format; ``en`` is its English twin.
+``zh`` is the merchant planner's answer format (Chinese field names); ``en`` is its English twin.
 A custom JSON Schema file plus a key mapping supports any other naming.
 """
 

@@ -21,12 +21,19 @@ def matches_answer_only(text: str) -> bool:
 
 
 class AnswerFormat(PlanningReward):
-    """1.0 iff the completion is exactly one answer block and nothing else, else 0.0.
+    r"""1.0 iff the completion is exactly one answer block and nothing else, else 0.0.
 
-    Formula: ``1[re.match(r"^<answer>\\n.*?\\n</answer>$", c, DOTALL)]``: the
-    StrictFormat of the document's think-vs-no-think control run, where the
+    Formula: ``1[re.match(r"^<answer>\n.*?\n</answer>$", c, DOTALL)]``: the
+    StrictFormat of the planner's think-vs-no-think control run, where the
     model must not think. Pair it with JsonValid and the content rewards.
     Columns: none. Range: {0.0, 1.0}. Never returns None.
+
+    Example::
+
+        >>> from rewardkit.rewards import AnswerFormat
+        >>> answer = '<answer>\n{"补全后的问题": "查看经营周报", "plan": []}\n</answer>'
+        >>> AnswerFormat()([answer, "<think>\n查看周报\n</think>\n\n" + answer])  # a think is not allowed
+        [1.0, 0.0]
     """
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:

@@ -19,7 +19,7 @@ def set_f1(pred: set[str], gold: set[str]) -> float:
 
 
 class ExpertMatch(PlanningReward):
-    """Set F1 between predicted and gold experts, judged against the row's list.
+    r"""Set F1 between predicted and gold experts, judged against the row's list.
 
     Formula: predicted names are resolved to the row's ``experts`` (NFKC,
     whitespace/zero-width removed, casefolded, then rapidfuzz ratio >=
@@ -29,6 +29,19 @@ class ExpertMatch(PlanningReward):
     0.0 when the answer is not schema-valid JSON.
     Columns: ``solution``, ``experts``. Range: [0, 1].
     None when the gold has no plan.
+
+    Example::
+
+        >>> from rewardkit.rewards import ExpertMatch
+        >>> def done(*experts):
+        ...     steps = ", ".join('{"专家": "%s", "处理问题": ["查看经营周报"]}' % e for e in experts)
+        ...     answer = '{"补全后的问题": "查看经营周报", "plan": [%s]}' % steps
+        ...     return f"<think>\n选择专家。\n</think>\n\n<answer>\n{answer}\n</answer>"
+        >>> gold = '{"补全后的问题": "查看经营周报", "plan": [{"专家": "数据分析专家", "处理问题": ["查看经营周报"]}]}'
+        >>> completions = [done("数据分析专家"), done("数据分析专家", "策略推荐专家"), done("外星专家")]
+        >>> scores = ExpertMatch()(completions, solution=[gold] * 3, experts=[["数据分析专家", "策略推荐专家"]] * 3)
+        >>> [round(s, 3) for s in scores]  # exact; one extra expert: 2*1/(2+1); a name not in the list
+        [1.0, 0.667, 0.0]
     """
 
     columns = ("solution", "experts")

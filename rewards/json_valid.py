@@ -10,7 +10,7 @@ from rewardkit.rewards._parsing import read_plan
 
 
 class JsonValid(PlanningReward):
-    """1.0 iff the single answer block holds a JSON object valid under the schema.
+    r"""1.0 iff the single answer block holds a JSON object valid under the schema.
 
     Formula: ``1[exactly one <answer>…</answer> after the think block, its text
     decodes to a JSON object, the object validates against the configured JSON
@@ -18,6 +18,16 @@ class JsonValid(PlanningReward):
     earlier steps only]``. A plan that appears only inside ``<think>`` does not
     count; two or more answer blocks are invalid.
     Columns: none. Range: {0.0, 1.0}. Never returns None.
+
+    Example::
+
+        >>> from rewardkit.rewards import JsonValid
+        >>> def done(answer):
+        ...     return f"<think>\n周报属于数据分析专家。\n</think>\n\n<answer>\n{answer}\n</answer>"
+        >>> plan = '{"补全后的问题": "查看经营周报", "plan": [{"专家": "数据分析专家", "处理问题": ["查看经营周报"]}]}'
+        >>> later = plan.replace('"]}]', '"], "depends_on": [1]}]')  # step 0 depends on a step after it
+        >>> JsonValid()([done(plan), done('{"plan": [}'), done(later)])  # valid; broken JSON; bad depends_on
+        [1.0, 0.0, 0.0]
     """
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:

@@ -32,7 +32,7 @@ def edges(plan: Plan) -> set[tuple[int, int]]:
 
 
 class PlanCoverage(PlanningReward):
-    """Optimal one-to-one matching of predicted to gold (expert, sub-question) items.
+    r"""Optimal one-to-one matching of predicted to gold (expert, sub-question) items.
 
     Item similarity is the backend's similarity of the two sub-questions, times
     ``plan_coverage.cross_expert`` when the (resolved) experts differ. Items
@@ -51,6 +51,24 @@ class PlanCoverage(PlanningReward):
     ``plan_coverage.weights``. Both plans empty = 1.0, exactly one empty = 0.0,
     answer not schema-valid JSON = 0.0.
     Columns: ``solution``, ``experts``. Range: [0, 1]. None when the gold has no plan.
+
+    Example (default weights coverage 0.4, quality 0.3, diversity 0.1; the gold has no depends_on)::
+
+        >>> from rewardkit.rewards import PlanCoverage
+        >>> def plan(*steps):
+        ...     items = ", ".join('{"专家": "%s", "处理问题": ["%s"]}' % step for step in steps)
+        ...     return '{"补全后的问题": "分析营收并推荐策略", "plan": [%s]}' % items
+        >>> def done(answer):
+        ...     return f"<think>\n拆成两步。\n</think>\n\n<answer>\n{answer}\n</answer>"
+        >>> analyse, advise = ("数据分析专家", "分析上月营收"), ("策略推荐专家", "推荐三个优化策略")
+        >>> gold = plan(analyse, advise)
+        >>> completions = [done(gold), done(plan(analyse)), done(plan(("策略推荐专家", "分析上月营收"), advise))]
+        >>> scores = PlanCoverage()(completions, solution=[gold] * 3, experts=[[analyse[0], advise[0]]] * 3)
+        >>> [round(s, 3) for s in scores]  # half the gold: (0.4*0.5 + 0.3 + 0.1) / 0.8
+        [1.0, 0.75, 0.906]
+
+    In the third, one item sits under the wrong expert, so its similarity is halved (``cross_expert``):
+    quality = (1 + 0.5) / 2 and the reward is (0.4 + 0.3*0.75 + 0.1) / 0.8.
     """
 
     columns = ("solution", "experts")

@@ -20,7 +20,7 @@ def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
 
 
 class RewriteSimilarity(PlanningReward):
-    """Similarity of the predicted rewritten query to the gold one.
+    r"""Similarity of the predicted rewritten query to the gold one.
 
     Formula: ``alpha * semantic + (1 - alpha) * coverage`` where ``semantic``
     is the backend similarity (``lexical``: rapidfuzz normalised Levenshtein
@@ -29,6 +29,17 @@ class RewriteSimilarity(PlanningReward):
     characters or bigrams per ``rewrite_similarity.cjk_units``) present in the
     prediction. 0.0 when the answer is not schema-valid JSON.
     Columns: ``solution``. Range: [0, 1]. None when the gold has no rewrite.
+
+    Example (lexical backend, alpha 0.5)::
+
+        >>> from rewardkit.rewards import RewriteSimilarity
+        >>> def done(rewrite):
+        ...     answer = '{"补全后的问题": "%s", "plan": []}' % rewrite
+        ...     return f"<think>\n改写用户的问题。\n</think>\n\n<answer>\n{answer}\n</answer>"
+        >>> gold = '{"补全后的问题": "查看经营周报", "plan": []}'
+        >>> scores = RewriteSimilarity()([done("查看经营周报"), done("查看周报"), "no answer"], solution=[gold] * 3)
+        >>> [round(s, 3) for s in scores]  # 查看周报: 0.5 * ratio 0.8 + 0.5 * (2 of the gold's 5 bigrams)
+        [1.0, 0.6, 0.0]
     """
 
     columns = ("solution",)

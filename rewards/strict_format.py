@@ -1,4 +1,4 @@
-"""StrictFormat: does the completion follow the seed's exact layout?"""
+"""StrictFormat: does the completion follow the planner's exact ``<think>``/``<answer>`` layout?"""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from rewardkit.rewards._base import PlanningReward
 
-# The seed document's pattern, kept for reference and for the equivalence test.
-SEED_PATTERN = re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.DOTALL)
+# The planner's layout as one regex: the definition the linear check reproduces (see the equivalence tests).
+REFERENCE_PATTERN = re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.DOTALL)
 
 _PREFIX = "<think>\n"
 _MIDDLE = "\n</think>\n\n<answer>\n"
@@ -25,8 +25,8 @@ def _body_ends(text: str) -> list[int]:
     return [end - len(_SUFFIX) for end in ends]
 
 
-def matches_seed_format(text: str) -> bool:
-    """``SEED_PATTERN.match(text) is not None``, decided in linear time.
+def matches_strict_format(text: str) -> bool:
+    """``REFERENCE_PATTERN.match(text) is not None``, decided in linear time.
 
     Both ``.*?`` groups match anything, so the regex matches iff the text starts
     with ``<think>\\n``, ends with ``\\n</answer>`` (``$`` also allows one final
@@ -46,13 +46,23 @@ def matches_seed_format(text: str) -> bool:
     return False
 
 
-class StrictFormat(PlanningReward):
-    """1.0 iff the completion matches the seed's strict layout, else 0.0.
 
-    Formula: ``1[re.match(r"^<think>\\n.*?\\n</think>\\n\\n<answer>\\n.*?\\n</answer>$", c, DOTALL)]``,
-    evaluated in linear time by :func:`matches_seed_format`.
-    Columns: none. Range: {0.0, 1.0}. Never returns None.
+class StrictFormat(PlanningReward):
+    r"""1.0 iff the completion matches the planner's strict think-then-answer layout, else 0.0.
+
+    Formula: ``1[re.match(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", c, DOTALL)]``,
+    evaluated in linear time by :func:`matches_strict_format`.
+    Columns: none (the planning columns may be passed and are ignored). Range: {0.0, 1.0}. Never returns None.
+
+    Example::
+
+        >>> from rewardkit.rewards import StrictFormat
+        >>> gold = '{"补全后的问题": "查看经营周报", "plan": [{"专家": "数据分析专家", "处理问题": ["查看经营周报"]}]}'
+        >>> good = f"<think>\n周报属于数据分析专家。\n</think>\n\n<answer>\n{gold}\n</answer>"
+        >>> one_newline = good.replace("\n\n", "\n")  # one newline between the blocks instead of two
+        >>> StrictFormat()([good, one_newline], solution=[gold, gold], experts=[["数据分析专家"]] * 2)
+        [1.0, 0.0]
     """
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        return [1.0 if matches_seed_format(c) else 0.0 for c in completions]
+        return [1.0 if matches_strict_format(c) else 0.0 for c in completions]

@@ -35,6 +35,22 @@ class TaskCompletion(EpisodeReward):
     Range: {0.0, 1.0}. None only for an episode whose user simulator failed, which
     the ``tau2_user`` scheduler leaves out of training. A malformed ``task`` cell or
     unknown domain raises (dataset bug); any model output scores.
+
+    Example (the first call builds the retail database once per process)::
+
+        >>> from rewardkit.rewards import TaskCompletion
+        >>> cancel = {"order_id": "#W6779827", "reason": "no longer needed"}
+        >>> task = {"evaluation_criteria": {
+        ...     "actions": [{"name": "cancel_pending_order", "arguments": cancel}], "communicate_info": ["refund"]}}
+        >>> call = {"role": "assistant", "content": '<tool_call>{"name": "cancel_pending_order", "arguments": '
+        ...     '{"order_id": "#W6779827", "reason": "no longer needed"}}</tool_call>'}
+        >>> told = {"role": "assistant", "content": "Cancelled; the refund is on its way."}
+        >>> silent = {"role": "assistant", "content": "Cancelled."}
+        >>> rows = {"messages": [[call, told], [call, silent], [told]], "task": [task] * 3, "domain": ["retail"] * 3}
+        >>> TaskCompletion()(["", "", ""], **rows)  # right state and said; right state only; said only
+        [1.0, 0.0, 0.0]
+        >>> TaskCompletion(config={"task_completion": {"require_outputs": False}})(["", "", ""], **rows)  # MUA-RL's
+        [1.0, 1.0, 0.0]
     """
 
     def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None, **_: Any) -> None:

@@ -29,7 +29,7 @@ def _matches(action: Mapping[str, Any], call: Call) -> bool:
 
 
 class TaskCompletionRate(EpisodeReward):
-    """The document's task completion rate: satisfied criteria / all criteria.
+    """MUA-RL's task completion rate (TCR): satisfied criteria / all criteria.
 
     Formula: ``(W_matched + O_said + S) / (W + O + 1)`` where
 
@@ -48,6 +48,20 @@ class TaskCompletionRate(EpisodeReward):
     failed scores None, as in TaskCompletion.
     Range: [0, 1]; 1.0 implies TaskCompletion = 1. Meant with weight 0, as a
     logged metric.
+
+    Example (one gold write, one expected output, so the denominator is 1 + 1 + 1)::
+
+        >>> from rewardkit.rewards import TaskCompletionRate
+        >>> cancel = {"order_id": "#W6779827", "reason": "no longer needed"}
+        >>> task = {"evaluation_criteria": {
+        ...     "actions": [{"name": "cancel_pending_order", "arguments": cancel}], "communicate_info": ["refund"]}}
+        >>> call = {"role": "assistant", "content": '<tool_call>{"name": "cancel_pending_order", "arguments": '
+        ...     '{"order_id": "#W6779827", "reason": "no longer needed"}}</tool_call>'}
+        >>> told = {"role": "assistant", "content": "Cancelled; the refund is on its way."}
+        >>> silent = {"role": "assistant", "content": "Cancelled."}
+        >>> rows = {"messages": [[call, told], [call, silent], [told]], "task": [task] * 3, "domain": ["retail"] * 3}
+        >>> [round(r, 3) for r in TaskCompletionRate()(["", "", ""], **rows)]  # 3/3; (1 + 0 + 1)/3; (0 + 1 + 0)/3
+        [1.0, 0.667, 0.333]
     """
 
     def score_episode(

@@ -14,7 +14,7 @@ from rewardkit.rewards._config import ConfigError
 from rewardkit.rewards._parsing import DatasetError, parse, where
 from rewardkit.rewards._rows import RowCache, cells_key
 
-STEEPNESS = 5.0  # the seed's constant in exp(5 * (x - 0.5))
+STEEPNESS = 5.0  # the planner's constant in exp(5 * (x - 0.5))
 BAND_ROWS = RowCache()  # (think_min, think_max) cells -> the checked band
 
 
@@ -23,8 +23,8 @@ def _s(x: float) -> float:
     return float(expit(-STEEPNESS * (x - 0.5)))
 
 
-def seed_curve(length: float, lo: float, hi: float, eps: float) -> float:
-    """The document's formula: 1 in [lo, hi], else ``1/(1+exp(5(|L-mid|/eps-0.5)))``."""
+def reference_curve(length: float, lo: float, hi: float, eps: float) -> float:
+    """The planner's original S-curve (``mode: reference``): 1 in [lo, hi], else ``1/(1+exp(5(|L-mid|/eps-0.5)))``."""
     if lo <= length <= hi:
         return 1.0
     return _s(abs(length - (lo + hi) / 2) / eps)
@@ -34,7 +34,7 @@ def smooth_curve(length: float, lo: float, hi: float, eps: float) -> float:
     """1 in [lo, hi]; outside, the same S measured from the nearer edge, scaled to 1 there.
 
     ``d = lo - L`` (too short) or ``L - hi`` (too long); reward ``S(d/eps) / S(0)``.
-    With the default ``eps = hi - lo`` the seed curve is already 0.5 at the edge
+    With the default ``eps = hi - lo`` the reference curve is already 0.5 at the edge
     (``|L-mid|/eps = 0.5``), so it jumps from 1.0 to 0.5 at one character past
     the band; this variant starts at 1.0 and loses 0.46 over ``eps/2``.
     """
@@ -58,17 +58,30 @@ def _load_tokenizer(args: Any) -> Any:
 
 
 class ThinkLength(PlanningReward):
-    """S-curve reward on L, the length of the stripped think text.
+    r"""S-curve reward on L, the length of the stripped think text.
 
     Formula: ``mode: smooth`` (default) ``1`` if ``min <= L <= max`` else
     ``S(d/eps)/S(0)`` with ``d`` the distance to the nearer band edge;
-    ``mode: seed`` ``1`` inside, else ``S(|L - (min+max)/2| / eps)``;
+    ``mode: reference`` (the planner's original curve) ``1`` inside, else ``S(|L - (min+max)/2| / eps)``;
     ``S(x) = 1/(1+exp(5(x-0.5)))``, ``eps`` defaults to ``max(max - min, 1)``.
     L counts characters (``unit: chars``) or tokenizer tokens (``unit: tokens``).
     A missing or empty think scores 0.0 (the extreme of "too short").
     Columns: optional ``think_min`` / ``think_max`` override the band per row
     (null: the config's); each must be a finite number >= 0, with min <= max.
     Range: [0, 1]. Never returns None.
+
+    Example (band 10-20 characters, so eps = 10 and the midpoint is 15)::
+
+        >>> from rewardkit.rewards import ThinkLength
+        >>> def think(n):
+        ...     return "<think>\n" + "字" * n + "\n</think>\n\n<answer>\n{}\n</answer>"
+        >>> band = {"min": 10, "max": 20}
+        >>> smooth = ThinkLength(config={"think_length": band})
+        >>> [round(r, 3) for r in smooth([think(15), think(25), "<answer>\n{}\n</answer>"])]  # 25: S(5/10) / S(0)
+        [1.0, 0.541, 0.0]
+        >>> reference = ThinkLength(config={"think_length": {**band, "mode": "reference"}})
+        >>> [round(r, 3) for r in reference([think(20), think(21), think(25)])]  # 21: S(|21-15|/10) = S(0.6)
+        [1.0, 0.378, 0.076]
     """
 
     optional_columns = ("think_min", "think_max")
@@ -76,7 +89,7 @@ class ThinkLength(PlanningReward):
     def __init__(self, args: Any = None, config: Any = None, tokenizer: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
         self.cfg = self.config.think_length
-        self.curve = smooth_curve if self.cfg.mode == "smooth" else seed_curve
+        self.curve = smooth_curve if self.cfg.mode == "smooth" else reference_curve
         self.tokenizer = None
         if self.cfg.unit == "tokens":
             self.tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(args)

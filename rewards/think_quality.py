@@ -68,7 +68,7 @@ def _read_banned(path: Path) -> list[str]:
 
 
 class ThinkQuality(PlanningReward):
-    """Quality gate on the think text.
+    r"""Quality gate on the think text.
 
     Formula: 0.0 if the think is missing or empty, contains a banned keyword
     (``think_quality.banned`` + ``banned_file``, NFKC + case-insensitive
@@ -78,6 +78,20 @@ class ThinkQuality(PlanningReward):
     ``repetition_ngram``-gram ratio over words and CJK characters: ordinary
     prose scores 1.0, a think that loops on one phrase drops towards 0.
     Columns: none. Range: [0, 1]. Never returns None.
+
+    Example::
+
+        >>> from rewardkit.rewards import ThinkQuality
+        >>> def think(text):
+        ...     return f"<think>\n{text}\n</think>\n\n<answer>\n{{}}\n</answer>"
+        >>> reward = ThinkQuality(config={"think_quality": {"banned": ["作为AI"]}})
+        >>> [round(r, 3) for r in reward([
+        ...     think("用户想查看经营周报，这属于数据分析专家，不需要拆解。"),  # clean prose
+        ...     think("作为AI，我认为这属于数据分析专家。"),  # a banned keyword
+        ...     think('答案是 "plan": [数据分析专家]'),  # the answer leaks into the think
+        ...     think("查看周报 " * 20),  # loops on one phrase: distinct 3-gram ratio 0.051 / 0.5
+        ... ])]
+        [1.0, 0.0, 0.0, 0.103]
     """
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:

@@ -18,6 +18,13 @@ class UserSimFailure(Reward):
     Range: {0.0, 1.0}; never None. Use it with weight 0: ms-swift then logs
     ``rewards/UserSimFailure/mean``, the failed share of each batch. Failed
     episodes are left out of training by the ``tau2_user`` plugin, not by this.
+
+    Example::
+
+        >>> from rewardkit.rewards import UserSimFailure
+        >>> infos = [{"termination": "user_sim_error"}, {"termination": "user_stop"}, None]
+        >>> UserSimFailure()(["", "", ""], rollout_infos=infos)
+        [1.0, 0.0, 0.0]
     """
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:

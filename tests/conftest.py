@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-# Planning registry keys in PLANNING_REWARDS' order: the document's seven, then answer_format.
+# Planning registry keys in PLANNING_REWARDS' order: the planner's seven, then answer_format.
 REWARD_KEYS = [
     "strict_format",
     "json_valid",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rewardkit.planning_pipeline import planning_corpus
-from rewardkit.rewards import DOCUMENT_WEIGHTS, REWARDS
+from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 from rewardkit.summary import grpo_steps
 from rewardkit.tiny_model import build_tiny_model, offline_env
 
@@ -65,10 +65,10 @@ def test_grpo_two_steps_logs_all_seven_rewards(tiny_model: Path, tmp_path: Path)
     steps = read_steps(out)
     assert len(steps) == 2
     for row in steps:
-        means = {key: row.get(f"rewards/{REWARDS[key].__name__}/mean") for key in DOCUMENT_WEIGHTS}
+        means = {key: row.get(f"rewards/{REWARDS[key].__name__}/mean") for key in PLANNER_WEIGHTS}
         missing = [k for k, v in means.items() if v is None]
         assert not missing, f"no rewards/<Class>/mean for {missing}"
         assert all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in means.values())
         # ms-swift's total is the weighted sum of the per-reward means: the weights arrived.
-        expected = sum(DOCUMENT_WEIGHTS[k] * v for k, v in means.items())
+        expected = sum(PLANNER_WEIGHTS[k] * v for k, v in means.items())
         assert row["reward"] == pytest.approx(expected, abs=1e-4)

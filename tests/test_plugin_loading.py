@@ -1,5 +1,6 @@
-"""The three ways ms-swift can load rewards/, each in a fresh interpreter,
-through ms-swift's own ``import_external_file``."""
+"""The three ways rewards/ reaches ms-swift's ``orms``, each in a fresh interpreter: an explicit
+``register()`` after importing the installed package, and ms-swift's own ``import_external_file``
+on the folder and on the file. A plain import registers nothing."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ from conftest import REWARD_KEYS
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = {*REWARD_KEYS, "task_completion", "task_completion_rate", "user_sim_failure"}
 
+# Targets: "imported" (plain import), "installed" (import, then register()), or a path for --external_plugins.
 PROBE = """
 import json, sys
 from swift.utils import import_external_file
 loaded = []
 for target in sys.argv[1:]:
-    if target == "installed":
+    if target in ("imported", "installed"):
         import rewardkit.rewards as mod
+        if target == "installed":
+            mod.register()
     else:
         mod = import_external_file(target)
     loaded.append(mod.__name__)
@@ -29,7 +33,7 @@ import rewardkit.rewards as rk
 print(json.dumps({
     "modules": loaded,
     "registered": sorted(k for k in rk.REWARDS if k in orms),
-    "identical": all(orms[k] is cls for k, cls in rk.REWARDS.items()),
+    "identical": all(orms.get(k) is cls for k, cls in rk.REWARDS.items()),
     "builtin_kept": "format" in orms,
 }))
 """
@@ -45,7 +49,13 @@ def probe(*targets: str, cwd: Path = ROOT) -> dict:
 
 @pytest.mark.compat
 class TestPluginLoading:
-    def test_installed_package(self) -> None:
+    def test_plain_import_registers_nothing(self) -> None:
+        # Importing the package has no side effects: registration needs register() or a plugin entry file.
+        result = probe("imported")
+        assert result["modules"] == ["rewardkit.rewards"]
+        assert result["registered"] == [] and result["builtin_kept"]
+
+    def test_installed_package_with_register(self) -> None:
         result = probe("installed")
         assert result["modules"] == ["rewardkit.rewards"]
         assert set(result["registered"]) == KEYS and result["identical"] and result["builtin_kept"]
@@ -60,16 +70,32 @@ class TestPluginLoading:
         assert result["modules"] == ["rewards"]
         assert set(result["registered"]) == KEYS and result["identical"]
 
+    def test_folder_form_after_a_plain_import(self) -> None:
+        # The installed package is already in sys.modules: the folder must still register, under its own name.
+        import swift
+
+        if not _folder_form_supported(swift.__version__):
+            pytest.skip(f"ms-swift {swift.__version__} loads plugin files only")
+        result = probe("imported", str(ROOT / "rewards") + "/")
+        assert result["modules"] == ["rewardkit.rewards", "rewards"]
+        assert set(result["registered"]) == KEYS and result["identical"]
+
     def test_init_file_form(self) -> None:
         # --external_plugins rewards/__init__.py : the file under whatever name ms-swift picks.
         result = probe(str(ROOT / "rewards" / "__init__.py"))
         assert result["modules"][0] != "rewardkit.rewards"
         assert set(result["registered"]) == KEYS and result["identical"]
 
+    def test_init_file_form_after_a_plain_import(self) -> None:
+        # As a training script that imported rewardkit.rewards before ms-swift loaded the plugin file.
+        result = probe("imported", str(ROOT / "rewards" / "__init__.py"))
+        assert result["modules"][0] == "rewardkit.rewards" and result["modules"][1] != "rewardkit.rewards"
+        assert set(result["registered"]) == KEYS and result["identical"]
+
     def test_loading_every_way_in_one_process_is_harmless(self) -> None:
         import swift
 
-        targets = ["installed", str(ROOT / "rewards" / "__init__.py")]
+        targets = ["imported", "installed", str(ROOT / "rewards" / "__init__.py")]
         if _folder_form_supported(swift.__version__):
             targets.insert(1, str(ROOT / "rewards") + "/")
         result = probe(*targets)

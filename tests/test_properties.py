@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rewardkit.rewards import PLANNING_REWARDS
-from rewardkit.rewards.strict_format import SEED_PATTERN, matches_seed_format
+from rewardkit.rewards.strict_format import REFERENCE_PATTERN, matches_strict_format
 
 REWARD_OBJECTS = {key: cls() for key, cls in PLANNING_REWARDS.items()}
 
@@ -50,8 +50,8 @@ def test_every_reward_is_finite_and_in_range(texts: list[str]) -> None:
 
 @settings(max_examples=500, deadline=None)
 @given(fragment_text)
-def test_linear_strict_format_equals_the_seed_regex(text: str) -> None:
-    assert matches_seed_format(text) == (SEED_PATTERN.match(text) is not None)
+def test_linear_strict_format_equals_the_reference_regex(text: str) -> None:
+    assert matches_strict_format(text) == (REFERENCE_PATTERN.match(text) is not None)
 
 
 def _big_inputs() -> dict[str, str]:

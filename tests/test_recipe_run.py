@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.rewards import DOCUMENT_WEIGHTS, REWARDS
+from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ["model", "build", "sft", "eval_sft", "grpo", "summary"]
@@ -43,9 +43,9 @@ class TestRecipeRun:
     def test_summary_has_all_seven_rewards_and_a_plot(self, short_run) -> None:
         workdir, _ = short_run
         summary = json.loads((workdir / "summary.json").read_text())
-        names = {REWARDS[k].__name__ for k in DOCUMENT_WEIGHTS}
+        names = {REWARDS[k].__name__ for k in PLANNER_WEIGHTS}
         assert names <= set(summary["grpo"]["first"]) and names <= set(summary["grpo"]["last"])
-        assert set(DOCUMENT_WEIGHTS) <= set(summary["eval"]["sft"])
+        assert set(PLANNER_WEIGHTS) <= set(summary["eval"]["sft"])
         assert Path(summary["grpo"]["plot"]).stat().st_size > 10_000
 
     def test_build_counts_reconcile(self, short_run) -> None:

@@ -53,7 +53,7 @@ def test_grpo_recipes_wire_rewards(recipe: RecipeFile) -> None:
         assert env_config and (REPO / env_config).is_file()
 
 
-def test_document_weights_in_the_seven_reward_recipes() -> None:
+def test_planner_weights_in_the_seven_reward_recipes() -> None:
     for name in ("rewards.yaml", "grpo.yaml", "grpo_zero3.yaml", "grpo_server.yaml"):
         config = yaml.safe_load((ROOT / "planning" / name).read_text(encoding="utf-8"))
         assert [float(w) for w in config["reward_weights"]] == [0.1, 0.1, 0.1, 0.1, 0.2, 0.3, 0.1], name

@@ -5,11 +5,11 @@ from _contract import RewardContract
 from conftest import GOOD
 
 from rewardkit.rewards import StrictFormat
-from rewardkit.rewards.strict_format import SEED_PATTERN, matches_seed_format
+from rewardkit.rewards.strict_format import REFERENCE_PATTERN, matches_strict_format
 
 CASES = [
     # (completion, expected, why)
-    (GOOD, 1.0, "the document's layout"),
+    (GOOD, 1.0, "the planner's layout"),
     (GOOD + "\n", 1.0, "$ also matches before one final newline"),
     (GOOD + "\n\n", 0.0, "two trailing newlines: $ cannot skip both"),
     (" " + GOOD, 0.0, "re.match anchors at 0: no leading space"),
@@ -30,12 +30,12 @@ class TestStrictFormat(RewardContract):
     @pytest.mark.parametrize(("text", "expected", "why"), CASES, ids=[c[2] for c in CASES])
     def test_table(self, text: str, expected: float, why: str) -> None:
         assert StrictFormat()([text]) == [expected]
-        # The linear-time check agrees with the document's regex on every case.
-        assert (SEED_PATTERN.match(text) is not None) == (expected == 1.0)
+        # The linear-time check agrees with the planner's regex on every case.
+        assert (REFERENCE_PATTERN.match(text) is not None) == (expected == 1.0)
 
     def test_thousands_of_blocks_stay_linear(self) -> None:
-        # 20k "\n</think>\n\n<answer>\n" separators with no closing tag: the seed
+        # 20k "\n</think>\n\n<answer>\n" separators with no closing tag: the reference
         # regex tries every split (quadratic); the linear check answers at once.
         text = "<think>\n" + "\n</think>\n\n<answer>\n" * 20_000 + "x"
-        assert matches_seed_format(text) is False
-        assert matches_seed_format(text + "\n</answer>") is True
+        assert matches_strict_format(text) is False
+        assert matches_strict_format(text + "\n</answer>") is True

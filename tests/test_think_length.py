@@ -15,7 +15,7 @@ def think_of(n: int) -> str:
 
 
 # S(x) = 1 / (1 + exp(5 (x - 0.5)));  S(0) = 0.924142
-SEED = [
+REFERENCE = [
     (10, 1.0),  # inside, lower edge
     (20, 1.0),  # inside, upper edge
     (21, 0.377541),  # x = |21-15|/10 = 0.6 -> 1/(1+e^0.5)
@@ -37,21 +37,21 @@ SMOOTH = [
 class TestThinkLength(RewardContract):
     reward_cls = ThinkLength
 
-    @pytest.mark.parametrize(("n", "expected"), SEED)
-    def test_seed_mode(self, n: int, expected: float) -> None:
-        reward = ThinkLength(config={**BAND, "think_length": {**BAND["think_length"], "mode": "seed"}})
+    @pytest.mark.parametrize(("n", "expected"), REFERENCE)
+    def test_reference_mode(self, n: int, expected: float) -> None:
+        reward = ThinkLength(config={**BAND, "think_length": {**BAND["think_length"], "mode": "reference"}})
         assert reward([think_of(n)]) == [pytest.approx(expected, abs=1e-6)]
 
     @pytest.mark.parametrize(("n", "expected"), SMOOTH)
     def test_smooth_mode(self, n: int, expected: float) -> None:
         assert ThinkLength(config=BAND)([think_of(n)]) == [pytest.approx(expected, abs=1e-6)]
 
-    def test_smooth_is_continuous_at_the_edges_where_seed_jumps(self) -> None:
-        from rewardkit.rewards.think_length import seed_curve, smooth_curve
+    def test_smooth_is_continuous_at_the_edges_where_reference_jumps(self) -> None:
+        from rewardkit.rewards.think_length import reference_curve, smooth_curve
 
         for edge, step in ((20, 1e-6), (10, -1e-6)):
             assert smooth_curve(edge + step, 10, 20, 10) == pytest.approx(1.0, abs=1e-5)
-            assert seed_curve(edge + step, 10, 20, 10) == pytest.approx(0.5, abs=1e-5)
+            assert reference_curve(edge + step, 10, 20, 10) == pytest.approx(0.5, abs=1e-5)
 
     def test_missing_think_is_zero(self) -> None:
         assert ThinkLength(config=BAND)(["<answer>\n{}\n</answer>", "no tags at all"]) == [0.0, 0.0]
@@ -61,7 +61,7 @@ class TestThinkLength(RewardContract):
         assert ThinkLength(config=BAND)([padded]) == [1.0]
 
     def test_explicit_eps(self) -> None:
-        reward = ThinkLength(config={"think_length": {"min": 10, "max": 20, "eps": 2, "mode": "seed"}})
+        reward = ThinkLength(config={"think_length": {"min": 10, "max": 20, "eps": 2, "mode": "reference"}})
         # x = |21 - 15| / 2 = 3.0 -> 1/(1+e^12.5) = 3.7e-6
         assert reward([think_of(21)]) == [pytest.approx(3.727e-6, rel=1e-3)]
 
@@ -77,7 +77,7 @@ class TestThinkLength(RewardContract):
             ThinkLength(config=BAND)([think_of(5)], think_min=[30], think_max=[20])
 
     def test_huge_length_does_not_overflow(self) -> None:
-        assert ThinkLength(config={**BAND, "think_length": {"mode": "seed"}})([think_of(10**6)]) == [0.0]
+        assert ThinkLength(config={**BAND, "think_length": {"mode": "reference"}})([think_of(10**6)]) == [0.0]
 
     def test_token_unit_uses_the_tokenizer(self, minilm_path: str) -> None:
         from transformers import AutoTokenizer

@@ -1,1 +1,1 @@
-"""Builders for the merchant-planner pipeline (seed 001): teacher SFT rows and GRPO rows."""
+"""Builders for the merchant-planner pipeline: teacher SFT rows and GRPO rows."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.data_builders._io import kind
-from rewardkit.rewards._schema import AnswerSchema
+from rewardkit.rewards.answers import AnswerSchema
 
 # A check returns None when the value is fine, else what is wrong with it ("got null", "but item 2 is null").
 Check = Callable[[Any], "str | None"]

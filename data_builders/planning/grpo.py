@@ -34,9 +34,7 @@ from typing import Any
 from rewardkit.data_builders._io import BuildReport, Record, read_records
 from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
 from rewardkit.data_builders.planning._records import GRPO, field_problem, grpo_gold_problem
-from rewardkit.rewards._parsing import Plan, read_plan
-from rewardkit.rewards._schema import AnswerSchema, load_schema
-from rewardkit.rewards._text import normalize_name
+from rewardkit.rewards.answers import AnswerSchema, Plan, load_schema, normalize_name, read_plan
 
 REQUIRED = ("query", "experts", "rewrite", "plan")
 

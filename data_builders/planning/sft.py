@@ -20,7 +20,7 @@ row's list (``expert_not_in_list``), the experts equal the gold's where there is
 a gold (``experts_mismatch``), ThinkQuality is not 0 (``think_quality``), and
 the think length lies in [think_min, think_max] characters (``think_length``).
 ``keep_shortest`` then keeps that fraction of each input's survivors, shortest
-thinks first (``not_shortest``), as the document prefers short teacher samples.
+thinks first (``not_shortest``), as the planner write-up prefers short teacher samples.
 Before any filter, a record that is not a JSON object with the required fields is
 ``malformed`` and one with a field of the wrong type (``gold`` included) is
 ``bad_field:<name>``; under ``--on-error stop`` either stops the build.
@@ -40,10 +40,8 @@ from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, Pr
 from rewardkit.data_builders.planning._records import SFT, field_problem, sft_gold_problem
 from rewardkit.data_builders.planning.grpo import gold_answer, plan_experts
 from rewardkit.rewards import ThinkQuality
-from rewardkit.rewards._parsing import parse, read_plan
-from rewardkit.rewards._schema import AnswerSchema, load_schema
-from rewardkit.rewards._text import normalize_name
-from rewardkit.rewards.strict_format import matches_seed_format
+from rewardkit.rewards.answers import AnswerSchema, load_schema, normalize_name, parse, read_plan
+from rewardkit.rewards.strict_format import matches_strict_format
 
 REQUIRED = ("query", "experts", "output")
 
@@ -70,7 +68,7 @@ class TeacherFilter:
     def reason(self, data: dict[str, Any]) -> str | None:
         """Why the teacher output is rejected, or None to keep it (the fields are checked already)."""
         output = data["output"]
-        if not matches_seed_format(output):
+        if not matches_strict_format(output):
             return "format"
         plan = read_plan(output, self.schema)
         if plan is None:

@@ -1,4 +1,4 @@
-"""A tool harness over one private SQLite database (the production-harness document's rules).
+"""A tool harness over one private SQLite database, with a production agent harness's rules (docs/harness.md).
 
 - every tool declares a JSON Schema for its arguments (an OpenAI function spec,
   usable as ms-swift's ``tools`` column) and a risk level, ``read`` or ``write``;

@@ -1,4 +1,4 @@
-"""`rewardkit recipe run planning`: build → SFT → GRPO for the merchant planner (seed 001).
+"""`rewardkit recipe run planning`: build → SFT → GRPO for the merchant planner.
 
 Stages: ``model`` (tiny preset: build the offline tiny Qwen3), ``build`` (datasets
 from the teacher and annotated records), ``sft``, ``eval_sft`` (test-split rewards

@@ -96,10 +96,10 @@ def score_rows(
 
     All rows go through each reward as one batch, as in a GRPO step.
     """
-    from rewardkit.rewards import DOCUMENT_WEIGHTS, REWARDS
+    from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 
-    keys = list(keys or DOCUMENT_WEIGHTS)
-    weights = dict(weights or DOCUMENT_WEIGHTS)
+    keys = list(keys or PLANNER_WEIGHTS)
+    weights = dict(weights or PLANNER_WEIGHTS)
     unknown = [k for k in keys if k not in REWARDS]
     if unknown:
         raise ValueError(f"unknown reward keys {unknown}; run `rewardkit rewards` for the list")

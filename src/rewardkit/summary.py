@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.rewards._parsing import parse
+from rewardkit.rewards.answers import parse
 from rewardkit.scoring import read_jsonl
 
 REWARD_PREFIX = "rewards/"
