@@ -46,7 +46,6 @@ def matches_strict_format(text: str) -> bool:
     return False
 
 
-
 class StrictFormat(PlanningReward):
     r"""1.0 iff the completion matches the planner's strict think-then-answer layout, else 0.0.
 
