@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Sized
+import inspect
+from collections.abc import Iterable, Mapping, Sized
 from typing import Any, ClassVar
 
+from rewardkit.rewards._completions import completion_texts
 from rewardkit.rewards._config import RewardConfig, load_config
 from rewardkit.rewards._parsing import DatasetError, Plan
 from rewardkit.rewards._rows import MISSING, planning_gold
@@ -23,22 +25,61 @@ class MissingColumnError(KeyError):
         return str(self.args[0])
 
 
+# What ms-swift passes when it builds a reward from ``orms``: ``orms[key](args=training_args)`` or
+# ``orms[key]()`` (swift/rlhf_trainers/grpo_trainer.py and utils.resolve_reward_funcs, 4.4 and 4.6).
+SWIFT_KEYWORDS = ("args",)
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
 class Reward:
     """Base of every rewardkit reward: checks the columns it reads, then scores.
 
     ms-swift builds each registered reward as ``cls(args=training_args)`` and
-    calls it as ``reward(completions, **columns)``.
+    calls it as ``reward(completions, **columns)`` with string completions; TRL's
+    ``GRPOTrainer`` takes instances and passes conversational completions as
+    lists of messages, scored on the last assistant message's text.
     """
 
     columns: ClassVar[tuple[str, ...]] = ()
     optional_columns: ClassVar[tuple[str, ...]] = ()  # read when the batch carries them
     dataset_format: ClassVar[str] = ""  # how to build rows that carry the columns, for error messages
+    # Whether score() reads the completions' text. Those that do raise on a completion shape they cannot
+    # read; the others (the tau2 ones read 'messages') keep any shape, as they only count completions.
+    reads_completions: ClassVar[bool] = False
 
-    def __init__(self, args: Any = None, **_: Any) -> None:
+    def __new__(cls, *args: Any, **kwargs: Any) -> Reward:
+        # Checked here, not in __init__: a subclass __init__ may swallow **kwargs without passing them up.
+        # A typo (confg=) would otherwise silently build a reward with the default config.
+        accepted = cls.accepted_keywords()
+        unknown = [k for k in kwargs if k not in accepted]
+        if unknown:
+            raise TypeError(
+                f"{cls.__name__}() got unknown keyword argument(s) {', '.join(map(repr, unknown))}; "
+                f"it accepts: {', '.join(accepted)}"
+            )
+        return super().__new__(cls)  # pickle calls cls.__new__(cls) without arguments: nothing to check
+
+    @classmethod
+    def accepted_keywords(cls) -> tuple[str, ...]:
+        """The constructor keywords: ms-swift's, plus those every ``__init__`` on the MRO names."""
+        names = dict.fromkeys(SWIFT_KEYWORDS)
+        for klass in reversed(cls.__mro__):
+            init = klass.__dict__.get("__init__")
+            if init is not None and klass is not object:
+                params = list(inspect.signature(init).parameters.values())[1:]  # without self
+                names.update(dict.fromkeys(p.name for p in params if p.kind in _NAMED))
+        return tuple(names)
+
+    def __init__(self, args: Any = None) -> None:
         self.args = args
 
-    def __call__(self, completions: Sequence[str], **kwargs: Any) -> list[float | None]:
-        texts = [c if isinstance(c, str) else str(c) for c in completions]
+    @property
+    def __name__(self) -> str:
+        """The name loggers use (TRL reads ``reward_func.__name__``): the class name, as ms-swift logs it."""
+        return type(self).__name__
+
+    def __call__(self, completions: Iterable[Any], **kwargs: Any) -> list[float | None]:
+        texts = completion_texts(completions, strict=self.reads_completions)
         for name in self.columns:
             if name not in kwargs:
                 raise MissingColumnError(
@@ -59,8 +100,9 @@ class PlanningReward(Reward):
     """Base of the planning rewards; ``config`` overrides ``$REWARDKIT_CONFIG`` programmatically."""
 
     dataset_format = DATASET_FORMAT
+    reads_completions = True
 
-    def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None, **_: Any) -> None:
+    def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self.config = config if isinstance(config, RewardConfig) else load_config(config)
         self.schema: AnswerSchema = load_schema(self.config.schema, self.config.schema_keys)

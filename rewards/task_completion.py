@@ -53,7 +53,7 @@ class TaskCompletion(EpisodeReward):
         [1.0, 1.0, 0.0]
     """
 
-    def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None, **_: Any) -> None:
+    def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         cfg = config if isinstance(config, RewardConfig) else load_config(config)
         self.require_outputs = cfg.require_outputs
