@@ -54,6 +54,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_retail_copy.py
 	$(VENV)/bin/python benchmarks/bench_task_completion.py
 	$(VENV)/bin/python benchmarks/bench_multi_turn.py
+	$(VENV)/bin/python benchmarks/bench_memory.py
 
 # Re-freeze the default lock from the current .venv (after a deliberate upgrade).
 lock: $(VENV)/.installed

@@ -9,7 +9,6 @@ process: a task's gold actions replay once, however many rollouts it has.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code
 from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
 from rewardkit.plugins.rollout.termination import EXCLUDED, NATURAL
 from rewardkit.rewards._base import Reward
+from rewardkit.rewards._cache import SMALL_BUDGET, ByteLRU
 from rewardkit.rewards._parsing import DatasetError, where
 from rewardkit.rewards._rows import RowCache, cells_key
 
@@ -174,9 +174,14 @@ def replay(domain: str, calls: Sequence[Any]) -> Outcome:
         )
 
 
-@functools.lru_cache(maxsize=4096)
+# (domain, gold actions as JSON) -> Outcome. It grows with the distinct tasks in the data, so it is bounded twice:
+# 4096 tasks (tau2 retail has 114) and a quarter of $REWARDKIT_CACHE_MB in bytes. An entry is a task's gold calls
+# and their arguments, typically a few KB, so the count is what binds; the bytes guard against unusual data.
+GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
+
+
 def _gold(domain: str, actions_json: str) -> Outcome:
-    return replay(domain, json.loads(actions_json))
+    return GOLD_OUTCOMES.get((domain, actions_json), lambda: replay(domain, json.loads(actions_json)))
 
 
 def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:

@@ -1,8 +1,11 @@
 """Parse ``<think>…</think>\\n\\n<answer>{JSON}</answer>`` completions once per batch.
 
 The seven rewards read the same completions. ``parse`` and ``read_plan`` are
-LRU-cached on the completion string, so a batch is split and JSON-decoded once
-no matter how many rewards look at it (lru_cache is thread-safe in CPython).
+cached on the completion string in :data:`COMPLETIONS`, so a batch is split and
+JSON-decoded once no matter how many rewards look at it. The cache is a
+thread-safe LRU bounded in bytes (``$REWARDKIT_CACHE_MB``, default 64 MiB, see
+``_cache``): it counts each completion's text once, plus its parse and its plan
+per schema, so long multi-turn transcripts cannot pile up between batches.
 """
 
 from __future__ import annotations
@@ -10,14 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from rewardkit.rewards._cache import BUDGET, ByteLRU
 from rewardkit.rewards._schema import DEPENDS_ON, AnswerSchema
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
-_CACHE_SIZE = 16384
+COMPLETIONS = ByteLRU(BUDGET)  # completion text -> its parse and its plan per schema
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ def _json_object(text: str) -> Mapping[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
+@COMPLETIONS.memoize
 def parse(text: str) -> Completion:
     """Split ``text`` into think and answer; never raises on a string."""
     think: str | None = None
@@ -95,7 +98,7 @@ def _dag_ok(steps: tuple[Step, ...]) -> bool:
     return all(0 <= d < i for i, step in enumerate(steps) for d in step.depends_on)
 
 
-@lru_cache(maxsize=_CACHE_SIZE)
+@COMPLETIONS.memoize
 def read_plan(text: str, schema: AnswerSchema) -> Plan | None:
     """The completion's plan if its answer validates against ``schema``, else None."""
     data = parse(text).data

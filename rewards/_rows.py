@@ -5,6 +5,7 @@ model wrote: each reward validates every row's gold and columns before looking
 at a completion. Results are cached by the row's cells (never by the
 completion), so a row seen again, in any batch or by another reward, costs one
 dictionary lookup. Failures are not cached: each batch names its own row index.
+What outlives a batch is bounded in bytes (``RowCache``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from rewardkit.rewards._cache import MISS, SMALL_BUDGET, ByteLRU
 from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import GoldError, Plan, read_gold, where
 from rewardkit.rewards._schema import AnswerSchema
@@ -23,33 +25,38 @@ MISSING: Any = object()  # the batch has no such column (unlike a cell that hold
 
 
 class RowCache:
-    """A bounded, thread-safe map from a row's cells to what validating them returned."""
+    """A thread-safe LRU map from a row's cells to what validating them returned, bounded in bytes and entries.
 
-    def __init__(self, maxsize: int = 16384) -> None:
-        self.maxsize = maxsize
+    ``budget`` (bytes) defaults to a quarter of ``$REWARDKIT_CACHE_MB`` (see ``_cache``); keys are the rows'
+    canonical JSON, so a row with long cells costs what it weighs.
+    """
+
+    def __init__(self, maxsize: int = 16384, budget: int = SMALL_BUDGET) -> None:
+        self.store = ByteLRU(budget, maxsize=maxsize)
         self.validations = 0  # rows actually validated (cache misses); tests count these
-        self._values: dict[Hashable, Any] = {}
+        self._values = self.store._entries  # read-only view for tests: the entries, least recently used first
         self._lock = threading.Lock()
+
+    @property
+    def maxsize(self) -> int | None:
+        return self.store.maxsize
 
     def get(self, key: Hashable | None, validate: Callable[[], T]) -> T:
         """The cached result for ``key``, else ``validate()`` (cached when it returns; ``key`` None: never)."""
         if key is not None:
-            with self._lock:
-                if key in self._values:
-                    return self._values[key]  # type: ignore[no-any-return]
+            found = self.store.lookup(key)
+            if found is not MISS:
+                return found  # type: ignore[no-any-return]
         with self._lock:
             self.validations += 1
         value = validate()
         if key is not None:
-            with self._lock:
-                if len(self._values) >= self.maxsize:  # evict the oldest entry: dicts keep insertion order
-                    self._values.pop(next(iter(self._values)))
-                self._values[key] = value
+            self.store.store(key, value)
         return value
 
     def clear(self) -> None:
+        self.store.clear()
         with self._lock:
-            self._values.clear()
             self.validations = 0
 
 

@@ -1,0 +1,270 @@
+"""Byte-bounded, thread-safe LRU caches: what rewardkit keeps from one batch to the next.
+
+The rewards of one GRPO batch read the same completions and the same dataset
+rows, so each is parsed or validated once and shared. What outlives the batch
+is bounded in **bytes**, not in entries: a 30 KB completion and a 3 MB
+multi-turn transcript do not cost the same.
+
+Budget: ``$REWARDKIT_CACHE_MB`` (default 64, read once at import; 0 keeps
+nothing beyond the current call) is the budget of the completion cache
+(``parse``/``read_plan``); each of the smaller caches (dataset rows per reward
+family, think bands, tau2 gold outcomes) gets a quarter of it. Together they
+hold at most ``2 x $REWARDKIT_CACHE_MB`` MiB.
+
+How an entry is counted: the key (``sys.getsizeof`` of its strings; other key
+parts such as a schema object are shared configuration, not owned by the
+cache) plus a deep ``sys.getsizeof`` of the value (:func:`approx_size`: it
+walks containers and dataclasses, so a value held twice is counted twice, an
+over-estimate) plus a fixed per-entry overhead. An entry costing more than
+``max_entry_share`` (1/8) of the budget is returned but not kept: such
+completions are re-parsed by every reward that reads them, which is cheap next
+to having generated them.
+
+Values are computed outside the lock, so a slow computation never blocks the
+other threads; two threads missing the same key at once may both compute it
+(as with ``functools.lru_cache``), and the first stored value wins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar
+
+ENV = "REWARDKIT_CACHE_MB"
+DEFAULT_MB = 64.0
+MAX_ENTRY_SHARE = 1 / 8
+MIB = 1 << 20
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+MISS: Any = object()  # a lookup found nothing (None is a value that can be cached)
+
+_LEAVES = (str, bytes, bytearray, int, float, complex, bool, type(None))
+# An entry's own bookkeeping: its OrderedDict node, the slot dict and the entry object.
+ENTRY_OVERHEAD = 100 + sys.getsizeof({None: None}) + 64
+
+
+def budget_from_env(environ: Mapping[str, str] = os.environ) -> int:
+    """The completion cache's budget in bytes: ``$REWARDKIT_CACHE_MB`` MiB (default 64)."""
+    raw = environ.get(ENV, "").strip()
+    if not raw:
+        return int(DEFAULT_MB * MIB)
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = -1.0
+    if not 0 <= mb < float("inf"):
+        raise ValueError(f"${ENV}={raw!r}: must be a number of MiB >= 0 (default {DEFAULT_MB:g}; 0 keeps nothing)")
+    return int(mb * MIB)
+
+
+BUDGET = budget_from_env()  # bytes, for the completion cache
+SMALL_BUDGET = BUDGET // 4  # bytes, for each row / gold-outcome cache
+
+
+def approx_size(obj: Any) -> int:
+    """Deep ``sys.getsizeof`` of ``obj``: containers, mappings and dataclass instances are walked, each object once.
+
+    Iterative, so a deeply nested JSON value costs no recursion.
+    """
+    seen: set[int] = set()
+    stack = [obj]
+    total = 0
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        if isinstance(o, _LEAVES):
+            continue
+        if isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend(o)
+        elif isinstance(o, Mapping):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif dataclasses.is_dataclass(o) and not isinstance(o, type):
+            attrs = getattr(o, "__dict__", None)
+            if attrs is not None:
+                total += sys.getsizeof(attrs)
+                stack.extend(attrs.values())
+            else:
+                stack.extend(getattr(o, f.name) for f in dataclasses.fields(o))
+    return total
+
+
+def key_size(key: Hashable) -> int:
+    """What a key costs the cache: its strings (a tuple key's string parts too); other parts are shared objects."""
+    if isinstance(key, tuple):
+        return sys.getsizeof(key) + sum(sys.getsizeof(k) for k in key if isinstance(k, (str, bytes)))
+    return sys.getsizeof(key)
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    currsize: int  # entries in the store
+    nbytes: int  # their cost, as the store counts it
+    budget: int
+
+
+class _Entry:
+    __slots__ = ("cost", "slots")
+
+    def __init__(self, cost: int, slots: dict[Hashable, Any]) -> None:
+        self.cost = cost
+        self.slots = slots
+
+
+class ByteLRU:
+    """A thread-safe LRU map bounded by the bytes its entries cost (and optionally by their number).
+
+    Each key holds one or more *slots* (``slot=None`` for a plain map): the
+    completion cache keys by the completion text and keeps its parse and its
+    plan per schema side by side, so the text is counted once.
+    """
+
+    def __init__(
+        self, budget: int = BUDGET, maxsize: int | None = None, max_entry_share: float = MAX_ENTRY_SHARE
+    ) -> None:
+        self.budget = budget
+        self.maxsize = maxsize
+        self.max_entry_share = max_entry_share
+        self.nbytes = 0
+        self.evictions = 0
+        self.oversize = 0  # values returned but not kept: larger than max_entry_share of the budget
+        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def max_entry(self) -> int:
+        return int(self.budget * self.max_entry_share)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def keys(self) -> list[Hashable]:
+        """The keys, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def lookup(self, key: Hashable, slot: Hashable = None) -> Any:
+        """The value stored for ``key`` (and ``slot``), marking the key most recently used; else ``MISS``."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return MISS
+            self._entries.move_to_end(key)
+            return entry.slots.get(slot, MISS)
+
+    def store(self, key: Hashable, value: Any, slot: Hashable = None, cost: int | None = None) -> bool:
+        """Keep ``value`` unless it alone costs more than ``max_entry``; evict LRU entries to fit. True when kept."""
+        value_cost = approx_size(value) if cost is None else cost
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                total = ENTRY_OVERHEAD + key_size(key) + value_cost
+                if total > self.max_entry:
+                    self.oversize += 1
+                    return False
+                self._entries[key] = _Entry(total, {slot: value})
+                self.nbytes += total
+            elif slot not in entry.slots:  # another thread may have stored it meanwhile: keep the first
+                added = 64 + value_cost  # the slot's dict item and key
+                if entry.cost + added > self.max_entry:
+                    self.oversize += 1
+                    return False
+                entry.slots[slot] = value
+                entry.cost += added
+                self.nbytes += added
+                self._entries.move_to_end(key)
+            else:
+                self._entries.move_to_end(key)
+            self._evict()
+            return True
+
+    def get(self, key: Hashable | None, compute: Callable[[], T]) -> T:
+        """The stored value for ``key``, else ``compute()`` (stored when it returns; ``key`` None: never stored)."""
+        if key is not None:
+            found = self.lookup(key)
+            if found is not MISS:
+                return found  # type: ignore[no-any-return]
+        value = compute()
+        if key is not None:
+            self.store(key, value)
+        return value
+
+    def configure(self, budget: int | None = None, maxsize: int | None = None) -> None:
+        """Change the budget (bytes) and/or the entry limit, evicting at once what no longer fits."""
+        with self._lock:
+            if budget is not None:
+                self.budget = budget
+            if maxsize is not None:
+                self.maxsize = maxsize
+            self._evict()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.nbytes = 0
+
+    def _evict(self) -> None:  # with the lock held
+        while self._entries and (
+            self.nbytes > self.budget or (self.maxsize is not None and len(self._entries) > self.maxsize)
+        ):
+            _, entry = self._entries.popitem(last=False)
+            self.nbytes -= entry.cost
+            self.evictions += 1
+
+    def memoize(self, fn: Callable[P, R]) -> Memoized[P, R]:
+        """Cache ``fn(key, *rest)`` under ``key`` (its first argument), in a slot named after ``fn`` and ``rest``."""
+        return Memoized(self, fn)
+
+
+class Memoized(Generic[P, R]):
+    """``fn`` cached in a :class:`ByteLRU`; ``cache_info()``/``cache_clear()`` as with ``functools.lru_cache``.
+
+    ``cache_clear()`` empties the whole store (every function memoized in it) and resets this function's counters.
+    """
+
+    def __init__(self, store: ByteLRU, fn: Callable[P, R]) -> None:
+        functools.update_wrapper(self, fn)
+        self.store = store
+        self._fn = fn
+        self._name = fn.__qualname__
+        self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        key, rest = args[0], args[1:]
+        slot = (self._name, *rest, *sorted(kwargs.items())) if rest or kwargs else self._name
+        found = self.store.lookup(key, slot)
+        if found is not MISS:
+            with self._lock:
+                self._hits += 1
+            return found  # type: ignore[no-any-return]
+        with self._lock:
+            self._misses += 1
+        value = self._fn(*args, **kwargs)
+        self.store.store(key, value, slot)
+        return value
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self.store), self.store.nbytes, self.store.budget)
+
+    def cache_clear(self) -> None:
+        self.store.clear()
+        with self._lock:
+            self._hits = self._misses = 0

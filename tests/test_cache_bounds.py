@@ -1,0 +1,245 @@
+"""The caches are bounded in bytes, evict the least recently used, and still share a batch across the rewards."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import E5, GOLD, answer, completion, step
+
+from rewardkit.plugins.envs.retail.domain import tasks
+from rewardkit.rewards import PLANNING_REWARDS, _cache, _episodes
+from rewardkit.rewards._cache import ENTRY_OVERHEAD, MISS, ByteLRU, approx_size, budget_from_env, key_size
+from rewardkit.rewards._parsing import COMPLETIONS, parse, read_plan
+from rewardkit.rewards._rows import RowCache
+
+KIB, MIB = 1 << 10, 1 << 20
+SEVEN = [cls for key, cls in PLANNING_REWARDS.items() if key != "answer_format"]  # the planner's seven rewards
+CJK = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 500))
+
+
+def big_completion(i: int, chars: int = 10_000) -> str:
+    """A unique completion of about 30 KB (UTF-8): a long CJK think and a valid one-step answer."""
+    rng = random.Random(i)
+    think = f"第{i}条：" + "".join(rng.choice(CJK) for _ in range(chars))
+    return completion(think, answer("查看经营周报", step("数据分析专家", "查看经营周报")))
+
+
+def check_accounting(store: ByteLRU) -> None:
+    """The store's own count is the sum of its entries, within budget, and no less than what they really hold."""
+    entries = list(store._entries.items())
+    assert store.nbytes == sum(e.cost for _, e in entries)
+    assert store.nbytes <= store.budget
+    assert store.maxsize is None or len(entries) <= store.maxsize
+    held = sum(sys.getsizeof(k) + sum(approx_size(v) for v in e.slots.values()) for k, e in entries)
+    assert store.nbytes >= held
+
+
+@pytest.fixture
+def completions_budget() -> Iterator[ByteLRU]:
+    """The shared completion cache, emptied; its budget is restored afterwards."""
+    budget, maxsize = COMPLETIONS.budget, COMPLETIONS.maxsize
+    COMPLETIONS.clear()
+    yield COMPLETIONS
+    COMPLETIONS.configure(budget=budget)
+    COMPLETIONS.maxsize = maxsize
+    COMPLETIONS.clear()
+
+
+class TestByteLRU:
+    def test_never_holds_more_than_its_budget(self) -> None:
+        store = ByteLRU(budget=1 * MIB)
+        for i in range(200):  # 200 x ~60 KB (UCS-2 text plus a copy): ten times the budget
+            text = f"{i}:" + CJK * 60
+            store.store(text, {"think": text[1:], "n": i})
+            check_accounting(store)
+        assert 8 <= len(store) < 200
+        assert store.evictions == 200 - len(store)
+
+    def test_entry_cost_counts_key_and_value(self) -> None:
+        store = ByteLRU(budget=1 * MIB)
+        key, value = "k" * 10_000, ["v" * 20_000]
+        store.store(key, value)
+        assert store.nbytes == ENTRY_OVERHEAD + key_size(key) + approx_size(value)
+        assert store.nbytes > 30_000
+
+    def test_evicts_the_least_recently_used(self) -> None:
+        one = ENTRY_OVERHEAD + key_size("a") + approx_size("x" * 1000)
+        store = ByteLRU(budget=3 * one + 10, max_entry_share=1.0)
+        for key in "abc":
+            store.store(key, "x" * 1000)
+        assert store.lookup("a") == "x" * 1000  # "a" is now the most recently used
+        store.store("d", "x" * 1000)
+        assert store.keys() == ["c", "a", "d"]  # "b" went
+        assert store.lookup("b") is MISS
+        check_accounting(store)
+
+    def test_entry_limit_still_applies(self) -> None:
+        store = ByteLRU(budget=MIB, maxsize=2)
+        for key in "abc":
+            store.store(key, key)
+        assert store.keys() == ["b", "c"]
+
+    def test_an_entry_over_its_share_is_returned_not_kept(self) -> None:
+        store = ByteLRU(budget=MIB)  # at most 128 KiB per entry
+        calls = []
+        for _ in range(2):
+            assert store.get("huge", lambda: calls.append(1) or "y" * (200 * KIB)) == "y" * (200 * KIB)
+        assert len(calls) == 2 and len(store) == 0 and store.nbytes == 0 and store.oversize == 2
+
+    def test_a_budget_of_zero_keeps_nothing(self) -> None:
+        store = ByteLRU(budget=0)
+        assert store.get("k", lambda: 1) == 1
+        assert len(store) == 0
+
+    def test_shrinking_the_budget_evicts_at_once(self) -> None:
+        store = ByteLRU(budget=MIB)
+        for i in range(50):
+            store.store(str(i), "z" * 5000)
+        store.configure(budget=20 * KIB)
+        check_accounting(store)
+        assert store.keys()[-1] == "49"
+
+    def test_slots_share_one_key(self) -> None:
+        store = ByteLRU(budget=MIB)
+        text = "t" * 50_000
+        store.store(text, "parse")
+        before = store.nbytes
+        store.store(text, "plan", slot="plan")
+        assert store.nbytes - before < 1000  # the long text is counted once
+        assert store.lookup(text) == "parse" and store.lookup(text, "plan") == "plan"
+        assert store.lookup(text, "other") is MISS
+
+    def test_thread_safe_under_8_threads(self) -> None:
+        store = ByteLRU(budget=256 * KIB)
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(8)
+
+        def work(seed: int) -> None:
+            rng = random.Random(seed)
+            try:
+                barrier.wait()
+                for _ in range(3000):
+                    k = rng.randrange(400)  # overlapping keys: hits, misses, races on the same key
+                    value = store.get(f"key-{k}", lambda k=k: "v" * (100 + 20 * k))
+                    assert value == "v" * (100 + 20 * k)
+                    if rng.random() < 0.05:
+                        store.configure(budget=rng.choice([128, 256]) * KIB)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        check_accounting(store)
+        assert store.evictions > 0
+
+
+class TestBudgetFromEnv:
+    @pytest.mark.parametrize(("raw", "expected"), [("", 64 * MIB), ("0.5", MIB // 2), ("0", 0), (" 128 ", 128 * MIB)])
+    def test_values(self, raw: str, expected: int) -> None:
+        assert budget_from_env({_cache.ENV: raw}) == expected
+
+    @pytest.mark.parametrize("raw", ["lots", "-1", "inf", "nan"])
+    def test_bad_values_name_the_variable(self, raw: str) -> None:
+        with pytest.raises(ValueError, match=r"\$REWARDKIT_CACHE_MB="):
+            budget_from_env({_cache.ENV: raw})
+
+    def test_default_is_documented(self) -> None:
+        assert budget_from_env({}) == 64 * MIB
+        assert "REWARDKIT_CACHE_MB" in (_cache.__doc__ or "") and "default 64" in (_cache.__doc__ or "")
+
+
+class TestCompletionCache:
+    def test_bounded_in_bytes(self, completions_budget: ByteLRU) -> None:
+        completions_budget.configure(budget=1 * MIB)  # about 50 of these completions
+        schema = SEVEN[0]().schema
+        for i in range(120):
+            text = big_completion(i, 5000)
+            assert read_plan(text, schema) is not None
+            check_accounting(completions_budget)
+        assert 10 < len(completions_budget) < 120
+        assert completions_budget.nbytes >= len(completions_budget) * 2 * 5000  # the texts really are counted
+
+    def test_seven_rewards_parse_each_completion_once_when_the_cache_is_full(
+        self, completions_budget: ByteLRU, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Room for about two batches of 64 completions of ~30 KB: every batch evicts the one before last.
+        completions_budget.configure(budget=6 * MIB)
+        assert len(SEVEN) == 7
+        rewards = [cls() for cls in SEVEN]
+        parsed: list[str] = []
+        split = parse._fn
+
+        def counting(text: str) -> Any:
+            parsed.append(text)
+            return split(text)
+
+        monkeypatch.setattr(parse, "_fn", counting)
+        for b in range(4):
+            batch = [big_completion(64 * b + i) for i in range(64)]
+            parsed.clear()
+            for reward in rewards:
+                scores = reward(batch, solution=[GOLD] * 64, experts=[E5] * 64)
+                assert len(scores) == 64
+            assert sorted(parsed) == sorted(batch)  # each completion split and decoded once across the seven
+            check_accounting(completions_budget)
+        assert completions_budget.evictions > 0
+
+    def test_scores_do_not_depend_on_the_budget(self, completions_budget: ByteLRU) -> None:
+        batch = [big_completion(i, 2000) for i in range(16)] + ["xyz", completion("短", "{}")]
+        columns = {"solution": [GOLD] * len(batch), "experts": [E5] * len(batch)}
+        rewards = [cls() for cls in SEVEN]
+        cached = [r(batch, **columns) for r in rewards]
+        completions_budget.configure(budget=0)  # nothing kept: every call parses afresh
+        assert [r(batch, **columns) for r in rewards] == cached
+
+    def test_thread_safe_under_8_threads(self, completions_budget: ByteLRU) -> None:
+        completions_budget.configure(budget=1 * MIB)
+        texts = [big_completion(i, 1500) for i in range(60)]
+        schema = SEVEN[0]().schema
+        expected = [(parse._fn(t), read_plan._fn(t, schema)) for t in texts]
+        errors: list[BaseException] = []
+
+        def work(seed: int) -> None:
+            rng = random.Random(seed)
+            try:
+                for _ in range(400):
+                    i = rng.randrange(len(texts))
+                    assert (parse(texts[i]), read_plan(texts[i], schema)) == expected[i]
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        check_accounting(completions_budget)
+
+
+class TestRowCaches:
+    def test_row_cache_is_bounded_in_bytes(self) -> None:
+        cache = RowCache(budget=256 * KIB)
+        for i in range(100):
+            key = f"{i}" + "r" * 20_000  # rows with long cells
+            assert cache.get(key, lambda i=i: i) == i
+            check_accounting(cache.store)
+        assert cache.validations == 100 and len(cache._values) < 20
+        assert cache.get(key, lambda: -1) == 99  # the latest row is still there
+
+    def test_gold_outcomes_are_bounded_and_shared(self) -> None:
+        store = _episodes.GOLD_OUTCOMES
+        assert store.maxsize == 4096 and store.budget == _cache.SMALL_BUDGET
+        task = tasks()["0"]
+        first = _episodes.gold_outcome("retail", task)
+        assert _episodes.gold_outcome("retail", task) is first  # replayed once
+        check_accounting(store)
