@@ -3,6 +3,15 @@
 Every YAML here is a plain ms-swift config (``swift sft FILE.yaml``); the
 catalogue records which ``swift`` command reads each one, so the CLI can list
 them and the tests can check every key against that command's arguments.
+
+Every ``rlhf`` recipe also names its reward set (``rewardkit.rewards.sets``).
+Its ``reward_funcs:`` and ``reward_weights:`` lines are generated from that set:
+after changing a set, run ``python -m rewardkit.recipes.compose --write``
+(:mod:`rewardkit.recipes.compose`); ``--check`` and the tests fail while a
+recipe differs. ms-swift reads one self-contained YAML file per run (no
+includes or overlays), so the recipes stay whole files.
+
+May import: rewardkit.rewards (the reward sets, in ``compose``); nothing else.
 """
 
 from __future__ import annotations
@@ -21,28 +30,57 @@ class RecipeFile:
     name: str  # path relative to recipes/
     command: str  # sft | rlhf | rollout | rewardkit (a $REWARDKIT_CONFIG file)
     summary: str
+    reward_set: str | None = None  # rlhf only: a key of rewardkit.rewards.sets.SETS
 
 
 CATALOG: dict[str, list[RecipeFile]] = {
     "planning": [
         RecipeFile("planning/sft.yaml", "sft", "SFT, LoRA: learn the think/answer format (8B-32B)"),
         RecipeFile("planning/sft_full.yaml", "sft", "SFT, full parameters, ZeRO-3"),
-        RecipeFile("planning/grpo.yaml", "rlhf", "GRPO with the seven rewards, one node, vLLM colocate"),
-        RecipeFile("planning/grpo_nothink.yaml", "rlhf", "GRPO control run without <think>"),
-        RecipeFile("planning/grpo_zero3.yaml", "rlhf", "GRPO, full parameters, DeepSpeed ZeRO-3, one node"),
-        RecipeFile("planning/grpo_server.yaml", "rlhf", "GRPO trainer against a `swift rollout` server"),
+        RecipeFile(
+            "planning/grpo.yaml", "rlhf", "GRPO with the seven rewards, one node, vLLM colocate", reward_set="planner"
+        ),
+        RecipeFile(
+            "planning/grpo_nothink.yaml", "rlhf", "GRPO control run without <think>", reward_set="planner_no_think"
+        ),
+        RecipeFile(
+            "planning/grpo_zero3.yaml",
+            "rlhf",
+            "GRPO, full parameters, DeepSpeed ZeRO-3, one node",
+            reward_set="planner",
+        ),
+        RecipeFile(
+            "planning/grpo_server.yaml", "rlhf", "GRPO trainer against a `swift rollout` server", reward_set="planner"
+        ),
         RecipeFile("planning/rollout.yaml", "rollout", "vLLM rollout server for multi-node GRPO"),
-        RecipeFile("planning/rewards.yaml", "rlhf", "just the seven rewards and weights, to combine"),
+        RecipeFile(
+            "planning/rewards.yaml", "rlhf", "just the seven rewards and weights, to combine", reward_set="planner"
+        ),
         RecipeFile("planning/tiny_sft.yaml", "sft", "CPU preset: SFT of the tiny local model"),
-        RecipeFile("planning/tiny_grpo.yaml", "rlhf", "CPU preset: GRPO of the tiny local model"),
+        RecipeFile("planning/tiny_grpo.yaml", "rlhf", "CPU preset: GRPO of the tiny local model", reward_set="planner"),
         RecipeFile("planning/reward_config.yaml", "rewardkit", "reward configuration (REWARDKIT_CONFIG)"),
         RecipeFile("planning/tiny_reward_config.yaml", "rewardkit", "reward configuration of the CPU preset"),
     ],
     "tau2": [
-        RecipeFile("tau2/rewards.yaml", "rlhf", "task_completion (weight 1) and task_completion_rate (weight 0)"),
-        RecipeFile("tau2/grpo_multiturn.yaml", "rlhf", "multi-turn GRPO with a simulated user (MUA-RL), vLLM colocate"),
-        RecipeFile("tau2/grpo_multiturn_server.yaml", "rlhf", "multi-turn GRPO against a `swift rollout` server"),
-        RecipeFile("tau2/tiny_multiturn.yaml", "rlhf", "CPU preset: multi-turn GRPO, tiny model, scripted user"),
+        RecipeFile("tau2/rewards.yaml", "rlhf", "just the tau2 rewards and weights, to combine", reward_set="tau2"),
+        RecipeFile(
+            "tau2/grpo_multiturn.yaml",
+            "rlhf",
+            "multi-turn GRPO with a simulated user (MUA-RL), vLLM colocate",
+            reward_set="tau2_multi_turn",
+        ),
+        RecipeFile(
+            "tau2/grpo_multiturn_server.yaml",
+            "rlhf",
+            "multi-turn GRPO against a `swift rollout` server",
+            reward_set="tau2_multi_turn",
+        ),
+        RecipeFile(
+            "tau2/tiny_multiturn.yaml",
+            "rlhf",
+            "CPU preset: multi-turn GRPO, tiny model, scripted user",
+            reward_set="tau2_multi_turn",
+        ),
         RecipeFile("tau2/mua_rl_config.yaml", "rewardkit", "REWARDKIT_CONFIG: LLM user simulator, MUA-RL reward"),
         RecipeFile("tau2/tiny_config.yaml", "rewardkit", "REWARDKIT_CONFIG of the CPU preset: scripted user"),
     ],

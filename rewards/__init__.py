@@ -30,6 +30,7 @@ from rewardkit.rewards.expert_match import ExpertMatch
 from rewardkit.rewards.json_valid import JsonValid
 from rewardkit.rewards.plan_coverage import PlanCoverage
 from rewardkit.rewards.rewrite_similarity import RewriteSimilarity
+from rewardkit.rewards.sets import PLANNER, PLANNER_NO_THINK, SETS, TAU2, TAU2_MULTI_TURN, RewardSet
 from rewardkit.rewards.strict_format import StrictFormat
 from rewardkit.rewards.task_completion import TaskCompletion
 from rewardkit.rewards.task_completion_rate import TaskCompletionRate
@@ -57,16 +58,9 @@ EPISODE_REWARDS: dict[str, type] = {
 }
 REWARDS: dict[str, type] = {**PLANNING_REWARDS, **EPISODE_REWARDS}
 
-# The merchant planner's seven rewards and their weights, in REWARDS order.
-PLANNER_WEIGHTS: dict[str, float] = {
-    "strict_format": 0.1,
-    "json_valid": 0.1,
-    "think_length": 0.1,
-    "think_quality": 0.1,
-    "rewrite_similarity": 0.2,
-    "expert_match": 0.3,
-    "plan_coverage": 0.1,
-}
+# The merchant planner's seven rewards and their weights, in REWARDS order; declared once, with the no-think and
+# tau2 sets, in rewardkit.rewards.sets. A plain copy: changing it does not change the set or the recipes.
+PLANNER_WEIGHTS: dict[str, float] = dict(PLANNER.weights)
 
 
 def register(registry: MutableMapping[str, Any] | None = None) -> MutableMapping[str, Any]:
@@ -85,13 +79,19 @@ def register(registry: MutableMapping[str, Any] | None = None) -> MutableMapping
 
 __all__ = [
     "EPISODE_REWARDS",
+    "PLANNER",
+    "PLANNER_NO_THINK",
     "PLANNER_WEIGHTS",
     "PLANNING_REWARDS",
     "REWARDS",
+    "SETS",
+    "TAU2",
+    "TAU2_MULTI_TURN",
     "AnswerFormat",
     "ExpertMatch",
     "JsonValid",
     "PlanCoverage",
+    "RewardSet",
     "RewriteSimilarity",
     "StrictFormat",
     "TaskCompletion",

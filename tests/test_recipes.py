@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from rewardkit.recipes import CATALOG, ROOT, RecipeFile
-from rewardkit.rewards import PLANNING_REWARDS, REWARDS
+from rewardkit.recipes import CATALOG, ROOT, RecipeFile, compose
+from rewardkit.rewards import PLANNER_WEIGHTS, PLANNING_REWARDS, REWARDS
 from rewardkit.rewards._config import load_config
+from rewardkit.rewards.sets import PLANNER, SETS, RewardSet
 
 REPO = ROOT.parent
 FILES = [f for files in CATALOG.values() for f in files]
@@ -53,10 +55,104 @@ def test_grpo_recipes_wire_rewards(recipe: RecipeFile) -> None:
         assert env_config and (REPO / env_config).is_file()
 
 
-def test_planner_weights_in_the_seven_reward_recipes() -> None:
-    for name in ("rewards.yaml", "grpo.yaml", "grpo_zero3.yaml", "grpo_server.yaml"):
-        config = yaml.safe_load((ROOT / "planning" / name).read_text(encoding="utf-8"))
-        assert [float(w) for w in config["reward_weights"]] == [0.1, 0.1, 0.1, 0.1, 0.2, 0.3, 0.1], name
+RLHF = [f for f in FILES if f.command == "rlhf"]
+
+
+def test_every_grpo_recipe_names_a_reward_set() -> None:
+    # Every rlhf recipe trains with one declared set; no other recipe claims one.
+    assert all(f.reward_set in SETS for f in RLHF), {f.name: f.reward_set for f in RLHF}
+    assert all(f.reward_set is None for f in FILES if f.command != "rlhf")
+    assert {f.reward_set for f in RLHF} == set(SETS)  # no declared set is left without a recipe
+
+
+@pytest.mark.parametrize("recipe", RLHF, ids=lambda f: f.name)
+def test_recipe_trains_with_its_reward_set(recipe: RecipeFile) -> None:
+    # Read the YAML as ms-swift does and compare it with the declared set: keys, order and weights.
+    config = yaml.safe_load((ROOT / recipe.name).read_text(encoding="utf-8"))
+    reward_set = SETS[recipe.reward_set]
+    assert config["reward_funcs"] == list(reward_set.keys), recipe.name
+    assert [float(w) for w in config["reward_weights"]] == list(reward_set.weights.values()), recipe.name
+
+
+@pytest.mark.parametrize("recipe", RLHF, ids=lambda f: f.name)
+def test_recipe_is_what_the_generator_writes(recipe: RecipeFile) -> None:
+    text = (ROOT / recipe.name).read_text(encoding="utf-8")
+    assert compose.render(text, SETS[recipe.reward_set], recipe.name) == text, (
+        f"{recipe.name} differs from reward set {recipe.reward_set!r}: {compose.WRITE_HINT}"
+    )
+
+
+def test_compose_check_and_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A copy of the recipes with one weight changed by hand: --check names it and fails, --write restores it.
+    for sub in ("planning", "tau2"):
+        shutil.copytree(ROOT / sub, tmp_path / sub)
+    assert compose.main(["--check", "--root", str(tmp_path)]) == 0
+    grpo = tmp_path / "planning" / "grpo.yaml"
+    original = grpo.read_text(encoding="utf-8")
+    grpo.write_text(original.replace('"0.2", "0.3"', '"0.3", "0.2"'), encoding="utf-8")
+    capsys.readouterr()
+    assert compose.main(["--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "planning/grpo.yaml" in err and compose.WRITE_HINT in err and "grpo_zero3" not in err
+    assert compose.main(["--write", "--root", str(tmp_path)]) == 0
+    assert grpo.read_text(encoding="utf-8") == original
+    assert compose.stale(tmp_path) == {}
+
+
+def test_render_keeps_every_other_line() -> None:
+    text = (
+        "# head\n"
+        "rlhf_type: grpo   # kept\n"
+        "reward_funcs:   # block list, indent 4\n"
+        "    - a\n"
+        "    - b\n"
+        "# between\n"
+        "reward_weights: ['9', '9']    # trailing, kept\n"
+        "beta: 0.04\n"
+    )
+    out = compose.render(text, SETS["tau2_multi_turn"])
+    assert out == (
+        "# head\n"
+        "rlhf_type: grpo   # kept\n"
+        f"{compose.MARKER.format(name='tau2_multi_turn')}\n"
+        "reward_funcs:   # block list, indent 4\n"
+        "    - task_completion\n"
+        "    - task_completion_rate\n"
+        "    - user_sim_failure\n"
+        "# between\n"
+        'reward_weights: ["1", "0", "0"]    # trailing, kept\n'
+        "beta: 0.04\n"
+    )
+    # Idempotent, and switching sets replaces the marker rather than adding a second one.
+    assert compose.render(out, SETS["tau2_multi_turn"]) == out
+    assert compose.render(out, SETS["tau2"]).count("# Generated from reward set") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("reward_funcs: [a]\n", "no top-level reward_weights"),
+        ("reward_funcs: [a]\nreward_weights: ['1']\nreward_funcs: [b]\n", "appears twice"),
+        ("reward_funcs:\n  - a\n  # why\n  - b\nreward_weights: ['1']\n", "comment inside reward_funcs"),
+        ("reward_funcs: [a,\n  b]\nreward_weights: ['1']\n", "spans several lines"),
+    ],
+)
+def test_render_refuses_what_it_cannot_rewrite_safely(text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        compose.render(text, SETS["tau2"])
+
+
+def test_planner_weights_is_the_planner_set() -> None:
+    # The scoring CLI and the tests read PLANNER_WEIGHTS; it is the declared set, a plain copy of it.
+    assert dict(PLANNER.weights) == PLANNER_WEIGHTS and list(PLANNER_WEIGHTS) == list(PLANNER.keys)
+    assert type(PLANNER_WEIGHTS) is dict and PLANNER_WEIGHTS is not PLANNER.weights
+    assert list(PLANNER_WEIGHTS) == [k for k in REWARDS if k in PLANNER_WEIGHTS]  # REWARDS order
+
+
+@pytest.mark.parametrize("reward_set", list(SETS.values()), ids=lambda s: s.name)
+def test_reward_sets_name_registered_rewards(reward_set: RewardSet) -> None:
+    assert set(reward_set.keys) <= set(REWARDS), reward_set.name
+    assert [float(w) for w in reward_set.yaml_weights()] == list(reward_set.weights.values())
 
 
 @pytest.mark.parametrize("recipe", [f for f in FILES if f.command == "rewardkit"], ids=lambda f: f.name)
@@ -74,7 +170,7 @@ def test_reward_configs_validate(recipe: RecipeFile) -> None:
 def test_multi_turn_recipes_load_the_scheduler(recipe: RecipeFile) -> None:
     config = yaml.safe_load((ROOT / recipe.name).read_text(encoding="utf-8"))
     assert config["multi_turn_scheduler"] == "tau2_user" and "plugins/tau2_user.py" in config["external_plugins"]
-    assert config["reward_funcs"][0] == "task_completion" and float(config["reward_weights"][0]) == 1.0
+    assert recipe.reward_set == "tau2_multi_turn"  # its rewards and weights: test_recipe_trains_with_its_reward_set
 
 
 def test_recipe_path_names_the_available_files() -> None:
