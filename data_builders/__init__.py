@@ -1,1 +1,14 @@
-"""Builders that turn raw data into ms-swift JSONL datasets."""
+"""Builders that turn raw data into ms-swift JSONL datasets; ``rewardkit build <name>`` runs them.
+
+- ``planning/``: the merchant planner's teacher SFT rows (``planning-sft``, filtered by the
+  rewards) and GRPO rows (``planning-grpo``);
+- ``tau2.py`` and ``tau2_tasks.py``: tau2-bench tasks -> GRPO rows for multi-turn tool use
+  (``tau2-grpo``);
+- ``_io.py``: JSONL reading and writing, and the build report every builder keeps
+  (``read == written + rejected``, each reject with its reason).
+
+May import: ``rewardkit.rewards`` (public modules only, such as ``rewardkit.rewards.answers``
+for the answer format), ``rewardkit.recipes`` (prompt templates) and ``rewardkit.plugins.envs``
+(domains and their tasks). Never the other plugins, the CLI or ms-swift: builders run offline,
+without a GPU, and give the same rows whatever the environment.
+"""

@@ -27,6 +27,8 @@ class UserSimFailure(Reward):
         [1.0, 0.0, 0.0]
     """
 
+    optional_columns = ("rollout_infos",)
+
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         infos = columns.get("rollout_infos") or [None] * len(completions)
         return [float(termination(info) == Termination.USER_SIM_ERROR.value) for info in infos]

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from _contract import RewardContract
 from conftest import GOOD
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,9 +19,7 @@ CASES = [
 ]
 
 
-class TestAnswerFormat(RewardContract):
-    reward_cls = AnswerFormat
-
+class TestAnswerFormat:
     @pytest.mark.parametrize(("text", "expected", "why"), CASES, ids=[c[2] for c in CASES])
     def test_table(self, text: str, expected: float, why: str) -> None:
         assert AnswerFormat()([text]) == [expected]

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from _contract import RewardContract
 from conftest import THINK, answer, completion, step
 
 from rewardkit.rewards import JsonValid
@@ -36,9 +35,7 @@ CASES = [
 ]
 
 
-class TestJsonValid(RewardContract):
-    reward_cls = JsonValid
-
+class TestJsonValid:
     @pytest.mark.parametrize(("text", "expected", "why"), CASES, ids=[c[2] for c in CASES])
     def test_table(self, text: str, expected: float, why: str) -> None:
         assert JsonValid()([text]) == [expected]

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from _contract import RewardContract
 from conftest import E5, THINK, answer, completion, solution, step
 
 from rewardkit.rewards import PlanCoverage
@@ -45,9 +44,7 @@ CASES = [
 ]
 
 
-class TestPlanCoverage(RewardContract):
-    reward_cls = PlanCoverage
-
+class TestPlanCoverage:
     @pytest.mark.parametrize(("pred", "gold", "expected", "why"), CASES, ids=[c[3] for c in CASES])
     def test_table(self, pred: str, gold: str, expected: float, why: str) -> None:
         assert score(pred, gold) == pytest.approx(expected)

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from _contract import RewardContract
 from conftest import THINK, answer, completion, solution, step
 
 from rewardkit.rewards import RewriteSimilarity
-from rewardkit.rewards._base import MissingColumnError
 from rewardkit.rewards._config import ConfigError
 
 
@@ -17,9 +15,7 @@ def gold(rewrite: str | None) -> str:
     return solution(rewrite, step("数据分析专家", "x"))
 
 
-class TestRewriteSimilarity(RewardContract):
-    reward_cls = RewriteSimilarity
-
+class TestRewriteSimilarity:
     @pytest.mark.parametrize(
         ("p", "g", "expected", "why"),
         [
@@ -51,10 +47,6 @@ class TestRewriteSimilarity(RewardContract):
         # chars of gold: 查 看 经 营 周 报 (6); pred has 查 看 周 报: 4/6
         reward = RewriteSimilarity(config={"rewrite_similarity": {"alpha": 0.0, "cjk_units": "char"}})
         assert reward([pred("查看周报")], solution=[gold("查看经营周报")]) == [pytest.approx(4 / 6)]
-
-    def test_missing_solution_column_names_it(self) -> None:
-        with pytest.raises(MissingColumnError, match=r"'solution'.*GRPO rows need"):
-            RewriteSimilarity()([pred("x")])
 
     def test_malformed_gold_fails_loudly(self) -> None:
         with pytest.raises(ValueError, match="column 'solution'"):

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from _contract import RewardContract
 from conftest import GOOD
 
 from rewardkit.rewards import StrictFormat
@@ -24,9 +23,7 @@ CASES = [
 ]
 
 
-class TestStrictFormat(RewardContract):
-    reward_cls = StrictFormat
-
+class TestStrictFormat:
     @pytest.mark.parametrize(("text", "expected", "why"), CASES, ids=[c[2] for c in CASES])
     def test_table(self, text: str, expected: float, why: str) -> None:
         assert StrictFormat()([text]) == [expected]

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import math
-import pickle
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -15,7 +12,6 @@ from rewardkit.plugins.envs import make_env
 from rewardkit.plugins.envs.retail.domain import tasks
 from rewardkit.plugins.envs.retail.specs import TOOLS
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
-from rewardkit.rewards._base import MissingColumnError
 from rewardkit.rewards._episodes import TaskError
 
 TASKS = tasks()
@@ -213,40 +209,11 @@ class TestRolloutInfos:
 
 
 @pytest.mark.parametrize("cls", [TaskCompletion, TaskCompletionRate])
-class TestContract:
-    BATCH: tuple[tuple[str, list], ...] = (
-        ("59", hermes(gold(TASKS["59"]), info(TASKS["59"]))),
-        ("59", hermes(gold(TASKS["59"])[:1], [])),
-        ("0", [{"role": "assistant", "content": "<tool_call>{not json</tool_call> \ud800 \x00"}]),
-        ("0", []),
-    )
-
-    def call(self, reward: Any, **extra: Any) -> list:
-        ids, messages = zip(*self.BATCH, strict=True)
-        return reward(["x"] * len(ids), messages=list(messages), task=[TASKS[i] for i in ids],
-                      domain=["retail"] * len(ids), **extra)  # fmt: skip
-
-    def test_pickle_threads_and_extra_kwargs(self, cls: type) -> None:
-        reward = cls()
-        expected = self.call(reward)
-        assert self.call(pickle.loads(pickle.dumps(reward))) == expected
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            assert all(r == expected for r in pool.map(lambda _: self.call(reward), range(64)))
-        assert self.call(reward, trainer_state=object(), solution=[None] * 4, completion_ids=[[1]] * 4) == expected
-
-    def test_finite_and_in_range(self, cls: type) -> None:
-        scores = self.call(cls())
-        assert scores[0] == 1.0 and scores[1] < 1.0
-        assert all(math.isfinite(s) and 0.0 <= s <= 1.0 for s in scores)
-
-    def test_missing_column_is_named(self, cls: type) -> None:
-        with pytest.raises(MissingColumnError, match=r"'task'.*tau2-grpo"):
-            cls()(["x"], messages=[[]], domain=["retail"])
-
-    @pytest.mark.parametrize(
-        ("task", "domain", "error"),
-        [("{not json", "retail", TaskError), ({"id": "x"}, "retail", TaskError), (TASKS["0"], "airline", ValueError)],
-    )
-    def test_dataset_bugs_raise(self, cls: type, task: Any, domain: str, error: type) -> None:
-        with pytest.raises(error):
-            cls()(["x"], messages=[[]], task=[task], domain=[domain])
+@pytest.mark.parametrize(
+    ("task", "domain", "error"),
+    [("{not json", "retail", TaskError), ({"id": "x"}, "retail", TaskError), (TASKS["0"], "airline", ValueError)],
+)
+def test_dataset_bugs_raise(cls: type, task: Any, domain: str, error: type) -> None:
+    # The contract every reward keeps (pickling, threads, columns, range) is in test_reward_contract.py.
+    with pytest.raises(error):
+        cls()(["x"], messages=[[]], task=[task], domain=[domain])

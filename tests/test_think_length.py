@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from _contract import RewardContract
 from conftest import completion
 
 from rewardkit.rewards import ThinkLength
@@ -34,9 +33,7 @@ SMOOTH = [
 ]
 
 
-class TestThinkLength(RewardContract):
-    reward_cls = ThinkLength
-
+class TestThinkLength:
     @pytest.mark.parametrize(("n", "expected"), REFERENCE)
     def test_reference_mode(self, n: int, expected: float) -> None:
         reward = ThinkLength(config={**BAND, "think_length": {**BAND["think_length"], "mode": "reference"}})

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from _contract import RewardContract
 from conftest import THINK, completion
 
 from rewardkit.rewards import ThinkQuality
@@ -12,9 +11,7 @@ def q(think: str, **config: object) -> float | None:
     return ThinkQuality(config=config or None)([completion(think, "{}")])[0]
 
 
-class TestThinkQuality(RewardContract):
-    reward_cls = ThinkQuality
-
+class TestThinkQuality:
     @pytest.mark.parametrize(
         ("think", "expected", "why"),
         [

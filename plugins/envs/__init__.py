@@ -1,6 +1,18 @@
 """Tool environments over real databases, for rollouts and for replaying logged trajectories.
 
 Every caller goes through the domain registry (:mod:`rewardkit.plugins.envs.domain`).
+
+- ``domain.py``: the :class:`Domain` contract (environment factory, tools, tasks, splits, policy)
+  and the registry;
+- ``harness.py``: tools over one private SQLite copy, with argument schemas, risk levels,
+  idempotency keys and an audit log;
+- ``tool_calls.py``: an agent's tool calls read out of chat messages (Hermes, OpenAI, ms-swift);
+- ``calculator.py``: tau2's ``calculate`` tool without ``eval``;
+- ``retail/``: tau2-bench's retail domain (database, its 16 tools, tasks, canonical state hash).
+
+May import: nothing outside this package (the standard library and third-party libraries only).
+It is the lowest layer: the rewards, the builders, the rollout plugins and the CLI import it, so it
+never imports any of them, nor ms-swift.
 """
 
 from __future__ import annotations

@@ -5,4 +5,13 @@ database copy, the task, the user simulator's view of the dialogue, the counters
 the termination reason. The ms-swift scheduler (:mod:`rewardkit.plugins.multi_turn`)
 and the offline driver (:mod:`rewardkit.plugins.rollout.drive`) both feed it the
 agent's turns, so an episode means the same thing in training, in data and in reports.
+
+- ``episode.py``: :class:`Episode`; ``drive.py``: whole episodes outside ms-swift;
+  ``gold.py``: an agent that follows a task's gold actions; ``config.py``: the ``rollout:``
+  config section (when an episode must stop); ``termination.py``: why an episode ended.
+
+May import: ``rewardkit.plugins.envs``, ``rewardkit.plugins.user_sim``, ``rewardkit.rewards`` and
+``rewardkit.plugins.rollout.termination``. ``termination.py`` imports nothing and this ``__init__``
+imports nothing: the rewards import ``termination``, which runs this file first, and must not pull
+in the loop (which imports the rewards). Never ms-swift at module level, nor the builders or the CLI.
 """

@@ -10,9 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from rewardkit.cli_build import add_build_parser
-from rewardkit.cli_env import add_env_parsers
-from rewardkit.cli_recipe import add_recipe_parsers
+from rewardkit import cli_build, cli_env, cli_recipe, cli_tiny_model
 from rewardkit.recipes import EXAMPLES
 
 # Ships with the package, so `rewardkit demo` works from any directory.
@@ -109,9 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
-    add_build_parser(sub)
-    add_recipe_parsers(sub)
-    add_env_parsers(sub)
+    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env):  # each adds its subcommands (help order)
+        module.add_parsers(sub)
     return parser
 
 

@@ -1,4 +1,8 @@
-"""``rewardkit build <name>``: raw data → ms-swift JSONL, with counts for every rejection."""
+"""``rewardkit build <name>``: raw data → ms-swift JSONL, with counts for every rejection.
+
+Like every ``cli_*`` module: ``add_parsers(sub)`` adds the subcommand, and each handler is
+``cmd_<command>_<action>`` (``cmd_build_planning`` for planning-sft and planning-grpo, ``cmd_build_tau2``).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-error", choices=["stop", "skip"], default="stop", help="on a malformed input line")
 
 
-def add_build_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     build = sub.add_parser("build", help="build ms-swift datasets from raw data")
     names = build.add_subparsers(dest="builder", required=True)
     sft = names.add_parser("planning-sft", help="teacher (R1-distilled) outputs -> SFT rows")
@@ -33,10 +37,10 @@ def add_build_parser(sub: argparse._SubParsersAction) -> None:
     sft.add_argument("--think-min", type=int, default=20, help="shortest think kept (characters)")
     sft.add_argument("--think-max", type=int, default=300, help="longest think kept (characters)")
     sft.add_argument("--keep-shortest", type=float, default=1.0, help="keep this fraction, shortest thinks first")
-    sft.set_defaults(func=run_build)
+    sft.set_defaults(func=cmd_build_planning)
     grpo = names.add_parser("planning-grpo", help="annotated plans -> GRPO rows (messages, solution, experts)")
     _common(grpo)
-    grpo.set_defaults(func=run_build)
+    grpo.set_defaults(func=cmd_build_planning)
     tau2 = names.add_parser("tau2-grpo", help="tau2-bench tasks -> GRPO rows (policy, opening turn, tools, task)")
     tau2.add_argument("--domain", default="retail", help="tool environment domain (default: retail)")
     tau2.add_argument("--split", required=True, help="split name in the split file: train, test or base")
@@ -50,7 +54,7 @@ def add_build_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="rows for the tau2_user scheduler: the user simulator writes the first user turn at rollout time",
     )
-    tau2.set_defaults(func=run_tau2)
+    tau2.set_defaults(func=cmd_build_tau2)
 
 
 def _fail(builder: str, exc: Exception) -> int:
@@ -58,7 +62,7 @@ def _fail(builder: str, exc: Exception) -> int:
     return 2
 
 
-def run_build(args: argparse.Namespace) -> int:
+def cmd_build_planning(args: argparse.Namespace) -> int:
     from rewardkit.data_builders.planning._common import parse_input
 
     common = dict(schema=args.schema, no_think=args.no_think, history_turns=args.history_turns,
@@ -107,7 +111,7 @@ def _write(args: argparse.Namespace, rows: list, report: BuildReport) -> None:
             )
 
 
-def run_tau2(args: argparse.Namespace) -> int:
+def cmd_build_tau2(args: argparse.Namespace) -> int:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 
     opts = Tau2Options(domain=args.domain, split=args.split, multi_turn=args.multi_turn, tasks_file=args.tasks_file,

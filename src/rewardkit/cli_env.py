@@ -1,4 +1,7 @@
-"""``rewardkit env tools|replay``: inspect a tool environment and replay calls on a fresh database."""
+"""``rewardkit env tools|replay``: inspect a tool environment and replay calls on a fresh database.
+
+``add_parsers(sub)`` adds ``env``; its handlers are ``cmd_env_tools`` and ``cmd_env_replay``.
+"""
 
 from __future__ import annotations
 
@@ -18,13 +21,13 @@ class _Usage(Exception):
     """A bad task id, actions file or database: exit 2 with the message."""
 
 
-def add_env_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="inspect and replay the tool environments")
     actions = env.add_subparsers(dest="action", required=True)
     tools = actions.add_parser("tools", help="list a domain's tools")
     tools.add_argument("--domain", default="retail", choices=domain_names())
     tools.add_argument("--json", action="store_true", help="print the OpenAI function specs (the tools column)")
-    tools.set_defaults(func=cmd_tools)
+    tools.set_defaults(func=cmd_env_tools)
     replay = actions.add_parser("replay", help="replay a task's gold actions or an actions file on a fresh copy")
     replay.add_argument("--domain", default="retail", choices=domain_names())
     what = replay.add_mutually_exclusive_group(required=True)
@@ -32,7 +35,7 @@ def add_env_parsers(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--actions", type=Path, help='JSON list of {"name", "arguments"} objects')
     replay.add_argument("--db", type=Path, help="database JSON to start from (default: the vendored db.json)")
     replay.add_argument("--export", type=Path, required=True, metavar="OUT.json", help="write the final state here")
-    replay.set_defaults(func=cmd_replay)
+    replay.set_defaults(func=cmd_env_replay)
 
 
 def _first_sentence(text: str) -> str:
@@ -41,7 +44,7 @@ def _first_sentence(text: str) -> str:
     return head + dot.strip()
 
 
-def cmd_tools(args: argparse.Namespace) -> int:
+def cmd_env_tools(args: argparse.Namespace) -> int:
     from rewardkit.plugins.envs import get_domain
 
     domain = get_domain(args.domain)
@@ -95,7 +98,7 @@ def _message(value: Any) -> str:
     return str(error.get("message", "")) if isinstance(error, Mapping) else ""
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
+def cmd_env_replay(args: argparse.Namespace) -> int:
     from rewardkit.plugins.envs import make_env
 
     try:

@@ -1,4 +1,7 @@
-"""``rewardkit recipe list|run`` and ``rewardkit tiny-model``."""
+"""``rewardkit recipe list|run``: the bundled recipes, and the resumable build -> SFT -> GRPO pipeline.
+
+``add_parsers(sub)`` adds ``recipe``; its handlers are ``cmd_recipe_list`` and ``cmd_recipe_run``.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +16,10 @@ from rewardkit.recipes import EXAMPLES
 RUNNABLE = ("planning",)
 
 
-def add_recipe_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     recipe = sub.add_parser("recipe", help="list or run the bundled pipelines")
     actions = recipe.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="list the recipes").set_defaults(func=cmd_list)
+    actions.add_parser("list", help="list the recipes").set_defaults(func=cmd_recipe_list)
     run = actions.add_parser("run", help="build -> SFT -> GRPO, resumable")
     run.add_argument("pipeline", choices=RUNNABLE)
     run.add_argument("--preset", default="tiny", choices=["tiny", "full"], help="tiny: CPU demo; full: your model")
@@ -29,14 +32,10 @@ def add_recipe_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--eval-rows", type=int, help="evaluate on the first N test rows only")
     run.add_argument("--baseline", action="store_true",
                      help="also run GRPO from the untrained model, and a no-learning control from SFT")  # fmt: skip
-    run.set_defaults(func=cmd_run)
-    tiny = sub.add_parser("tiny-model", help="build the offline tiny Qwen3 used by the CPU preset and tests")
-    tiny.add_argument("out", type=Path)
-    tiny.add_argument("--data", type=Path, default=EXAMPLES, help="*.jsonl corpus for the tokenizer (default: bundled)")
-    tiny.set_defaults(func=cmd_tiny)
+    run.set_defaults(func=cmd_recipe_run)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_recipe_list(args: argparse.Namespace) -> int:
     from rewardkit.recipes import CATALOG, ROOT
 
     for pipeline, files in CATALOG.items():
@@ -50,30 +49,6 @@ def cmd_list(args: argparse.Namespace) -> int:
         for f in files:
             how = f"swift {f.command} {ROOT.name}/{f.name}" if f.command != "rewardkit" else "REWARDKIT_CONFIG"
             print(f"  {f.name:<34} {f.summary}  [{how}]")
-    return 0
-
-
-def cmd_tiny(args: argparse.Namespace) -> int:
-    from rewardkit.pipeline import PipelineError
-    from rewardkit.planning_pipeline import TINY_MODEL, planning_corpus
-    from rewardkit.tiny_model import build_tiny_model
-
-    # The output is checked before anything is read: an unwritable OUT fails now, not after the training.
-    if args.out.exists() and not args.out.is_dir():
-        raise PipelineError(f"{args.out}: exists and is not a directory")
-    created = not args.out.exists()
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PipelineError(f"{args.out}: cannot create the output directory ({exc.strerror or exc})") from None
-    try:
-        corpus = planning_corpus(args.data.resolve())  # an empty corpus raises: no 261-token model
-    except Exception:
-        if created:
-            args.out.rmdir()
-        raise
-    out = build_tiny_model(args.out, corpus, **TINY_MODEL)
-    print(out)
     return 0
 
 
@@ -93,7 +68,7 @@ def _table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_recipe_run(args: argparse.Namespace) -> int:
     from rewardkit.pipeline import Context, StageError, prepare_workdir, run_stages
     from rewardkit.planning_pipeline import Options, PlanningPipeline
 

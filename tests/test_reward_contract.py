@@ -1,0 +1,206 @@
+"""The contract every registered reward keeps, planning and episode alike.
+
+Each reward in ``rewardkit.rewards.REWARDS`` is called on one batch built from the
+columns it declares (``columns``, always passed, and ``optional_columns``, passed
+here too), taken from ``CELLS`` below: one small fixture per column, five rows.
+The checks, for every reward:
+
+- one score per completion, each in the range its docstring states
+  (``Range: {0.0, 1.0}`` or ``Range: [0, 1]``) and finite, or None where the
+  docstring allows it; and the batch's scores are the pinned ones;
+- a pickled copy (fresh, and after a call has filled the caches) scores the same;
+- 64 calls from threads score the same as one serial call;
+- unknown keyword arguments (the other rewards' columns, ms-swift's and TRL's
+  extras) are ignored;
+- a missing declared column raises MissingColumnError naming it and how to build rows;
+- a column of the wrong length, or a scalar in place of a column, raises naming it.
+
+A new reward joins by being registered in ``REWARDS``; a new column needs a fixture in
+``CELLS`` and the reward a row in ``EXPECTED``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import pickle
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from conftest import E5, GOLD, GOOD, THINK, answer, completion, step
+
+from rewardkit.plugins.envs.retail.domain import tasks
+from rewardkit.rewards import REWARDS
+from rewardkit.rewards._base import MissingColumnError, Reward
+
+TASKS = tasks()
+N = 5
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def _trajectory(task: dict[str, Any], n_actions: int | None = None) -> list[dict[str, Any]]:
+    """A Hermes-style episode replaying the task's first ``n_actions`` gold actions, then saying its outputs."""
+    criteria = task["evaluation_criteria"]
+    messages = [{"role": "user", "content": "help me"}]
+    for action in criteria["actions"][:n_actions]:
+        call = json.dumps({"name": action["name"], "arguments": action["arguments"]})
+        messages += [_said(f"<tool_call>\n{call}\n</tool_call>"), {"role": "tool", "content": "{}"}]
+    said = criteria["communicate_info"] if n_actions is None else []
+    return [*messages, _said("All done. " + " ".join(said))]
+
+
+PLAN = answer("查看经营周报", step("数据分析专家", "查看经营周报"))
+ANSWER_ONLY = "<answer>\n" + json.dumps(PLAN, ensure_ascii=False)
+# The completions: what the planning rewards read (the episode rewards read 'messages' instead).
+COMPLETIONS = [
+    GOOD,  # the planner's layout, matching the gold
+    completion(THINK, answer("查看周报", step("策略推荐专家", "推荐策略"))),  # well formed, wrong plan
+    "garbage <think> no close",
+    "",
+    ANSWER_ONLY + "\n</answer>",  # no think block; its gold has neither rewrite nor plan
+]
+# One fixture per column any registered reward declares: N cells each, valid for the column.
+CELLS: dict[str, list[Any]] = {
+    # planning: the gold answer (JSON string) and the row's offered experts
+    "solution": [GOLD, GOLD, GOLD, GOLD, "{}"],
+    "experts": [E5, E5, json.dumps(E5, ensure_ascii=False), E5, E5],
+    "think_min": [None, 60, None, None, None],
+    "think_max": [None, 80, None, None, None],
+    # tau2 episodes: the conversation, the task (object or JSON) and its domain
+    "messages": [
+        _trajectory(TASKS["59"]),  # gold actions, outputs said
+        _trajectory(TASKS["59"], 4),  # three lookups and the cancel, not the address change; nothing said
+        [_said("<tool_call>{not json</tool_call> \ud800 \x00")],
+        [],
+        _trajectory(TASKS["59"]),
+    ],
+    "task": [TASKS["59"], json.dumps(TASKS["59"]), TASKS["0"], TASKS["0"], TASKS["59"]],
+    "domain": ["retail"] * N,
+    "rollout_infos": [None, {"num_turns": 3}, None, None, {"termination": "user_sim_error"}],
+}
+# What each reward scores on that batch (no score may change).
+EXPECTED: dict[str, list[float | None]] = {
+    "strict_format": [1.0, 1.0, 0.0, 0.0, 0.0],
+    "json_valid": [1.0, 1.0, 0.0, 0.0, 1.0],
+    "think_length": [0.990421, 0.197400, 0.0, 0.0, 0.0],  # 44 chars; row 1: band 60-80, d 16, S(0.8)/S(0)
+    "think_quality": [1.0, 1.0, 0.0, 0.0, 0.0],
+    "rewrite_similarity": [1.0, 0.6, 0.0, 0.0, None],
+    "expert_match": [1.0, 0.0, 0.0, 0.0, None],
+    "plan_coverage": [1.0, 0.125, 0.0, 0.0, None],
+    "answer_format": [0.0, 0.0, 0.0, 0.0, 1.0],
+    "task_completion": [1.0, 0.0, 0.0, 0.0, None],
+    "task_completion_rate": [1.0, 0.2, 0.0, 0.0, None],  # row 1: 1 of 2 writes, 0 of 2 outputs, wrong state
+    "user_sim_failure": [0.0, 0.0, 0.0, 0.0, 1.0],  # row 4's rollout_infos ended in user_sim_error
+}
+KEYS = list(REWARDS)
+COLUMNS = [(key, name) for key in KEYS for name in REWARDS[key].columns]
+ALL_COLUMNS = [(key, name) for key in KEYS for name in (*REWARDS[key].columns, *REWARDS[key].optional_columns)]
+
+
+def read(cls: type) -> tuple[str, ...]:
+    return (*cls.columns, *cls.optional_columns)
+
+
+def batch(key: str) -> dict[str, Any]:
+    """The columns ``REWARDS[key]`` declares, as the batch's keyword arguments."""
+    return {name: list(CELLS[name]) for name in read(REWARDS[key])}
+
+
+def call(reward: Any, key: str, **extra: Any) -> list[float | None]:
+    return reward(list(COMPLETIONS), **batch(key), **extra)
+
+
+def documented_range(cls: type) -> tuple[str, bool]:
+    """The ``Range:`` its docstring states ({0.0, 1.0} or [0, 1]) and whether it ever returns None."""
+    doc = inspect.getdoc(cls) or ""
+    found = re.search(r"Range: (\{0\.0, 1\.0\}|\[0, 1\])", doc)
+    assert found, f"{cls.__name__}'s docstring must state 'Range: {{0.0, 1.0}}' or 'Range: [0, 1]'"
+    return found.group(1), re.search(r"never (returns )?None", doc, re.IGNORECASE) is None
+
+
+def documented_columns(cls: type) -> set[str]:
+    """The ``names`` in the docstring's ``Columns:`` paragraph, asides in parentheses left out."""
+    doc = inspect.getdoc(cls) or ""
+    paragraph = re.search(r"Columns:(.*?)(?:Range:|\n\n|$)", doc, re.DOTALL)
+    assert paragraph, f"{cls.__name__}'s docstring must list its columns ('Columns: ...')"
+    names = re.sub(r"\([^()]*\)", "", paragraph.group(1))  # not "(tool calls in ``<tool_call>`` blocks ...)"
+    return set(re.findall(r"``([a-z_]+)``", names))
+
+
+def test_every_reward_is_a_reward_and_its_columns_have_fixtures() -> None:
+    assert set(EXPECTED) == set(REWARDS), "add the new reward's scores on the contract batch to EXPECTED"
+    for key, cls in REWARDS.items():
+        assert issubclass(cls, Reward), key
+        missing = [name for name in read(cls) if name not in CELLS]
+        assert not missing, f"{cls.__name__} reads {missing}: add a fixture for each to CELLS"
+    assert all(len(cells) == N for cells in CELLS.values())
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_documented_columns_are_declared(key: str) -> None:
+    """Every ``name`` in the docstring's ``Columns:`` paragraph is in ``columns`` or ``optional_columns``."""
+    cls = REWARDS[key]
+    undeclared = sorted(documented_columns(cls) - set(read(cls)))
+    assert not undeclared, f"{cls.__name__} reads {undeclared} without declaring them"
+
+
+@pytest.mark.parametrize("key", KEYS)
+class TestEveryReward:
+    def test_scores_in_the_documented_range(self, key: str) -> None:
+        cls = REWARDS[key]
+        values, none_ok = documented_range(cls)
+        scores = call(cls(), key)
+        assert len(scores) == len(COMPLETIONS)
+        for s in scores:
+            if s is None:
+                assert none_ok, f"{cls.__name__} documents that it never returns None"
+                continue
+            assert isinstance(s, float) and math.isfinite(s), s
+            assert s in (0.0, 1.0) if values == "{0.0, 1.0}" else 0.0 <= s <= 1.0, s
+        assert scores == [None if e is None else pytest.approx(e, abs=1e-6) for e in EXPECTED[key]]
+
+    def test_pickled_copy_scores_the_same(self, key: str) -> None:
+        reward = REWARDS[key]()
+        fresh = pickle.loads(pickle.dumps(reward))
+        expected = call(reward, key)
+        used = pickle.loads(pickle.dumps(reward))  # after a call has filled the caches
+        assert call(fresh, key) == expected
+        assert call(used, key) == expected
+
+    def test_threads_agree_with_serial(self, key: str) -> None:
+        reward = REWARDS[key]()
+        expected = call(reward, key)
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            results = list(pool.map(lambda _: call(reward, key), range(64)))
+        assert all(r == expected for r in results)
+
+    def test_unknown_kwargs_are_ignored(self, key: str) -> None:
+        reward = REWARDS[key]()
+        known = {*read(REWARDS[key]), *documented_columns(REWARDS[key])}
+        others = {name: cells for name, cells in CELLS.items() if name not in known}
+        extra = {"trainer_state": object(), "completion_ids": [[1]] * N, "prompts": [[]] * N, "foo": [1] * N}
+        assert call(reward, key, **others, **extra) == call(reward, key)
+
+
+@pytest.mark.parametrize(("key", "name"), COLUMNS, ids=[f"{k}-{c}" for k, c in COLUMNS])
+def test_missing_column_raises_naming_it(key: str, name: str) -> None:
+    cls = REWARDS[key]
+    columns = batch(key)
+    del columns[name]
+    with pytest.raises(MissingColumnError, match=re.escape(repr(name))) as raised:
+        cls()(list(COMPLETIONS), **columns)
+    assert cls.dataset_format in str(raised.value)  # and says how to build rows that carry it
+
+
+@pytest.mark.parametrize(("key", "name"), ALL_COLUMNS, ids=[f"{k}-{c}" for k, c in ALL_COLUMNS])
+def test_wrong_length_column_raises_naming_it(key: str, name: str) -> None:
+    reward, cells = REWARDS[key](), CELLS[name]
+    for wrong, got in ((cells[:-1], f"{N - 1} values"), ([*cells, cells[0]], f"{N + 1} values"), ("abcde", "a str")):
+        with pytest.raises(ValueError, match=rf"column '{name}' has {got} for {N} completions"):
+            reward(list(COMPLETIONS), **{**batch(key), name: wrong})
