@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from rewardkit.rewards._completions import completion_texts
 from rewardkit.rewards._config import RewardConfig, load_config
+from rewardkit.rewards._experts import ExpertMatchConfig
 from rewardkit.rewards._parsing import DatasetError, Plan
 from rewardkit.rewards._rows import MISSING, planning_gold
 from rewardkit.rewards._schema import AnswerSchema, load_schema
@@ -116,7 +117,7 @@ class PlanningReward(Reward):
         solutions = columns["solution"]
         experts = columns.get("experts")
         experts = [MISSING] * len(solutions) if experts is None else experts
-        threshold = self.config.fuzzy_threshold
+        threshold = self.config.section(ExpertMatchConfig).fuzzy_threshold  # the one expert-name rule
         return [
             planning_gold(s, e, self.schema, threshold, i)
             for i, (s, e) in enumerate(zip(solutions, experts, strict=True))

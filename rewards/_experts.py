@@ -1,13 +1,34 @@
-"""Map free-form expert names onto a row's expert list."""
+"""Map free-form expert names onto a row's expert list, and the one setting that rule has.
+
+The ``expert_match:`` section (:class:`ExpertMatchConfig`) is declared here, not in ``expert_match.py``, because
+more than ExpertMatch reads it: PlanCoverage resolves the experts of its items with the same threshold, and every
+planning reward checks its rows' gold experts with it (``PlanningReward.golds``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rapidfuzz import fuzz, process
 
+from rewardkit.rewards._config import config_section, setting
 from rewardkit.rewards._parsing import GoldError
 from rewardkit.rewards._text import normalize_name
+
+
+@config_section("expert_match")
+@dataclass(frozen=True)
+class ExpertMatchConfig:
+    """Expert-name matching, shared by ExpertMatch, PlanCoverage and every planning reward's gold check."""
+
+    fuzzy_threshold: float = setting(
+        85.0,
+        "rapidfuzz ratio at or above which a name that is not an exact match (after NFKC, whitespace removal "
+        "and casefolding) maps onto the row's `experts` list.",
+        minimum=0,
+        maximum=100,
+    )
 
 
 class ExpertIndex:

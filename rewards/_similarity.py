@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from rewardkit.rewards._config import ConfigError
+from rewardkit.rewards._config import ConfigError, SharedConfig
 from rewardkit.rewards._text import normalize_text
 
 if TYPE_CHECKING:
@@ -126,3 +126,8 @@ def make_backend(name: str, model_path: str | None, device: str = "cpu") -> Back
     if not model_path:
         raise ConfigError("embedding_model: backend 'embedding' needs a local model path")
     return EmbeddingBackend(model_path, device)
+
+
+def backend_for(shared: SharedConfig) -> Backend:
+    """The backend the top-level ``backend``, ``embedding_model`` and ``embedding_device`` settings name."""
+    return make_backend(shared.backend, shared.embedding_model, shared.embedding_device)

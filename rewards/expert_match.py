@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rewardkit.rewards._base import PlanningReward
-from rewardkit.rewards._experts import ExpertIndex
+from rewardkit.rewards._experts import ExpertIndex, ExpertMatchConfig
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
 
@@ -23,7 +23,8 @@ class ExpertMatch(PlanningReward):
 
     Formula: predicted names are resolved to the row's ``experts`` (NFKC,
     whitespace/zero-width removed, casefolded, then rapidfuzz ratio >=
-    ``expert_match.fuzzy_threshold``). If any predicted name resolves to
+    ``expert_match.fuzzy_threshold``: :class:`ExpertMatchConfig` in ``rewards/_experts.py``, shared with
+    PlanCoverage). If any predicted name resolves to
     nothing (a hallucinated expert) the reward is 0.0; otherwise
     ``2|P∩G| / (|P|+|G|)`` over the sets (duplicates collapse; both empty = 1.0).
     0.0 when the answer is not schema-valid JSON.
@@ -48,7 +49,8 @@ class ExpertMatch(PlanningReward):
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
-        self.threshold = self.config.fuzzy_threshold
+        self.cfg = self.config.section(ExpertMatchConfig)
+        self.threshold = self.cfg.fuzzy_threshold
 
     def match(self, plan: Plan | None, gold: Plan, index: ExpertIndex) -> float:
         if plan is None or plan.steps is None:

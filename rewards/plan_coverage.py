@@ -10,10 +10,47 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from rewardkit.rewards._base import PlanningReward
-from rewardkit.rewards._experts import ExpertIndex
+from rewardkit.rewards._config import config_section, setting
+from rewardkit.rewards._experts import ExpertIndex, ExpertMatchConfig
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
-from rewardkit.rewards._similarity import Session, make_backend
+from rewardkit.rewards._similarity import Session, backend_for
+
+
+@dataclass(frozen=True)
+class PlanCoverageWeights:
+    """Weights of the four parts in the weighted mean (normalised over the parts present)."""
+
+    coverage: float = setting(0.4, "Weight of coverage: the share of gold items matched.", minimum=0)
+    quality: float = setting(0.3, "Weight of quality: the mean similarity of the matched pairs.", minimum=0)
+    diversity: float = setting(0.1, "Weight of diversity: 1 - the near-duplicate rate of predicted items.", minimum=0)
+    dependency: float = setting(
+        0.2, "Weight of dependency: F1 of the gold's `depends_on` edges (only when the gold has some).", minimum=0
+    )
+
+
+@config_section("plan_coverage")
+@dataclass(frozen=True)
+class PlanCoverageConfig:
+    """How predicted (expert, sub-question) items match the gold's, and how the parts weigh."""
+
+    match_threshold: float = setting(
+        0.5, "Similarity at or above which an assigned pair counts as a match.", minimum=0, maximum=1
+    )
+    duplicate_threshold: float = setting(
+        0.9, "Similarity at or above which a predicted item duplicates an earlier one.", minimum=0, maximum=1
+    )
+    cross_expert: float = setting(
+        0.5, "Similarity factor when a sub-question sits under a different expert.", minimum=0, maximum=1
+    )
+    weights: PlanCoverageWeights = setting(PlanCoverageWeights(), "Weights of the parts.")  # noqa: RUF009 (a field)
+
+    @staticmethod
+    def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+        weights = raw.get("weights", {})
+        if weights and sum(weights.values()) <= 0:
+            return "weights", "at least one weight must be > 0"
+        return None
 
 
 @dataclass(frozen=True)
@@ -50,6 +87,9 @@ class PlanCoverage(PlanningReward):
     Reward = ``sum(w_k * c_k) / sum(w_k)`` over the present components with
     ``plan_coverage.weights``. Both plans empty = 1.0, exactly one empty = 0.0,
     answer not schema-valid JSON = 0.0.
+    Config: ``plan_coverage`` (:class:`PlanCoverageConfig`, above), the top-level ``backend``, and
+    ``expert_match.fuzzy_threshold`` (:class:`ExpertMatchConfig` in ``rewards/_experts.py``), with which item
+    experts resolve to the row's list exactly as in ExpertMatch.
     Columns: ``solution``, ``experts``. Range: [0, 1]. None when the gold has no plan.
 
     Example (default weights coverage 0.4, quality 0.3, diversity 0.1; the gold has no depends_on)::
@@ -75,8 +115,9 @@ class PlanCoverage(PlanningReward):
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
-        self.cfg = self.config.plan_coverage
-        self.backend = make_backend(self.config.backend, self.config.embedding_model, self.config.embedding_device)
+        self.cfg = self.config.section(PlanCoverageConfig)
+        self.experts_cfg = self.config.section(ExpertMatchConfig)  # the expert-name rule ExpertMatch uses
+        self.backend = backend_for(self.config.shared)
 
     def _similarity(self, pred: list[Item], gold: list[Item], session: Session) -> np.ndarray:
         sim = session.matrix([p.task for p in pred], [g.task for g in gold])
@@ -117,7 +158,7 @@ class PlanCoverage(PlanningReward):
             for r, c in matched:
                 step_map.setdefault(gold_items[c].step, pred_items[r].step)
             parts["dependency"] = self._dependency(plan, gold, step_map)
-        weights = {k: self.cfg.weights.get(k, 0.0) for k in parts}
+        weights = {k: getattr(self.cfg.weights, k) for k in parts}
         total = sum(weights.values())
         if total <= 0:  # e.g. only the dependency weight is set and the gold has no edges
             return parts["coverage"]
@@ -138,6 +179,6 @@ class PlanCoverage(PlanningReward):
             if gold is None or gold.steps is None:
                 rewards.append(None)
                 continue
-            index = ExpertIndex(expert_names(experts), self.config.fuzzy_threshold)
+            index = ExpertIndex(expert_names(experts), self.experts_cfg.fuzzy_threshold)
             rewards.append(self.coverage(plan, gold, index, session))
         return rewards

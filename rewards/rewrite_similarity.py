@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._config import config_section, setting
 from rewardkit.rewards._parsing import read_plan
-from rewardkit.rewards._similarity import make_backend
+from rewardkit.rewards._similarity import backend_for
 from rewardkit.rewards._text import CjkUnit, content_units
+
+
+@config_section("rewrite_similarity")
+@dataclass(frozen=True)
+class RewriteSimilarityConfig:
+    """How the semantic and the coverage part of the rewrite score mix."""
+
+    alpha: float = setting(0.5, "Reward = alpha * semantic + (1 - alpha) * coverage.", minimum=0, maximum=1)
+    cjk_units: Literal["char", "bigram"] = setting("bigram", "Coverage units for Chinese text: characters or bigrams.")
 
 
 def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
@@ -28,6 +39,7 @@ class RewriteSimilarity(PlanningReward):
     ``coverage`` is the share of the gold's content units (Latin words, CJK
     characters or bigrams per ``rewrite_similarity.cjk_units``) present in the
     prediction. 0.0 when the answer is not schema-valid JSON.
+    Config: ``rewrite_similarity`` (:class:`RewriteSimilarityConfig`, above) and the top-level ``backend``.
     Columns: ``solution``. Range: [0, 1]. None when the gold has no rewrite.
 
     Example (lexical backend, alpha 0.5)::
@@ -47,9 +59,10 @@ class RewriteSimilarity(PlanningReward):
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
-        self.alpha = self.config.rewrite_alpha
-        self.cjk: CjkUnit = "char" if self.config.rewrite_cjk_units == "char" else "bigram"
-        self.backend = make_backend(self.config.backend, self.config.embedding_model, self.config.embedding_device)
+        self.cfg = self.config.section(RewriteSimilarityConfig)
+        self.alpha = self.cfg.alpha
+        self.cjk: CjkUnit = "char" if self.cfg.cjk_units == "char" else "bigram"
+        self.backend = backend_for(self.config.shared)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         golds = self.golds(columns)

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.rewards._config import RewardConfig, load_config
+from rewardkit.rewards._config import RewardConfig, config_section, load_section, setting
 from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, expected_outputs, gold_outcome
+
+
+@config_section("task_completion")
+@dataclass(frozen=True)
+class TaskCompletionConfig:
+    """Which rule decides that a tau2 task is complete."""
+
+    require_outputs: bool = setting(
+        True,
+        "true: tau2-bench's rule (the final database is right and every expected output was said); "
+        "false: MUA-RL's (the final database alone).",
+    )
 
 
 class TaskCompletion(EpisodeReward):
@@ -14,7 +27,8 @@ class TaskCompletion(EpisodeReward):
 
     Formula: ``1.0 if state(agent) == state(gold) and every expected output was said, else 0.0``
     (tau2-bench's rule). With ``task_completion.require_outputs: false`` in
-    ``$REWARDKIT_CONFIG`` it is MUA-RL's: ``1.0 iff state(agent) == state(gold)``.
+    ``$REWARDKIT_CONFIG`` it is MUA-RL's: ``1.0 iff state(agent) == state(gold)``
+    (:class:`TaskCompletionConfig`, above).
 
     - state: the canonical hash (sha256 of the exported db.json-shaped state,
       sorted keys, nulls dropped) after replaying the agent's tool calls on a
@@ -55,8 +69,8 @@ class TaskCompletion(EpisodeReward):
 
     def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        cfg = config if isinstance(config, RewardConfig) else load_config(config)
-        self.require_outputs = cfg.require_outputs
+        self.cfg = load_section(TaskCompletionConfig, config)
+        self.require_outputs = self.cfg.require_outputs
 
     def score_episode(
         self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.data_builders._io import BuildError, BuildReport, Record, read_records
@@ -40,8 +40,10 @@ from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, Pr
 from rewardkit.data_builders.planning._records import SFT, field_problem, sft_gold_problem
 from rewardkit.data_builders.planning.grpo import gold_answer, plan_experts
 from rewardkit.rewards import ThinkQuality
+from rewardkit.rewards._config import RewardConfig, SharedConfig
 from rewardkit.rewards.answers import AnswerSchema, load_schema, normalize_name, parse, read_plan
 from rewardkit.rewards.strict_format import matches_strict_format
+from rewardkit.rewards.think_quality import ThinkQualityConfig
 
 REQUIRED = ("query", "experts", "output")
 
@@ -51,6 +53,9 @@ class SftOptions(BuildOptions):
     think_min: int = 20
     think_max: int = 300
     keep_shortest: float = 1.0
+    # The ThinkQuality filter's settings: the builder's own, never $REWARDKIT_CONFIG, so that the
+    # environment cannot change which data gets built.
+    think_quality: ThinkQualityConfig = field(default_factory=ThinkQualityConfig)
 
     def __post_init__(self) -> None:
         if not 0 < self.keep_shortest <= 1:
@@ -59,11 +64,17 @@ class SftOptions(BuildOptions):
             raise BuildError(f"--think-min ({self.think_min}) must be <= --think-max ({self.think_max})")
 
 
+def filter_config(opts: SftOptions) -> RewardConfig:
+    """The reward config of the SFT filter, from ``opts`` alone (``RewardConfig.of`` never reads the environment)."""
+    shared = SharedConfig(schema=opts.schema) if opts.schema in ("zh", "en") else SharedConfig()
+    return RewardConfig.of(shared, opts.think_quality)
+
+
 class TeacherFilter:
     def __init__(self, opts: SftOptions, schema: AnswerSchema) -> None:
         self.opts = opts
         self.schema = schema
-        self.quality = ThinkQuality(config={"schema": opts.schema} if opts.schema in ("zh", "en") else None)
+        self.quality = ThinkQuality(config=filter_config(opts))
 
     def reason(self, data: dict[str, Any]) -> str | None:
         """Why the teacher output is rejected, or None to keep it (the fields are checked already)."""
