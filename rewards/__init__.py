@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
+from rewardkit.rewards._config import RewardConfig, SharedConfig
 from rewardkit.rewards.answer_format import AnswerFormat
 from rewardkit.rewards.expert_match import ExpertMatch
 from rewardkit.rewards.json_valid import JsonValid
@@ -93,8 +94,10 @@ __all__ = [
     "ExpertMatch",
     "JsonValid",
     "PlanCoverage",
+    "RewardConfig",
     "RewardSet",
     "RewriteSimilarity",
+    "SharedConfig",
     "StrictFormat",
     "TaskCompletion",
     "TaskCompletionRate",

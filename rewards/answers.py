@@ -46,6 +46,7 @@ Example::
 
 from __future__ import annotations
 
+from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
@@ -69,6 +70,7 @@ __all__ = [
     "THINK_OPEN",
     "AnswerSchema",
     "Completion",
+    "ExpertIndex",
     "GoldError",
     "Plan",
     "Step",

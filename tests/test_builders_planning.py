@@ -144,6 +144,21 @@ class TestPlanningSft:
         assert len(rows) == 1 and report.rejected == {reason: 1}
         assert rows[0]["messages"][-1]["content"] == teacher()["output"]
 
+    @pytest.mark.parametrize(
+        ("name", "kept"),
+        [
+            ("数据分析专家", True),  # the listed name
+            ("数据分析 专家", True),  # whitespace is folded by the shared rule before any comparison
+            ("数据分析专家x", False),  # rapidfuzz ratio 92.3: ExpertMatch's 85 forgives it, SFT's 100 does not
+        ],
+    )
+    def test_the_expert_rule_is_the_rewards_with_threshold_100(self, tmp_path: Path, name: str, kept: bool) -> None:
+        record = teacher(plan=[{"专家": name, "处理问题": ["查看经营周报"]}])
+        _, report = build_sft([write(tmp_path, "t.jsonl", [record])], SftOptions())
+        assert (report.written == 1) is kept and report.rejected.get("expert_not_in_list", 0) == (not kept)
+        gold = json.dumps({"补全后的问题": "查看经营周报", "plan": [STEP]}, ensure_ascii=False)
+        assert ExpertMatch()([record["output"]], solution=[gold], experts=[E5]) == [1.0]  # the reward accepts all three
+
     def test_gold_with_same_experts_is_kept(self, tmp_path: Path) -> None:
         record = teacher(gold={"补全后的问题": "q", "plan": [{"专家": "数据分析专家", "处理问题": ["x"]}]})
         rows, report = build_sft([write(tmp_path, "t.jsonl", [record])], SftOptions())

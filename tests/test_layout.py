@@ -88,7 +88,6 @@ KNOWN: frozenset[tuple[str, str]] = frozenset(
         ("rewardkit.cli", "rewardkit.rewards._base"),
         ("rewardkit.cli_build", "rewardkit.data_builders._io"),
         ("rewardkit.cli_build", "rewardkit.data_builders.planning._common"),
-        ("rewardkit.data_builders.planning.sft", "rewardkit.rewards._config"),  # RewardConfig, SharedConfig
         # Against the direction: the rewards' config writes recipes/planning/reward_config.yaml (a function-level
         # import; recipes imports rewards, so that writer belongs in recipes).
         ("rewardkit.planning_pipeline", "rewardkit.data_builders._io"),

@@ -39,13 +39,16 @@ from rewardkit.data_builders._io import BuildError, BuildReport, Record, read_re
 from rewardkit.data_builders.planning._common import BuildOptions, InputSpec, PromptTemplate, mix_and_count
 from rewardkit.data_builders.planning._records import SFT, field_problem, sft_gold_problem
 from rewardkit.data_builders.planning.grpo import gold_answer, plan_experts
-from rewardkit.rewards import ThinkQuality
-from rewardkit.rewards._config import RewardConfig, SharedConfig
-from rewardkit.rewards.answers import AnswerSchema, load_schema, normalize_name, parse, read_plan
+from rewardkit.rewards import RewardConfig, SharedConfig, ThinkQuality
+from rewardkit.rewards.answers import AnswerSchema, ExpertIndex, load_schema, normalize_name, parse, read_plan
 from rewardkit.rewards.strict_format import matches_strict_format
 from rewardkit.rewards.think_quality import ThinkQualityConfig
 
 REQUIRED = ("query", "experts", "output")
+# The expert rule is the rewards' (ExpertIndex: NFKC, whitespace and case folded, then a rapidfuzz ratio), with the
+# threshold at 100: SFT data teaches the canonical names, so a teacher output with a near miss ("数据分析专家x") is
+# dropped, while ExpertMatch (threshold 85 by default) forgives the same near miss in a rollout.
+SFT_EXPERT_THRESHOLD = 100.0
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,8 @@ class TeacherFilter:
         plan = read_plan(output, self.schema)
         if plan is None:
             return "json_schema"
-        if not plan_experts(plan) <= {normalize_name(e) for e in data["experts"]}:
+        listed = ExpertIndex(data["experts"], threshold=SFT_EXPERT_THRESHOLD)
+        if any(listed.resolve(step.expert) is None for step in plan.steps or ()):
             return "expert_not_in_list"
         gold = data.get("gold")
         if gold is not None:
