@@ -12,3 +12,8 @@ for the answer format), ``rewardkit.recipes`` (prompt templates) and ``rewardkit
 (domains and their tasks). Never the other plugins, the CLI or ms-swift: builders run offline,
 without a GPU, and give the same rows whatever the environment.
 """
+
+from rewardkit.data_builders._io import BuildError, BuildReport, write_jsonl
+from rewardkit.data_builders.planning._common import InputSpec, PromptTemplate, parse_input
+
+__all__ = ["BuildError", "BuildReport", "InputSpec", "PromptTemplate", "parse_input", "write_jsonl"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
+from rewardkit.rewards._base import MissingColumnError
 from rewardkit.rewards._config import RewardConfig, SharedConfig
 from rewardkit.rewards.answer_format import AnswerFormat
 from rewardkit.rewards.expert_match import ExpertMatch
@@ -93,6 +94,7 @@ __all__ = [
     "AnswerFormat",
     "ExpertMatch",
     "JsonValid",
+    "MissingColumnError",
     "PlanCoverage",
     "RewardConfig",
     "RewardSet",

@@ -72,28 +72,7 @@ SWIFT_AT_TOP = frozenset({MULTI_TURN, TAU2_USER})  # the ms-swift entry points (
 PENDING_INIT_DOCS: frozenset[str] = frozenset()  # packages whose __init__ does not state "May import:" yet
 
 # Imports that break a rule today, as (importing module, imported module). Fix, then delete the line.
-KNOWN: frozenset[tuple[str, str]] = frozenset(
-    {
-        # A plugin (loaded by ms-swift in every rollout worker) reads the tau2 builder's text rules.
-        ("rewardkit.plugins.user_sim.scripted", "rewardkit.data_builders.tau2"),
-        # Private modules of another area: the config reader, the tau2 row and replay helpers, the column error,
-        # the builders' report types.
-        ("rewardkit.plugins.user_sim.config", "rewardkit.rewards._config"),
-        ("rewardkit.plugins.rollout.config", "rewardkit.rewards._config"),
-        ("rewardkit.plugins.rollout.drive", "rewardkit.rewards._episodes"),
-        ("rewardkit.plugins.rollout.episode", "rewardkit.rewards._episodes"),
-        ("rewardkit.plugins.rollout.gold", "rewardkit.rewards._episodes"),
-        ("rewardkit.plugins.multi_turn.scheduler", "rewardkit.rewards._config"),
-        ("rewardkit.plugins.multi_turn.scheduler", "rewardkit.rewards._episodes"),
-        ("rewardkit.cli", "rewardkit.rewards._base"),
-        ("rewardkit.cli_build", "rewardkit.data_builders._io"),
-        ("rewardkit.cli_build", "rewardkit.data_builders.planning._common"),
-        # Against the direction: the rewards' config writes recipes/planning/reward_config.yaml (a function-level
-        # import; recipes imports rewards, so that writer belongs in recipes).
-        ("rewardkit.planning_pipeline", "rewardkit.data_builders._io"),
-        ("rewardkit.planning_pipeline", "rewardkit.data_builders.planning._common"),
-    }
-)
+KNOWN: frozenset[tuple[str, str]] = frozenset()  # every rule holds today
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from rewardkit.data_builders.tau2 import first_person
 from rewardkit.plugins.envs.retail import DATA_DIR
+from rewardkit.plugins.envs.scenario import first_person
 from rewardkit.plugins.user_sim import GREETING, STOP, TRANSFER, Progress, Turn
 from rewardkit.plugins.user_sim.scripted import GO_AHEAD, ScriptedSimulator
 

@@ -26,8 +26,8 @@ from rewardkit.plugins.rollout.config import RolloutLimits, load_rollout_limits
 from rewardkit.plugins.rollout.episode import Episode
 from rewardkit.plugins.rollout.termination import Termination
 from rewardkit.plugins.user_sim import UserSimulator, load_user_sim_config, make_simulator
-from rewardkit.rewards._config import read_config_file
-from rewardkit.rewards._episodes import TaskError, gold_outcome, read_task
+from rewardkit.rewards.config import read_config_file
+from rewardkit.rewards.episodes import TaskError, gold_outcome, read_task
 
 
 class SimulatorUnavailable(RuntimeError):

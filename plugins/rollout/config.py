@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from rewardkit.rewards._config import ConfigError
+from rewardkit.rewards.config import ConfigError
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from rewardkit.plugins.envs import Domain
 from rewardkit.plugins.rollout.config import RolloutLimits
 from rewardkit.plugins.rollout.episode import Episode
 from rewardkit.plugins.user_sim.base import UserSimulator
-from rewardkit.rewards._episodes import gold_outcome
+from rewardkit.rewards.episodes import gold_outcome
 
 # messages so far (system, user, assistant, tool...) -> the agent's next message
 Agent = Callable[[Sequence[Mapping[str, Any]]], str]

@@ -18,7 +18,7 @@ from typing import Any
 from rewardkit.plugins.user_sim.base import UserSimulator
 from rewardkit.plugins.user_sim.cache import CachedSimulator
 from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
-from rewardkit.rewards._config import ConfigError, read_config_file
+from rewardkit.rewards.config import ConfigError, read_config_file
 
 KINDS = ("scripted", "openai")
 CACHE_MODES = ("off", "read_write", "replay")

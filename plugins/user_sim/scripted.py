@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardkit.data_builders.tau2 import first_person, request_only
+from rewardkit.plugins.envs.scenario import first_person, request_only
 from rewardkit.plugins.user_sim.base import STOP, TRANSFER, Progress, Turn
 
 VERSION = 1  # bump when a rule changes: cached scripted replies must not survive it

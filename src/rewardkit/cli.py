@@ -66,8 +66,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from rewardkit.rewards import REWARDS
-    from rewardkit.rewards._base import MissingColumnError
+    from rewardkit.rewards import REWARDS, MissingColumnError
     from rewardkit.scoring import DataError, read_jsonl, score_rows
 
     path = Path(args.data)

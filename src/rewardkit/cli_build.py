@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from rewardkit.data_builders._io import BuildError, BuildReport, write_jsonl
+from rewardkit.data_builders import BuildError, BuildReport, write_jsonl
 from rewardkit.safe_io import OutputError, OutputSet, check_outputs
 
 
@@ -63,7 +63,7 @@ def _fail(builder: str, exc: Exception) -> int:
 
 
 def cmd_build_planning(args: argparse.Namespace) -> int:
-    from rewardkit.data_builders.planning._common import parse_input
+    from rewardkit.data_builders import parse_input
 
     common = dict(schema=args.schema, no_think=args.no_think, history_turns=args.history_turns,
                   seed=args.seed, on_error=args.on_error, prompt=args.prompt)  # fmt: skip

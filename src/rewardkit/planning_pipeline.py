@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.data_builders._io import write_jsonl
-from rewardkit.data_builders.planning._common import InputSpec
+from rewardkit.data_builders import InputSpec, write_jsonl
 from rewardkit.pipeline import (
     BrokenOutput,
     Context,
@@ -78,7 +77,7 @@ def planning_corpus(data: Path = EXAMPLES) -> list[str]:
     An empty corpus raises: a tokenizer trained on nothing is bytes only (261 tokens), and a model
     built on it trains and scores without a word of complaint, just badly.
     """
-    from rewardkit.data_builders.planning._common import PromptTemplate
+    from rewardkit.data_builders import PromptTemplate
 
     if not data.is_dir():
         raise CorpusError(f"--data {data}: not a directory of *.jsonl files for the tokenizer corpus")
