@@ -72,7 +72,8 @@ class Reward:
         return tuple(names)
 
     def __init__(self, args: Any = None) -> None:
-        self.args = args
+        # ``args``: ms-swift's training arguments, passed to every reward; only ThinkLength reads them (args.model).
+        pass
 
     @property
     def __name__(self) -> str:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rewardkit.plugins.envs.tool_calls import ToolCall, said_to_user, tool_calls, user_facing_texts
+from rewardkit.plugins.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 
 CANCEL = {"order_id": "#W2611340", "reason": "no longer needed"}
 
@@ -54,12 +54,12 @@ class TestToolCalls:
         assert call.error is not None and error in call.error
         assert call.arguments == {}
 
-    def test_said_to_user_drops_tool_blocks(self) -> None:
+    def test_user_facing_texts_drop_tool_blocks_and_tool_turns(self) -> None:
         messages = [
             {"role": "assistant", "content": 'Your refund is 536.65.<tool_call>{"name": "x"}</tool_call>'},
             {"role": "tool", "content": "secret tool output"},
         ]
-        text = said_to_user(messages)
+        text = " ".join(user_facing_texts(messages))
         assert "536.65" in text and "tool_call" not in text and "secret" not in text
 
     def test_ms_swift_tool_call_messages(self) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record, read_records
@@ -39,9 +38,7 @@ from rewardkit.rewards.answers import AnswerSchema, Plan, load_schema, normalize
 REQUIRED = ("query", "experts", "rewrite", "plan")
 
 
-@dataclass(frozen=True)
-class GrpoOptions(BuildOptions):
-    pass
+GrpoOptions = BuildOptions  # planning-grpo has no options beyond the shared ones
 
 
 def gold_answer(rewrite: str, plan: Sequence[Mapping[str, Any]], schema: AnswerSchema) -> dict[str, Any]:

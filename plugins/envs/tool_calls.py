@@ -115,8 +115,3 @@ def user_facing_texts(messages: Iterable[Any]) -> list[str]:
         for m in messages
         if isinstance(m, Mapping) and m.get("role") == "assistant" and isinstance(m.get("content"), str)
     ]
-
-
-def said_to_user(messages: Iterable[Any]) -> str:
-    """All of the assistant's text to the user, one message per line."""
-    return "\n".join(user_facing_texts(messages))

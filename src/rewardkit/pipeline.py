@@ -50,7 +50,6 @@ def prepare_workdir(workdir: Path) -> None:
 @dataclass
 class Context:
     workdir: Path
-    env: dict[str, str] = field(default_factory=dict)
     echo: TextIO = sys.stdout
     results: dict[str, Any] = field(default_factory=dict)  # what earlier stages recorded
 
@@ -61,7 +60,7 @@ class Context:
         """Run one command, print it first, stream its output to the terminal and the stage log."""
         log = self.log_path(stage)
         log.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **offline_env(), **self.env, **(extra_env or {})}
+        env = {**os.environ, **offline_env(), **(extra_env or {})}
         print(f"[{stage}] $ {shlex.join(cmd)}", file=self.echo, flush=True)
         with log.open("a", encoding="utf-8") as out:
             out.write(f"$ {shlex.join(cmd)}\n")
