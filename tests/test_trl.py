@@ -15,21 +15,19 @@ from typing import Any
 import pytest
 from conftest import E5, GOLD, GOOD, THINK, answer, completion, step
 
-from rewardkit.rewards import PLANNING_REWARDS, TaskCompletion, TaskCompletionRate, UserSimFailure, _base
+from rewardkit.rewards import (
+    PLANNER_WEIGHTS,
+    PLANNING_REWARDS,
+    TaskCompletion,
+    TaskCompletionRate,
+    UserSimFailure,
+    _base,
+)
 from rewardkit.rewards._completions import is_conversational
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "planning"
-# The planner's seven rewards (strict_format .. plan_coverage) and their weights.
-WEIGHTS = {
-    "strict_format": 0.1,
-    "json_valid": 0.1,
-    "think_length": 0.1,
-    "think_quality": 0.1,
-    "rewrite_similarity": 0.2,
-    "expert_match": 0.3,
-    "plan_coverage": 0.1,
-}
+WEIGHTS = PLANNER_WEIGHTS  # the planner's seven rewards (strict_format .. plan_coverage), declared in rewards/sets.py
 SEVEN = list(WEIGHTS)
 
 BATCH = [
