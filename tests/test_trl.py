@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +24,7 @@ from rewardkit.rewards import (
     TaskCompletion,
     TaskCompletionRate,
     UserSimFailure,
-    _base,
 )
-from rewardkit.rewards._completions import is_conversational
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "planning"
@@ -125,54 +126,58 @@ def prompt_rows() -> list[dict[str, Any]]:
     return [{"prompt": r["messages"], "solution": r["solution"], "experts": r["experts"]} for r in rows]
 
 
-@pytest.mark.e2e
-def test_trl_grpo_two_steps_with_the_seven_rewards(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    pytest.importorskip("trl")
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+# Runs in a fresh interpreter: a TRL user's process. In the test process, earlier tests may have imported ms-swift's
+# GRPO trainer, which patches TRL's GRPOTrainer for its own use.
+TRL_RUN = """
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+from test_trl import SEVEN, WEIGHTS, prompt_rows
+from rewardkit.rewards import PLANNING_REWARDS, _base
+from rewardkit.rewards._completions import is_conversational
 
+seen = []
+texts = _base.completion_texts
+def recording(completions, strict=True):  # the probe: what each reward call got, before it is read
+    seen.extend(completions)
+    return texts(completions, strict)
+_base.completion_texts = recording
+
+# The README's lines.
+rewards = [PLANNING_REWARDS[key]() for key in SEVEN]
+config = GRPOConfig(
+    output_dir=sys.argv[2], reward_weights=[WEIGHTS[key] for key in SEVEN], max_steps=2,
+    num_generations=2,  # generation_batch_size (2 x 1 step) must be a multiple of it
+    per_device_train_batch_size=2, max_completion_length=32, logging_steps=1, use_vllm=False, use_cpu=True,
+    bf16=False, report_to=[], save_strategy="no", seed=42,
+)
+dataset = Dataset.from_list(prompt_rows())
+trainer = GRPOTrainer(model=sys.argv[1], reward_funcs=rewards, args=config, train_dataset=dataset)
+trainer.train()
+conversational = [is_conversational(c) and c[-1]["role"] == "assistant" for c in seen]
+print(json.dumps({"step": trainer.state.global_step, "log": trainer.state.log_history,
+                  "seen": len(seen), "conversational": all(conversational)}))
+"""
+
+
+@pytest.mark.e2e
+def test_trl_grpo_two_steps_with_the_seven_rewards(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    pytest.importorskip("trl")
     from rewardkit.planning_pipeline import planning_corpus
     from rewardkit.tiny_model import build_tiny_model, offline_env
 
-    for name, value in offline_env().items():
-        monkeypatch.setenv(name, value)
     model = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", planning_corpus(EXAMPLES))
+    script = tmp_path / "trl_run.py"
+    script.write_text(TRL_RUN, encoding="utf-8")
+    cmd = [sys.executable, str(script), str(model), str(tmp_path / "grpo"), str(Path(__file__).parent)]
+    env = {**os.environ, **offline_env()}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
 
-    # Probe: every reward call records the completions it got, before they are read.
-    seen: list[Any] = []
-    texts = _base.completion_texts
-
-    def recording(completions: Any, strict: bool = True) -> list[str]:
-        seen.extend(completions)
-        return texts(completions, strict)
-
-    monkeypatch.setattr(_base, "completion_texts", recording)
-
-    # The README's lines.
-    rewards = [PLANNING_REWARDS[key]() for key in SEVEN]
-    config = GRPOConfig(
-        output_dir=str(tmp_path / "grpo"),
-        reward_weights=[WEIGHTS[key] for key in SEVEN],
-        max_steps=2,
-        num_generations=2,  # generation_batch_size (2 x 1 step) must be a multiple of it
-        per_device_train_batch_size=2,
-        max_completion_length=32,
-        logging_steps=1,
-        use_vllm=False,
-        use_cpu=True,
-        bf16=False,
-        report_to=[],
-        save_strategy="no",
-        seed=42,
-    )
-    dataset = Dataset.from_list(prompt_rows())
-    trainer = GRPOTrainer(model=str(model), reward_funcs=rewards, args=config, train_dataset=dataset)
-    trainer.train()
-
-    assert trainer.state.global_step == 2
-    steps = [row for row in trainer.state.log_history if "reward" in row]
+    assert result["step"] == 2
+    steps = [row for row in result["log"] if "reward" in row]
     assert len(steps) == 2
     for row in steps:
         means = {key: row.get(f"rewards/{PLANNING_REWARDS[key].__name__}/mean") for key in SEVEN}
@@ -181,5 +186,4 @@ def test_trl_grpo_two_steps_with_the_seven_rewards(
         # TRL's total is the weighted sum of the per-reward means: the weights arrived in order.
         assert row["reward"] == pytest.approx(sum(WEIGHTS[k] * v for k, v in means.items()), abs=1e-4)
     # 2 steps x 2 completions x 7 rewards, each a conversational list of messages.
-    assert len(seen) == 2 * 2 * 7
-    assert all(is_conversational(c) and c[-1]["role"] == "assistant" for c in seen), seen[:2]
+    assert result["seen"] == 2 * 2 * 7 and result["conversational"]
