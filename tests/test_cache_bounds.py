@@ -29,6 +29,15 @@ def big_completion(i: int, chars: int = 10_000) -> str:
     return completion(think, answer("查看经营周报", step("数据分析专家", "查看经营周报")))
 
 
+def run_threads(work: Any, n: int) -> None:
+    """``work(seed)`` in ``n`` threads at once; returns when all are done."""
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def check_accounting(store: ByteLRU) -> None:
     """The store's own count is the sum of its entries, within budget, and no less than what they really hold."""
     entries = list(store._entries.items())
@@ -132,11 +141,7 @@ class TestByteLRU:
             except BaseException as exc:
                 errors.append(exc)
 
-        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, 8)
         assert not errors
         check_accounting(store)
         assert store.evictions > 0
@@ -217,11 +222,7 @@ class TestCompletionCache:
             except BaseException as exc:
                 errors.append(exc)
 
-        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, 8)
         assert not errors
         check_accounting(completions_budget)
 

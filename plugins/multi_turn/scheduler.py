@@ -21,7 +21,13 @@ from typing import Any
 from swift.rollout.multi_turn import MultiTurnScheduler
 
 from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.multi_turn.tokens import NATIVE_TOKEN_IDS, ExactTurns, end_of_turn_ids, response_prefix_ids
+from rewardkit.plugins.multi_turn.tokens import (
+    NATIVE_TOKEN_IDS,
+    ExactTurns,
+    end_of_turn_ids,
+    response_prefix_ids,
+    strip_end,
+)
 from rewardkit.plugins.rollout.config import RolloutLimits, load_rollout_limits
 from rewardkit.plugins.rollout.episode import Episode
 from rewardkit.plugins.rollout.termination import Termination
@@ -63,6 +69,7 @@ class Tau2UserScheduler(MultiTurnScheduler):
         self.exact: dict[str, ExactTurns] = {}
         self.batch_size = self.batch_failed = 0
         self._prefix: list[int] | None = None
+        self.end_ids = end_of_turn_ids(self.tokenizer) if self.tokenizer is not None else frozenset()
 
     # --- hooks -----------------------------------------------------------------------
 
@@ -113,13 +120,13 @@ class Tau2UserScheduler(MultiTurnScheduler):
         pending = ep.take_pending()
         sampled = response_choice.token_ids or []
         if not NATIVE_TOKEN_IDS:
-            exact = self.exact.setdefault(infer_request.uuid, ExactTurns(self._prefix_ids(), self._end_ids()))
+            exact = self.exact.setdefault(infer_request.uuid, ExactTurns(self._prefix_ids(), self.end_ids))
             ids, mask = exact.freeze(infer_request.messages, sampled)
             out.update(response_token_ids=ids, response_loss_mask=mask)
         elif pending and pending[0]["role"] == "tool":
             # 4.6 keeps the sampled ids, but its template closes a turn that a tool response follows with its own
             # end-of-turn id: without this the sampled <|im_end|> would be trained twice (the token audit shows it).
-            out["response_token_ids"] = ExactTurns([], self._end_ids()).strip_end(sampled)
+            out["response_token_ids"] = strip_end(sampled, self.end_ids)
         infer_request.messages.extend(pending)
         return out
 
@@ -156,6 +163,3 @@ class Tau2UserScheduler(MultiTurnScheduler):
         if self._prefix is None:
             self._prefix = response_prefix_ids(self.tokenizer) if self.tokenizer is not None else []
         return self._prefix
-
-    def _end_ids(self) -> frozenset[int]:
-        return end_of_turn_ids(self.tokenizer) if self.tokenizer is not None else frozenset()

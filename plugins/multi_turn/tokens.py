@@ -36,6 +36,12 @@ def response_prefix_ids(tokenizer: Any, enable_thinking: bool | None = None) -> 
     return list(get_response_prefix_ids(template, sample_enable_thinking=enable_thinking) or [])
 
 
+def strip_end(ids: Sequence[int], end_ids: frozenset[int]) -> list[int]:
+    """Sampled ids without a trailing end-of-turn id, for templates that add it (with loss) themselves."""
+    ids = list(ids)
+    return ids[:-1] if ids and ids[-1] in end_ids else ids
+
+
 class ExactTurns:
     """Per trajectory: the assistant messages frozen to ids, and their text to restore."""
 
@@ -44,14 +50,9 @@ class ExactTurns:
         self.end_ids = end_ids
         self.frozen: list[tuple[dict[str, Any], str]] = []
 
-    def strip_end(self, ids: Sequence[int]) -> list[int]:
-        """Sampled ids without a trailing end-of-turn id: the template adds it (with loss) itself."""
-        ids = list(ids)
-        return ids[:-1] if ids and ids[-1] in self.end_ids else ids
-
     def freeze(self, messages: list[dict[str, Any]], sampled: Sequence[int]) -> tuple[list[int], list[int]]:
         """Freeze the last assistant message to ``prefix + sampled`` ids; return (ids, loss mask)."""
-        ids = self.prefix + self.strip_end(sampled)
+        ids = self.prefix + strip_end(sampled, self.end_ids)
         mask = [0] * len(self.prefix) + [1] * (len(ids) - len(self.prefix))
         message = next(m for m in reversed(messages) if m.get("role") == "assistant")
         self.frozen.append((message, message["content"]))

@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from rewardkit.tiny_model import offline_env
+
+T = TypeVar("T")
 
 
 class StageError(RuntimeError):
@@ -147,14 +149,19 @@ def run_stages(stages: Sequence[Stage], ctx: Context, force: Sequence[str] = ())
 
 
 # -- output checks -------------------------------------------------------------------------------------------
+def read_output(path: Path, read: Callable[[Path], T]) -> T:
+    """``read(path)``, with a missing, unreadable or malformed file reported as BrokenOutput naming it."""
+    try:
+        return read(path)
+    except (OSError, ValueError) as exc:
+        raise BrokenOutput(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def check_jsonl(path: Path) -> int:
     """Raise BrokenOutput unless ``path`` is a readable JSONL file with at least one row; the row count."""
     from rewardkit.scoring import read_jsonl
 
-    try:
-        rows = read_jsonl(path)
-    except (OSError, ValueError) as exc:
-        raise BrokenOutput(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+    rows = read_output(path, read_jsonl)
     if not rows:
         raise BrokenOutput(f"{path} has no rows")
     return len(rows)

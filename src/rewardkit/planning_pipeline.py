@@ -29,6 +29,7 @@ from rewardkit.pipeline import (
     check_model_dir,
     last_checkpoint,
     latest_run_dir,
+    read_output,
 )
 from rewardkit.recipes import EXAMPLES, recipe_path
 from rewardkit.safe_io import atomic_write_text, atomic_writer
@@ -277,18 +278,12 @@ class PlanningPipeline:
         from rewardkit.summary import grpo_steps
 
         log = _path(result, "run_dir") / "logging.jsonl"
-        try:
-            steps = grpo_steps(log)
-        except (OSError, ValueError) as exc:
-            raise BrokenOutput(f"{log}: {getattr(exc, 'strerror', None) or exc}") from None
+        steps = read_output(log, grpo_steps)
         if not steps:
             raise BrokenOutput(f"{log} has no logged GRPO step")
 
     def check_summary(self, ctx: Context, result: Mapping[str, Any]) -> None:
         path = _path(result, "summary")
-        try:
-            summary = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BrokenOutput(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+        summary = read_output(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
         if not isinstance(summary, dict) or "eval" not in summary:
             raise BrokenOutput(f"{path} has no 'eval' section")
