@@ -34,6 +34,9 @@ class StatefulEnvironment(ABC):
     @abstractmethod
     def export(self) -> dict[str, Any]: ...
 
+    def close(self) -> None:  # noqa: B027 - optional: environments holding connections or sessions release them
+        """Release what the environment holds (a database connection, a server session)."""
+
 
 @dataclass(frozen=True)
 class Domain:

@@ -157,6 +157,9 @@ class ToolEnvironment(StatefulEnvironment):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         with self.lock:
             self.conn.close()
 

@@ -170,7 +170,7 @@ class Episode:
         }
 
     def close(self) -> None:
-        self.env.conn.close()
+        self.env.close()
 
     # --- internals -----------------------------------------------------------------
 
