@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.plugins.envs import Domain
+from rewardkit.plugins.rollout.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.plugins.rollout.config import RolloutLimits
 from rewardkit.plugins.rollout.episode import Episode
+from rewardkit.plugins.rollout.termination import Termination
 from rewardkit.plugins.user_sim.base import UserSimulator
 from rewardkit.rewards.episodes import gold_outcome
-
-# messages so far (system, user, assistant, tool...) -> the agent's next message
-Agent = Callable[[Sequence[Mapping[str, Any]]], str]
 
 
 @dataclass(frozen=True)
@@ -29,23 +28,48 @@ class EpisodeResult:
 
 
 def run_episode(
-    domain: Domain, task: Mapping[str, Any], agent: Agent, simulator: UserSimulator, limits: RolloutLimits
+    domain: Domain,
+    task: Mapping[str, Any],
+    agent: Agent,
+    simulator: UserSimulator,
+    limits: RolloutLimits,
+    system: str | None = None,
 ) -> EpisodeResult:
+    """One conversation; ``system`` replaces the domain's policy as the agent's system prompt."""
     episode = Episode(domain, task, simulator, limits, gold_state=gold_outcome(domain.name, task).state_hash)
     try:
-        messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy()}]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
         opening = episode.open()
         if opening is not None:
             messages.append({"role": "user", "content": opening})
         while not episode.done:
-            text = agent(messages)
-            messages.append({"role": "assistant", "content": text})
-            if episode.agent_turn(text):
+            try:
+                reply = as_reply(agent(messages))
+            except AgentError as exc:  # infrastructure: the episode is excluded, not failed
+                episode.end(Termination.AGENT_ERROR, str(exc))
+                break
+            message = _assistant(reply)
+            messages.append(message)
+            if episode.agent_turn(reply.text, reply.finish_reason, reply.n_tokens, reply.tool_calls):
                 episode.user_turn()
-            messages += episode.take_pending()
+            messages += _answer_ids(message, episode.take_pending())
         return EpisodeResult(str(task.get("id")), messages, episode.infos())
     finally:
         episode.close()
+
+
+def _assistant(reply: AgentReply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.tool_calls and "<tool_call>" not in reply.text:  # the calls the episode runs (it reads one source)
+        message["tool_calls"] = [{**c, "id": c.get("id") or f"call_{i}"} for i, c in enumerate(reply.tool_calls)]
+    return message
+
+
+def _answer_ids(message: Mapping[str, Any], pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool results answer the message's structured calls in order (OpenAI servers require the ids)."""
+    ids = iter(c["id"] for c in message.get("tool_calls") or ())
+    return [{**m, "tool_call_id": next(ids, None)} if m["role"] == "tool" and "tool_calls" in message else m
+            for m in pending]  # fmt: skip
 
 
 def run_episodes(

@@ -131,8 +131,10 @@ class Episode:
                 return
         self.pending.append({"role": "user", "content": reply})
 
-    def end(self, reason: Termination) -> None:
-        """End from outside (ms-swift's own turn limit); the first reason stays."""
+    def end(self, reason: Termination, error: str | None = None) -> None:
+        """End from outside (ms-swift's own turn limit, a failed agent endpoint); the first reason stays."""
+        if self.termination is None and error is not None:
+            self.error = error
         self._end(reason)
 
     # --- state ---------------------------------------------------------------------

@@ -4,9 +4,8 @@ Follows tau2-bench's user simulator: system prompt = the simulation guidelines p
 scenario, and the visible dialogue with roles flipped (the agent speaks as "user", the simulator's
 own earlier messages are "assistant"), so a plain chat model continues as the customer.
 
-The client is synchronous on purpose: ms-swift runs each multi-turn hook under a fresh event
-loop, and an async client cached across calls would be bound to a loop that is already closed.
-One sync client is shared by the worker threads (``asyncio.to_thread``) that call ``reply``.
+Calls go through :class:`~rewardkit.plugins.user_sim.endpoint.ChatEndpoint` (retries, backoff, a
+concurrency limit), one sync client shared by the worker threads (``asyncio.to_thread``) that call ``reply``.
 """
 
 from __future__ import annotations
@@ -14,17 +13,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import random
 import textwrap
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import openai
-
 from rewardkit.plugins.envs.retail import DATA_DIR
 from rewardkit.plugins.user_sim.base import Progress, SimulatorError, Turn
+from rewardkit.plugins.user_sim.endpoint import ChatEndpoint
 
 GUIDELINES_FILE = DATA_DIR / "simulation_guidelines.md"  # tau2-bench's, MIT (see data/SOURCE.md)
 
@@ -82,10 +77,6 @@ def chat_messages(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[dic
     ]
 
 
-class _Retry(Exception):
-    """A transient failure worth another attempt (its message becomes the final error's cause)."""
-
-
 class OpenAISimulator:
     """The customer as a chat model; ``reply`` is thread-safe and blocks (run it in a worker thread)."""
 
@@ -102,17 +93,14 @@ class OpenAISimulator:
         backoff_s: float = 1.0,
         concurrency: int = 32,
     ) -> None:
-        if concurrency < 1 or retries < 0:
-            raise ValueError(f"need concurrency >= 1 and retries >= 0, got {concurrency} and {retries}")
         self.name = base_url
         self.model = model
         self.temperature = float(temperature)  # 0 and 0.0 must give one fingerprint
         self.max_tokens = max_tokens
-        self.retries = retries
-        self.backoff_s = backoff_s
-        # The SDK's own retries are off: ours also cover empty replies and share the backoff policy.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._endpoint = ChatEndpoint(
+            base_url, model, SimulatorError, api_key=api_key, timeout_s=timeout_s, retries=retries,
+            backoff_s=backoff_s, concurrency=concurrency,
+        )  # fmt: skip
 
     def fingerprint(self) -> str:
         ident = ["openai", self.name, self.model, self.temperature, self.max_tokens, guidelines()]
@@ -120,42 +108,12 @@ class OpenAISimulator:
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
         """The customer's next message; ``progress`` is unused (a model judges completion itself)."""
-        messages = chat_messages(task, dialogue)
-        attempts = self.retries + 1
-        cause = ""
-        for attempt in range(attempts):
-            if attempt:  # exponential backoff, jittered so retrying workers do not stampede together
-                delay = self.backoff_s * 2 ** (attempt - 1)
-                time.sleep(delay + random.uniform(0, 0.1 * delay))
-            try:
-                return self._call(messages)
-            except _Retry as exc:
-                cause = str(exc)
-        raise SimulatorError(self.name, f"no reply after {attempts} attempt(s); last error: {cause}")
+        choice = self._endpoint.complete(
+            chat_messages(task, dialogue), _has_text, temperature=self.temperature, max_tokens=self.max_tokens
+        )
+        return choice.message.content.strip()
 
-    def _call(self, messages: list[dict[str, str]]) -> str:
-        """One request: the reply text, ``_Retry`` on a transient failure, SimulatorError on a permanent one."""
-        try:
-            with self._slots:
-                response = self._client.chat.completions.create(
-                    model=self.model,
-                    messages=messages,  # type: ignore[arg-type]
-                    temperature=self.temperature,
-                    max_tokens=self.max_tokens,
-                )
-        except openai.APITimeoutError as exc:  # before APIConnectionError: it is a subclass
-            raise _Retry(f"timed out: {exc}") from exc
-        except openai.APIConnectionError as exc:
-            raise _Retry(f"connection failed: {exc}") from exc
-        except openai.APIStatusError as exc:
-            if exc.status_code == 429 or exc.status_code >= 500:
-                raise _Retry(f"HTTP {exc.status_code}: {exc.message}") from exc
-            # Other 4xx (bad model name, context too long, auth): retrying cannot help.
-            raise SimulatorError(self.name, f"HTTP {exc.status_code} (not retried): {exc.message}") from exc
-        except openai.APIResponseValidationError as exc:
-            raise _Retry(f"malformed response: {exc}") from exc
-        choices = getattr(response, "choices", None) or []
-        content = choices[0].message.content if choices and choices[0].message else None
-        if not isinstance(content, str) or not content.strip():
-            raise _Retry(f"empty reply (finish_reason={choices[0].finish_reason if choices else None!r})")
-        return content.strip()
+
+def _has_text(choice: Any) -> bool:
+    content = choice.message.content
+    return isinstance(content, str) and bool(content.strip())

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from rewardkit import cli_build, cli_env, cli_recipe, cli_tiny_model
+from rewardkit import cli_build, cli_env, cli_eval, cli_recipe, cli_synth, cli_tiny_model
 from rewardkit.recipes import EXAMPLES
 
 # Ships with the package, so `rewardkit demo` works from any directory.
@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
-    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env):  # each adds its subcommands (help order)
+    # Each module adds its subcommands, in help order.
+    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval):
         module.add_parsers(sub)
     return parser
 
