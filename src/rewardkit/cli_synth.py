@@ -39,7 +39,8 @@ def cmd_synth_tau2(args: argparse.Namespace) -> int:
 
     episodes = args.episodes or args.out.with_suffix(".episodes.jsonl")
     inputs = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
-    check_outputs(inputs, [("--out", args.out), ("--report", args.report), ("--episodes", episodes)])
+    report = ("--report", args.report) if args.report else None
+    check_outputs(inputs, [("--out", args.out), report, ("--episodes", episodes)])
     plan, meta = build_plan(args)
     log = EpisodeLog(episodes, meta["run"], args.resume)
     tools = None if args.no_tools else json.dumps(plan.domain.tool_specs(), ensure_ascii=False)

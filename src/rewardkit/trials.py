@@ -13,7 +13,7 @@ Episode record (one JSON object per line)::
      "reward": 1.0 | 0.0 | None,       # task_completion; None for infra_error
      "tcr": 0.0..1.0 | None,           # task_completion_rate
      "termination": "user_stop", "turns": 4, "tool_calls": 3, "tool_errors": 0,
-     "tools": {"find_user_id_by_email": 1, …}, "error": None, "state_hash": "…",
+     "tools": {"find_user_id_by_email": 1, …}, "call_codes": {"OK": 3}, "error": None, "state_hash": "…",
      "messages": [...]}                # the conversation as the agent saw it
 
 ``run`` fingerprints what makes episodes comparable (agent, user simulator, tasks' domain,
@@ -130,6 +130,7 @@ class Scorer:
             "status": "infra_error" if excluded else "ok", "reward": reward, "tcr": tcr,
             "termination": infos["termination"], "turns": infos["turns"], "tool_calls": infos["tool_calls"],
             "tool_errors": infos["tool_errors"], "tools": dict(Counter(str(a["tool"]) for a in infos["audit"])),
+            "call_codes": dict(Counter(str(a["code"]) for a in infos["audit"])),
             "error": infos["error"], "state_hash": infos["state_hash"], "messages": result.messages,
         }  # fmt: skip
 
