@@ -8,7 +8,11 @@ Every caller goes through the domain registry (:mod:`rewardkit.plugins.envs.doma
   idempotency keys and an audit log;
 - ``tool_calls.py``: an agent's tool calls read out of chat messages (Hermes, OpenAI, ms-swift);
 - ``calculator.py``: tau2's ``calculate`` tool without ``eval``;
-- ``retail/``: tau2-bench's retail domain (database, its 16 tools, tasks, canonical state hash).
+- ``retail/``: tau2-bench's retail domain (database, its 16 tools, tasks, canonical state hash);
+- ``mcp_server.py``: any registered domain served over the Model Context Protocol, one private
+  database per MCP session (``rewardkit env serve --mcp``; needs the optional ``mcp`` package);
+- ``mcp_env.py``: an MCP server's tools as an environment and a registered domain
+  (``MCPEnvironment``, ``mcp_domain``; needs ``mcp``, imported only when these modules are).
 
 May import: nothing outside this package (the standard library and third-party libraries only).
 It is the lowest layer: the rewards, the builders, the rollout plugins and the CLI import it, so it

@@ -1,6 +1,7 @@
-"""``rewardkit env tools|replay``: inspect a tool environment and replay calls on a fresh database.
+"""``rewardkit env tools|replay|serve``: inspect a tool environment, replay calls on a fresh database, serve it.
 
-``add_parsers(sub)`` adds ``env``; its handlers are ``cmd_env_tools`` and ``cmd_env_replay``.
+``add_parsers(sub)`` adds ``env``; its handlers are ``cmd_env_tools``, ``cmd_env_replay`` and ``cmd_env_serve``
+(a domain's tools over the Model Context Protocol, docs/mcp.md; needs the optional ``mcp`` package).
 """
 
 from __future__ import annotations
@@ -36,6 +37,28 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("--db", type=Path, help="database JSON to start from (default: the vendored db.json)")
     replay.add_argument("--export", type=Path, required=True, metavar="OUT.json", help="write the final state here")
     replay.set_defaults(func=cmd_env_replay)
+    serve = actions.add_parser("serve", help="serve a domain's tools to agents (one private database per session)")
+    serve.add_argument("--domain", default="retail", choices=domain_names())
+    mcp_help = "serve over the Model Context Protocol (required: the only protocol served for now)"
+    serve.add_argument("--mcp", action="store_true", required=True, help=mcp_help)
+    serve.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP only: the address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=_port, default=8765, help="HTTP only: the port (default 8765); the URL ends in /mcp"
+    )
+    serve.set_defaults(func=cmd_env_serve)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return port
 
 
 def _first_sentence(text: str) -> str:
@@ -128,4 +151,23 @@ def cmd_env_replay(args: argparse.Namespace) -> int:
         failed = sum(not r.ok for r in results)
         print(f"{len(results)} calls, {failed} failed; state -> {args.export}")
         print(f"state_hash {env.state_hash()}")
+    return 0
+
+
+def cmd_env_serve(args: argparse.Namespace) -> int:
+    from rewardkit.plugins.envs import get_domain
+
+    try:
+        from rewardkit.plugins.envs.mcp_server import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "uvicorn"):
+            raise
+        print(
+            "rewardkit env serve: the MCP server needs the mcp package: pip install 'rewardkit[mcp]'", file=sys.stderr
+        )
+        return 2
+    try:
+        serve(get_domain(args.domain), args.transport, args.host, args.port)
+    except KeyboardInterrupt:
+        return 130  # stopped by the user: no traceback
     return 0

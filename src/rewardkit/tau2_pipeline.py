@@ -164,11 +164,13 @@ class Tau2Pipeline:
         return {"checkpoint": str(last_checkpoint(out))}
 
     def _grpo(self, ctx: Context, stage: str, *extra: str) -> dict[str, Any]:
-        import rewardkit.plugins
+        import rewardkit.plugins.envs
         import rewardkit.rewards
 
-        plugins = [str(Path(rewardkit.rewards.__file__).resolve()),
-                   str(Path(rewardkit.plugins.__file__).resolve().parent / "tau2_user.py")]  # fmt: skip
+        # The plugins' file forms, absolute: they load on every ms-swift whatever the cwd. The scheduler's
+        # entry file is named, not imported: it imports ms-swift at module level.
+        tau2_user = Path(rewardkit.plugins.envs.__file__).resolve().parents[1] / "tau2_user.py"
+        plugins = [str(Path(rewardkit.rewards.__file__).resolve()), str(tau2_user)]
         out = ctx.workdir / stage
         cmd = [SWIFT, "rlhf", str(recipe_path(self.preset.grpo)), "--model", ctx.results["sft"]["checkpoint"],
                "--dataset", str(ctx.workdir / "data" / "grpo.jsonl"), "--output_dir", str(out),
