@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import socket
 import subprocess
@@ -256,3 +257,23 @@ class TestCli:
         assert main(["env", "serve", "--mcp"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "pip install 'rewardkit[mcp]'" in err
+
+    def test_synthesis_and_evaluation_run_on_an_mcp_server(self, url: str, tmp_path: Path) -> None:
+        """`--mcp URL`: the loop's tools come from the server, and so does the state the rewards check."""
+        tasks = ["57", "10", "59"]  # no action; a transfer; a lookup and an exchange
+        common = ["--agent", "gold", "--mcp", url, "--tasks", ",".join(tasks), "--no-progress", "--workers", "3"]
+        out = tmp_path / "sft.jsonl"
+        assert (
+            main(
+                ["synth", "tau2", *common, "--split", "train", "--out", str(out), "--report", str(tmp_path / "r.json")]
+            )
+            == 0
+        )
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert report["domain"] == "mcp:retail" and report["kept"] == 3 == report["read"]
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert json.loads(rows[0]["tools"]) == RETAIL.tool_specs()  # the listing from the server, same specs
+        eval_dir = tmp_path / "eval"
+        assert main(["eval", "tau2", *common, "--split", "train", "--trials", "1", "--out-dir", str(eval_dir)]) == 0
+        summary = json.loads((eval_dir / "summary.json").read_text())
+        assert summary["pass_hat_k"][0]["value"] == 1.0 and summary["episodes"]["infra_error"] == 0
