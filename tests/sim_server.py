@@ -58,8 +58,10 @@ class SimServer:
         status: int = 500,
         reply: Reply = None,
         hang_s: float = 0.0,
+        message: str = "simulated failure",
     ) -> None:
         self.delay_s = delay_s
+        self.message = message
         self.fail_first = fail_first
         self.status = status
         self.reply = reply if reply is not None else default_reply
@@ -105,7 +107,7 @@ class SimServer:
             if n <= self.fail_first:
                 with self._lock:
                     self.failed += 1
-                return self.status, {"error": {"message": f"simulated failure {n}", "type": "server_error"}}
+                return self.status, {"error": {"message": f"{self.message} {n}", "type": "server_error"}}
             content = self.reply if isinstance(self.reply, str) else self.reply(body)
             return 200, {
                 "id": f"chatcmpl-sim-{n}",

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from _deploy import swift_deploy
 from _tiny_agent import OPEN_TASK, TASK, short_rows
 from test_e2e_grpo import ROOT, SWIFT, read_steps
 from test_e2e_multi_turn import PROBE
@@ -23,38 +21,10 @@ from test_e2e_multi_turn import PROBE
 from rewardkit.tiny_model import offline_env
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until_serving(base_url: str, proc: subprocess.Popen, timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"swift deploy exited with {proc.returncode}"
-        try:
-            with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(1)
-    raise AssertionError(f"swift deploy did not serve {base_url} within {timeout_s}s")
-
-
 @pytest.mark.e2e
 def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tmp_path: Path) -> None:
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
     env = {**os.environ, **offline_env()}
-    deploy_log = (tmp_path / "deploy.log").open("w")
-    server = subprocess.Popen(
-        [SWIFT, "deploy", "--model", str(tiny_agent_model), "--infer_backend", "transformers",
-         "--host", "127.0.0.1", "--port", str(port), "--served_model_name", "tiny-user", "--verbose", "false"],
-        cwd=ROOT, env=env, stdout=deploy_log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        wait_until_serving(base_url, server)
+    with swift_deploy(tiny_agent_model, tmp_path / "deploy.log", "tiny-user") as base_url:
         config = tmp_path / "rewardkit.yaml"
         user_sim = {"kind": "openai", "base_url": base_url, "model": "tiny-user", "max_tokens": 24, "retries": 1}
         rollout = {"max_turns": 3, "token_budget": 512, "error_budget": 4}
@@ -78,10 +48,6 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
         proc = subprocess.run(cmd, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=900, check=False)
         (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
-        deploy_log.close()
 
     steps = read_steps(out)
     assert len(steps) == 1 and steps[0]["rewards/UserSimFailure/mean"] == 0.0

@@ -13,9 +13,6 @@ import contextlib
 import csv
 import io
 import json
-import os
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -24,16 +21,14 @@ from typing import Any
 
 import openai
 import pytest
+from _deploy import swift_deploy
 from _tiny_agent import SYSTEM
 from sim_server import SimServer, _Server, free_port
-from test_e2e_deploy_user import wait_until_serving
-from test_e2e_grpo import ROOT, SWIFT
 
 from rewardkit.cli import main
 from rewardkit.plugins.envs import get_domain
 from rewardkit.plugins.rollout.termination import EXCLUDED, Termination
 from rewardkit.plugins.user_sim.openai_sim import system_prompt
-from rewardkit.tiny_model import offline_env
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MAX_TOKENS, MAX_TURNS = 32, 3
@@ -68,38 +63,8 @@ def pass1(out_dir: Path) -> dict[str, float | None]:
 def deployed(tiny_agent_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``swift deploy`` of the tiny agent on CPU; yields its base URL."""
     logs = tmp_path_factory.mktemp("deploy")
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
-    log = (logs / "deploy.log").open("w")
-    server = subprocess.Popen(
-        [SWIFT, "deploy", "--model", str(tiny_agent_model), "--infer_backend", "transformers",
-         "--host", "127.0.0.1", "--port", str(port), "--served_model_name", "tiny-agent", "--verbose", "false"],
-        cwd=ROOT, env={**os.environ, **offline_env()}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,  # `swift deploy` runs the server in a child process: stop the whole group
-    )  # fmt: skip
-    try:
-        wait_until_serving(base_url, server)
+    with swift_deploy(tiny_agent_model, logs / "deploy.log", "tiny-agent") as base_url:
         yield base_url
-    finally:
-        stop_group(server)
-        log.close()
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to the process group, SIGKILL to whatever is left after 30 s (a wedged server ignores SIGTERM)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        proc.poll()  # reap the launcher, else its zombie keeps the group alive
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.plugins.rollout.gold import GoldAgent
-from rewardkit.plugins.user_sim.endpoint import ChatEndpoint, served_models
+from rewardkit.plugins.user_sim.endpoint import ChatEndpoint, ContextOverflow, served_models
 
 
 class AgentError(RuntimeError):
@@ -79,7 +79,7 @@ class OpenAIAgent:
         self.params = {"temperature": float(temperature), "max_tokens": max_tokens}
         self._endpoint = ChatEndpoint(
             base_url, self.model, AgentError, api_key=api_key, timeout_s=timeout_s, retries=retries,
-            backoff_s=backoff_s, concurrency=concurrency,
+            backoff_s=backoff_s, concurrency=concurrency, overflow=True,
         )  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
@@ -89,8 +89,11 @@ class OpenAIAgent:
         request: dict[str, Any] = {**self.params}
         if self.tools:
             request["tools"] = self.tools
-        choice = self._endpoint.complete(messages, _has_message, **request)
-        usage = getattr(choice, "usage", None)
+        try:
+            response = self._endpoint.complete(messages, _has_message, **request)
+        except ContextOverflow:  # the conversation outgrew the context: the policy's ending, scored 0
+            return AgentReply("", finish_reason="length")
+        choice, usage = response.choices[0], getattr(response, "usage", None)
         return AgentReply(
             text=choice.message.content or "",
             tool_calls=_openai_calls(choice.message.tool_calls),

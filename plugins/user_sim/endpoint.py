@@ -13,6 +13,7 @@ and an async client cached across calls would be bound to a loop that is already
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,14 @@ import openai
 
 class _Retry(Exception):
     """A transient failure worth another attempt (its message becomes the final error's cause)."""
+
+
+class ContextOverflow(Exception):
+    """The request outgrew the model's context (an HTTP 400 saying so): the conversation's fault, not the server's."""
+
+
+# How vLLM, SGLang, ms-swift and hosted APIs word a prompt longer than the context.
+_OVERFLOW = re.compile(r"context length|context window|maximum.{0,40}length|too long|max_model_len", re.IGNORECASE)
 
 
 def served_models(base_url: str, api_key: str = "EMPTY", timeout_s: float = 10.0) -> list[str]:
@@ -45,17 +54,19 @@ class ChatEndpoint:
         retries: int = 3,
         backoff_s: float = 1.0,
         concurrency: int = 32,
+        overflow: bool = False,
     ) -> None:
+        """``overflow``: raise :class:`ContextOverflow` for a 400 about the context length, not ``error``."""
         if concurrency < 1 or retries < 0:
             raise ValueError(f"need concurrency >= 1 and retries >= 0, got {concurrency} and {retries}")
         self.base_url, self.model, self.error = base_url, model, error
-        self.retries, self.backoff_s = retries, backoff_s
+        self.retries, self.backoff_s, self.overflow = retries, backoff_s, overflow
         # The SDK's own retries are off: ours also cover empty replies and share the backoff policy.
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self._slots = threading.BoundedSemaphore(concurrency)
 
     def complete(self, messages: Sequence[dict[str, Any]], accept: Callable[[Any], bool], **params: Any) -> Any:
-        """The first choice of a chat completion that ``accept`` takes; raises ``error(endpoint, why)``."""
+        """A chat completion whose first choice ``accept`` takes; raises ``error(endpoint, why)``."""
         attempts = self.retries + 1
         cause = ""
         for attempt in range(attempts):
@@ -63,12 +74,13 @@ class ChatEndpoint:
                 delay = self.backoff_s * 2 ** (attempt - 1)
                 time.sleep(delay + random.uniform(0, 0.1 * delay))
             try:
-                choice = self._call(messages, params)
+                response = self._call(messages, params)
             except _Retry as exc:
                 cause = str(exc)
                 continue
+            choice = response.choices[0]
             if accept(choice):
-                return choice
+                return response
             cause = f"empty reply (finish_reason={getattr(choice, 'finish_reason', None)!r})"
         raise self.error(self.base_url, f"no reply after {attempts} attempt(s); last error: {cause}")
 
@@ -87,6 +99,8 @@ class ChatEndpoint:
         except openai.APIStatusError as exc:
             if exc.status_code == 429 or exc.status_code >= 500:
                 raise _Retry(f"HTTP {exc.status_code}: {exc.message}") from exc
+            if self.overflow and exc.status_code == 400 and _OVERFLOW.search(exc.message or ""):
+                raise ContextOverflow(exc.message) from exc
             # Other 4xx (bad model name, context too long, auth): retrying cannot help.
             raise self.error(self.base_url, f"HTTP {exc.status_code} (not retried): {exc.message}") from exc
         except openai.APIResponseValidationError as exc:
@@ -94,4 +108,4 @@ class ChatEndpoint:
         choices = getattr(response, "choices", None) or []
         if not choices or choices[0].message is None:
             raise _Retry("a response without choices")
-        return choices[0]
+        return response

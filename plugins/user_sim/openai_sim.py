@@ -108,10 +108,10 @@ class OpenAISimulator:
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
         """The customer's next message; ``progress`` is unused (a model judges completion itself)."""
-        choice = self._endpoint.complete(
+        response = self._endpoint.complete(
             chat_messages(task, dialogue), _has_text, temperature=self.temperature, max_tokens=self.max_tokens
         )
-        return choice.message.content.strip()
+        return response.choices[0].message.content.strip()
 
 
 def _has_text(choice: Any) -> bool:
