@@ -27,7 +27,8 @@ from sim_server import free_port
 from rewardkit.cli import main
 from rewardkit.plugins.envs import get_domain
 from rewardkit.plugins.envs.harness import Code
-from rewardkit.plugins.envs.mcp_env import MCPEnvironment, MCPServerError, MCPUnavailableError, mcp_domain
+from rewardkit.plugins.envs.mcp_domain import mcp_domain
+from rewardkit.plugins.envs.mcp_env import MCPEnvironment, MCPServerError, MCPUnavailableError
 from rewardkit.plugins.envs.tool_calls import ToolCall
 from rewardkit.plugins.rollout.config import RolloutLimits
 from rewardkit.plugins.rollout.drive import run_episode

@@ -11,7 +11,7 @@ Every caller goes through the domain registry (:mod:`rewardkit.plugins.envs.doma
 - ``retail/``: tau2-bench's retail domain (database, its 16 tools, tasks, canonical state hash);
 - ``mcp_server.py``: any registered domain served over the Model Context Protocol, one private
   database per MCP session (``rewardkit env serve --mcp``; needs the optional ``mcp`` package);
-- ``mcp_env.py``: an MCP server's tools as an environment and a registered domain
+- ``mcp_env.py`` and ``mcp_domain.py``: an MCP server's tools as an environment, and as a registered domain
   (``MCPEnvironment``, ``mcp_domain``; needs ``mcp``, imported only when these modules are).
 
 May import: nothing outside this package (the standard library and third-party libraries only).

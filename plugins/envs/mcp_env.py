@@ -1,17 +1,15 @@
 """Tools from an MCP server as a rewardkit environment (docs/mcp.md).
 
 :class:`MCPEnvironment` is one MCP session (stdio: a command line; streamable HTTP: a URL) behind the
-synchronous environment contract; :func:`mcp_domain` registers a server as a :class:`Domain` with a base
-domain's tasks, splits and policy. The async SDK runs on one shared event-loop thread, and an environment
-may be called from several threads (its calls are serialised, as in the harness). Tool failures are results;
-an unreachable or silent server raises :class:`MCPUnavailableError`, one without tools or state resources
-:class:`MCPServerError`, each naming the server.
+synchronous environment contract (``mcp_domain.py`` registers a server as a domain). The async SDK runs on one
+shared event-loop thread, and an environment may be called from several threads (its calls are serialised, as
+in the harness). Tool failures are results; an unreachable or silent server raises :class:`MCPUnavailableError`,
+one without tools or state resources :class:`MCPServerError`, each naming the server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import os
@@ -32,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-from rewardkit.plugins.envs.domain import Domain, StatefulEnvironment, get_domain, register_domain
+from rewardkit.plugins.envs.domain import StatefulEnvironment
 from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code, ToolResult, _not_json, _unencodable
 from rewardkit.plugins.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI, decode_result
 from rewardkit.plugins.envs.tool_calls import ToolCall
@@ -310,43 +308,3 @@ class MCPEnvironment(StatefulEnvironment):
         if not texts:
             raise MCPServerError(f"the MCP server {self.server!r} answered {uri} without text contents")
         return texts[0]
-
-
-# (server, domain name) -> the registered domain: a second call does not list the tools again.
-_DOMAINS: dict[tuple[str, str], Domain] = {}
-_DOMAINS_LOCK = threading.Lock()
-
-
-def _make_env(server: str, tools: Mapping[str, MCPToolSpec], timeout: float, db_path: str | Path | None) -> Any:
-    if db_path is not None:
-        raise MCPServerError(f"an MCP environment starts from its server's own database; got db_path={db_path!r}")
-    return MCPEnvironment(server, timeout=timeout, tools=tools)
-
-
-def mcp_domain(server: str, base: str | Domain = "retail", name: str | None = None, timeout: float = 60.0) -> Domain:
-    """The tools of ``server`` as a registered domain (``mcp:<base>`` unless named), with ``base``'s tasks.
-
-    The server's tools are listed once, here; every ``make_env(None)`` opens a new session on it.
-    """
-    base_domain = get_domain(base) if isinstance(base, str) else base
-    name = name or f"mcp:{base_domain.name}"
-    with _DOMAINS_LOCK:
-        if (server, name) in _DOMAINS:
-            return _DOMAINS[(server, name)]
-        with MCPEnvironment(server, timeout=timeout) as probe:
-            tools = dict(probe.tools)
-        domain = Domain(
-            name=name,
-            make_env=functools.partial(_make_env, server, tools, timeout),
-            tools=tools,
-            tasks=base_domain.tasks,
-            splits=base_domain.splits,
-            policy=base_domain.policy,
-            stop_tools=base_domain.stop_tools & frozenset(tools),
-        )
-        try:
-            register_domain(domain)
-        except ValueError as exc:
-            raise MCPServerError(f"{exc} (pass name=... to mcp_domain for another server's tools)") from None
-        _DOMAINS[(server, name)] = domain
-        return domain

@@ -53,7 +53,7 @@ def _domain(args: argparse.Namespace) -> Domain:
     if args.mcp is None:
         return get_domain(args.domain)
     try:
-        from rewardkit.plugins.envs.mcp_env import mcp_domain
+        from rewardkit.plugins.envs.mcp_domain import mcp_domain
     except ImportError as exc:
         raise RunError(f"--mcp needs the MCP SDK ({exc}); pip install 'rewardkit[mcp]'") from exc
     return mcp_domain(args.mcp, base=args.domain)
