@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -138,7 +139,60 @@ def _unencodable(value: Any) -> bool:
     return False
 
 
-class ToolEnvironment(StatefulEnvironment):
+class CallingEnvironment(StatefulEnvironment):
+    """Tool calls under the harness's rules for what can be called at all (a JSON object of arguments, a known
+    tool); subclasses run what passes (``_call``) and record every call, refused ones included (``_record``)."""
+
+    tools: Mapping[str, Any]
+    lock: threading.RLock
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        with self.lock:
+            return self._call(name, arguments)
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Run a decoded tool call; an undecodable one is a schema violation."""
+        with self.lock:
+            if call.error is not None:
+                return self._record(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
+            return self._call(call.name, call.arguments)
+
+    def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
+        """Run calls in order; mappings are ``{"name", "arguments"}`` (gold actions, action files)."""
+        out = []
+        with self.lock:  # one replay is one uninterrupted sequence
+            for call in calls:
+                if isinstance(call, Mapping):
+                    call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
+                out.append(self.execute(call))
+        return out
+
+    def _admit(self, name: Any, arguments: Any) -> tuple[str, dict[str, Any], ToolResult | None]:
+        """The name and arguments as stored, and the refusal when the call cannot run at all."""
+        if not isinstance(name, str):
+            name = f"<{type(name).__name__}>"  # never a tool name: UNKNOWN_TOOL below
+        if arguments is not None and not isinstance(arguments, Mapping):
+            problem = f"arguments: must be a JSON object, got {type(arguments).__name__}"
+            return name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem)
+        arguments = dict(arguments or {})
+        problem = _not_json(arguments)
+        if problem is not None:  # bytes, sets, NaN, nesting too deep: nothing below could store or check them
+            return name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem)
+        if name not in self.tools:
+            refused = ToolResult.error(Code.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}")
+            return name, arguments, refused
+        return name, arguments, None
+
+    @abstractmethod
+    def _call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult: ...
+
+    @abstractmethod
+    def _record(
+        self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False
+    ) -> ToolResult: ...
+
+
+class ToolEnvironment(CallingEnvironment):
     """Runs tool calls against one connection (a rollout's private database copy).
 
     Subclasses name their tools and implement ``state_hash`` and ``export``.
@@ -163,32 +217,19 @@ class ToolEnvironment(StatefulEnvironment):
         with self.lock:
             self.conn.close()
 
-    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
-        with self.lock:
-            return self._call(name, arguments)
-
     def _call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
-        if not isinstance(name, str):
-            name = f"<{type(name).__name__}>"  # never a tool name: UNKNOWN_TOOL below
-        if arguments is not None and not isinstance(arguments, Mapping):
-            problem = f"arguments: must be a JSON object, got {type(arguments).__name__}"
-            return self._audit(name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
-        arguments = dict(arguments or {})
-        problem = _not_json(arguments)
-        if problem is not None:  # bytes, sets, NaN, nesting too deep: nothing below could store or check them
-            return self._audit(name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
-        spec = self.tools.get(name)
-        if spec is None:
-            result = ToolResult.error(Code.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}")
-            return self._audit(name, arguments, result)
+        name, arguments, refused = self._admit(name, arguments)
+        if refused is not None:
+            return self._record(name, arguments, refused)
+        spec = self.tools[name]
         problem = spec.violation(arguments)
         if problem is None and _unencodable(arguments):
             problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
         if problem is not None:
-            return self._audit(name, arguments, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
+            return self._record(name, arguments, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
         key = arguments.pop(IDEMPOTENCY_KEY, None)
         if spec.risk == "read":
-            return self._audit(name, arguments, self._run(spec, arguments))
+            return self._record(name, arguments, self._run(spec, arguments))
         if key is not None:
             row = self.conn.execute("SELECT call, result FROM idempotency WHERE key = ?", (key,)).fetchone()
             if row is not None:
@@ -196,8 +237,8 @@ class ToolEnvironment(StatefulEnvironment):
                     result = ToolResult.error(
                         Code.IDEMPOTENCY_CONFLICT, f"idempotency_key {key!r} was already used for a different call"
                     )
-                    return self._audit(name, arguments, result)
-                return self._audit(name, arguments, ToolResult(Code.OK, json.loads(row["result"])), replayed=True)
+                    return self._record(name, arguments, result)
+                return self._record(name, arguments, ToolResult(Code.OK, json.loads(row["result"])), replayed=True)
         self.conn.execute("BEGIN")
         try:
             result = self._run(spec, arguments)
@@ -206,31 +247,14 @@ class ToolEnvironment(StatefulEnvironment):
             raise
         if not result.ok:
             self.conn.execute("ROLLBACK")
-            return self._audit(name, arguments, result)
+            return self._record(name, arguments, result)
         if key is not None:  # only successes are remembered: a failed write may be retried
             self.conn.execute(
                 "INSERT INTO idempotency VALUES (?, ?, ?)",
                 (key, _canonical([name, arguments]), _canonical(result.value)),
             )
         self.conn.execute("COMMIT")
-        return self._audit(name, arguments, result)
-
-    def execute(self, call: ToolCall) -> ToolResult:
-        """Run a decoded tool call; an undecodable one is a schema violation."""
-        with self.lock:
-            if call.error is not None:
-                return self._audit(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
-            return self._call(call.name, call.arguments)
-
-    def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
-        """Run calls in order; mappings are ``{"name", "arguments"}`` (gold actions, action files)."""
-        out = []
-        with self.lock:  # one replay is one uninterrupted sequence
-            for call in calls:
-                if isinstance(call, Mapping):
-                    call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
-                out.append(self.execute(call))
-        return out
+        return self._record(name, arguments, result)
 
     def audit(self) -> list[dict[str, Any]]:
         """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
@@ -250,7 +274,9 @@ class ToolEnvironment(StatefulEnvironment):
         except sqlite3.IntegrityError as exc:  # a constraint the tool's own checks should have caught first
             return ToolResult.error(Code.PRECONDITION_FAILED, f"constraint failed: {exc}")
 
-    def _audit(self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False) -> ToolResult:
+    def _record(
+        self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False
+    ) -> ToolResult:
         self.conn.execute(
             "INSERT INTO audit (tool, arguments, code, replayed) VALUES (?, ?, ?, ?)",
             (_canonical(name), _canonical(arguments), result.code.value, int(replayed)),

@@ -16,7 +16,7 @@ import os
 import shlex
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -30,10 +30,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-from rewardkit.plugins.envs.domain import StatefulEnvironment
-from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code, ToolResult, _not_json, _unencodable
+from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, CallingEnvironment, Code, ToolResult, _unencodable
 from rewardkit.plugins.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI, decode_result
-from rewardkit.plugins.envs.tool_calls import ToolCall
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
@@ -119,13 +117,13 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-class MCPEnvironment(StatefulEnvironment):
+class MCPEnvironment(CallingEnvironment):
     """One MCP session on ``server`` (an ``http(s)://`` URL or a stdio command line), used synchronously."""
 
     def __init__(self, server: str, *, timeout: float = 60.0, tools: Mapping[str, MCPToolSpec] | None = None) -> None:
         self.server, self.timeout = server, timeout
         self.lock = threading.RLock()  # one call (and its audit row) at a time, as in the harness
-        self._audit: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []
         self._client: Client | None = None
         self._closing = asyncio.Event()  # bound to the loop on first use; set only through it
         self._ready: Future[None] = Future()
@@ -227,30 +225,10 @@ class MCPEnvironment(StatefulEnvironment):
             except (*_TIMEOUTS, OSError, MCPError, *_LINK_ERRORS) as exc:  # it had failed already, or exits slowly
                 logger.debug("MCP server %r: the session ended with %r", self.server, exc)
 
-    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
-        with self.lock:
-            return self._call(name, arguments)
-
-    def execute(self, call: ToolCall) -> ToolResult:
-        """Run a decoded tool call; an undecodable one is a schema violation and never reaches the server."""
-        with self.lock:
-            if call.error is not None:
-                return self._record(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
-            return self._call(call.name, call.arguments)
-
-    def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
-        out = []
-        with self.lock:
-            for call in calls:
-                if isinstance(call, Mapping):
-                    call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
-                out.append(self.execute(call))
-        return out
-
     def audit(self) -> list[dict[str, Any]]:
         """Every call so far, as ``ToolEnvironment.audit()`` rows (recorded here, not read from the server)."""
         with self.lock:
-            return [dict(row) for row in self._audit]
+            return [dict(row) for row in self._rows]
 
     def state_hash(self) -> str:
         return self._resource(STATE_HASH_URI).strip()
@@ -261,19 +239,9 @@ class MCPEnvironment(StatefulEnvironment):
     # --- internals -------------------------------------------------------------------------
 
     def _call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
-        # The harness's own checks, in its order, for what cannot even be sent as a JSON object.
-        if not isinstance(name, str):
-            name = f"<{type(name).__name__}>"
-        if arguments is not None and not isinstance(arguments, Mapping):
-            problem = f"arguments: must be a JSON object, got {type(arguments).__name__}"
-            return self._record(name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
-        arguments = dict(arguments or {})
-        problem = _not_json(arguments)
-        if problem is not None:
-            return self._record(name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
-        if name not in self.tools:
-            result = ToolResult.error(Code.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}")
-            return self._record(name, arguments, result)
+        name, arguments, refused = self._admit(name, arguments)  # the harness's own refusals, locally
+        if refused is not None:
+            return self._record(name, arguments, refused)
         if _unencodable(arguments):  # no UTF-8 wire can carry it
             problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
             return self._record(name, arguments, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
@@ -289,9 +257,9 @@ class MCPEnvironment(StatefulEnvironment):
     ) -> ToolResult:
         if result.code not in (Code.SCHEMA_VIOLATION, Code.UNKNOWN_TOOL):  # the harness audits the key only then
             arguments = {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
-        row = {"seq": len(self._audit) + 1, "tool": name, "arguments": json.loads(json.dumps(arguments)),
+        row = {"seq": len(self._rows) + 1, "tool": name, "arguments": json.loads(json.dumps(arguments)),
                "code": result.code.value, "replayed": replayed}  # fmt: skip
-        self._audit.append(row)
+        self._rows.append(row)
         return result
 
     def _resource(self, uri: str) -> str:
