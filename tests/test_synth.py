@@ -80,10 +80,10 @@ class Started:
 @pytest.fixture(scope="module")
 def agent_down(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A run whose agent endpoint is down. Started before the gold run and left to finish alongside it:
-    OpenAIAgent retries each request 3 times (1 + 2 + 4 s of backoff), time this run spends asleep."""
+    With --agent-retries 1 each request is tried twice (1 s of backoff), time this run spends asleep."""
     cwd = tmp_path_factory.mktemp("synth_agent_down")
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every request is refused
-    args = ["--agent", url, "--agent-model", "m", "--tasks", "57,24", "--user-retries", "0",
+    args = ["--agent", url, "--agent-model", "m", "--agent-retries", "1", "--tasks", "57,24", "--user-retries", "0",
             "--out", "sft.jsonl", "--report", "report.json"]  # fmt: skip
     proc = subprocess.Popen(synth_command(*args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     yield Started(cwd, url, proc)

@@ -25,6 +25,8 @@ def add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None
     who.add_argument("--agent-model", help="model name at --agent URL (default: the one model it serves)")
     who.add_argument("--temperature", type=float, default=0.0, help="the agent's sampling temperature (default 0)")
     who.add_argument("--max-tokens", type=int, default=1024, help="the agent's tokens per message")
+    who.add_argument("--agent-retries", type=int, default=3, help="extra attempts per agent call (URL agents)")
+    who.add_argument("--agent-timeout", type=float, default=120.0, help="seconds per agent call (URL agents)")
     who.add_argument("--user", default="scripted", help="scripted, or an http(s):// URL of a chat model")
     who.add_argument("--user-model", help="model name at --user URL (default: the one model it serves)")
     who.add_argument("--user-retries", type=int, default=3, help="extra attempts per simulator call")
@@ -90,7 +92,9 @@ def _only_model(base_url: str) -> str:
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name, low in (("trials", 1), ("workers", 1), ("max_tokens", 1), ("max_turns", 1), ("limit", 1)):
+    lows = {"trials": 1, "workers": 1, "max_tokens": 1, "max_turns": 1, "limit": 1, "agent_retries": 0,
+            "user_retries": 0}  # fmt: skip
+    for name, low in lows.items():
         value = getattr(args, name)
         if value is not None and value < low:
             raise RunError(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
@@ -105,8 +109,14 @@ def build_plan(args: argparse.Namespace) -> tuple[TrialPlan, dict[str, Any]]:
     tasks = select_tasks(domain, args.split, ids, args.limit)
     try:
         tools = [] if args.no_tools else domain.tool_specs()
+        endpoint = {"retries": args.agent_retries, "timeout_s": args.agent_timeout, "concurrency": args.workers}
         make_agent, agent = make_agent_factory(
-            args.agent, tools, model=args.agent_model, temperature=args.temperature, max_tokens=args.max_tokens
+            args.agent,
+            tools,
+            model=args.agent_model,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            **(endpoint if args.agent.startswith(("http://", "https://")) else {}),
         )
     except AgentError as exc:
         raise RunError(str(exc)) from exc
