@@ -292,7 +292,7 @@ def test_agent_endpoint_down_counts_agent_errors_and_suggests_resume(agent_down:
     assert "2 episode(s) hit an infrastructure error; rerun with --resume to retry them" in run.stderr
     for episode in run.episodes:
         assert (episode["status"], episode["reward"], episode["termination"]) == ("infra_error", None, "agent_error")
-        assert f"agent endpoint {url}" in episode["error"] and "no reply after 4 attempt(s)" in episode["error"]
+        assert f"agent endpoint {url}" in episode["error"] and "no reply after 2 attempt(s)" in episode["error"]
 
 
 def test_agent_endpoint_down_without_a_model_name_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
