@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import socket
@@ -25,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from sim_server import free_port
 
 from rewardkit.cli import main
+from rewardkit.eval_metrics import summarize
 from rewardkit.plugins.envs import get_domain
 from rewardkit.plugins.envs.harness import Code
 from rewardkit.plugins.envs.mcp_domain import mcp_domain
@@ -35,6 +37,7 @@ from rewardkit.plugins.rollout.drive import run_episode
 from rewardkit.plugins.rollout.gold import GoldAgent
 from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
+from rewardkit.trials import EpisodeLog, TrialPlan, run_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "rewardkit.cli", "env", "serve", "--domain", "retail", "--mcp"]
@@ -58,11 +61,9 @@ def over_mcp(env: MCPEnvironment, calls: Sequence[Any]) -> tuple[str, list[tuple
     return env.state_hash(), [(r.code, r.text()) for r in results], env.audit()
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`rewardkit env serve --mcp --transport http` on a free port, for the whole module."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("mcp") / "server.log"
+@contextlib.contextmanager
+def http_server(port: int, log: Path) -> Iterator[str]:
+    """`rewardkit env serve --mcp --transport http` on ``port``; yields its URL once it listens."""
     with log.open("w") as err:
         cmd = [*SERVE, "--transport", "http", "--port", str(port)]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
@@ -80,6 +81,13 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server for the whole module."""
+    with http_server(free_port(), tmp_path_factory.mktemp("mcp") / "server.log") as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -278,3 +286,21 @@ class TestCli:
         assert main(["eval", "tau2", *common, "--split", "train", "--trials", "1", "--out-dir", str(eval_dir)]) == 0
         summary = json.loads((eval_dir / "summary.json").read_text())
         assert summary["pass_hat_k"][0]["value"] == 1.0 and summary["episodes"]["infra_error"] == 0
+
+    def test_a_server_gone_is_infrastructure_and_resume_completes(self, tmp_path: Path) -> None:
+        """An MCP server that stops mid-run: its episodes end as env_error (excluded, counted), not as failures."""
+        port = free_port()
+        with http_server(port, tmp_path / "first.log") as served:
+            domain = mcp_domain(served, name="mcp:retail-restarted")  # the tools are listed while it is up
+        tasks = [TASKS["57"], TASKS["10"]]
+        plan = TrialPlan(domain, tasks, 1, GoldAgent, ScriptedSimulator(), RolloutLimits(), workers=1)
+        log_path = tmp_path / "episodes.jsonl"
+        records = run_trials(plan, EpisodeLog(log_path, "run", resume=False), progress=False)  # the server is gone
+        ended = [(r["status"], r["termination"], r["reward"]) for r in records]
+        assert ended == [("infra_error", "env_error", None)] * 2
+        assert all(served in r["error"] for r in records)
+        summary = summarize(records, trials=1)
+        assert summary["pass_hat_k"][0]["value"] is None and summary["episodes"]["infra_error"] == 2  # none scored 0
+        with http_server(port, tmp_path / "second.log"):  # back on the same URL
+            records = run_trials(plan, EpisodeLog(log_path, "run", resume=True), progress=False)
+        assert [(r["status"], r["reward"]) for r in records] == [("ok", 1.0)] * 2

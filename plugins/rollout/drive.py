@@ -35,8 +35,17 @@ def run_episode(
     limits: RolloutLimits,
     system: str | None = None,
 ) -> EpisodeResult:
-    """One conversation; ``system`` replaces the domain's policy as the agent's system prompt."""
-    episode = Episode(domain, task, simulator, limits, gold_state=gold_outcome(domain.name, task).state_hash)
+    """One conversation; ``system`` replaces the domain's policy as the agent's system prompt.
+
+    Infrastructure failures end the episode, named, instead of raising: the simulator's (``user_sim_error``),
+    the agent endpoint's (``agent_error``) and the tools' server's (``env_error``: a ``ConnectionError``, such
+    as an MCP server that went away).
+    """
+    try:
+        gold = gold_outcome(domain.name, task).state_hash
+        episode = Episode(domain, task, simulator, limits, gold_state=gold)
+    except ConnectionError as exc:  # the environment could not even be opened
+        return EpisodeResult(str(task.get("id")), [], _unreachable(str(exc), simulator.name))
     try:
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
         opening = episode.open()
@@ -50,12 +59,26 @@ def run_episode(
                 break
             message = _assistant(reply)
             messages.append(message)
-            if episode.agent_turn(reply.text, reply.finish_reason, reply.n_tokens, reply.tool_calls):
+            try:
+                answer = episode.agent_turn(reply.text, reply.finish_reason, reply.n_tokens, reply.tool_calls)
+            except ConnectionError as exc:
+                episode.end(Termination.ENV_ERROR, str(exc))
+                break
+            if answer:
                 episode.user_turn()
             messages += _answer_ids(message, episode.take_pending())
         return EpisodeResult(str(task.get("id")), messages, episode.infos())
     finally:
         episode.close()
+
+
+def _unreachable(error: str, user_sim: str) -> dict[str, Any]:
+    """``rollout_infos`` of an episode that never started: its environment's server was unreachable."""
+    return {
+        "state_hash": None, "audit": [], "termination": Termination.ENV_ERROR.value, "turns": 0, "tool_calls": 0,
+        "tool_errors": 0, "policy_tokens": 0, "agent_said": [], "transcript": "", "user_sim": user_sim,
+        "error": error,
+    }  # fmt: skip
 
 
 def _assistant(reply: AgentReply) -> dict[str, Any]:

@@ -157,8 +157,9 @@ class Episode:
 
     def infos(self) -> dict[str, Any]:
         """What the rewards and the logs need, JSON-serialisable (ms-swift's ``rollout_infos``)."""
+        unreachable = self.termination is Termination.ENV_ERROR  # asking its server again would fail again
         return {
-            "state_hash": self.env.state_hash(),
+            "state_hash": None if unreachable else self.env.state_hash(),
             "audit": self.env.audit(),
             "termination": self.termination.value if self.termination else None,
             "turns": self.turns,
