@@ -335,3 +335,11 @@ def test_select_tasks_errors(split: str, task_ids: list[str] | None, limit: int 
     with pytest.raises(RunError) as info:
         select_tasks(DOMAIN, split, task_ids, limit)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("line", ["[1, 2]", '"text"', '{"run": "r"}'])
+def test_a_line_that_is_json_but_not_a_record_is_named(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(RunError, match=r"episodes.jsonl:1: not an episode record"):
+        EpisodeLog(path, "r", resume=True)

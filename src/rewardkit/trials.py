@@ -74,7 +74,9 @@ class EpisodeLog:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise RunError(f"{self.path}:{number}: not an episode record ({exc}); remove the line") from exc
-            if record.get("run") != self.run:
+            if not isinstance(record, dict) or not {"run", "task_id", "trial", "status"} <= record.keys():
+                raise RunError(f"{self.path}:{number}: not an episode record; remove the line")
+            if record["run"] != self.run:
                 raise RunError(
                     f"{self.path}:{number} was written by another run (agent, user, tasks or limits differ); "
                     "resume with the same options, or write to a new file"
