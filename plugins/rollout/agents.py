@@ -9,15 +9,14 @@ infrastructure failure that reports count apart and never score as a failed task
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rewardkit.plugins.rollout.gold import GoldAgent
-from rewardkit.plugins.user_sim.endpoint import ChatEndpoint, ContextOverflow, served_models
+from rewardkit.plugins.user_sim.endpoint import ChatEndpoint, ContextOverflow, only_model
 
 
 class AgentError(RuntimeError):
@@ -34,7 +33,6 @@ class AgentReply:
     tool_calls: list[dict[str, Any]] | None = None  # OpenAI-shaped, when the endpoint parsed them out of the text
     finish_reason: str | None = None
     n_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 Agent = Callable[[Sequence[Mapping[str, Any]]], "str | AgentReply"]
@@ -107,15 +105,10 @@ def _has_message(choice: Any) -> bool:
 
 
 def _only_model(base_url: str, api_key: str) -> str:
-    import openai
-
     try:
-        models = served_models(base_url, api_key)
-    except openai.OpenAIError as exc:
-        raise AgentError(base_url, f"cannot list its models ({exc}); is the server up?") from exc
-    if len(models) != 1:
-        raise AgentError(base_url, f"serves {len(models)} models {models}; pass the model name")
-    return models[0]
+        return only_model(base_url, "pass the model name", api_key)
+    except ValueError as exc:
+        raise AgentError(base_url, str(exc)) from exc
 
 
 class CheckpointAgent:
@@ -185,8 +178,3 @@ def make_agent_factory(
         options.pop("model", None)
         agent = CheckpointAgent(path, tools, **{k: v for k, v in options.items() if k in ("temperature", "max_tokens")})
     return (lambda task: agent), agent.describe()
-
-
-def tools_json(tools: Sequence[Mapping[str, Any]]) -> str:
-    """The ``tools`` column: a JSON string (Arrow would otherwise merge the schemas' shapes)."""
-    return json.dumps(list(tools), ensure_ascii=False)

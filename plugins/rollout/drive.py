@@ -45,7 +45,7 @@ def run_episode(
         gold = gold_outcome(domain.name, task).state_hash
         episode = Episode(domain, task, simulator, limits, gold_state=gold)
     except ConnectionError as exc:  # the environment could not even be opened
-        return EpisodeResult(str(task.get("id")), [], _unreachable(str(exc), simulator.name))
+        return EpisodeResult(str(task.get("id")), [], Episode.unstarted(str(exc), simulator.name))
     try:
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
         opening = episode.open()
@@ -70,15 +70,6 @@ def run_episode(
         return EpisodeResult(str(task.get("id")), messages, episode.infos())
     finally:
         episode.close()
-
-
-def _unreachable(error: str, user_sim: str) -> dict[str, Any]:
-    """``rollout_infos`` of an episode that never started: its environment's server was unreachable."""
-    return {
-        "state_hash": None, "audit": [], "termination": Termination.ENV_ERROR.value, "turns": 0, "tool_calls": 0,
-        "tool_errors": 0, "policy_tokens": 0, "agent_said": [], "transcript": "", "user_sim": user_sim,
-        "error": error,
-    }  # fmt: skip
 
 
 def _assistant(reply: AgentReply) -> dict[str, Any]:

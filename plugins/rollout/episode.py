@@ -172,6 +172,15 @@ class Episode:
             "error": self.error,
         }
 
+    @staticmethod
+    def unstarted(error: str, user_sim: str) -> dict[str, Any]:
+        """``infos()`` of an episode whose environment's server could not be reached: it never started."""
+        return {
+            "state_hash": None, "audit": [], "termination": Termination.ENV_ERROR.value, "turns": 0, "tool_calls": 0,
+            "tool_errors": 0, "policy_tokens": 0, "agent_said": [], "transcript": "", "user_sim": user_sim,
+            "error": error,
+        }  # fmt: skip
+
     def close(self) -> None:
         self.env.close()
 

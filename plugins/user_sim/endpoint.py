@@ -34,10 +34,16 @@ class ContextOverflow(Exception):
 _OVERFLOW = re.compile(r"context length|context window|maximum.{0,40}length|too long|max_model_len", re.IGNORECASE)
 
 
-def served_models(base_url: str, api_key: str = "EMPTY", timeout_s: float = 10.0) -> list[str]:
-    """The model names an endpoint serves (``GET /models``); raises ``openai.OpenAIError`` when unreachable."""
+def only_model(base_url: str, hint: str, api_key: str = "EMPTY", timeout_s: float = 10.0) -> str:
+    """The one model an endpoint serves (``GET /models``); ValueError saying why not (``hint``: what to do)."""
     client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
-    return [m.id for m in client.models.list()]
+    try:
+        models = [m.id for m in client.models.list()]
+    except openai.OpenAIError as exc:
+        raise ValueError(f"cannot list its models ({exc}); is the server up?") from exc
+    if len(models) != 1:
+        raise ValueError(f"serves {len(models)} models {models}; {hint}")
+    return models[0]
 
 
 class ChatEndpoint:

@@ -78,17 +78,12 @@ def _user(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 
 def _only_model(base_url: str) -> str:
-    import openai
-
-    from rewardkit.plugins.user_sim.endpoint import served_models
+    from rewardkit.plugins.user_sim.endpoint import only_model
 
     try:
-        models = served_models(base_url)
-    except openai.OpenAIError as exc:
-        raise RunError(f"--user {base_url}: cannot list its models ({exc}); is the server up?") from exc
-    if len(models) != 1:
-        raise RunError(f"--user {base_url} serves {len(models)} models {models}; pass --user-model")
-    return models[0]
+        return only_model(base_url, "pass --user-model")
+    except ValueError as exc:
+        raise RunError(f"--user {base_url}: {exc}") from exc
 
 
 def _check(args: argparse.Namespace) -> None:

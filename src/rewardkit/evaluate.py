@@ -28,8 +28,6 @@ def evaluate(
     from rewardkit.eval_plots import plot_eval
 
     records = run_trials(plan, log, progress=progress, label="evaluation")
-    wanted = {str(t["id"]) for t in plan.tasks}
-    records = [r for r in records if r["task_id"] in wanted and r["trial"] < plan.trials]
     stats = task_stats(records)
     summary = {**meta, **summarize(records, plan.trials)}
     write_task_table(stats, out_dir / "tasks.jsonl", out_dir / "tasks.csv")

@@ -24,6 +24,9 @@ from rewardkit.tiny_model import offline_env
 T = TypeVar("T")
 
 
+SWIFT = str(Path(sys.executable).parent / "swift")  # the `swift` of this environment, whatever PATH says
+
+
 class StageError(RuntimeError):
     """A stage failed; the message names the stage and its log file."""
 

@@ -11,7 +11,6 @@ but learns nothing) and ``summary``.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from rewardkit.data_builders import InputSpec, write_jsonl
 from rewardkit.pipeline import (
+    SWIFT,
     BrokenOutput,
     Context,
     PipelineError,
@@ -34,9 +34,6 @@ from rewardkit.pipeline import (
 from rewardkit.recipes import EXAMPLES, recipe_path
 from rewardkit.safe_io import atomic_write_text, atomic_writer
 from rewardkit.scoring import read_jsonl, score_rows
-
-SWIFT = str(Path(sys.executable).parent / "swift")
-
 
 # Big enough to learn the format in ~2 minutes of CPU SFT (hidden 128 learned it less reliably).
 TINY_MODEL = {"vocab_size": 2048, "hidden_size": 256, "num_layers": 2}

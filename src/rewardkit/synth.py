@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.data_builders.trajectories import sft_row, trajectory_key
+from rewardkit.eval_metrics import task_order
 from rewardkit.safe_io import OutputSet
 from rewardkit.trials import EpisodeLog, TrialPlan, run_trials
 
@@ -34,7 +35,7 @@ def select(records: list[dict[str, Any]], tools_json: str | None) -> tuple[list[
     per_task: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"attempted": 0, "kept": 0, "rejected": Counter(), "terminations": Counter()}
     )
-    for record in sorted(records, key=lambda r: (_order(r["task_id"]), r["trial"])):
+    for record in sorted(records, key=lambda r: (task_order(r["task_id"]), r["trial"])):
         stats = per_task[record["task_id"]]
         stats["attempted"] += 1
         stats["terminations"][record["termination"]] += 1
@@ -82,18 +83,12 @@ def _reason(record: Mapping[str, Any], tools_json: str | None, seen: set[str], r
     return None
 
 
-def _order(task_id: str) -> tuple[int, str]:
-    return (int(task_id), "") if task_id.isdigit() else (1 << 62, task_id)
-
-
 def synthesize(
     plan: TrialPlan, log: EpisodeLog, out: Path, report_path: Path | None, tools_json: str | None,
     meta: Mapping[str, Any], progress: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Run the plan's missing episodes, then write the kept rows and the report together (atomically)."""
     records = run_trials(plan, log, progress=progress, label="synthesis")
-    wanted = {str(t["id"]) for t in plan.tasks}
-    records = [r for r in records if r["task_id"] in wanted and r["trial"] < plan.trials]
     rows, report = select(records, tools_json)
     report = {**meta, **report}
     with OutputSet() as outputs:

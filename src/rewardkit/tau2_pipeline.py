@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.pipeline import (
+    SWIFT,
     BrokenOutput,
     Context,
     PipelineError,
@@ -37,7 +38,6 @@ from rewardkit.pipeline import (
 )
 from rewardkit.recipes import recipe_path
 
-SWIFT = str(Path(sys.executable).parent / "swift")
 REWARDKIT = [sys.executable, "-m", "rewardkit.cli"]
 TINY_MODEL = {"vocab_size": 2048, "hidden_size": 256, "num_layers": 2, "max_positions": 4096}
 MODELS = ("base", "sft", "grpo", "grpo_control")

@@ -7,37 +7,35 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.eval_metrics import compare, episodes
+from rewardkit.eval_metrics import compare, episodes, task_order
 from rewardkit.pipeline import Context
 from rewardkit.safe_io import atomic_write_text
 from rewardkit.scoring import read_jsonl
 
 BAD_CALLS = ("SCHEMA_VIOLATION", "UNKNOWN_TOOL")  # a call the harness could not even run
+SPLITS = ("train", "test")  # the training tasks and the held-out split
 
 
-def model_metrics(eval_dir: Path) -> dict[str, Any]:
-    """pass^k, TCR, turns, and how many tool calls were well-formed calls of a real tool."""
+def _valid_calls(record: Mapping[str, Any]) -> int:
+    return sum(n for code, n in record.get("call_codes", {}).items() if code not in BAD_CALLS)
+
+
+def model_metrics(eval_dir: Path, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """pass^k, TCR, turns, and how many tool calls were well-formed calls of a real tool (``records``: the
+    run's episodes)."""
     summary = json.loads((eval_dir / "summary.json").read_text(encoding="utf-8"))
-    records = [r for r in episodes(read_jsonl(eval_dir / "episodes.jsonl")) if r["status"] == "ok"]
-    calls = sum(sum(r.get("call_codes", {}).values()) for r in records)
-    bad = sum(r.get("call_codes", {}).get(code, 0) for r in records for code in BAD_CALLS)
+    valid = [r for r in records if r["status"] == "ok"]
     return {
         "pass_hat_k": {str(p["k"]): p["value"] for p in summary["pass_hat_k"]},
         "tcr": summary["mean"]["tcr"],
         "turns": summary["mean"]["turns"],
-        "tool_calls": calls,
-        "valid_tool_calls": calls - bad,
-        "episodes_with_a_valid_call": sum(
-            sum(n for c, n in r.get("call_codes", {}).items() if c not in BAD_CALLS) > 0 for r in records
-        ),
+        "tool_calls": sum(sum(r.get("call_codes", {}).values()) for r in valid),
+        "valid_tool_calls": sum(_valid_calls(r) for r in valid),
+        "episodes_with_a_valid_call": sum(_valid_calls(r) > 0 for r in valid),
         "episodes": summary["episodes"],
         "termination": summary["termination"],
-        "completed_tasks": sorted({r["task_id"] for r in records if r["reward"] == 1.0}, key=_order),
+        "completed_tasks": sorted({r["task_id"] for r in valid if r["reward"] == 1.0}, key=task_order),
     }
-
-
-def _order(task_id: str) -> tuple[int, str]:
-    return (int(task_id), "") if task_id.isdigit() else (1 << 62, task_id)
 
 
 def _grpo_curve(run_dir: Path) -> dict[str, Any]:
@@ -50,9 +48,8 @@ def _grpo_curve(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _paired(ctx: Context, a: str, b: str, split: str) -> dict[str, Any]:
-    runs = [read_jsonl(ctx.workdir / "eval" / m / split / "episodes.jsonl") for m in (a, b)]
-    result = compare(*runs, n_boot=10_000, seed=0)
+def _paired(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    result = compare(a, b, n_boot=10_000, seed=0)
     keep = ("paired_tasks", "diff", "ci", "share_boot_positive", "improved", "regressed")
     return {k: result[k] for k in keep}
 
@@ -60,20 +57,19 @@ def _paired(ctx: Context, a: str, b: str, split: str) -> dict[str, Any]:
 def write_summary(ctx: Context, preset: str, models: Sequence[str]) -> Path:
     data = ctx.results["data"]
     report = json.loads((Path(data["dir"]) / "synth_report.json").read_text(encoding="utf-8"))
+    dirs = {(m, split): Path(ctx.results[f"eval_{m}"][split]) for m in models for split in SPLITS}
+    runs = {key: episodes(read_jsonl(d / "episodes.jsonl")) for key, d in dirs.items()}  # each log read once
     summary: dict[str, Any] = {
         "preset": preset,
         "train_tasks": data["tasks"],
         "synthesis": {k: report[k] for k in ("read", "kept", "rejected", "terminations")},
-        "models": {
-            m: {split: model_metrics(Path(ctx.results[f"eval_{m}"][split])) for split in ("train", "test")}
-            for m in models
-        },
+        "models": {m: {split: model_metrics(dirs[m, split], runs[m, split]) for split in SPLITS} for m in models},
         "grpo": {s: _grpo_curve(Path(ctx.results[s]["run_dir"])) for s in ("grpo", "grpo_control") if s in models},
         "paired": {
-            f"{b}_vs_{a}_{split}": _paired(ctx, a, b, split)
+            f"{b}_vs_{a}_{split}": _paired(runs[a, split], runs[b, split])
             for a, b in (("base", "sft"), ("sft", "grpo"), ("grpo_control", "grpo"))
             if b in models and a in models
-            for split in ("train", "test")
+            for split in SPLITS
         },
     }
     summary["plot"] = str(plot(summary, ctx.workdir / "tau2.png"))

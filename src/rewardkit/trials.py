@@ -123,7 +123,7 @@ class Scorer:
 
     def record(self, result: EpisodeResult, task: Mapping[str, Any], trial: int, run: str) -> dict[str, Any]:
         infos = result.infos
-        excluded = infos["termination"] in {t.value for t in EXCLUDED}
+        excluded = infos["termination"] in EXCLUDED  # str-valued members: the stored value matches
         columns = {"messages": [result.messages], "task": [task], "domain": [self.domain], "rollout_infos": [infos]}
         reward = None if excluded else self.completion([""], **columns)[0]
         tcr = None if excluded else self.rate([""], **columns)[0]
@@ -138,9 +138,11 @@ class Scorer:
 
 
 def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: str = "episodes") -> list[dict]:
-    """Run every (task, trial) the log lacks, ``plan.workers`` at a time; return all records."""
+    """Run every (task, trial) of the plan the log lacks, ``plan.workers`` at a time; return the plan's records
+    (a log resumed with fewer tasks or trials keeps the others, but they are not this run's)."""
     scorer = Scorer(plan.domain.name, plan.require_outputs)
     done = log.done()
+    keys = {(str(t["id"]), k) for t in plan.tasks for k in range(plan.trials)}
     todo = [(t, k) for t in plan.tasks for k in range(plan.trials) if (str(t["id"]), k) not in done]
 
     def one(task: Mapping[str, Any], trial: int) -> dict[str, Any]:
@@ -153,7 +155,7 @@ def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: s
             record = future.result()
             log.append(record)
             advance(record)
-    return log.records()
+    return [r for r in log.records() if (r["task_id"], r["trial"]) in keys]
 
 
 class _Bar:
