@@ -230,3 +230,22 @@ def last_checkpoint(output_dir: Path) -> Path:
     if not ckpts:
         raise StageError(f"no checkpoint-* under {run}: did training save?")
     return ckpts[-1]
+
+
+def run_sft(ctx: Context, recipe: Path, model: str, dataset: Path, steps: int | None = None) -> Path:
+    """``swift sft RECIPE`` into ``WORKDIR/sft``; the checkpoint the next stage trains from.
+
+    ``steps`` shortens the run (and saves at its end). A LoRA checkpoint is merged first
+    (``swift export --merge_lora``) into ``WORKDIR/sft-merged``: GRPO starts from whole weights.
+    """
+    out = ctx.workdir / "sft"
+    cmd = [SWIFT, "sft", str(recipe), "--model", model, "--dataset", str(dataset), "--output_dir", str(out)]
+    if steps:
+        cmd += ["--max_steps", str(steps), "--save_strategy", "steps", "--save_steps", str(steps)]
+    ctx.run("sft", cmd)
+    ckpt = last_checkpoint(out)
+    if (ckpt / "adapter_config.json").is_file():
+        merged = ctx.workdir / "sft-merged"
+        ctx.run("sft", [SWIFT, "export", "--adapters", str(ckpt), "--merge_lora", "true", "--output_dir", str(merged)])
+        ckpt = merged
+    return ckpt

@@ -27,9 +27,9 @@ from rewardkit.pipeline import (
     check_checkpoint,
     check_jsonl,
     check_model_dir,
-    last_checkpoint,
     latest_run_dir,
     read_output,
+    run_sft,
 )
 from rewardkit.recipes import EXAMPLES, recipe_path
 from rewardkit.safe_io import atomic_write_text, atomic_writer
@@ -161,19 +161,8 @@ class PlanningPipeline:
         return {"dir": str(out), "data": str(self.data), "reports": reports}
 
     def sft(self, ctx: Context) -> dict[str, Any]:
-        out = ctx.workdir / "sft"
-        cmd = [SWIFT, "sft", str(recipe_path(self.preset.sft)), "--model", self.base_model(ctx),
-               "--dataset", str(ctx.workdir / "data" / "sft.jsonl"), "--output_dir", str(out)]  # fmt: skip
-        if self.opts.sft_steps:
-            cmd += ["--max_steps", str(self.opts.sft_steps), "--save_strategy", "steps",
-                    "--save_steps", str(self.opts.sft_steps)]  # fmt: skip
-        ctx.run("sft", cmd)
-        ckpt = last_checkpoint(out)
-        if (ckpt / "adapter_config.json").is_file():  # LoRA: GRPO starts from merged weights
-            merged = ctx.workdir / "sft-merged"
-            ctx.run("sft", [SWIFT, "export", "--adapters", str(ckpt), "--merge_lora", "true",
-                            "--output_dir", str(merged)])  # fmt: skip
-            ckpt = merged
+        dataset = ctx.workdir / "data" / "sft.jsonl"
+        ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
         return {"checkpoint": str(ckpt)}
 
     def _evaluate(self, ctx: Context, model: str, name: str) -> dict[str, float]:

@@ -35,6 +35,7 @@ from rewardkit.pipeline import (
     last_checkpoint,
     latest_run_dir,
     read_output,
+    run_sft,
 )
 from rewardkit.recipes import recipe_path
 
@@ -154,14 +155,9 @@ class Tau2Pipeline:
         return ctx.results["model"]["path"] if self.preset.tiny else str(self.opts.model)
 
     def sft(self, ctx: Context) -> dict[str, Any]:
-        out = ctx.workdir / "sft"
-        cmd = [SWIFT, "sft", str(recipe_path(self.preset.sft)), "--model", self.base_model(ctx),
-               "--dataset", str(ctx.workdir / "data" / "sft.jsonl"), "--output_dir", str(out)]  # fmt: skip
-        if self.opts.sft_steps:
-            cmd += ["--max_steps", str(self.opts.sft_steps), "--save_strategy", "steps",
-                    "--save_steps", str(self.opts.sft_steps)]  # fmt: skip
-        ctx.run("sft", cmd)
-        return {"checkpoint": str(last_checkpoint(out))}
+        dataset = ctx.workdir / "data" / "sft.jsonl"
+        ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
+        return {"checkpoint": str(ckpt)}
 
     def _grpo(self, ctx: Context, stage: str, *extra: str) -> dict[str, Any]:
         import rewardkit.plugins.envs
