@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.plugins.envs import get_domain, make_env
-from rewardkit.plugins.rollout.config import RolloutLimits
-from rewardkit.plugins.rollout.drive import EpisodeResult, run_episodes
-from rewardkit.plugins.rollout.gold import GoldAgent, hermes_call
-from rewardkit.plugins.user_sim.openai_sim import OpenAISimulator
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.envs import get_domain, make_env
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import EpisodeResult, run_episodes
+from rewardkit.loop.gold import GoldAgent, hermes_call
+from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
 
 COMMAND = ".venv/bin/python benchmarks/bench_multi_turn.py"
@@ -179,7 +179,7 @@ def scheduler_batch() -> None:
     from swift.rollout.agent_loop import invoke_async_hook
 
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-    from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
+    from rewardkit.plugins.scheduler import Tau2UserScheduler
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from sim_server import SimServer

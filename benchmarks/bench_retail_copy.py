@@ -10,8 +10,8 @@ import json
 
 from _timing import per_call
 
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.retail.db import fresh_copy, load_file
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.retail.db import fresh_copy, load_file
 
 
 def main() -> None:

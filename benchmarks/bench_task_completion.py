@@ -9,9 +9,9 @@ import json
 
 from _timing import per_call
 
-from rewardkit.plugins.envs import make_env
-from rewardkit.plugins.envs.retail.domain import tasks
-from rewardkit.plugins.envs.retail.state import state_hash
+from rewardkit.envs import make_env
+from rewardkit.envs.retail.domain import tasks
+from rewardkit.envs.retail.state import state_hash
 from rewardkit.rewards import TaskCompletion
 
 

@@ -8,7 +8,7 @@
   (``read == written + rejected``, each reject with its reason).
 
 May import: ``rewardkit.rewards`` (public modules only, such as ``rewardkit.rewards.answers``
-for the answer format), ``rewardkit.recipes`` (prompt templates) and ``rewardkit.plugins.envs``
+for the answer format), ``rewardkit.recipes`` (prompt templates) and ``rewardkit.envs``
 (domains and their tasks). Never the other plugins, the CLI or ms-swift: builders run offline,
 without a GPU, and give the same rows whatever the environment.
 """

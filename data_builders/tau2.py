@@ -33,7 +33,7 @@ from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record
 from rewardkit.data_builders.tau2_tasks import instructions, load_sources, task_problem
-from rewardkit.plugins.envs.scenario import opening_turn
+from rewardkit.envs.scenario import opening_turn
 
 # --- building ---------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ def _tasks_from_file(path: Path, sources: Sources) -> None:
 
 def load_sources(opts: Tau2Options) -> Sources:
     """The tasks, the split's ids, the policy and the tools, from the options or the domain's data."""
-    from rewardkit.plugins.envs import get_domain
+    from rewardkit.envs import get_domain
 
     try:
         data = get_domain(opts.domain)

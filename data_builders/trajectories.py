@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
+from rewardkit.envs.tool_calls import tool_calls, user_facing_texts
 
 MALFORMED = "malformed_tool_call"
 EMPTY_TURN = "empty_assistant_turn"

@@ -1,7 +1,7 @@
 """ms-swift plugin entry: ``swift rlhf --external_plugins plugins/tau2_user.py --multi_turn_scheduler tau2_user``.
 
 Registers the ``tau2_user`` multi-turn scheduler and installs the exclusion of episodes
-whose user simulator failed (see :mod:`rewardkit.plugins.multi_turn.exclusion`).
+whose user simulator failed (see :mod:`rewardkit.plugins.exclusion`).
 Loading it twice is harmless.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from swift.rollout.multi_turn import multi_turns
 
-from rewardkit.plugins.multi_turn import exclusion
-from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
+from rewardkit.plugins import exclusion
+from rewardkit.plugins.scheduler import Tau2UserScheduler
 
 KEY = "tau2_user"
 

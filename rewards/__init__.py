@@ -19,7 +19,7 @@ class objects and loading twice is harmless.
 The answer format the planning rewards read (parse, schema, plan) is public in
 :mod:`rewardkit.rewards.answers`.
 
-May import: rewardkit.plugins.envs and rewardkit.plugins.rollout.termination; nothing else.
+May import: rewardkit.envs and rewardkit.envs.termination; nothing else.
 """
 
 from __future__ import annotations

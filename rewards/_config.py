@@ -10,7 +10,7 @@ Where a setting lives:
   read by ExpertMatch, PlanCoverage and every planning reward's gold check.
 - Settings every planning reward shares (answer schema, similarity backend) are :class:`SharedConfig`, top-level.
 - ``user_sim:`` and ``rollout:`` belong to the multi-turn plugins, which check them when they are built
-  (``plugins/user_sim/config.py``, ``plugins/rollout/config.py``); here they only have to be mappings.
+  (``src/rewardkit/loop/user_sim/config.py``, ``src/rewardkit/loop/config.py``); here they only have to be mappings.
 
 Everything else is derived from those declarations: the defaults, the validation (an unknown key names the valid
 ones; types, ranges and finiteness name the file and the dotted key), the example file
@@ -64,11 +64,11 @@ SECTION_MODULES = (
 # Sections owned by the multi-turn plugins: accepted here as mappings, checked by their own loaders.
 PLUGIN_SECTIONS = {
     "user_sim": (
-        "rewardkit.plugins.user_sim.config",
+        "rewardkit.loop.user_sim.config",
         "the user simulator of multi-turn rollouts (see recipes/tau2/mua_rl_config.yaml)",
     ),
     "rollout": (
-        "rewardkit.plugins.rollout.config",
+        "rewardkit.loop.config",
         "when a multi-turn episode stops: turns, tokens, tool errors (see recipes/tau2/mua_rl_config.yaml)",
     ),
 }

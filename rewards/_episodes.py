@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.plugins.envs import get_domain, make_env
-from rewardkit.plugins.envs.harness import IDEMPOTENCY_KEY, Code
-from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
-from rewardkit.plugins.rollout.termination import EXCLUDED, NATURAL
+from rewardkit.envs import get_domain, make_env
+from rewardkit.envs.harness import IDEMPOTENCY_KEY, Code
+from rewardkit.envs.termination import EXCLUDED, NATURAL
+from rewardkit.envs.tool_calls import tool_calls, user_facing_texts
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._cache import SMALL_BUDGET, ByteLRU
 from rewardkit.rewards._parsing import DatasetError, where

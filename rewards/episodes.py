@@ -1,7 +1,7 @@
 """Reading tau2 rows and their gold outcomes: what the rollout loop shares with the task-completion rewards.
 
 A public facade over the private ``_episodes`` module, so that the loop
-(``rewardkit.plugins.rollout``, ``rewardkit.plugins.multi_turn``) and the rewards
+(``rewardkit.loop``, ``rewardkit.plugins``) and the rewards
 read tasks and gold states the same way.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.plugins.rollout.termination import Termination
+from rewardkit.envs.termination import Termination
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._episodes import termination
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from sim_server import free_port
 from test_e2e_grpo import ROOT, SWIFT
 
-from rewardkit.tiny_model import offline_env
+from rewardkit.pipelines.tiny_model import offline_env
 
 
 def wait_until_serving(base_url: str, proc: subprocess.Popen, timeout_s: float = 240) -> None:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.rollout.gold import hermes_call
-from rewardkit.plugins.user_sim.base import GREETING, Progress, Turn
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
-from rewardkit.tiny_model import build_tiny_model, teach
+from rewardkit.envs import get_domain
+from rewardkit.loop.gold import hermes_call
+from rewardkit.loop.user_sim.base import GREETING, Progress, Turn
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+from rewardkit.pipelines.tiny_model import build_tiny_model, teach
 
 SYSTEM = "You are a retail customer service agent. Use the tools."
 TASK = "10"  # a task any rollout completes: no writes, nothing to say

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from sim_server import SimServer
 
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.rollout.agents import AgentError, AgentReply, OpenAIAgent, make_agent_factory
-from rewardkit.plugins.rollout.config import RolloutLimits
-from rewardkit.plugins.rollout.drive import run_episode
-from rewardkit.plugins.rollout.gold import GoldAgent, hermes_call
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
-from rewardkit.trials import Scorer
+from rewardkit.envs import get_domain
+from rewardkit.loop.agents import AgentError, AgentReply, OpenAIAgent, make_agent_factory
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import run_episode
+from rewardkit.loop.gold import GoldAgent, hermes_call
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+from rewardkit.runs.episode_log import Scorer
 
 RETAIL = get_domain("retail")
 TASK = RETAIL.tasks()["57"]  # no gold action, nothing to say: any proper ending completes it

@@ -20,7 +20,7 @@ from rewardkit.data_builders.planning._common import InputSpec
 from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
 from rewardkit.data_builders.planning.sft import SftOptions, build_sft
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-from rewardkit.plugins.envs.retail import DATA_DIR
+from rewardkit.envs.retail import DATA_DIR
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STEPS = [

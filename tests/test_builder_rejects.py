@@ -16,7 +16,7 @@ from rewardkit.data_builders.planning._common import InputSpec
 from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
 from rewardkit.data_builders.planning.sft import SftOptions, build_sft
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-from rewardkit.plugins.envs.retail import DATA_DIR
+from rewardkit.envs.retail import DATA_DIR
 
 STEP = {"专家": "数据分析专家", "处理问题": ["查看经营周报"]}
 THINK = "用户想查看经营周报，这属于数据分析专家的职责，问题明确不需要拆解。"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.scenario import first_person, opening_turn, request_only
+from rewardkit.envs import get_domain
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.scenario import first_person, opening_turn, request_only
 
 ROOT = Path(__file__).resolve().parents[1]
 # Read the vendored files directly, not through the builder's loaders, so a loader bug cannot hide.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import E5, GOLD, answer, completion, step
 
-from rewardkit.plugins.envs.retail.domain import tasks
+from rewardkit.envs.retail.domain import tasks
 from rewardkit.rewards import PLANNING_REWARDS, _cache, _episodes
 from rewardkit.rewards._cache import ENTRY_OVERHEAD, MISS, ByteLRU, approx_size, budget_from_env, key_size
 from rewardkit.rewards._parsing import COMPLETIONS, parse, read_plan

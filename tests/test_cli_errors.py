@@ -163,18 +163,18 @@ def test_recipe_list_advertises_only_runnable_pipelines(capsys) -> None:
 
 
 def test_a_bug_is_not_disguised_as_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rewardkit.scoring
+    import rewardkit.runs.scoring
 
     def boom(*_: object, **__: object) -> None:
         raise TypeError("a genuine bug")
 
-    monkeypatch.setattr(rewardkit.scoring, "score_rows", boom)
+    monkeypatch.setattr(rewardkit.runs.scoring, "score_rows", boom)
     with pytest.raises(TypeError, match="genuine bug"):
         main(["demo"])
 
 
 def test_debug_reraises_the_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardkit.scoring import DataError
+    from rewardkit.runs.scoring import DataError
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.jsonl").write_text("[1]\n")

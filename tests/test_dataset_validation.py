@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import E5, GOLD, GOOD, solution, step
 
-from rewardkit.plugins.envs.retail.domain import tasks
+from rewardkit.envs.retail.domain import tasks
 from rewardkit.rewards import (
     ExpertMatch,
     PlanCoverage,

@@ -18,7 +18,7 @@ from _tiny_agent import OPEN_TASK, TASK, short_rows
 from test_e2e_grpo import ROOT, SWIFT, read_steps
 from test_e2e_multi_turn import PROBE
 
-from rewardkit.tiny_model import offline_env
+from rewardkit.pipelines.tiny_model import offline_env
 
 
 @pytest.mark.e2e

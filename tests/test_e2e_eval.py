@@ -26,9 +26,9 @@ from _tiny_agent import SYSTEM
 from sim_server import SimServer, _Server, free_port
 
 from rewardkit.cli import main
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.rollout.termination import EXCLUDED, Termination
-from rewardkit.plugins.user_sim.openai_sim import system_prompt
+from rewardkit.envs import get_domain
+from rewardkit.envs.termination import EXCLUDED, Termination
+from rewardkit.loop.user_sim.openai_sim import system_prompt
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MAX_TOKENS, MAX_TURNS = 32, 3

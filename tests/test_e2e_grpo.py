@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.planning_pipeline import planning_corpus
+from rewardkit.pipelines.grpo_log import grpo_steps
+from rewardkit.pipelines.planning import planning_corpus
+from rewardkit.pipelines.tiny_model import build_tiny_model, offline_env
 from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
-from rewardkit.summary import grpo_steps
-from rewardkit.tiny_model import build_tiny_model, offline_env
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "planning"

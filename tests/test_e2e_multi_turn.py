@@ -11,7 +11,7 @@ import pytest
 from _tiny_agent import OPEN_TASK, TASK, short_rows
 from test_e2e_grpo import ROOT, SWIFT, read_steps
 
-from rewardkit.tiny_model import offline_env
+from rewardkit.pipelines.tiny_model import offline_env
 
 # A probe plugin, loaded after the real ones: it records what TaskCompletion received.
 PROBE = """

@@ -11,7 +11,7 @@ import pytest
 from test_e2e_grpo import ROOT, SWIFT, plugin_form, read_steps
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-from rewardkit.tiny_model import build_tiny_model, offline_env
+from rewardkit.pipelines.tiny_model import build_tiny_model, offline_env
 
 # Task 10's gold actions leave the database as it is and it expects no output: any rollout
 # completes it. Task 0 needs an exchange that a random model never writes. Two prompts per

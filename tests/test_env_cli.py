@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.retail.db import drop_nulls
-from rewardkit.plugins.envs.retail.specs import TOOLS
+from rewardkit.envs import get_domain
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.retail.db import drop_nulls
+from rewardkit.envs.retail.specs import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = drop_nulls(json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8")))

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from rewardkit.plugins.envs import make_env
-from rewardkit.plugins.envs.harness import Code
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.retail.db import DatabaseError
+from rewardkit.envs import make_env
+from rewardkit.envs.harness import Code
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.retail.db import DatabaseError
 
 THREADS = 8
 

@@ -11,14 +11,14 @@ from typing import Any, ClassVar
 import pytest
 from openai.types.chat import ChatCompletionMessageToolCall
 
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.rollout.config import RolloutLimits
-from rewardkit.plugins.rollout.drive import EpisodeResult, run_episodes
-from rewardkit.plugins.rollout.episode import Episode
-from rewardkit.plugins.rollout.gold import GoldAgent, hermes_call
-from rewardkit.plugins.rollout.termination import Termination as T
-from rewardkit.plugins.user_sim.base import Progress, SimulatorError, Turn
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.envs import get_domain
+from rewardkit.envs.termination import Termination as T
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import EpisodeResult, run_episodes
+from rewardkit.loop.episode import Episode
+from rewardkit.loop.gold import GoldAgent, hermes_call
+from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 from rewardkit.rewards._episodes import replay
 

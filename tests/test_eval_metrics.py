@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewardkit.cli import main
-from rewardkit.eval_metrics import (
+from rewardkit.runs.metrics import (
     EvalError,
     TaskStats,
     compare,
@@ -22,7 +22,7 @@ from rewardkit.eval_metrics import (
     task_stats,
     write_task_table,
 )
-from rewardkit.eval_plots import plot_compare, plot_eval
+from rewardkit.runs.plots import plot_compare, plot_eval
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -12,7 +12,7 @@ from swift.rl_core.data import GRPOBatch, GRPOSample
 from swift.rlhf_trainers import grpo_trainer
 from swift.rlhf_trainers.utils import collate_to_grpo_micro_batch
 
-from rewardkit.plugins.multi_turn.exclusion import (
+from rewardkit.plugins.exclusion import (
     advantages_excluding,
     collate_excluding,
     excluded_rows,
@@ -143,7 +143,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from swift.model import get_processor
     from swift.template import get_template
 
-    from rewardkit.tiny_model import build_tiny_model
+    from rewardkit.pipelines.tiny_model import build_tiny_model
 
     model = build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", ["hi there, how can I help? fine thanks"] * 8,
                              vocab_size=300)  # fmt: skip

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rewardkit.plugins.envs import make_env
-from rewardkit.plugins.envs.harness import Code
-from rewardkit.plugins.envs.retail.domain import tasks
-from rewardkit.plugins.envs.retail.env import RetailEnv, template
-from rewardkit.plugins.envs.retail.specs import TOOLS
-from rewardkit.plugins.envs.retail.state import state_hash
-from rewardkit.plugins.envs.tool_calls import ToolCall
+from rewardkit.envs import make_env
+from rewardkit.envs.harness import Code
+from rewardkit.envs.retail.domain import tasks
+from rewardkit.envs.retail.env import RetailEnv, template
+from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.retail.state import state_hash
+from rewardkit.envs.tool_calls import ToolCall
 
 CANCEL = {"order_id": "#W6779827", "reason": "no longer needed"}  # pending, paid by gift card
 INJECTIONS = ["'; DROP TABLE users; --", '" OR 1=1 --', "x'); DELETE FROM orders; --", "%", "_", "\x00", "⛔️ 🙂"]
@@ -169,7 +169,7 @@ class TestStateHash:
     def test_hash_is_sha256_of_sorted_compact_json(self, env: RetailEnv) -> None:
         import hashlib
 
-        from rewardkit.plugins.envs.retail.db import drop_nulls
+        from rewardkit.envs.retail.db import drop_nulls
 
         env.call("cancel_pending_order", CANCEL)
         text = json.dumps(drop_nulls(env.export()), sort_keys=True, ensure_ascii=False, separators=(",", ":"))

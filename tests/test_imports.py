@@ -22,10 +22,10 @@ SWIFT_FREE = (
     "rewardkit.data_builders.planning.sft",
     "rewardkit.data_builders.planning.grpo",
     "rewardkit.data_builders.tau2",
-    "rewardkit.plugins.envs",
-    "rewardkit.plugins.rollout.episode",
-    "rewardkit.summary",
-    "rewardkit.scoring",
+    "rewardkit.envs",
+    "rewardkit.loop.episode",
+    "rewardkit.pipelines.grpo_log",
+    "rewardkit.runs.scoring",
 )
 
 PROBE = """

@@ -1,36 +1,22 @@
-"""Which part of rewardkit may import which, read from the source with :mod:`ast` (nothing is imported).
+"""Which module may import which, read from the source with :mod:`ast` (nothing is imported).
 
-The five top-level folders form one package (``pyproject.toml``'s package-dir): ``src/rewardkit``
-is ``rewardkit``, ``rewards/`` is ``rewardkit.rewards``, and so on. Each module belongs to one
-*area* (``AREAS``); ``ALLOWED`` says which other areas it may import, lowest layer first:
-
-- ``plugins.envs`` (tool environments) and ``plugins.rollout.termination`` (why an episode ended)
-  import no other area;
-- ``rewards`` imports only those two;
-- ``recipes`` imports ``rewards`` (the reward sets);
-- ``data_builders`` imports ``rewards``, ``recipes`` and ``plugins.envs``;
-- ``plugins.user_sim`` imports ``plugins.envs`` and ``rewards``; ``plugins.rollout``, then
-  ``plugins.multi_turn``, then ``plugins.tau2_user`` each import those, ``plugins.rollout.termination``
-  and the ones before them; no plugin imports ``data_builders``;
-- ``rewardkit`` itself (the CLI, the pipelines, scoring, the summary) imports every area except the
-  ms-swift entry points (``plugins.multi_turn``, ``plugins.tau2_user``), and nothing imports it.
-
-Besides: an area imports another area's private modules (``_name``) never; ``swift`` is imported at
-module level only by ``plugins.multi_turn`` and ``plugins.tau2_user`` (elsewhere inside functions);
-imports are absolute and go through ``rewardkit.`` (never ``rewards.…`` or ``from . import``).
-Each package ``__init__`` states its ``May import:`` list, checked against ``ALLOWED``.
-
-``KNOWN`` lists the imports that break a rule today: each must be fixed, then removed from it.
+The layer order is declared once, in :mod:`rewardkit.layers`. Every import statement of every
+module counts, imports inside functions included; only ``if TYPE_CHECKING:`` blocks are left out,
+because they never run. The checks are plain functions of an import list, so the tests at the end
+feed them a made-up upward import and a made-up circle and watch them fail.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from rewardkit.layers import ENTRY_POINTS, LAYERS, SWIFT_AT_MODULE_LEVEL, packages, render_table
 
 ROOT = Path(__file__).resolve().parents[1]
 # folder -> package name (pyproject.toml's [tool.setuptools.package-dir])
@@ -41,46 +27,18 @@ FOLDERS = {
     "data_builders": "rewardkit.data_builders",
     "recipes": "rewardkit.recipes",
 }
-ENVS = "rewardkit.plugins.envs"
-TERMINATION = "rewardkit.plugins.rollout.termination"
-ROLLOUT = "rewardkit.plugins.rollout"
-USER_SIM = "rewardkit.plugins.user_sim"
-MULTI_TURN = "rewardkit.plugins.multi_turn"
-TAU2_USER = "rewardkit.plugins.tau2_user"
-REWARDS = "rewardkit.rewards"
-RECIPES = "rewardkit.recipes"
-BUILDERS = "rewardkit.data_builders"
-PLUGINS = "rewardkit.plugins"
-CORE = "rewardkit"  # src/rewardkit: cli, cli_*, pipelines, scoring, summary, safe_io, tiny_model
-
-# area -> the other areas its modules may import
-ALLOWED: dict[str, frozenset[str]] = {
-    ENVS: frozenset(),
-    TERMINATION: frozenset(),
-    REWARDS: frozenset({ENVS, TERMINATION}),
-    RECIPES: frozenset({REWARDS}),
-    BUILDERS: frozenset({REWARDS, RECIPES, ENVS}),
-    USER_SIM: frozenset({REWARDS, ENVS}),
-    ROLLOUT: frozenset({REWARDS, ENVS, TERMINATION, USER_SIM}),
-    MULTI_TURN: frozenset({REWARDS, ENVS, TERMINATION, USER_SIM, ROLLOUT}),
-    TAU2_USER: frozenset({REWARDS, ENVS, TERMINATION, USER_SIM, ROLLOUT, MULTI_TURN}),
-    PLUGINS: frozenset(),  # plugins/__init__.py: a docstring only
-    CORE: frozenset({REWARDS, RECIPES, BUILDERS, ENVS, TERMINATION, USER_SIM, ROLLOUT}),
-}
-AREAS = sorted(ALLOWED, key=len, reverse=True)  # the longest prefix wins: termination before rollout
-SWIFT_AT_TOP = frozenset({MULTI_TURN, TAU2_USER})  # the ms-swift entry points (plugins/tau2_user.py loads them)
-PENDING_INIT_DOCS: frozenset[str] = frozenset()  # packages whose __init__ does not state "May import:" yet
-
-# Imports that break a rule today, as (importing module, imported module). Fix, then delete the line.
-KNOWN: frozenset[tuple[str, str]] = frozenset()  # every rule holds today
+LEVEL = packages()
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+TABLE_BEGIN = "<!-- rewardkit:layers:begin (generated from src/rewardkit/layers.py) -->"
+TABLE_END = "<!-- rewardkit:layers:end -->"
 
 
 @dataclass(frozen=True)
 class Import:
     module: str  # the importing module
-    target: str  # the imported module (or, for ``from m import name``, m.name when that is a module)
+    target: str  # the imported module (for ``from m import name``: m.name when that is a module)
     line: int
-    top: bool  # runs when the module is imported (not inside a function, nor under TYPE_CHECKING)
+    top: bool  # runs when the module is imported (not inside a function)
     relative: bool
     private_name: bool  # ``from m import _name``
 
@@ -89,7 +47,7 @@ class Import:
 
 
 def module_name(path: Path) -> str:
-    for folder, package in FOLDERS.items():
+    for folder, package in sorted(FOLDERS.items(), key=lambda kv: -len(kv[0])):
         base = ROOT / folder
         if path.is_relative_to(base):
             parts = list(path.relative_to(base).with_suffix("").parts)
@@ -99,124 +57,152 @@ def module_name(path: Path) -> str:
     raise AssertionError(path)
 
 
-def _sources() -> dict[str, Path]:
-    found = {module_name(p): p for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))}
-    return dict(sorted(found.items()))
+SOURCES = {module_name(p): p for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))}
 
 
-SOURCES = _sources()
+def package_of(module: str) -> str:
+    """The declared package that holds ``module`` (the longest matching name)."""
+    found = [p for p in LEVEL if module == p or module.startswith(p + ".")]
+    assert found, f"{module} is in no package of rewardkit.layers.LAYERS"
+    return max(found, key=len)
 
 
-def area(module: str) -> str | None:
-    return next((a for a in AREAS if module == a or module.startswith(a + ".")), None)
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    return isinstance(node.test, ast.Name | ast.Attribute) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
 
 
 def _walk(node: ast.AST, top: bool):
     for child in ast.iter_child_nodes(node):
-        runs_now = top and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        if isinstance(child, ast.If) and _is_type_checking(child):
-            yield from ((n, False) for n in child.body)
-            yield from ((n, runs_now) for n in child.orelse)
-            for n in child.body:
-                yield from _walk(n, False)
-            for n in child.orelse:
-                yield from _walk(n, runs_now)
+        if _is_type_checking(child):
+            for n in child.orelse:  # type: ignore[attr-defined]
+                yield n, top
+                yield from _walk(n, top)
             continue
+        runs_now = top and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
         yield child, runs_now
         yield from _walk(child, runs_now)
 
 
-def imports_of(module: str) -> list[Import]:
-    path = SOURCES[module]
+def imports_of(module: str, source: str, known: Iterable[str]) -> list[Import]:
+    known = set(known)
+    is_package = SOURCES.get(module, Path("x.py")).name == "__init__.py"
     out = []
-    for node, top in _walk(ast.parse(path.read_text(encoding="utf-8")), True):
+    for node, top in _walk(ast.parse(source), True):
         if isinstance(node, ast.Import):
             out += [Import(module, a.name, node.lineno, top, False, False) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # resolved, to check its direction too; reported as relative anyway
-                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                package = module.split(".") if is_package else module.split(".")[:-1]
                 base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
-                target = sub if sub in SOURCES else base
+                target = sub if sub in known else base
                 private = alias.name.startswith("_") and not alias.name.startswith("__")
                 out.append(Import(module, target, node.lineno, top, bool(node.level), private and target == base))
     return out
 
 
-IMPORTS = [imp for module in SOURCES for imp in imports_of(module)]
-OWN = [imp for imp in IMPORTS if imp.target == CORE or imp.target.startswith(CORE + ".")]
+IMPORTS = [imp for m, p in SOURCES.items() for imp in imports_of(m, p.read_text(encoding="utf-8"), SOURCES)]
 
 
-def _private(imp: Import) -> bool:
-    parts = imp.target.split(".")
-    return imp.private_name or any(p.startswith("_") and not p.startswith("__") for p in parts)
+def own(imports: Iterable[Import]) -> list[Import]:
+    return [imp for imp in imports if imp.target == "rewardkit" or imp.target.startswith("rewardkit.")]
 
 
-def direction_violations() -> set[tuple[str, str]]:
-    return {
-        (imp.module, imp.target)
-        for imp in OWN
-        if area(imp.target) != area(imp.module) and area(imp.target) not in ALLOWED[area(imp.module)]
-    }
+def layer_violations(imports: Iterable[Import]) -> list[str]:
+    """Imports that go up the layer order, sideways to a peer, or into an entry point."""
+    wrong = []
+    for imp in own(imports):
+        mine, theirs = package_of(imp.module), package_of(imp.target)
+        if mine == theirs:
+            continue
+        if theirs in ENTRY_POINTS:
+            wrong.append(f"{imp}: nothing imports the entry point {theirs}")
+        elif LEVEL[theirs] >= LEVEL[mine]:
+            where = "the same layer as" if LEVEL[theirs] == LEVEL[mine] else "a layer above"
+            wrong.append(f"{imp}: {theirs} (layer {LEVEL[theirs]}) is {where} {mine} (layer {LEVEL[mine]})")
+    return wrong
 
 
-def private_violations() -> set[tuple[str, str]]:
-    return {(imp.module, imp.target) for imp in OWN if _private(imp) and area(imp.target) != area(imp.module)}
+def private_violations(imports: Iterable[Import]) -> list[str]:
+    def private(imp: Import) -> bool:
+        parts = imp.target.split(".")
+        return imp.private_name or any(p.startswith("_") and not p.startswith("__") for p in parts)
 
-
-def test_every_module_is_read() -> None:
-    assert len(SOURCES) > 50
-    for module in ("rewardkit.cli", "rewardkit.rewards._base", TERMINATION, TAU2_USER, "rewardkit.recipes"):
-        assert module in SOURCES
-    assert all(area(m) in ALLOWED for m in SOURCES)
-    assert {area(m) for m in SOURCES} == set(ALLOWED), "an area without modules: update AREAS"
-    assert len(OWN) > 100 and any(not imp.top for imp in OWN)
-
-
-def test_allowed_directions_have_no_cycle() -> None:
-    done: set[str] = set()
-    remaining = dict(ALLOWED)
-    while remaining:
-        ready = [a for a, needs in remaining.items() if needs <= done]
-        assert ready, f"cycle among {sorted(remaining)}"
-        done |= set(ready)
-        for a in ready:
-            del remaining[a]
-
-
-def test_nothing_imports_the_cli_layer() -> None:
-    assert all(CORE not in allowed for allowed in ALLOWED.values())
-
-
-def test_imports_follow_the_allowed_directions() -> None:
-    new = sorted(direction_violations() - KNOWN)
-    explain = [
-        f"{m} ({area(m)}) imports {t} ({area(t)}); {area(m)} may import {sorted(ALLOWED[area(m)])}" for m, t in new
+    return [
+        f"{imp}: make what it needs public in {package_of(imp.target)}"
+        for imp in own(imports)
+        if private(imp) and package_of(imp.target) != package_of(imp.module)
     ]
-    assert not new, "\n".join(explain)
 
 
-def test_private_modules_stay_in_their_area() -> None:
-    new = sorted(private_violations() - KNOWN)
-    assert not new, "\n".join(f"{m} imports {t}: make what it needs public in {area(t)}" for m, t in new)
+def circles(imports: Iterable[Import]) -> list[list[str]]:
+    """Every strongly connected group of modules (Tarjan), and every module that imports itself."""
+    graph: dict[str, set[str]] = {}
+    for imp in own(imports):
+        graph.setdefault(imp.module, set()).add(imp.target)
+        graph.setdefault(imp.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1 or v in graph[v]:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
 
 
-def test_known_violations_are_still_there() -> None:
-    # A fixed import must leave KNOWN, so that it cannot come back unnoticed.
-    fixed = sorted(KNOWN - direction_violations() - private_violations())
-    assert not fixed, f"fixed, delete from KNOWN: {fixed}"
+def test_every_module_is_read_and_placed() -> None:
+    assert len(SOURCES) > 80
+    for module in ("rewardkit.cli", "rewardkit.rewards.strict_format", "rewardkit.plugins.tau2_user"):
+        assert module in SOURCES
+    assert {package_of(m) for m in SOURCES} == set(LEVEL), "a declared package without modules, or the reverse"
+    assert len(own(IMPORTS)) > 200 and any(not imp.top for imp in own(IMPORTS))
 
 
-def test_swift_is_imported_at_module_level_only_by_the_entry_points() -> None:
+def test_no_import_goes_up_or_sideways() -> None:
+    wrong = layer_violations(IMPORTS)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_circle() -> None:
+    found = circles(IMPORTS)
+    assert not found, "\n".join(" <-> ".join(group) for group in found)
+
+
+def test_private_modules_stay_in_their_package() -> None:
+    wrong = private_violations(IMPORTS)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_swift_is_imported_at_module_level_only_by_the_plugins() -> None:
     top = [imp for imp in IMPORTS if imp.top and (imp.target == "swift" or imp.target.startswith("swift."))]
-    assert top, "the entry points import swift at module level: is the scan still working?"
-    wrong = [str(imp) for imp in top if area(imp.module) not in SWIFT_AT_TOP]
+    assert top, "the plugins import swift at module level: is the scan still working?"
+    wrong = [str(imp) for imp in top if package_of(imp.module) not in SWIFT_AT_MODULE_LEVEL]
     assert not wrong, "import swift inside the function that needs it:\n" + "\n".join(wrong)
 
 
@@ -229,36 +215,57 @@ def test_imports_are_absolute_through_rewardkit() -> None:
     assert not relative and not bare, "\n".join(relative + bare)
 
 
-@pytest.mark.parametrize("package", ["rewardkit.plugins", "rewardkit.plugins.rollout", "rewardkit.plugins.multi_turn"])
-def test_light_package_inits_import_nothing(package: str) -> None:
-    # rewards import rewardkit.plugins.rollout.termination, which runs these two __init__ files first; and
-    # importing rewardkit.plugins.multi_turn must not run ms-swift before a module of it is asked for.
-    assert [imp for imp in IMPORTS if imp.module == package and imp.target != "__future__"] == []
+def test_plugins_init_imports_nothing() -> None:
+    # ms-swift loads plugins/tau2_user.py, whose imports run this file first: it must not pull ms-swift or the loop.
+    assert [imp for imp in IMPORTS if imp.module == "rewardkit.plugins" and imp.target != "__future__"] == []
 
 
-def stated_imports(package: str) -> set[str] | None:
-    """The areas named in the ``May import:`` sentence of the package's ``__init__`` docstring."""
-    doc = ast.get_docstring(ast.parse(SOURCES[package].read_text(encoding="utf-8"))) or ""
-    found = re.search(r"May import:(.*?)(?:\.(?=\s|$)|\n\s*\n|$)", doc, re.DOTALL)  # to the sentence's end
-    if found is None:
-        return None
-    return {area(name) for name in re.findall(r"rewardkit(?:\.\w+)*", found.group(1))} - {None}
+def test_the_architecture_page_carries_the_declared_table() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert TABLE_BEGIN in text and TABLE_END in text, f"{ARCHITECTURE} lost its layer-table markers"
+    current = text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
+    assert current.strip() == render_table().strip(), f"regenerate the table in {ARCHITECTURE}"
+    for layer in LAYERS:
+        for p in layer:
+            assert (ROOT / p.folder).exists(), p
 
 
-@pytest.mark.parametrize("package", sorted(a for a in ALLOWED if SOURCES[a].name == "__init__.py"))
-def test_package_docstring_states_what_it_may_import(package: str) -> None:
-    stated = stated_imports(package)
-    if stated is None:
-        assert package in PENDING_INIT_DOCS, f"{package}'s __init__ docstring needs a 'May import:' paragraph"
-        return
-    assert stated == set(ALLOWED[package]), f"{package}'s docstring says {sorted(stated)}; ALLOWED disagrees"
+# The checks themselves, on made-up modules: each must catch what it is for.
+FAKE = {
+    "rewardkit.envs.a": "import rewardkit.rewards.b\n",  # envs (layer 1) -> rewards (layer 2): upward
+    "rewardkit.rewards.b": "def f():\n    from rewardkit.envs import a\n",  # lazy, but still an edge
+    "rewardkit.runs.c": "from rewardkit.plugins import d\n",  # into an entry point (and a peer)
+    "rewardkit.loop.e": "from rewardkit.envs.a import _hidden\nfrom typing import TYPE_CHECKING\n"
+    "if TYPE_CHECKING:\n    import rewardkit.cli\n",
+}
 
 
-CLI_MODULES = sorted(m for m in SOURCES if m.startswith("rewardkit.cli_"))
+def _fake_imports(sources: Mapping[str, str]) -> list[Import]:
+    return [imp for m, s in sources.items() for imp in imports_of(m, s, sources)]
+
+
+@pytest.mark.parametrize(
+    ("check", "expected"),
+    [
+        (layer_violations, [r"rewardkit.envs.a .* a layer above", r"rewardkit.runs.c .* entry point"]),
+        (private_violations, [r"rewardkit.loop.e .* imports rewardkit.envs.a"]),
+        (lambda imps: [" ".join(g) for g in circles(imps)], [r"rewardkit.envs.a rewardkit.rewards.b"]),
+    ],
+)
+def test_the_checks_catch_what_they_are_for(check, expected: list[str]) -> None:
+    found = check(_fake_imports(FAKE))
+    assert len(found) == len(expected), found
+    for pattern, message in zip(expected, found, strict=True):
+        assert re.search(pattern, message), (pattern, message)
+    # TYPE_CHECKING imports never run: the fake loop.e -> cli import is not an edge.
+    assert not any("rewardkit.cli" in m for m in layer_violations(_fake_imports(FAKE)))
+
+
+CLI_MODULES = sorted(m for m in SOURCES if m.startswith("rewardkit.cli.") and m != "rewardkit.cli.__main__")
 
 
 def test_cli_modules_are_found() -> None:
-    assert {"rewardkit.cli_build", "rewardkit.cli_env", "rewardkit.cli_recipe"} <= set(CLI_MODULES)
+    assert {"rewardkit.cli.build", "rewardkit.cli.env", "rewardkit.cli.recipe"} <= set(CLI_MODULES)
 
 
 @pytest.mark.parametrize("module", CLI_MODULES)
@@ -276,5 +283,5 @@ def test_cli_modules_share_one_naming_pattern(module: str) -> None:
         if kw.arg == "func" and isinstance(kw.value, ast.Name)
     ]
     assert handlers and all(h.startswith("cmd_") and h in public for h in handlers), handlers
-    command = module.removeprefix("rewardkit.cli_")
+    command = module.removeprefix("rewardkit.cli.")
     assert all(h == f"cmd_{command}" or h.startswith(f"cmd_{command}_") for h in handlers), (command, handlers)

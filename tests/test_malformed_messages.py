@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.envs.retail.domain import tasks
-from rewardkit.plugins.envs.tool_calls import tool_calls, user_facing_texts
+from rewardkit.envs import get_domain
+from rewardkit.envs.retail.domain import tasks
+from rewardkit.envs.tool_calls import tool_calls, user_facing_texts
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 
 TASK = tasks()["0"]  # its gold exchanges two items: doing nothing (or garbage) cannot match it

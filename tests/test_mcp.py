@@ -26,18 +26,18 @@ from mcp.shared.exceptions import MCPError
 from sim_server import free_port
 
 from rewardkit.cli import main
-from rewardkit.eval_metrics import summarize
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.envs.harness import Code
-from rewardkit.plugins.envs.mcp_domain import mcp_domain
-from rewardkit.plugins.envs.mcp_env import MCPEnvironment, MCPServerError, MCPUnavailableError
-from rewardkit.plugins.envs.tool_calls import ToolCall
-from rewardkit.plugins.rollout.config import RolloutLimits
-from rewardkit.plugins.rollout.drive import run_episode
-from rewardkit.plugins.rollout.gold import GoldAgent
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.envs import get_domain
+from rewardkit.envs.harness import Code
+from rewardkit.envs.mcp_domain import mcp_domain
+from rewardkit.envs.mcp_env import MCPEnvironment, MCPServerError, MCPUnavailableError
+from rewardkit.envs.tool_calls import ToolCall
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import run_episode
+from rewardkit.loop.gold import GoldAgent
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
-from rewardkit.trials import EpisodeLog, TrialPlan, run_trials
+from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
+from rewardkit.runs.metrics import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "rewardkit.cli", "env", "serve", "--domain", "retail", "--mcp"]
@@ -145,7 +145,7 @@ class TestSessions:
     def test_a_closed_session_frees_its_database(self) -> None:
         import uvicorn
 
-        from rewardkit.plugins.envs.mcp_server import http_app
+        from rewardkit.envs.mcp_server import http_app
 
         app, sessions = http_app(RETAIL)  # in this process, to look at the server's session table
         port = free_port()
@@ -262,7 +262,7 @@ class TestCli:
         self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:
         monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` now fails as if it were not installed
-        monkeypatch.delitem(sys.modules, "rewardkit.plugins.envs.mcp_server", raising=False)
+        monkeypatch.delitem(sys.modules, "rewardkit.envs.mcp_server", raising=False)
         assert main(["env", "serve", "--mcp"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "pip install 'rewardkit[mcp]'" in err

@@ -15,8 +15,8 @@ import copy
 import pytest
 from _tiny_agent import OPEN_TASK, short_rows
 
-from rewardkit.plugins.rollout.config import RolloutLimits
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 
 pytestmark = pytest.mark.compat
 
@@ -41,8 +41,8 @@ def rollouts(tiny_agent_model):
     from swift.rollout.agent_loop import invoke_async_hook, run_multi_turn
     from swift.template import get_template
 
-    from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
-    from rewardkit.plugins.multi_turn.tokens import NATIVE_TOKEN_IDS
+    from rewardkit.plugins.scheduler import Tau2UserScheduler
+    from rewardkit.plugins.tokens import NATIVE_TOKEN_IDS
 
     # Built as the GRPO trainer builds its rollout engine without vLLM: the trainer's template (train mode,
     # switched to generation by generate_context) copied into a TransformersEngine over the same model.
@@ -78,7 +78,7 @@ class TestTokenAudit:
         from swift.rl_core.data import OnPolicySample
         from swift.rlhf_trainers.utils import encode_sample
 
-        from rewardkit.plugins.multi_turn.tokens import NATIVE_TOKEN_IDS
+        from rewardkit.plugins.tokens import NATIVE_TOKEN_IDS
 
         row, requests, outputs, sampled, template = rollouts
         separator = template.tokenizer.encode("\n", add_special_tokens=False)  # Qwen's chat_sep after <|im_end|>
@@ -123,8 +123,8 @@ class TestToolAndUserMasking:
         from swift.model import get_processor
         from swift.template import TemplateInputs, get_template
 
-        from rewardkit.plugins.envs import make_env
-        from rewardkit.plugins.rollout.gold import hermes_call
+        from rewardkit.envs import make_env
+        from rewardkit.loop.gold import hermes_call
 
         template = get_template(get_processor(str(tiny_agent_model)))
         template.set_mode("train")

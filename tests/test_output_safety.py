@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from conftest import E5
 
-from rewardkit import cli_build, safe_io
+from rewardkit.cli import build as cli_build
 from rewardkit.cli import main
 from rewardkit.data_builders.planning import grpo
-from rewardkit.safe_io import OutputError, OutputSet, atomic_write_text, atomic_writer, check_outputs
+from rewardkit.files import outputs as safe_io
+from rewardkit.files.outputs import OutputError, OutputSet, atomic_write_text, atomic_writer, check_outputs
 
 STEP = {"专家": "数据分析专家", "处理问题": ["查看经营周报"]}
 GOOD = {"id": "a1", "query": "查看经营周报", "experts": E5, "rewrite": "查看经营周报", "plan": [STEP]}

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from rewardkit.pipeline import BrokenOutput, Context, PipelineError, Stage, StageError, run_stages
-from rewardkit.planning_pipeline import TINY_MODEL, CorpusError, Options, PlanningPipeline, planning_corpus
+from rewardkit.pipelines.planning import TINY_MODEL, CorpusError, Options, PlanningPipeline, planning_corpus
+from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, StageError, run_stages
 from rewardkit.recipes import EXAMPLES
 
 CHECKOUT_EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "planning"
@@ -161,7 +161,7 @@ def test_a_pipeline_over_an_empty_data_directory_is_refused(tmp_path: Path) -> N
 
 # -- the tiny model's corpus -------------------------------------------------------------------------------------
 def test_an_empty_corpus_is_an_error(tmp_path: Path) -> None:
-    from rewardkit.tiny_model import build_tiny_model
+    from rewardkit.pipelines.tiny_model import build_tiny_model
 
     for corpus in ([], ["", "  \n"]):
         with pytest.raises(ValueError, match="empty tokenizer corpus"):

@@ -157,8 +157,8 @@ def test_reward_sets_name_registered_rewards(reward_set: RewardSet) -> None:
 
 @pytest.mark.parametrize("recipe", [f for f in FILES if f.command == "rewardkit"], ids=lambda f: f.name)
 def test_reward_configs_validate(recipe: RecipeFile) -> None:
-    from rewardkit.plugins.rollout.config import load_rollout_limits
-    from rewardkit.plugins.user_sim import load_user_sim_config
+    from rewardkit.loop.config import load_rollout_limits
+    from rewardkit.loop.user_sim import load_user_sim_config
 
     load_config(path=ROOT / recipe.name)
     raw = yaml.safe_load((ROOT / recipe.name).read_text(encoding="utf-8"))

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.retail.db import drop_nulls, export, fresh_copy, load_file
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.retail.db import drop_nulls, export, fresh_copy, load_file
 
 RAW = json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8"))
 

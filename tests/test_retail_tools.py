@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from rewardkit.plugins.envs import get_domain, make_env
-from rewardkit.plugins.envs.harness import Code
-from rewardkit.plugins.envs.retail.env import RetailEnv
-from rewardkit.plugins.envs.retail.specs import TOOLS
+from rewardkit.envs import get_domain, make_env
+from rewardkit.envs.harness import Code
+from rewardkit.envs.retail.env import RetailEnv
+from rewardkit.envs.retail.specs import TOOLS
 
 # Orders of the vendored db.json, by what the tests need of them.
 PENDING_GIFT = "#W6779827"  # ethan_lopez_6291, 4079.45 paid by gift_card_7219486 (balance 49.0)
@@ -53,7 +53,7 @@ class TestDeclarations:
         assert {n for n, s in TOOLS.items() if s.risk == "write"} == self.WRITES
 
     def test_openai_specs_match_the_gold_argument_names(self) -> None:
-        from rewardkit.plugins.envs.retail.domain import tasks
+        from rewardkit.envs.retail.domain import tasks
 
         specs = {s["function"]["name"]: s["function"]["parameters"] for s in get_domain("retail").tool_specs()}
         for task in tasks().values():

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from conftest import E5, GOLD, GOOD, THINK, answer, completion, step
 
-from rewardkit.plugins.envs.retail.domain import tasks
+from rewardkit.envs.retail.domain import tasks
 from rewardkit.rewards import REWARDS
 from rewardkit.rewards._base import MissingColumnError, Reward
 

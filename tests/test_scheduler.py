@@ -9,8 +9,8 @@ import pytest
 from _tiny_agent import OPEN_TASK, short_rows
 from sim_server import SimServer, free_port
 
-from rewardkit.plugins.rollout.config import RolloutLimits
-from rewardkit.plugins.user_sim.openai_sim import OpenAISimulator
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 from rewardkit.rewards import TaskCompletion
 
 pytestmark = pytest.mark.compat
@@ -31,7 +31,7 @@ def choice(text: str, finish_reason: str = "stop") -> Any:
 
 
 def scheduler(simulator: Any, **limits: Any) -> Any:
-    from rewardkit.plugins.multi_turn.scheduler import Tau2UserScheduler
+    from rewardkit.plugins.scheduler import Tau2UserScheduler
 
     return Tau2UserScheduler(max_turns=4, simulator=simulator, limits=RolloutLimits(**limits))
 
@@ -48,7 +48,7 @@ def sim(base_url: str, **kw: Any) -> OpenAISimulator:
 
 class TestSimulatorFaults:
     def test_a_down_endpoint_trips_the_breaker_naming_it(self) -> None:
-        from rewardkit.plugins.multi_turn.scheduler import SimulatorUnavailable
+        from rewardkit.plugins.scheduler import SimulatorUnavailable
 
         url = f"http://127.0.0.1:{free_port()}/v1"
         with pytest.raises(SimulatorUnavailable, match=url.replace(".", r"\.")):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.summary import grpo_steps, summarize, think_lengths
+from rewardkit.pipelines.grpo_log import grpo_steps, summarize, think_lengths
 
 
 def row(step: int, total: int, reward: float, expert: float) -> dict:

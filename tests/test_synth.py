@@ -20,9 +20,9 @@ import pytest
 from sim_server import free_port
 
 from rewardkit.data_builders.trajectories import EMPTY_TURN, MALFORMED, sft_row
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.rollout.gold import hermes_call
-from rewardkit.synth import select
+from rewardkit.envs import get_domain
+from rewardkit.loop.gold import hermes_call
+from rewardkit.runs.synthesis import select
 
 DOMAIN = get_domain("retail")
 N_TRAIN = 74  # tasks in tau2 retail's train split
@@ -208,7 +208,7 @@ def check_loss_spans(row: Mapping[str, Any], spans: list[str]) -> None:
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Qwen3 whose tokenizer is trained on the policy and the tool specs; 16k positions, as a full
     policy + tools row is ~8-13k tokens and must not be truncated."""
-    from rewardkit.tiny_model import build_tiny_model
+    from rewardkit.pipelines.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", [DOMAIN.policy() + TOOLS_JSON], max_positions=16384)
 

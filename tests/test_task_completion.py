@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from rewardkit.plugins.envs import make_env
-from rewardkit.plugins.envs.retail.domain import tasks
-from rewardkit.plugins.envs.retail.specs import TOOLS
+from rewardkit.envs import make_env
+from rewardkit.envs.retail.domain import tasks
+from rewardkit.envs.retail.specs import TOOLS
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 from rewardkit.rewards._episodes import TaskError
 

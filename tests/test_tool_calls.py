@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rewardkit.plugins.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
+from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 
 CANCEL = {"order_id": "#W2611340", "reason": "no longer needed"}
 

@@ -1,4 +1,4 @@
-"""``rewardkit.trials``: the resumable episode log, K trials through the real loop, and task selection.
+"""``rewardkit.runs.episode_log``: the resumable episode log, K trials through the real loop, and task selection.
 
 Episodes run for real: the gold agent, the scripted customer and the retail database. The only
 test doubles are a simulator and an agent that fail on chosen tasks, standing in for an endpoint
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from rewardkit.plugins.envs import get_domain
-from rewardkit.plugins.rollout.agents import AgentError
-from rewardkit.plugins.rollout.config import RolloutLimits
-from rewardkit.plugins.rollout.gold import GoldAgent
-from rewardkit.plugins.user_sim.base import Progress, SimulatorError, Turn
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.envs import get_domain
+from rewardkit.loop.agents import AgentError
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.gold import GoldAgent
+from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards.episodes import gold_actions
-from rewardkit.trials import EpisodeLog, RunError, TrialPlan, run_trials, select_tasks
+from rewardkit.runs.episode_log import EpisodeLog, RunError, TrialPlan, run_trials, select_tasks
 
 DOMAIN = get_domain("retail")
 RUN = "run-a"

@@ -110,7 +110,7 @@ def test_think_length_also_takes_a_tokenizer_and_task_completion_only_its_own() 
 def test_episode_rewards_read_messages_whatever_the_completions() -> None:
     # They judge the 'messages' column; a completion is only counted, so ms-swift >= 4.6's
     # token-id turns and TRL's message lists both keep working.
-    from rewardkit.plugins.envs.retail.domain import tasks
+    from rewardkit.envs.retail.domain import tasks
 
     task = tasks()["0"]
     columns = {"messages": [[{"role": "assistant", "content": "hi"}]] * 3, "task": [task] * 3, "domain": ["retail"] * 3}
@@ -164,8 +164,8 @@ print(json.dumps({"step": trainer.state.global_step, "log": trainer.state.log_hi
 @pytest.mark.e2e
 def test_trl_grpo_two_steps_with_the_seven_rewards(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("trl")
-    from rewardkit.planning_pipeline import planning_corpus
-    from rewardkit.tiny_model import build_tiny_model, offline_env
+    from rewardkit.pipelines.planning import planning_corpus
+    from rewardkit.pipelines.tiny_model import build_tiny_model, offline_env
 
     model = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", planning_corpus(EXAMPLES))
     script = tmp_path / "trl_run.py"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from sim_server import SimServer, free_port
 
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.user_sim import (
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.loop.user_sim import (
     GREETING,
     Progress,
     SimulatorError,
@@ -24,9 +24,9 @@ from rewardkit.plugins.user_sim import (
     make_simulator,
     user_sim_config_from_env,
 )
-from rewardkit.plugins.user_sim.cache import CachedSimulator
-from rewardkit.plugins.user_sim.openai_sim import OpenAISimulator, guidelines
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.loop.user_sim.cache import CachedSimulator
+from rewardkit.loop.user_sim.openai_sim import OpenAISimulator, guidelines
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards._config import ConfigError
 
 TASK = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))[0]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from sim_server import SimServer, free_port
 
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.user_sim import GREETING, Progress, SimulatorError, Turn, UserSimConfig, make_simulator
-from rewardkit.plugins.user_sim.cache import CachedSimulator
-from rewardkit.plugins.user_sim.openai_sim import OpenAISimulator
-from rewardkit.plugins.user_sim.scripted import ScriptedSimulator
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.loop.user_sim import GREETING, Progress, SimulatorError, Turn, UserSimConfig, make_simulator
+from rewardkit.loop.user_sim.cache import CachedSimulator
+from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 
 TASKS = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))
 TASK = TASKS[0]

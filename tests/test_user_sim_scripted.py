@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from rewardkit.plugins.envs.retail import DATA_DIR
-from rewardkit.plugins.envs.scenario import first_person
-from rewardkit.plugins.user_sim import GREETING, STOP, TRANSFER, Progress, Turn
-from rewardkit.plugins.user_sim.scripted import GO_AHEAD, ScriptedSimulator
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.scenario import first_person
+from rewardkit.loop.user_sim import GREETING, STOP, TRANSFER, Progress, Turn
+from rewardkit.loop.user_sim.scripted import GO_AHEAD, ScriptedSimulator
 
 TASKS: list[dict[str, Any]] = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))
 SIM = ScriptedSimulator()

@@ -12,9 +12,9 @@ One package from five folders (``pyproject.toml`` maps each to its name):
   recipe pipelines, scoring, the GRPO log summary, safe file output and the tiny test model.
 
 This folder is the top layer: nothing else imports it. May import: ``rewardkit.rewards``,
-``rewardkit.recipes``, ``rewardkit.data_builders``, ``rewardkit.plugins.envs``,
-``rewardkit.plugins.rollout``, ``rewardkit.plugins.rollout.termination`` and
-``rewardkit.plugins.user_sim``. Never ms-swift's entry points (``plugins/multi_turn/``,
+``rewardkit.recipes``, ``rewardkit.data_builders``, ``rewardkit.envs``,
+``rewardkit.loop``, ``rewardkit.envs.termination`` and
+``rewardkit.loop.user_sim``. Never ms-swift's entry points (``plugins/``,
 ``plugins/tau2_user.py``): the CLI runs ``swift`` as a command instead. The import directions of
 every folder are checked by ``tests/test_layout.py``.
 """

@@ -1,0 +1,165 @@
+"""``tau2_user``: multi-turn GRPO rollouts where a simulated user talks to the policy and tools hit a real database.
+
+MUA-RL's loop on ms-swift. Per rollout (``uuid``): a private database copy and the
+row's task; the simulator writes the first user turn; after each assistant turn the
+tool calls run through the harness (results come back as ``tool`` messages) or, with no
+tool call, the simulator answers. The episode ends on a user stop token, the domain's
+transfer tool, ``###STOP###`` from the agent, ``max_turns``, the token or error budget,
+``finish_reason == "length"``, or a simulator failure. ``rollout_infos`` carries the
+state hash, audit, termination, counts and transcript for the rewards.
+
+Works in colocate mode (vLLM or the transformers engine) and with a ``swift rollout``
+server, the scheduler staying on the ``swift rlhf`` side (one plugin for both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from swift.rollout.multi_turn import MultiTurnScheduler
+
+from rewardkit.envs import get_domain
+from rewardkit.envs.termination import Termination
+from rewardkit.loop.config import RolloutLimits, load_rollout_limits
+from rewardkit.loop.episode import Episode
+from rewardkit.loop.user_sim import UserSimulator, load_user_sim_config, make_simulator
+from rewardkit.plugins.tokens import (
+    NATIVE_TOKEN_IDS,
+    ExactTurns,
+    end_of_turn_ids,
+    response_prefix_ids,
+    strip_end,
+)
+from rewardkit.rewards.config import read_config_file
+from rewardkit.rewards.episodes import TaskError, gold_outcome, read_task
+
+
+class SimulatorUnavailable(RuntimeError):
+    """Too many episodes of one batch lost their user simulator: stop training rather than learn from noise."""
+
+
+class Tau2UserScheduler(MultiTurnScheduler):
+    """ms-swift ``MultiTurnScheduler`` for tau2-style rows (``messages``, ``task``, ``domain``)."""
+
+    def __init__(
+        self,
+        infer_engine: Any = None,
+        max_turns: int | None = None,
+        *args: Any,
+        simulator: UserSimulator | None = None,
+        limits: RolloutLimits | None = None,
+        concurrency: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(infer_engine, max_turns, *args, **kwargs)
+        raw, source = read_config_file()
+        self.limits = limits or load_rollout_limits(raw.get("rollout"), source)
+        if max_turns:  # ms-swift stops the loop at --max_turns itself; label that ending the same way
+            self.limits = RolloutLimits(**{**self.limits.__dict__, "max_turns": max_turns})
+        self.max_turns = self.limits.max_turns
+        sim_config = load_user_sim_config(raw.get("user_sim"), source)
+        self.simulator = simulator or make_simulator(sim_config)
+        # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
+        # replies then really run `concurrency` at a time. A thread pool outlives ms-swift's per-hook event loops.
+        workers = concurrency or sim_config.concurrency
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="user-sim")
+        self.episodes: dict[str, Episode] = {}
+        self.exact: dict[str, ExactTurns] = {}
+        self.batch_size = self.batch_failed = 0
+        self._prefix: list[int] | None = None
+        self.end_ids = end_of_turn_ids(self.tokenizer) if self.tokenizer is not None else frozenset()
+
+    # --- hooks -----------------------------------------------------------------------
+
+    async def on_trajectory_start(self, requests: list[Any]) -> None:
+        episodes = [self._start(req) for req in requests]
+        self.batch_size, self.batch_failed = len(requests), 0
+        # One simulator call per rollout, all at once: the batch waits for the slowest, not the sum.
+        loop = asyncio.get_running_loop()
+        openings = await asyncio.gather(*(loop.run_in_executor(self.pool, ep.open) for ep in episodes))
+        for req, ep, opening in zip(requests, episodes, openings, strict=True):
+            if opening is None:  # the episode already ended: keep the row's user turn as the first prompt
+                if ep.termination is Termination.USER_SIM_ERROR:
+                    self._failed(ep)
+                continue
+            user = next((m for m in reversed(req.messages) if m.get("role") == "user"), None)
+            if user is None:
+                req.messages.append({"role": "user", "content": opening})
+            else:
+                user["content"] = opening
+
+    async def on_turn_end(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
+        uuid = infer_request.uuid
+        ep = self.episodes.get(uuid)
+        if ep is None:
+            raise RuntimeError(f"tau2_user: no episode for rollout {uuid}; on_trajectory_start was not called for it")
+        message = response_choice.message
+        ids = list(response_choice.token_ids or [])
+        native = getattr(message, "tool_calls", None)
+        if ep.agent_turn(message.content, response_choice.finish_reason, len(ids), native):
+            await asyncio.get_running_loop().run_in_executor(self.pool, ep.user_turn)
+            if ep.termination is Termination.USER_SIM_ERROR:
+                self._failed(ep)
+        if not ep.done and current_turn >= self.max_turns:
+            ep.end(Termination.MAX_TURNS)
+        if not ep.done:
+            return {"done": False}
+        infos = ep.infos()
+        ep.close()
+        del self.episodes[uuid]
+        exact = self.exact.pop(uuid, None)
+        if exact is not None:  # ms-swift 4.4: text back in (the last turn's ids go to training as sampled)
+            exact.restore()
+        return {"done": True, "rollout_infos": infos}
+
+    def step(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
+        ep = self.episodes[infer_request.uuid]
+        out: dict[str, Any] = {"infer_request": infer_request}
+        pending = ep.take_pending()
+        sampled = response_choice.token_ids or []
+        if not NATIVE_TOKEN_IDS:
+            exact = self.exact.setdefault(infer_request.uuid, ExactTurns(self._prefix_ids(), self.end_ids))
+            ids, mask = exact.freeze(infer_request.messages, sampled)
+            out.update(response_token_ids=ids, response_loss_mask=mask)
+        elif pending and pending[0]["role"] == "tool":
+            # 4.6 keeps the sampled ids, but its template closes a turn that a tool response follows with its own
+            # end-of-turn id: without this the sampled <|im_end|> would be trained twice (the token audit shows it).
+            out["response_token_ids"] = strip_end(sampled, self.end_ids)
+        infer_request.messages.extend(pending)
+        return out
+
+    # --- internals -------------------------------------------------------------------
+
+    def _start(self, req: Any) -> Episode:
+        row = req.data_dict or {}
+        missing = [c for c in ("task", "domain") if c not in row]
+        if missing:
+            raise TaskError(
+                f"tau2_user needs dataset columns {missing}; build rows with `rewardkit build tau2-grpo --multi-turn`"
+            )
+        domain = get_domain(row["domain"])
+        task = read_task(row["task"], domain=domain.name)  # gold actions must name the domain's tools
+        gold = gold_outcome(domain.name, task).state_hash
+        episode = Episode(domain, task, self.simulator, self.limits, gold_state=gold)
+        old = self.episodes.pop(req.uuid, None)
+        if old is not None:  # a rollout restarted under the same id: drop the stale copy
+            old.close()
+        self.episodes[req.uuid] = episode
+        return episode
+
+    def _failed(self, ep: Episode) -> None:
+        self.batch_failed += 1
+        share = self.limits.max_failed_share
+        if self.batch_failed > share * max(self.batch_size, 1):
+            raise SimulatorUnavailable(
+                f"{self.batch_failed} of {self.batch_size} episodes in this batch lost the user simulator "
+                f"{self.simulator.name} (rollout.max_failed_share = {share}); last error: {ep.error}. "
+                "Check that the endpoint is up and reachable, or raise its timeout_s/retries."
+            )
+
+    def _prefix_ids(self) -> list[int]:
+        if self._prefix is None:
+            self._prefix = response_prefix_ids(self.tokenizer) if self.tokenizer is not None else []
+        return self._prefix

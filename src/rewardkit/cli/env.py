@@ -1,0 +1,173 @@
+"""``rewardkit env tools|replay|serve``: inspect a tool environment, replay calls on a fresh database, serve it.
+
+``add_parsers(sub)`` adds ``env``; its handlers are ``cmd_env_tools``, ``cmd_env_replay`` and ``cmd_env_serve``
+(a domain's tools over the Model Context Protocol, docs/mcp.md; needs the optional ``mcp`` package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rewardkit.envs import domain_names
+from rewardkit.files.outputs import OutputError, atomic_write_text, check_outputs
+
+
+class _Usage(Exception):
+    """A bad task id, actions file or database: exit 2 with the message."""
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    env = sub.add_parser("env", help="inspect and replay the tool environments")
+    actions = env.add_subparsers(dest="action", required=True)
+    tools = actions.add_parser("tools", help="list a domain's tools")
+    tools.add_argument("--domain", default="retail", choices=domain_names())
+    tools.add_argument("--json", action="store_true", help="print the OpenAI function specs (the tools column)")
+    tools.set_defaults(func=cmd_env_tools)
+    replay = actions.add_parser("replay", help="replay a task's gold actions or an actions file on a fresh copy")
+    replay.add_argument("--domain", default="retail", choices=domain_names())
+    what = replay.add_mutually_exclusive_group(required=True)
+    what.add_argument("--task", help="task id: replay its evaluation_criteria.actions")
+    what.add_argument("--actions", type=Path, help='JSON list of {"name", "arguments"} objects')
+    replay.add_argument("--db", type=Path, help="database JSON to start from (default: the vendored db.json)")
+    replay.add_argument("--export", type=Path, required=True, metavar="OUT.json", help="write the final state here")
+    replay.set_defaults(func=cmd_env_replay)
+    serve = actions.add_parser("serve", help="serve a domain's tools to agents (one private database per session)")
+    serve.add_argument("--domain", default="retail", choices=domain_names())
+    mcp_help = "serve over the Model Context Protocol (required: the only protocol served for now)"
+    serve.add_argument("--mcp", action="store_true", required=True, help=mcp_help)
+    serve.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP only: the address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=_port, default=8765, help="HTTP only: the port (default 8765); the URL ends in /mcp"
+    )
+    serve.set_defaults(func=cmd_env_serve)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return port
+
+
+def _first_sentence(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    head, dot, _ = line.partition(". ")
+    return head + dot.strip()
+
+
+def cmd_env_tools(args: argparse.Namespace) -> int:
+    from rewardkit.envs import get_domain
+
+    domain = get_domain(args.domain)
+    specs = domain.tools
+    if args.json:
+        print(json.dumps(domain.tool_specs(), ensure_ascii=False, indent=2))
+        return 0
+    width = max(map(len, specs))
+    for name, spec in specs.items():
+        required = ", ".join(spec.parameters.get("required", [])) or "-"
+        print(f"{name:<{width}}  {spec.risk:<5}  ({required})  {_first_sentence(spec.description)}")
+    return 0
+
+
+def _gold_actions(domain: str, task_id: str) -> list[Any]:
+    from rewardkit.envs import get_domain
+
+    tasks = get_domain(domain).tasks()
+    if task_id not in tasks:
+        raise _Usage(f"no task {task_id!r} in the {domain} tasks ({len(tasks)} tasks, ids like {next(iter(tasks))!r})")
+    criteria = tasks[task_id].get("evaluation_criteria") or {}
+    return list(criteria.get("actions") or [])
+
+
+def _file_actions(path: Path) -> list[Any]:
+    from rewardkit.envs.tool_calls import ToolCall
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _Usage(f"actions file {path} not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _Usage(f"actions file {path} is not readable JSON: {exc}") from None
+    if not isinstance(data, list):
+        raise _Usage(f'actions file {path} must hold a JSON list of {{"name", "arguments"}} objects')
+    calls = []
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            raise _Usage(f"actions file {path}: item {i} must be an object with a string 'name'")
+        arguments = item.get("arguments")
+        # A malformed call is data, not a usage error: the environment answers it like a model's bad call.
+        if arguments is None or isinstance(arguments, Mapping):
+            calls.append(ToolCall(item["name"], arguments or {}))
+        else:
+            calls.append(ToolCall(item["name"], {}, "arguments must be a JSON object"))
+    return calls
+
+
+def _message(value: Any) -> str:
+    error = value.get("error") if isinstance(value, Mapping) else None
+    return str(error.get("message", "")) if isinstance(error, Mapping) else ""
+
+
+def cmd_env_replay(args: argparse.Namespace) -> int:
+    from rewardkit.envs import make_env
+
+    try:
+        # The export may be neither input, and must be writable: checked before anything is read.
+        inputs = [("--actions", args.actions) if args.actions else None, ("--db", args.db) if args.db else None]
+        check_outputs(inputs, [("--export", args.export)])
+        calls = _gold_actions(args.domain, args.task) if args.task is not None else _file_actions(args.actions)
+        if args.db is not None and not args.db.is_file():
+            raise _Usage(f"database {args.db} not found")
+        try:
+            env = make_env(args.domain, args.db)
+        except (OSError, ValueError, KeyError, TypeError, sqlite3.Error) as exc:
+            raise _Usage(f"database {args.db} is not a valid {args.domain} db ({type(exc).__name__}: {exc})") from None
+    except (_Usage, OutputError) as exc:
+        print(f"rewardkit env replay: {exc}", file=sys.stderr)
+        return 2
+    with env:
+        results = env.replay(calls)
+        for entry, result in zip(env.audit(), results, strict=True):  # one audit row per call
+            line = f"{entry['seq']:>3}  {entry['tool']:<32} {result.code.value}"
+            print(line if result.ok else f"{line}  {_message(result.value)}")
+        try:
+            atomic_write_text(args.export, json.dumps(env.export(), ensure_ascii=False, indent=2) + "\n", "--export")
+        except OutputError as exc:
+            print(f"rewardkit env replay: {exc}", file=sys.stderr)
+            return 2
+        failed = sum(not r.ok for r in results)
+        print(f"{len(results)} calls, {failed} failed; state -> {args.export}")
+        print(f"state_hash {env.state_hash()}")
+    return 0
+
+
+def cmd_env_serve(args: argparse.Namespace) -> int:
+    from rewardkit.envs import get_domain
+
+    try:
+        from rewardkit.envs.mcp_server import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "uvicorn"):
+            raise
+        print(
+            "rewardkit env serve: the MCP server needs the mcp package: pip install 'rewardkit[mcp]'", file=sys.stderr
+        )
+        return 2
+    try:
+        serve(get_domain(args.domain), args.transport, args.host, args.port)
+    except KeyboardInterrupt:
+        return 130  # stopped by the user: no traceback
+    return 0

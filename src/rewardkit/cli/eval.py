@@ -1,0 +1,101 @@
+"""``rewardkit eval tau2|compare``: evaluate an agent on a tau2 domain; compare two runs, paired by task.
+
+``add_parsers(sub)`` adds ``eval``; each action has an ``_add_<action>(actions)`` that declares its options
+and a handler ``cmd_eval_<action>``. A new action (``eval tau2``) is one more ``_add_…`` call and one handler.
+User errors (a missing file, a bad line, no shared task) raise and reach ``rewardkit.cli.main``, which prints
+them as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rewardkit.files.outputs import atomic_write_text, check_outputs
+from rewardkit.runs.evaluation import FILES, evaluate, headline
+from rewardkit.runs.metrics import EvalError, compare, read_records
+from rewardkit.runs.spec import add_run_options, build_plan
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    evaluate = sub.add_parser("eval", help="evaluate agents and compare evaluation runs")
+    actions = evaluate.add_subparsers(dest="action", required=True)
+    _add_tau2(actions)
+    _add_compare(actions)
+
+
+def _add_tau2(actions: argparse._SubParsersAction) -> None:
+    p = actions.add_parser(
+        "tau2",
+        help="pass^k, task completion, turns and tool use of an agent on a tau2 split",
+        description="Run --trials episodes per task of --split (agent <-> simulated user <-> database) and "
+        "report tau-bench's pass^k for k = 1..trials, mean task_completion_rate, turns, tool calls, "
+        "termination reasons and tool use, per task and overall. Infrastructure errors are excluded and "
+        "counted; --resume reruns them.",
+    )
+    add_run_options(p, split="test", trials=4)
+    p.add_argument("--out-dir", type=Path, required=True, help=f"writes {', '.join(FILES)}")
+    p.add_argument("--title", default=None, help="the plot's title (default: the agent)")
+    p.set_defaults(func=cmd_eval_tau2)
+
+
+def cmd_eval_tau2(args: argparse.Namespace) -> int:
+    from rewardkit.runs.episode_log import EpisodeLog
+
+    out: Path = args.out_dir
+    inputs = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
+    check_outputs(inputs, [("--out-dir", out / name) for name in FILES])
+    plan, meta = build_plan(args)
+    log = EpisodeLog(out / "episodes.jsonl", meta["run"], args.resume)
+    summary = evaluate(plan, log, out, meta, progress=not args.no_progress, title=args.title or args.agent)
+    print(headline(summary))
+    return 0
+
+
+def _add_compare(actions: argparse._SubParsersAction) -> None:
+    p = actions.add_parser("compare", help="pass^1 of run B against run A on their shared tasks, with a bootstrap CI")
+    # dest "input": rewardkit.cli names these files when an input cannot be decoded.
+    p.add_argument("input", nargs=2, type=Path, metavar="RUN.jsonl",
+                   help="run A (the baseline), then run B: episodes.jsonl or a per-task table")  # fmt: skip
+    p.add_argument("--out", type=Path, metavar="compare.json", help="write the full comparison as JSON here")
+    p.add_argument("--png", type=Path, metavar="compare.png", help="plot per-task pass^1 and the difference")
+    p.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples (default: 10000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (default: 0.95)")
+    p.set_defaults(func=cmd_eval_compare)
+
+
+def _ids(rows: Sequence[Mapping[str, Any]] | Sequence[str], limit: int = 30) -> str:
+    ids = [str(r["task_id"]) if isinstance(r, Mapping) else r for r in rows]
+    more = f", … (+{len(ids) - limit})" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more if ids else "-"
+
+
+def cmd_eval_compare(args: argparse.Namespace) -> int:
+    a_path, b_path = args.input
+    outputs = [("--out", args.out) if args.out else None, ("--png", args.png) if args.png else None]
+    check_outputs([("run A", a_path), ("run B", b_path)], outputs)  # before reading: no input is ever overwritten
+    for label, path in (("run A", a_path), ("run B", b_path)):
+        if not path.exists():
+            raise EvalError(f"{label} {path} not found")
+    result = compare(read_records(a_path), read_records(b_path), args.boot, args.seed, args.confidence)
+    result = {"inputs": {"a": str(a_path), "b": str(b_path)}, **result}
+    low, high = result["ci"]
+    print(f"A  pass^1 {result['a']['pass1']:.4f}  {a_path}")
+    print(f"B  pass^1 {result['b']['pass1']:.4f}  {b_path}")
+    print(f"B - A  {result['diff']:+.4f}  {result['confidence']:.0%} CI [{low:+.4f}, {high:+.4f}]  "
+          f"({result['share_boot_positive']:.1%} of {result['n_boot']} resamples > 0)")  # fmt: skip
+    print(f"paired tasks {result['paired_tasks']}; only in A {len(result['only_in_a'])}, only in B "
+          f"{len(result['only_in_b'])}, no valid trial {len(result['no_valid_trial'])}")  # fmt: skip
+    print(f"improved  ({len(result['improved'])}): {_ids(result['improved'])}")
+    print(f"regressed ({len(result['regressed'])}): {_ids(result['regressed'])}")
+    if args.out:
+        atomic_write_text(args.out, json.dumps(result, ensure_ascii=False, indent=2) + "\n", "--out")
+    if args.png:
+        from rewardkit.runs.plots import plot_compare
+
+        plot_compare(result, args.png, f"{b_path} against {a_path}", (a_path.name, b_path.name), "--png")
+    return 0

@@ -1,0 +1,38 @@
+"""Tool environments over real databases, for rollouts and for replaying logged trajectories.
+
+Every caller goes through the domain registry (:mod:`rewardkit.envs.domain`).
+
+- ``domain.py``: the :class:`Domain` contract (environment factory, tools, tasks, splits, policy)
+  and the registry;
+- ``harness.py``: tools over one private SQLite copy, with argument schemas, risk levels,
+  idempotency keys and an audit log;
+- ``tool_calls.py``: an agent's tool calls read out of chat messages (Hermes, OpenAI, ms-swift);
+- ``calculator.py``: tau2's ``calculate`` tool without ``eval``;
+- ``retail/``: tau2-bench's retail domain (database, its 16 tools, tasks, canonical state hash);
+- ``mcp_server.py``: any registered domain served over the Model Context Protocol, one private
+  database per MCP session (``rewardkit env serve --mcp``; needs the optional ``mcp`` package);
+- ``mcp_env.py`` and ``mcp_domain.py``: an MCP server's tools as an environment, and as a registered domain
+  (``MCPEnvironment``, ``mcp_domain``; needs ``mcp``, imported only when these modules are).
+
+May import: nothing outside this package (the standard library and third-party libraries only).
+It is the lowest layer: the rewards, the builders, the rollout plugins and the CLI import it, so it
+never imports any of them, nor ms-swift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rewardkit.envs.domain import Domain, StatefulEnvironment, domain_names, get_domain, register_domain
+
+if TYPE_CHECKING:
+    from rewardkit.envs.harness import ToolEnvironment
+
+
+def make_env(domain: str, db_path: str | Path | None = None) -> ToolEnvironment:
+    """A fresh environment of ``domain`` (a private copy of its database)."""
+    return get_domain(domain).make_env(db_path)
+
+
+__all__ = ["Domain", "StatefulEnvironment", "domain_names", "get_domain", "make_env", "register_domain"]

@@ -1,0 +1,284 @@
+"""A tool harness over one private SQLite database, with a production agent harness's rules (docs/harness.md).
+
+- every tool declares a JSON Schema for its arguments (an OpenAI function spec,
+  usable as ms-swift's ``tools`` column) and a risk level, ``read`` or ``write``;
+- arguments are validated before anything runs;
+- failures come back as structured results with a code, never as exceptions;
+- a write runs in one transaction: a failed write changes nothing;
+- a write may carry an ``idempotency_key``: a repeated key returns the first
+  result without writing again;
+- every call is appended to an ``audit`` table (part of the rollout's record,
+  not of the state: exports and state hashes never read it).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from rewardkit.envs.domain import StatefulEnvironment
+from rewardkit.envs.tool_calls import ToolCall
+
+HARNESS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    -- tool and arguments as JSON text: what the model sent may not even be valid UTF-8
+    seq INTEGER PRIMARY KEY, tool TEXT NOT NULL, arguments TEXT NOT NULL, code TEXT NOT NULL,
+    replayed INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL, result TEXT NOT NULL);
+"""
+
+IDEMPOTENCY_KEY = "idempotency_key"
+
+
+class Code(str, Enum):  # str: comparable with the codes in JSON records
+    OK = "OK"
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    SCHEMA_VIOLATION = "SCHEMA_VIOLATION"
+    PRECONDITION_FAILED = "PRECONDITION_FAILED"
+    INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
+
+
+class ToolError(Exception):
+    """A tool refusing a call; the harness turns it into a structured result."""
+
+    def __init__(self, code: Code, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: ``fn(conn, **arguments)`` returns a JSON value or raises :class:`ToolError`."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # JSON Schema of the arguments object
+    risk: Literal["read", "write"]
+    fn: Callable[..., Any] = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        Draft202012Validator.check_schema(self.parameters)
+        # A write's schema advertises the optional idempotency key to the model.
+        if self.risk == "write" and IDEMPOTENCY_KEY not in self.parameters.get("properties", {}):
+            raise ValueError(f"write tool {self.name!r} must declare an optional {IDEMPOTENCY_KEY!r} property")
+        object.__setattr__(self, "_validator", Draft202012Validator(self.parameters))
+
+    def violation(self, arguments: Mapping[str, Any]) -> str | None:
+        error = best_match(self._validator.iter_errors(arguments))  # type: ignore[attr-defined]
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        return f"{where}: {error.message[:300]}"
+
+    def openai(self) -> dict[str, Any]:
+        """The OpenAI function spec (what goes into a dataset's ``tools`` column)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    code: Code
+    value: Any  # the tool's JSON value, or {"error": {"code", "message"}}
+
+    @property
+    def ok(self) -> bool:
+        return self.code is Code.OK
+
+    def text(self) -> str:
+        """The tool message content: strings as they are, everything else as JSON."""
+        return self.value if isinstance(self.value, str) else json.dumps(self.value, ensure_ascii=False)
+
+    @classmethod
+    def error(cls, code: Code, message: str) -> ToolResult:
+        return cls(code, {"error": {"code": code.value, "message": message}})
+
+
+def _canonical(value: Any) -> str:
+    # ASCII escapes keep lone surrogates (valid JSON, not UTF-8) storable.
+    return json.dumps(value, sort_keys=True)
+
+
+def _not_json(arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` is not plain JSON (an object of strings, finite numbers, lists, objects), or None."""
+    try:
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"arguments: not JSON ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+def _unencodable(value: Any) -> bool:
+    """True if some string in ``value`` cannot be UTF-8 encoded (a lone surrogate from a JSON escape)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(_unencodable(k) or _unencodable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_unencodable(v) for v in value)
+    return False
+
+
+class CallingEnvironment(StatefulEnvironment):
+    """Tool calls under the harness's rules for what can be called at all (a JSON object of arguments, a known
+    tool); subclasses run what passes (``_call``) and record every call, refused ones included (``_record``)."""
+
+    tools: Mapping[str, Any]
+    lock: threading.RLock
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        with self.lock:
+            return self._call(name, arguments)
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        """Run a decoded tool call; an undecodable one is a schema violation."""
+        with self.lock:
+            if call.error is not None:
+                return self._record(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
+            return self._call(call.name, call.arguments)
+
+    def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
+        """Run calls in order; mappings are ``{"name", "arguments"}`` (gold actions, action files)."""
+        out = []
+        with self.lock:  # one replay is one uninterrupted sequence
+            for call in calls:
+                if isinstance(call, Mapping):
+                    call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
+                out.append(self.execute(call))
+        return out
+
+    def _admit(self, name: Any, arguments: Any) -> tuple[str, dict[str, Any], ToolResult | None]:
+        """The name and arguments as stored, and the refusal when the call cannot run at all."""
+        if not isinstance(name, str):
+            name = f"<{type(name).__name__}>"  # never a tool name: UNKNOWN_TOOL below
+        if arguments is not None and not isinstance(arguments, Mapping):
+            problem = f"arguments: must be a JSON object, got {type(arguments).__name__}"
+            return name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem)
+        arguments = dict(arguments or {})
+        problem = _not_json(arguments)
+        if problem is not None:  # bytes, sets, NaN, nesting too deep: nothing below could store or check them
+            return name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem)
+        if name not in self.tools:
+            refused = ToolResult.error(Code.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}")
+            return name, arguments, refused
+        return name, arguments, None
+
+    @abstractmethod
+    def _call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult: ...
+
+    @abstractmethod
+    def _record(
+        self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False
+    ) -> ToolResult: ...
+
+
+class ToolEnvironment(CallingEnvironment):
+    """Runs tool calls against one connection (a rollout's private database copy).
+
+    Subclasses name their tools and implement ``state_hash`` and ``export``.
+    """
+
+    tools: ClassVar[Mapping[str, ToolSpec]] = {}
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        # One connection, one transaction at a time: calls from several threads are serialised, so a write
+        # and its audit row can never interleave with another thread's (the lock is re-entrant for subclasses).
+        self.lock = threading.RLock()
+        conn.executescript(HARNESS_SCHEMA)
+
+    def __enter__(self) -> ToolEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    def _call(self, name: str, arguments: Mapping[str, Any] | None) -> ToolResult:
+        name, arguments, refused = self._admit(name, arguments)
+        if refused is not None:
+            return self._record(name, arguments, refused)
+        spec = self.tools[name]
+        problem = spec.violation(arguments)
+        if problem is None and _unencodable(arguments):
+            problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
+        if problem is not None:
+            return self._record(name, arguments, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
+        key = arguments.pop(IDEMPOTENCY_KEY, None)
+        if spec.risk == "read":
+            return self._record(name, arguments, self._run(spec, arguments))
+        if key is not None:
+            row = self.conn.execute("SELECT call, result FROM idempotency WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                if row["call"] != _canonical([name, arguments]):
+                    result = ToolResult.error(
+                        Code.IDEMPOTENCY_CONFLICT, f"idempotency_key {key!r} was already used for a different call"
+                    )
+                    return self._record(name, arguments, result)
+                return self._record(name, arguments, ToolResult(Code.OK, json.loads(row["result"])), replayed=True)
+        self.conn.execute("BEGIN")
+        try:
+            result = self._run(spec, arguments)
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        if not result.ok:
+            self.conn.execute("ROLLBACK")
+            return self._record(name, arguments, result)
+        if key is not None:  # only successes are remembered: a failed write may be retried
+            self.conn.execute(
+                "INSERT INTO idempotency VALUES (?, ?, ?)",
+                (key, _canonical([name, arguments]), _canonical(result.value)),
+            )
+        self.conn.execute("COMMIT")
+        return self._record(name, arguments, result)
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
+        with self.lock:
+            rows = self.conn.execute("SELECT * FROM audit ORDER BY seq").fetchall()
+        return [
+            {"seq": r["seq"], "tool": json.loads(r["tool"]), "arguments": json.loads(r["arguments"]),
+             "code": r["code"], "replayed": bool(r["replayed"])}
+            for r in rows
+        ]  # fmt: skip
+
+    def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            return ToolResult(Code.OK, spec.fn(self.conn, **arguments))
+        except ToolError as exc:
+            return ToolResult.error(exc.code, exc.message)
+        except sqlite3.IntegrityError as exc:  # a constraint the tool's own checks should have caught first
+            return ToolResult.error(Code.PRECONDITION_FAILED, f"constraint failed: {exc}")
+
+    def _record(
+        self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False
+    ) -> ToolResult:
+        self.conn.execute(
+            "INSERT INTO audit (tool, arguments, code, replayed) VALUES (?, ?, ?, ?)",
+            (_canonical(name), _canonical(arguments), result.code.value, int(replayed)),
+        )
+        return result

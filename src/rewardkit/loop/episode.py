@@ -1,0 +1,202 @@
+"""One agent <-> user <-> database conversation and why it ended.
+
+The caller alternates two steps:
+
+- :meth:`Episode.agent_turn` with the policy's message: tool calls run on the episode's
+  own database copy and their results wait in :attr:`Episode.pending` as ``tool``
+  messages; a message without tool calls is addressed to the user;
+- :meth:`Episode.user_turn` (only when ``agent_turn`` returned True): the simulator
+  answers; its reply waits in ``pending`` as a ``user`` message, unless it is a stop.
+
+Tool calls are read from Hermes ``<tool_call>`` blocks in the text, or from the
+engine's parsed ``tool_calls`` when the text has none (one source, never both, so a
+call is not run twice). The simulator never sees tool turns, as in tau2-bench.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rewardkit.envs import Domain
+from rewardkit.envs.termination import Termination
+from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.user_sim.base import (
+    GREETING,
+    OUT_OF_SCOPE,
+    STOP,
+    TRANSFER,
+    Progress,
+    SimulatorError,
+    Turn,
+    UserSimulator,
+)
+
+_USER_STOPS = ((STOP, Termination.USER_STOP), (TRANSFER, Termination.USER_TRANSFER))
+_USER_STOPS += ((OUT_OF_SCOPE, Termination.USER_OUT_OF_SCOPE),)
+
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+
+
+def _native_calls(native: Any) -> list[ToolCall]:
+    """The engine's parsed ``tool_calls`` (objects or dicts) read like OpenAI messages."""
+    if not native:
+        return []
+    items = [c.model_dump() if hasattr(c, "model_dump") else c for c in native]
+    if not all(isinstance(c, Mapping) for c in items):
+        return [ToolCall("", {}, "tool_calls must be a list of objects")]
+    return tool_calls([{"role": "assistant", "content": None, "tool_calls": items}])
+
+
+class Episode:
+    """A conversation on a private copy of ``domain``'s database about ``task``."""
+
+    def __init__(
+        self,
+        domain: Domain,
+        task: Mapping[str, Any],
+        simulator: UserSimulator,
+        limits: RolloutLimits,
+        gold_state: str | None = None,
+    ) -> None:
+        self.domain, self.task, self.simulator, self.limits = domain, task, simulator, limits
+        self.env = domain.make_env(None)
+        self.gold_state = gold_state  # only needed by simulators that read Progress
+        self.dialogue: list[Turn] = [Turn("agent", GREETING)]
+        self.agent_said: list[str] = []  # every assistant message's user-facing text
+        self.transcript: list[str] = []
+        self.pending: list[dict[str, str]] = []
+        self.turns = self.tool_calls = self.tool_errors = self.policy_tokens = 0
+        self.termination: Termination | None = None
+        self.error: str | None = None
+
+    # --- the two steps -------------------------------------------------------------
+
+    def open(self) -> str | None:
+        """The user's first message (a simulator call), or None if the episode already ended
+        (the simulator failed, or its opening was a stop)."""
+        self.user_turn()
+        return self.pending.pop()["content"] if self.pending else None
+
+    def agent_turn(
+        self, text: str | None, finish_reason: str | None = None, n_tokens: int = 0, native: Any = None
+    ) -> bool:
+        """Take the policy's message; True if the user must answer it now."""
+        if self.termination is not None:  # the simulator already failed at the start
+            return False
+        text = text if isinstance(text, str) else ""
+        self.turns += 1
+        self.policy_tokens += n_tokens
+        self.transcript.append(f"assistant: {text}")
+        message = {"role": "assistant", "content": text}
+        # Blocks in the text, else the engine's parse (one source: a call never runs twice).
+        calls = (tool_calls([message]) if "<tool_call>" in text else []) or _native_calls(native)
+        said = _THINK.sub("", "".join(user_facing_texts([message]))).strip()  # the user never sees the reasoning
+        self.agent_said.append(said)
+        if finish_reason == "length":  # a cut-off message: its last call may be cut too, run none
+            return self._end(Termination.LENGTH)
+        for call in calls:
+            self._run(call)
+        if self.termination is not None:
+            return False
+        if not calls and STOP in said:
+            return self._end(Termination.AGENT_STOP)
+        if self.tool_errors >= self.limits.error_budget:
+            return self._end(Termination.ERROR_BUDGET)
+        if self.policy_tokens >= self.limits.token_budget:
+            return self._end(Termination.TOKEN_BUDGET)
+        if self.turns >= self.limits.max_turns:
+            return self._end(Termination.MAX_TURNS)
+        if calls:
+            return False
+        self.dialogue.append(Turn("agent", said))
+        return True
+
+    def user_turn(self) -> None:
+        """Ask the simulator for the user's next message (blocking: run it in a worker thread)."""
+        try:
+            reply = self.simulator.reply(self.task, list(self.dialogue), self.progress())
+        except SimulatorError as exc:
+            self.error = str(exc)
+            self._end(Termination.USER_SIM_ERROR)
+            return
+        self.dialogue.append(Turn("user", reply))
+        self.transcript.append(f"user: {reply}")
+        for token, reason in _USER_STOPS:
+            if token in reply:
+                self._end(reason)
+                return
+        self.pending.append({"role": "user", "content": reply})
+
+    def end(self, reason: Termination, error: str | None = None) -> None:
+        """End from outside (ms-swift's own turn limit, a failed agent endpoint); the first reason stays."""
+        if self.termination is None and error is not None:
+            self.error = error
+        self._end(reason)
+
+    # --- state ---------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self.termination is not None
+
+    def take_pending(self) -> list[dict[str, str]]:
+        out, self.pending = self.pending, []
+        return out
+
+    def progress(self) -> Progress:
+        if self.gold_state is None:
+            return Progress()
+        from rewardkit.rewards.episodes import communicated_texts, expected_outputs
+
+        said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
+        return Progress(state_done=self.env.state_hash() == self.gold_state, outputs_said=said)
+
+    def infos(self) -> dict[str, Any]:
+        """What the rewards and the logs need, JSON-serialisable (ms-swift's ``rollout_infos``)."""
+        unreachable = self.termination is Termination.ENV_ERROR  # asking its server again would fail again
+        return {
+            "state_hash": None if unreachable else self.env.state_hash(),
+            "audit": self.env.audit(),
+            "termination": self.termination.value if self.termination else None,
+            "turns": self.turns,
+            "tool_calls": self.tool_calls,
+            "tool_errors": self.tool_errors,
+            "policy_tokens": self.policy_tokens,
+            "agent_said": list(self.agent_said),
+            "transcript": "\n".join(self.transcript),
+            "user_sim": self.simulator.name,
+            "error": self.error,
+        }
+
+    @staticmethod
+    def unstarted(error: str, user_sim: str) -> dict[str, Any]:
+        """``infos()`` of an episode whose environment's server could not be reached: it never started."""
+        return {
+            "state_hash": None, "audit": [], "termination": Termination.ENV_ERROR.value, "turns": 0, "tool_calls": 0,
+            "tool_errors": 0, "policy_tokens": 0, "agent_said": [], "transcript": "", "user_sim": user_sim,
+            "error": error,
+        }  # fmt: skip
+
+    def close(self) -> None:
+        self.env.close()
+
+    # --- internals -----------------------------------------------------------------
+
+    def _run(self, call: ToolCall) -> None:
+        result = self.env.execute(call)
+        self.tool_calls += 1
+        self.tool_errors += not result.ok
+        content = result.text()
+        self.transcript.append(f"tool {call.name or '?'}: {content}")
+        self.pending.append({"role": "tool", "content": content})
+        if result.ok and call.name in self.domain.stop_tools:
+            self._end(Termination.AGENT_TRANSFER)
+
+    def _end(self, reason: Termination) -> bool:
+        if self.termination is None:
+            self.termination = reason
+        return False

@@ -1,0 +1,119 @@
+"""A customer played by a chat model behind any OpenAI-compatible endpoint (swift deploy, vLLM, hosted APIs).
+
+Follows tau2-bench's user simulator: system prompt = the simulation guidelines plus the task's
+scenario, and the visible dialogue with roles flipped (the agent speaks as "user", the simulator's
+own earlier messages are "assistant"), so a plain chat model continues as the customer.
+
+Calls go through :class:`~rewardkit.loop.endpoint.ChatEndpoint` (retries, backoff, a
+concurrency limit), one sync client shared by the worker threads (``asyncio.to_thread``) that call ``reply``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardkit.envs.retail import DATA_DIR
+from rewardkit.loop.endpoint import ChatEndpoint
+from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
+
+GUIDELINES_FILE = DATA_DIR / "simulation_guidelines.md"  # tau2-bench's, MIT (see data/SOURCE.md)
+
+
+@functools.cache
+def guidelines() -> str:
+    return GUIDELINES_FILE.read_text(encoding="utf-8").strip()
+
+
+def _block(title: str, text: str) -> str:
+    return f"{title}:\n{textwrap.indent(text, chr(9))}"
+
+
+def render_scenario(scenario: Mapping[str, Any]) -> str:
+    """``task["user_scenario"]`` as tau2's ``str(UserScenario)`` renders it (tab-indented blocks)."""
+    lines = []
+    if scenario.get("persona") is not None:
+        lines.append(_block("Persona", str(scenario["persona"])))
+    instructions = scenario.get("instructions")
+    if isinstance(instructions, Mapping):
+        parts = []
+        if instructions.get("domain") is not None:
+            parts.append(f"Domain: {instructions['domain']}")
+        for key, title in (
+            ("reason_for_call", "Reason for call"),
+            ("known_info", "Known info"),
+            ("unknown_info", "Unknown info"),
+            ("task_instructions", "Task instructions"),
+        ):
+            if instructions.get(key) is not None:
+                parts.append(_block(title, str(instructions[key])))
+        text = "\n".join(parts)
+    elif isinstance(instructions, str):
+        text = instructions
+    else:
+        raise ValueError(f"user_scenario.instructions must be a mapping or a string, got {type(instructions).__name__}")
+    lines.append(_block("Instructions", text))
+    return "\n".join(lines)
+
+
+def system_prompt(task: Mapping[str, Any]) -> str:
+    scenario = task.get("user_scenario")
+    if not isinstance(scenario, Mapping):
+        raise ValueError(f"task {task.get('id')!r} has no user_scenario mapping")
+    return f"{guidelines()}\n\n<scenario>\n{render_scenario(scenario)}\n</scenario>"
+
+
+def chat_messages(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[dict[str, str]]:
+    """The request's messages: system prompt, then the dialogue seen from the customer's side."""
+    if not dialogue or dialogue[0].role != "agent" or dialogue[-1].role != "agent":
+        raise ValueError("the dialogue must start with the agent's greeting and end with an agent turn")
+    flipped = {"agent": "user", "user": "assistant"}
+    return [{"role": "system", "content": system_prompt(task)}] + [
+        {"role": flipped[t.role], "content": t.text} for t in dialogue
+    ]
+
+
+class OpenAISimulator:
+    """The customer as a chat model; ``reply`` is thread-safe and blocks (run it in a worker thread)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str = "EMPTY",
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        timeout_s: float = 60.0,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+        concurrency: int = 32,
+    ) -> None:
+        self.name = base_url
+        self.model = model
+        self.temperature = float(temperature)  # 0 and 0.0 must give one fingerprint
+        self.max_tokens = max_tokens
+        self._endpoint = ChatEndpoint(
+            base_url, model, SimulatorError, api_key=api_key, timeout_s=timeout_s, retries=retries,
+            backoff_s=backoff_s, concurrency=concurrency,
+        )  # fmt: skip
+
+    def fingerprint(self) -> str:
+        ident = ["openai", self.name, self.model, self.temperature, self.max_tokens, guidelines()]
+        return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode()).hexdigest()
+
+    def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
+        """The customer's next message; ``progress`` is unused (a model judges completion itself)."""
+        response = self._endpoint.complete(
+            chat_messages(task, dialogue), _has_text, temperature=self.temperature, max_tokens=self.max_tokens
+        )
+        return response.choices[0].message.content.strip()
+
+
+def _has_text(choice: Any) -> bool:
+    content = choice.message.content
+    return isinstance(content, str) and bool(content.strip())

@@ -1,0 +1,206 @@
+"""K trials of every task through the shared agent <-> user <-> database loop, resumably.
+
+The engine under ``rewardkit synth`` and ``rewardkit eval``: each finished episode is appended
+to a JSONL log as soon as it ends, scored by the same rewards GRPO trains with
+(``TaskCompletion``, ``TaskCompletionRate``). A rerun with ``resume=True`` skips every
+(task, trial) the log already holds with status ``ok`` and runs the rest again, infrastructure
+failures included, so killing a run (or its simulator) loses at most the episodes in flight.
+
+Episode record (one JSON object per line)::
+
+    {"run": "<fingerprint>", "task_id": "12", "trial": 0,
+     "status": "ok" | "infra_error",   # infra_error: the user simulator or the agent endpoint failed
+     "reward": 1.0 | 0.0 | None,       # task_completion; None for infra_error
+     "tcr": 0.0..1.0 | None,           # task_completion_rate
+     "termination": "user_stop", "turns": 4, "tool_calls": 3, "tool_errors": 0,
+     "tools": {"find_user_id_by_email": 1, …}, "call_codes": {"OK": 3}, "error": None, "state_hash": "…",
+     "messages": [...]}                # the conversation as the agent saw it
+
+``run`` fingerprints what makes episodes comparable (agent, user simulator, tasks' domain,
+system prompt, limits, completion rule); resuming a log written under another fingerprint
+is refused rather than mixing two experiments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewardkit.envs import Domain
+from rewardkit.loop.agents import Agent
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import EpisodeResult, run_episode
+from rewardkit.envs.termination import EXCLUDED
+from rewardkit.loop.user_sim.base import UserSimulator
+from rewardkit.rewards import TaskCompletion, TaskCompletionRate
+
+
+class RunError(ValueError):
+    """A log that cannot be started or resumed as asked; the message says what to do."""
+
+
+def fingerprint(parts: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+class EpisodeLog:
+    """An append-only JSONL of episode records; the last record of a (task, trial) wins."""
+
+    def __init__(self, path: Path, run: str, resume: bool) -> None:
+        self.path, self.run = path, run
+        self._lock = threading.Lock()
+        self._records: dict[tuple[str, int], dict[str, Any]] = {}
+        if path.exists() and path.stat().st_size > 0:
+            if not resume:
+                raise RunError(f"{path} already holds episodes; pass --resume to continue that run, or remove it")
+            self._load()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _load(self) -> None:
+        lines = self.path.read_text(encoding="utf-8").split("\n")
+        torn = lines.pop()  # "" when the file ends with a newline; else a line cut by a crash mid-write
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RunError(f"{self.path}:{number}: not an episode record ({exc}); remove the line") from exc
+            if not isinstance(record, dict) or not {"run", "task_id", "trial", "status"} <= record.keys():
+                raise RunError(f"{self.path}:{number}: not an episode record; remove the line")
+            if record["run"] != self.run:
+                raise RunError(
+                    f"{self.path}:{number} was written by another run (agent, user, tasks or limits differ); "
+                    "resume with the same options, or write to a new file"
+                )
+            self._records[(record["task_id"], record["trial"])] = record
+        if torn.strip():  # the episode in flight when the run died: it runs again
+            with self.path.open("r+", encoding="utf-8") as f:
+                f.truncate(len("\n".join(lines).encode()) + (1 if lines else 0))
+
+    def done(self) -> set[tuple[str, int]]:
+        return {key for key, r in self._records.items() if r["status"] == "ok"}
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with self._lock:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(line)
+            self._records[(record["task_id"], record["trial"])] = record
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(self._records.values())
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    domain: Domain
+    tasks: Sequence[Mapping[str, Any]]
+    trials: int
+    make_agent: Callable[[Mapping[str, Any]], Agent]
+    simulator: UserSimulator
+    limits: RolloutLimits
+    system: str | None = None  # None: the domain's policy
+    workers: int = 8
+    require_outputs: bool = True  # TaskCompletion's rule: tau2's (true) or MUA-RL's database-only (false)
+
+
+class Scorer:
+    """The training rewards, applied to one finished episode."""
+
+    def __init__(self, domain: str, require_outputs: bool) -> None:
+        self.domain = domain
+        self.completion = TaskCompletion(config={"task_completion": {"require_outputs": require_outputs}})
+        self.rate = TaskCompletionRate()
+
+    def record(self, result: EpisodeResult, task: Mapping[str, Any], trial: int, run: str) -> dict[str, Any]:
+        infos = result.infos
+        excluded = infos["termination"] in EXCLUDED  # str-valued members: the stored value matches
+        columns = {"messages": [result.messages], "task": [task], "domain": [self.domain], "rollout_infos": [infos]}
+        reward = None if excluded else self.completion([""], **columns)[0]
+        tcr = None if excluded else self.rate([""], **columns)[0]
+        return {
+            "run": run, "task_id": result.task_id, "trial": trial,
+            "status": "infra_error" if excluded else "ok", "reward": reward, "tcr": tcr,
+            "termination": infos["termination"], "turns": infos["turns"], "tool_calls": infos["tool_calls"],
+            "tool_errors": infos["tool_errors"], "tools": dict(Counter(str(a["tool"]) for a in infos["audit"])),
+            "call_codes": dict(Counter(str(a["code"]) for a in infos["audit"])),
+            "error": infos["error"], "state_hash": infos["state_hash"], "messages": result.messages,
+        }  # fmt: skip
+
+
+def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: str = "episodes") -> list[dict]:
+    """Run every (task, trial) of the plan the log lacks, ``plan.workers`` at a time; return the plan's records
+    (a log resumed with fewer tasks or trials keeps the others, but they are not this run's)."""
+    scorer = Scorer(plan.domain.name, plan.require_outputs)
+    done = log.done()
+    keys = {(str(t["id"]), k) for t in plan.tasks for k in range(plan.trials)}
+    todo = [(t, k) for t in plan.tasks for k in range(plan.trials) if (str(t["id"]), k) not in done]
+
+    def one(task: Mapping[str, Any], trial: int) -> dict[str, Any]:
+        result = run_episode(plan.domain, task, plan.make_agent(task), plan.simulator, plan.limits, plan.system)
+        return scorer.record(result, task, trial, log.run)
+
+    with _Bar(len(todo), len(done), label, progress) as advance, ThreadPoolExecutor(plan.workers) as pool:
+        futures = [pool.submit(one, task, trial) for task, trial in todo]
+        for future in as_completed(futures):
+            record = future.result()
+            log.append(record)
+            advance(record)
+    return [r for r in log.records() if (r["task_id"], r["trial"]) in keys]
+
+
+class _Bar:
+    """A rich progress bar on stderr with running success and infrastructure-error counts."""
+
+    def __init__(self, total: int, skipped: int, label: str, enabled: bool) -> None:
+        self.total, self.skipped, self.label, self.enabled = total, skipped, label, enabled
+        self.ok = self.infra = 0
+
+    def __enter__(self) -> Callable[[dict[str, Any]], None]:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"), console=Console(file=sys.stderr), disable=not self.enabled,
+        )  # fmt: skip
+        resumed = f" ({self.skipped} done before)" if self.skipped else ""
+        self.task = self.progress.add_task(f"{self.label}{resumed}", total=self.total, stats="")
+        self.progress.start()
+        return self.advance
+
+    def advance(self, record: dict[str, Any]) -> None:
+        self.ok += record["reward"] == 1.0
+        self.infra += record["status"] == "infra_error"
+        self.progress.update(self.task, advance=1, stats=f"completed {self.ok}  infra errors {self.infra}")
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def select_tasks(domain: Domain, split: str, task_ids: Sequence[str] | None, limit: int | None) -> list[dict]:
+    """The split's tasks in split order, narrowed to ``task_ids`` and cut to the first ``limit``."""
+    splits = domain.splits()
+    if split not in splits:
+        raise RunError(f"--split {split!r}: {domain.name} has splits {', '.join(sorted(splits))}")
+    tasks = domain.tasks()
+    ids = [i for i in splits[split] if i in tasks]
+    if task_ids:
+        unknown = sorted(set(task_ids) - set(ids))
+        if unknown:
+            raise RunError(f"--tasks: {', '.join(unknown)} not in the {split} split of {domain.name}")
+        ids = [i for i in ids if i in set(task_ids)]
+    if limit is not None:
+        ids = ids[:limit]
+    if not ids:
+        raise RunError(f"no tasks selected from the {split} split of {domain.name}")
+    return [tasks[i] for i in ids]

@@ -1,0 +1,100 @@
+"""Trajectory synthesis: run agent <-> simulated user <-> database episodes, keep the verified ones as SFT rows.
+
+An episode is kept when ``TaskCompletion`` scores it 1.0, the rule GRPO is trained with, and
+written as an ms-swift agent-format row (:mod:`rewardkit.data_builders.trajectories`). Every
+episode that is not kept is counted under one reason, so ``read == kept + sum(rejected)``:
+
+- ``task_failed``: the episode ran to an ending and did not complete the task;
+- ``user_sim_error`` / ``agent_error``: the simulator or the agent endpoint failed
+  (infrastructure, never a failed task; ``--resume`` runs these again);
+- ``duplicate``: the same conversation as an episode already kept (deterministic agents);
+- ``malformed_tool_call`` / ``empty_assistant_turn``: complete, but not something to teach.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rewardkit.data_builders.trajectories import sft_row, trajectory_key
+from rewardkit.runs.metrics import task_order
+from rewardkit.files.outputs import OutputSet
+from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
+
+TASK_FAILED = "task_failed"
+DUPLICATE = "duplicate"
+
+
+def select(records: list[dict[str, Any]], tools_json: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The SFT rows of the kept episodes (task, then trial order) and the report."""
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    per_task: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"attempted": 0, "kept": 0, "rejected": Counter(), "terminations": Counter()}
+    )
+    for record in sorted(records, key=lambda r: (task_order(r["task_id"]), r["trial"])):
+        stats = per_task[record["task_id"]]
+        stats["attempted"] += 1
+        stats["terminations"][record["termination"]] += 1
+        reason = _reason(record, tools_json, seen, rows)
+        if reason is None:
+            stats["kept"] += 1
+        else:
+            stats["rejected"][reason] += 1
+    rejected: Counter[str] = sum((s["rejected"] for s in per_task.values()), Counter())
+    terminations: Counter[str] = sum((s["terminations"] for s in per_task.values()), Counter())
+    report = {
+        "read": len(records),
+        "kept": len(rows),
+        "rejected": dict(sorted(rejected.items())),
+        "terminations": dict(sorted(terminations.items())),
+        "tasks_with_a_kept_episode": sum(s["kept"] > 0 for s in per_task.values()),
+        "per_task": {
+            task_id: {
+                **s,
+                "rejected": dict(sorted(s["rejected"].items())),
+                "terminations": dict(sorted(s["terminations"].items())),
+            }
+            for task_id, s in per_task.items()
+        },
+    }
+    if report["read"] != report["kept"] + sum(rejected.values()):
+        raise AssertionError(f"synthesis counts do not reconcile: {report['read']} != kept + rejected")
+    return rows, report
+
+
+def _reason(record: Mapping[str, Any], tools_json: str | None, seen: set[str], rows: list) -> str | None:
+    """Why the episode is not kept, or None after appending its row."""
+    if record["status"] != "ok":
+        return str(record["termination"])  # user_sim_error or agent_error: infrastructure, counted as such
+    if record["reward"] != 1.0:
+        return TASK_FAILED
+    row = sft_row(record["messages"], tools_json)
+    if isinstance(row, str):
+        return row
+    key = trajectory_key(row)
+    if key in seen:
+        return DUPLICATE
+    seen.add(key)
+    rows.append(row)
+    return None
+
+
+def synthesize(
+    plan: TrialPlan, log: EpisodeLog, out: Path, report_path: Path | None, tools_json: str | None,
+    meta: Mapping[str, Any], progress: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """Run the plan's missing episodes, then write the kept rows and the report together (atomically)."""
+    records = run_trials(plan, log, progress=progress, label="synthesis")
+    rows, report = select(records, tools_json)
+    report = {**meta, **report}
+    with OutputSet() as outputs:
+        with outputs.open(out, "--out") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if report_path is not None:
+            outputs.write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n", "--report")
+    return report
