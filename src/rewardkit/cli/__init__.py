@@ -176,4 +176,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a bug in rewardkit: the traceback is what a report needs
         print(f"rewardkit {_command(args)}: {_one_line(message)}", file=sys.stderr)
         return 2
-
