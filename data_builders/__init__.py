@@ -7,10 +7,10 @@
 - ``_io.py``: JSONL reading and writing, and the build report every builder keeps
   (``read == written + rejected``, each reject with its reason).
 
-May import: ``rewardkit.rewards`` (public modules only, such as ``rewardkit.rewards.answers``
-for the answer format), ``rewardkit.recipes`` (prompt templates) and ``rewardkit.envs``
-(domains and their tasks). Never the other plugins, the CLI or ms-swift: builders run offline,
-without a GPU, and give the same rows whatever the environment.
+Above the rewards and the recipes, below the loop (:mod:`rewardkit.layers`): builders use the
+rewards' public modules (such as ``rewardkit.rewards.answers``), the recipes' prompt templates, and
+the domains and task checks of ``rewardkit.envs``. Never ms-swift: builders run offline, without a
+GPU, and give the same rows whatever the environment.
 """
 
 from rewardkit.data_builders._io import BuildError, BuildReport, write_jsonl

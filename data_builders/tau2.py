@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record
-from rewardkit.data_builders.tau2_tasks import instructions, load_sources, task_problem
+from rewardkit.data_builders.tau2_tasks import load_sources, task_problem
 from rewardkit.envs.scenario import opening_turn
+from rewardkit.envs.tasks import instructions
 
 # --- building ---------------------------------------------------------------------
 
@@ -68,7 +69,7 @@ def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildRepor
         if task is None:
             report.reject(source, "missing_task", "the split names it but the tasks file has no such id")
             continue
-        problem = task_problem(task, src.tool_names)
+        problem = task_problem(task, src.tool_names, opts.domain)
         opening = ""
         if problem is None:
             opening = MULTI_TURN_PLACEHOLDER if opts.multi_turn else opening_turn(instructions(task))

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rewardkit.data_builders._io import SURROGATE, BuildError, encodable, json_problem, kind
+from rewardkit.data_builders._io import SURROGATE, BuildError
+from rewardkit.envs import tasks
+from rewardkit.files.jsonl import encodable, json_problem, kind
 
 if TYPE_CHECKING:
     from rewardkit.data_builders.tau2 import Tau2Options
@@ -110,60 +112,16 @@ def load_sources(opts: Tau2Options) -> Sources:
     return sources
 
 
-def instructions(task: Mapping[str, Any]) -> Mapping[str, Any]:
-    scenario = task.get("user_scenario") or {}
-    found = scenario.get("instructions") if isinstance(scenario, Mapping) else None
-    # tau2 also allows free-text instructions; those have no reason_for_call to open with.
-    return found if isinstance(found, Mapping) else {}
+def task_problem(task: Mapping[str, Any], tool_names: frozenset[str], domain: str) -> tuple[str, str] | None:
+    """(reason, detail) when a task the split names cannot become a row, else None.
 
-
-def _criteria_problem(criteria: Any, tool_names: frozenset[str]) -> str | None:
-    """Why the rewards could not judge against ``criteria``, or None."""
-    if not isinstance(criteria, dict):
-        return f"evaluation_criteria must be an object, got {kind(criteria)}"
-    actions = criteria.get("actions")
-    if actions is not None:
-        if not isinstance(actions, list):
-            return f"evaluation_criteria.actions must be a list of action objects, got {kind(actions)}"
-        for i, action in enumerate(actions):
-            where = f"evaluation_criteria.actions item {i}"
-            if not isinstance(action, dict) or not isinstance(action.get("name"), str):
-                got = kind(action) if not isinstance(action, dict) else f"name {kind(action.get('name'))}"
-                return f"{where} must be an object with a string 'name', got {got}"
-            if action["name"] not in tool_names:
-                return f"{where} names the unknown tool {action['name']!r}"
-            if action.get("arguments") is not None and not isinstance(action["arguments"], dict):
-                return f"{where} must have arguments as an object, got {kind(action['arguments'])}"
-    for key in ("communicate_info", "nl_assertions"):
-        value = criteria.get(key)
-        if value is not None and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
-            return f"evaluation_criteria.{key} must be a list of strings, got {kind(value)}"
-    return None
-
-
-def _scenario_problem(task: Mapping[str, Any]) -> str | None:
-    scenario = task.get("user_scenario")
-    if scenario is not None and not isinstance(scenario, dict):
-        return f"user_scenario must be an object, got {kind(scenario)}"
-    found = (scenario or {}).get("instructions")
-    if found is not None and not isinstance(found, dict | str):
-        return f"user_scenario.instructions must be an object or a string, got {kind(found)}"
-    if isinstance(found, dict) and found.get("known_info") is not None and not isinstance(found["known_info"], str):
-        return f"user_scenario.instructions.known_info must be a string, got {kind(found['known_info'])}"
-    return None
-
-
-def task_problem(task: Mapping[str, Any], tool_names: frozenset[str]) -> tuple[str, str] | None:
-    """(reason, detail) when a task the split names cannot become a row, else None."""
-    if not task.get("evaluation_criteria"):
-        return "no_evaluation_criteria", "the task has no evaluation_criteria to score a rollout against"
-    problem = _criteria_problem(task["evaluation_criteria"], tool_names)
-    if problem:
-        return "bad_evaluation_criteria", problem
-    problem = _scenario_problem(task)
-    if problem:
-        return "bad_user_scenario", problem
-    reason = instructions(task).get("reason_for_call")
+    Besides the task checks every consumer shares (:func:`rewardkit.envs.tasks.task_problem`), a row needs a
+    request to open the conversation with, and a task that can be written back as UTF-8.
+    """
+    found = tasks.task_problem(task, tool_names, domain)
+    if found is not None:
+        return found
+    reason = tasks.reason_for_call(task)
     if not isinstance(reason, str) or not reason.strip():
         return "no_reason_for_call", "user_scenario.instructions.reason_for_call must be a non-empty string"
     if not encodable(task):

@@ -11,7 +11,7 @@ after changing a set, run ``python -m rewardkit.recipes.compose --write``
 recipe differs. ms-swift reads one self-contained YAML file per run (no
 includes or overlays), so the recipes stay whole files.
 
-May import: rewardkit.rewards (the reward sets, in ``compose``); nothing else.
+Above the rewards (``compose`` reads the reward sets); see :mod:`rewardkit.layers`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ class objects and loading twice is harmless.
 The answer format the planning rewards read (parse, schema, plan) is public in
 :mod:`rewardkit.rewards.answers`.
 
-May import: rewardkit.envs and rewardkit.envs.termination; nothing else.
+Imports only the layers below it (rewardkit.config, rewardkit.files, rewardkit.envs; see rewardkit.layers).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from rewardkit.rewards._base import MissingColumnError
-from rewardkit.rewards._config import RewardConfig, SharedConfig
 from rewardkit.rewards.answer_format import AnswerFormat
+from rewardkit.rewards.config import RewardConfig, SharedConfig
 from rewardkit.rewards.expert_match import ExpertMatch
 from rewardkit.rewards.json_valid import JsonValid
 from rewardkit.rewards.plan_coverage import PlanCoverage

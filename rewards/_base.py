@@ -7,11 +7,10 @@ from collections.abc import Iterable, Mapping, Sized
 from typing import Any, ClassVar
 
 from rewardkit.rewards._completions import completion_texts
-from rewardkit.rewards._config import RewardConfig, load_config
-from rewardkit.rewards._experts import ExpertMatchConfig
 from rewardkit.rewards._parsing import DatasetError, Plan
 from rewardkit.rewards._rows import MISSING, planning_gold
 from rewardkit.rewards._schema import AnswerSchema, load_schema
+from rewardkit.rewards.config import ExpertMatchConfig, RewardConfig, load_config
 
 DATASET_FORMAT = (
     "GRPO rows need, next to 'messages': 'solution' (the gold answer as a JSON string in the "

@@ -24,7 +24,7 @@ def _a(noun: str) -> str:
     return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
-def _kind(value: Any) -> str:
+def _shape(value: Any) -> str:
     """The shape in words, for error messages: "a dict", "a list of int", "an empty list"."""
     if value is None:
         return "None"
@@ -53,7 +53,7 @@ def _content_text(content: Any, i: int) -> str:
         else:
             return "".join(parts)
     raise CompletionShapeError(
-        f"completion {i}: the last assistant message's content is {_kind(content)}; "
+        f"completion {i}: the last assistant message's content is {_shape(content)}; "
         "it must be a string or a list of {'type': 'text', 'text': ...} parts"
     )
 
@@ -76,14 +76,14 @@ def completion_text(completion: Any, i: int) -> str:
             if message["role"] == "assistant":
                 return _content_text(message.get("content"), i)
         raise CompletionShapeError(f"completion {i} is a list of messages without an assistant message; {SHAPES}")
-    raise CompletionShapeError(f"completion {i} is {_kind(completion)}; {SHAPES}")
+    raise CompletionShapeError(f"completion {i} is {_shape(completion)}; {SHAPES}")
 
 
 def completion_texts(completions: Iterable[Any], strict: bool = True) -> list[str]:
     """Every completion's text. ``strict=False`` is for rewards that never read the text: an unknown
     shape becomes its ``str()`` as before (ms-swift >= 4.6 may pass a multi-turn turn as token ids)."""
     if isinstance(completions, (str, bytes, Mapping)) or not isinstance(completions, Iterable):
-        raise CompletionShapeError(f"completions must be a list with one per row; got {_kind(completions)}")
+        raise CompletionShapeError(f"completions must be a list with one per row; got {_shape(completions)}")
     return [_text(c, i, strict) for i, c in enumerate(completions)]
 
 

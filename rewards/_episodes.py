@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.envs import get_domain, make_env
-from rewardkit.envs.harness import IDEMPOTENCY_KEY, Code
+from rewardkit.envs.harness import IDEMPOTENCY_KEY, ResultCode
+from rewardkit.envs.tasks import TaskError, gold_actions, read_task
 from rewardkit.envs.termination import EXCLUDED, NATURAL
 from rewardkit.envs.tool_calls import tool_calls, user_facing_texts
 from rewardkit.rewards._base import Reward
@@ -27,10 +28,6 @@ TAU2_FORMAT = (
     "Rows need 'messages' (the conversation, ending with the rollout), 'task' (the tau2 task object, "
     "or its JSON) and 'domain' (e.g. 'retail'); `rewardkit build tau2-grpo` writes such rows"
 )
-
-
-class TaskError(DatasetError):
-    """A row's ``task`` or ``domain`` cell is not a usable tau2 task (a dataset bug, not a model error)."""
 
 
 @dataclass(frozen=True)
@@ -46,56 +43,6 @@ class Outcome:
     calls: tuple[Call, ...]
 
 
-def read_task(cell: Any, row: int | None = None, domain: str | None = None) -> Mapping[str, Any]:
-    """A ``task`` cell (object or JSON) as a tau2 task whose gold is usable as it is read below.
-
-    With ``domain``, every gold action must also name one of that domain's tools: an unknown
-    one would fail on replay, and doing nothing would then match the gold.
-    """
-    at, task = where("task", row), cell
-    if isinstance(cell, str):
-        try:
-            task = json.loads(cell)
-        except (ValueError, RecursionError) as exc:
-            raise TaskError(f"{at}: holds a string that is not JSON: {cell[:80]!r}") from exc
-    criteria = task.get("evaluation_criteria") if isinstance(task, Mapping) else None
-    if not isinstance(criteria, Mapping) or not isinstance(criteria.get("actions") or [], list):
-        raise TaskError(
-            f"{at}: needs evaluation_criteria.actions (a tau2 task); got {str(cell)[:80]!r}; "
-            "build rows with `rewardkit build tau2-grpo`"
-        )
-    info = criteria.get("communicate_info")
-    if info is not None and not (isinstance(info, list) and all(isinstance(x, str) for x in info)):
-        fix = "wrap the string in a list (it would be read as its characters)" if isinstance(info, str) else "fix it"
-        raise TaskError(
-            f"{at}: evaluation_criteria.communicate_info must be a list of strings; got {info!r:.80}; {fix}"
-        )
-    tools = None if domain is None else get_domain(domain).tools
-    for i, action in enumerate(criteria.get("actions") or []):
-        _check_action(action, f"{at}: evaluation_criteria.actions[{i}]", tools, domain)
-    return task
-
-
-_FIX_ACTIONS = "fix the task's gold actions in the dataset"
-
-
-def _check_action(action: Any, at: str, tools: Mapping[str, Any] | None, domain: str | None) -> None:
-    if not isinstance(action, Mapping) or not isinstance(action.get("name"), str):
-        raise TaskError(f"{at}: must be an object with a string 'name'; got {action!r:.80}; {_FIX_ACTIONS}")
-    if not isinstance(action.get("arguments") or {}, Mapping):
-        raise TaskError(f"{at}: 'arguments' must be an object; got {action['arguments']!r:.80}; {_FIX_ACTIONS}")
-    keys = action.get("compare_args")
-    if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
-        raise TaskError(
-            f"{at}: 'compare_args' must be a list of argument names or null; got {keys!r:.80}; {_FIX_ACTIONS}"
-        )
-    if tools is not None and action["name"] not in tools:
-        raise TaskError(
-            f"{at}: tool {action['name']!r} does not exist in domain {domain!r} (tools: {', '.join(sorted(tools))}); "
-            f"{_FIX_ACTIONS}"
-        )
-
-
 EPISODE_ROWS = RowCache()  # (task, domain) cells -> the checked task
 
 
@@ -103,10 +50,10 @@ def _check_row(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
     if not isinstance(domain, str):
         raise TaskError(f"{where('domain', row)}: must be a domain name such as 'retail'; got {domain!r:.80}")
     try:
-        get_domain(domain)
+        tools = get_domain(domain).tools
     except ValueError as exc:
         raise TaskError(f"{where('domain', row)}: {exc}") from exc
-    return read_task(task, row, domain)
+    return read_task(task, where("task", row), tools, domain)
 
 
 def row_task(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
@@ -125,14 +72,6 @@ def read_messages(cell: Any, row: int) -> list[Any]:
     if not isinstance(cell, (list, tuple)):
         raise DatasetError(f"{where('messages', row)}: must be a list of chat messages; got {cell!r:.80}")
     return list(cell)
-
-
-def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list(task["evaluation_criteria"].get("actions") or [])
-
-
-def expected_outputs(task: Mapping[str, Any]) -> list[str]:
-    return [str(x) for x in task["evaluation_criteria"].get("communicate_info") or []]
 
 
 def _normalise(text: str) -> str:
@@ -198,7 +137,8 @@ def _recorded(infos: Any, need_calls: bool) -> Outcome | None:
     if not isinstance(audit, list):
         return None
     calls = tuple(
-        Call(str(a.get("tool")), _strip_key(a.get("arguments") or {}), a.get("code") == Code.OK.value) for a in audit
+        Call(str(a.get("tool")), _strip_key(a.get("arguments") or {}), a.get("code") == ResultCode.OK.value)
+        for a in audit
     )
     return Outcome(infos["state_hash"], calls)
 

@@ -10,6 +10,7 @@ What outlives a batch is bounded in bytes (``RowCache``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Hashable
@@ -60,7 +61,7 @@ class RowCache:
             self.validations = 0
 
 
-def _plain(value: Any) -> Any:
+def _array_cell(value: Any) -> Any:
     if hasattr(value, "tolist"):  # numpy and pyarrow cells
         return value.tolist()
     raise TypeError(type(value).__name__)
@@ -69,7 +70,7 @@ def _plain(value: Any) -> Any:
 def cells_key(*cells: Any) -> str | None:
     """The cells as canonical JSON, the cache key of a row; None (do not cache) when they are not JSON."""
     try:
-        return json.dumps(cells, sort_keys=True, ensure_ascii=False, default=_plain)
+        return json.dumps(cells, sort_keys=True, ensure_ascii=False, default=_array_cell)
     except (TypeError, ValueError, RecursionError):
         return None
 
@@ -95,17 +96,24 @@ def _check_planning_row(solution: Any, experts: Any, schema: AnswerSchema, thres
     if gold is None or gold.steps is None or experts is MISSING:
         return gold
     index = ExpertIndex(expert_names(experts, row), threshold)
+    steps = []
     for i, step in enumerate(gold.steps):
-        if index.resolve(step.expert) is None:
+        name = index.resolve(step.expert)
+        if name is None:
             raise GoldError(
                 f"{where('solution', row)}: step {i}: gold expert {step.expert!r} is not in the row's 'experts' list "
                 f"{index.experts}; fix the dataset row (its solution or its experts column)"
             )
-    return gold
+        steps.append(dataclasses.replace(step, expert=name))
+    # Resolved here, once per row: the rewards read the gold's experts as the row's own names.
+    return dataclasses.replace(gold, steps=tuple(steps))
 
 
 def planning_gold(solution: Any, experts: Any, schema: AnswerSchema, threshold: float, row: int) -> Plan | None:
-    """The row's gold plan, validated with its ``experts`` cell (``MISSING``: no such column in the batch)."""
+    """The row's gold plan, validated with its ``experts`` cell (``MISSING``: no such column in the batch).
+
+    With the cell, each gold step's expert is the row's own spelling of it (the resolved name).
+    """
     cells = cells_key(solution, None if experts is MISSING else experts, experts is MISSING)
     key = None if cells is None else (schema, threshold, cells)
     return PLANNING_ROWS.get(key, lambda: _check_planning_row(solution, experts, schema, threshold, row))

@@ -16,7 +16,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from rewardkit.rewards._config import ConfigError
+from rewardkit.config import ConfigError
 from rewardkit.rewards._schema_check import check_keys, check_references, dotted
 
 DEPENDS_ON = "depends_on"

@@ -20,7 +20,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from rewardkit.rewards._config import ConfigError
+from rewardkit.config import ConfigError
 
 if TYPE_CHECKING:
     from referencing._core import Resolver

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from rewardkit.rewards._config import ConfigError, SharedConfig
+from rewardkit.config import ConfigError
+from rewardkit.rewards._sections import SharedConfig
 from rewardkit.rewards._text import normalize_text
 
 if TYPE_CHECKING:

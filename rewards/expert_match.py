@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from rewardkit.rewards._base import PlanningReward
-from rewardkit.rewards._experts import ExpertIndex, ExpertMatchConfig
+from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
+from rewardkit.rewards.config import ExpertMatchConfig
 
 
 def set_f1(pred: set[str], gold: set[str]) -> float:
@@ -23,7 +24,7 @@ class ExpertMatch(PlanningReward):
 
     Formula: predicted names are resolved to the row's ``experts`` (NFKC,
     whitespace/zero-width removed, casefolded, then rapidfuzz ratio >=
-    ``expert_match.fuzzy_threshold``: :class:`ExpertMatchConfig` in ``rewards/_experts.py``, shared with
+    ``expert_match.fuzzy_threshold``: :class:`ExpertMatchConfig` in ``rewards/_sections.py``, shared with
     PlanCoverage). If any predicted name resolves to
     nothing (a hallucinated expert) the reward is 0.0; otherwise
     ``2|P∩G| / (|P|+|G|)`` over the sets (duplicates collapse; both empty = 1.0).
@@ -58,7 +59,7 @@ class ExpertMatch(PlanningReward):
         predicted = [index.resolve(step.expert) for step in plan.steps]
         if any(p is None for p in predicted):
             return 0.0
-        gold_set = {index.resolve_gold(step.expert) for step in gold.steps or ()}
+        gold_set = {step.expert for step in gold.steps or ()}  # resolved when the row was validated
         return set_f1({p for p in predicted if p is not None}, gold_set)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:

@@ -10,47 +10,11 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from rewardkit.rewards._base import PlanningReward
-from rewardkit.rewards._config import config_section, setting
-from rewardkit.rewards._experts import ExpertIndex, ExpertMatchConfig
+from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._similarity import Session, backend_for
-
-
-@dataclass(frozen=True)
-class PlanCoverageWeights:
-    """Weights of the four parts in the weighted mean (normalised over the parts present)."""
-
-    coverage: float = setting(0.4, "Weight of coverage: the share of gold items matched.", minimum=0)
-    quality: float = setting(0.3, "Weight of quality: the mean similarity of the matched pairs.", minimum=0)
-    diversity: float = setting(0.1, "Weight of diversity: 1 - the near-duplicate rate of predicted items.", minimum=0)
-    dependency: float = setting(
-        0.2, "Weight of dependency: F1 of the gold's `depends_on` edges (only when the gold has some).", minimum=0
-    )
-
-
-@config_section("plan_coverage")
-@dataclass(frozen=True)
-class PlanCoverageConfig:
-    """How predicted (expert, sub-question) items match the gold's, and how the parts weigh."""
-
-    match_threshold: float = setting(
-        0.5, "Similarity at or above which an assigned pair counts as a match.", minimum=0, maximum=1
-    )
-    duplicate_threshold: float = setting(
-        0.9, "Similarity at or above which a predicted item duplicates an earlier one.", minimum=0, maximum=1
-    )
-    cross_expert: float = setting(
-        0.5, "Similarity factor when a sub-question sits under a different expert.", minimum=0, maximum=1
-    )
-    weights: PlanCoverageWeights = setting(PlanCoverageWeights(), "Weights of the parts.")  # noqa: RUF009 (a field)
-
-    @staticmethod
-    def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:
-        weights = raw.get("weights", {})
-        if weights and sum(weights.values()) <= 0:
-            return "weights", "at least one weight must be > 0"
-        return None
+from rewardkit.rewards.config import ExpertMatchConfig, PlanCoverageConfig
 
 
 @dataclass(frozen=True)
@@ -87,8 +51,8 @@ class PlanCoverage(PlanningReward):
     Reward = ``sum(w_k * c_k) / sum(w_k)`` over the present components with
     ``plan_coverage.weights``. Both plans empty = 1.0, exactly one empty = 0.0,
     answer not schema-valid JSON = 0.0.
-    Config: ``plan_coverage`` (:class:`PlanCoverageConfig`, above), the top-level ``backend``, and
-    ``expert_match.fuzzy_threshold`` (:class:`ExpertMatchConfig` in ``rewards/_experts.py``), with which item
+    Config: ``plan_coverage`` (:class:`PlanCoverageConfig` in ``rewards/_sections.py``), the top-level
+    ``backend``, and ``expert_match.fuzzy_threshold`` (:class:`ExpertMatchConfig`), with which item
     experts resolve to the row's list exactly as in ExpertMatch.
     Columns: ``solution``, ``experts``. Range: [0, 1]. None when the gold has no plan.
 
@@ -142,7 +106,7 @@ class PlanCoverage(PlanningReward):
         if plan is None:
             return 0.0
         pred_items = items(plan, lambda e: index.resolve(e) or e)
-        gold_items = items(gold, index.resolve_gold)
+        gold_items = items(gold, str)  # the gold's experts were resolved when the row was validated
         if not pred_items or not gold_items:
             return float(not pred_items and not gold_items)
         sim = self._similarity(pred_items, gold_items, session)

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from rewardkit.rewards._base import PlanningReward
-from rewardkit.rewards._config import config_section, setting
 from rewardkit.rewards._parsing import read_plan
 from rewardkit.rewards._similarity import backend_for
 from rewardkit.rewards._text import CjkUnit, content_units
-
-
-@config_section("rewrite_similarity")
-@dataclass(frozen=True)
-class RewriteSimilarityConfig:
-    """How the semantic and the coverage part of the rewrite score mix."""
-
-    alpha: float = setting(0.5, "Reward = alpha * semantic + (1 - alpha) * coverage.", minimum=0, maximum=1)
-    cjk_units: Literal["char", "bigram"] = setting("bigram", "Coverage units for Chinese text: characters or bigrams.")
+from rewardkit.rewards.config import RewriteSimilarityConfig
 
 
 def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
@@ -39,7 +29,8 @@ class RewriteSimilarity(PlanningReward):
     ``coverage`` is the share of the gold's content units (Latin words, CJK
     characters or bigrams per ``rewrite_similarity.cjk_units``) present in the
     prediction. 0.0 when the answer is not schema-valid JSON.
-    Config: ``rewrite_similarity`` (:class:`RewriteSimilarityConfig`, above) and the top-level ``backend``.
+    Config: ``rewrite_similarity`` (:class:`RewriteSimilarityConfig` in ``rewards/_sections.py``) and the
+    top-level ``backend``.
     Columns: ``solution``. Range: [0, 1]. None when the gold has no rewrite.
 
     Example (lexical backend, alpha 0.5)::

@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.rewards._config import RewardConfig, config_section, load_section, setting
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, expected_outputs, gold_outcome
-
-
-@config_section("task_completion")
-@dataclass(frozen=True)
-class TaskCompletionConfig:
-    """Which rule decides that a tau2 task is complete."""
-
-    require_outputs: bool = setting(
-        True,
-        "true: tau2-bench's rule (the final database is right and every expected output was said); "
-        "false: MUA-RL's (the final database alone).",
-    )
+from rewardkit.envs.tasks import expected_outputs
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, gold_outcome
+from rewardkit.rewards.config import RewardConfig, TaskCompletionConfig, load_section
 
 
 class TaskCompletion(EpisodeReward):
@@ -28,7 +16,7 @@ class TaskCompletion(EpisodeReward):
     Formula: ``1.0 if state(agent) == state(gold) and every expected output was said, else 0.0``
     (tau2-bench's rule). With ``task_completion.require_outputs: false`` in
     ``$REWARDKIT_CONFIG`` it is MUA-RL's: ``1.0 iff state(agent) == state(gold)``
-    (:class:`TaskCompletionConfig`, above).
+    (:class:`TaskCompletionConfig` in ``rewards/_sections.py``).
 
     - state: the canonical hash (sha256 of the exported db.json-shaped state,
       sorted keys, nulls dropped) after replaying the agent's tool calls on a

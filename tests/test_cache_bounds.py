@@ -157,9 +157,11 @@ class TestBudgetFromEnv:
         with pytest.raises(ValueError, match=r"\$REWARDKIT_CACHE_MB="):
             budget_from_env({_cache.ENV: raw})
 
-    def test_default_is_documented(self) -> None:
-        assert budget_from_env({}) == 64 * MIB
-        assert "REWARDKIT_CACHE_MB" in (_cache.__doc__ or "") and "default 64" in (_cache.__doc__ or "")
+    def test_the_default_is_the_one_a_bad_value_reports(self) -> None:
+        # Unset and empty both mean the default; the message for a bad value says which default that is.
+        assert budget_from_env({}) == budget_from_env({_cache.ENV: ""}) == 64 * MIB
+        with pytest.raises(ValueError, match=r"default 64;"):
+            budget_from_env({_cache.ENV: "lots"})
 
 
 class TestCompletionCache:

@@ -48,7 +48,7 @@ CASES = [
     case("score-blank-lines", ["score", "--data", "e.jsonl"], "score", ["no rows"], {"e.jsonl": b"\n \n\t\n"}),
     case("score-non-utf8", ["score", "--data", "b.jsonl"], "score", ["b.jsonl:2:", "UTF-8"],
          {"b.jsonl": GOOD.splitlines(keepends=True)[0] + b'{"completion": "\xff"}\n'}),
-    case("score-json-array", ["score", "--data", "a.jsonl"], "score", ["a.jsonl:1:", "JSON array"],
+    case("score-json-array", ["score", "--data", "a.jsonl"], "score", ["a.jsonl:1:", "object per line, got a list"],
          {"a.jsonl": b"[1, 2]\n"}),
     case("score-json-string", ["score", "--data", "a.jsonl"], "score", ["a.jsonl:1:"], {"a.jsonl": b'"x"\n'}),
     case("score-bad-json", ["score", "--data", "j.jsonl"], "score", ["j.jsonl:1:", "not valid JSON"],
@@ -174,11 +174,11 @@ def test_a_bug_is_not_disguised_as_a_user_error(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_debug_reraises_the_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardkit.runs.scoring import DataError
+    from rewardkit.files.jsonl import JsonlError
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.jsonl").write_text("[1]\n")
-    with pytest.raises(DataError, match=r"a\.jsonl:1:"):
+    with pytest.raises(JsonlError, match=r"a\.jsonl:1:"):
         main(["--debug", "score", "--data", "a.jsonl"])
 
 

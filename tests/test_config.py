@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from rewardkit.config import ConfigError
 from rewardkit.rewards import PLANNING_REWARDS, ThinkLength
-from rewardkit.rewards._config import DEFAULTS, ConfigError, load_config
+from rewardkit.rewards.config import REWARD_SCHEMA, load_config
 
 
 def write(tmp_path, text: str):
@@ -22,8 +23,8 @@ class TestConfig:
         monkeypatch.setenv("REWARDKIT_CONFIG", str(path))
         cfg = load_config()
         assert cfg.think_length.max == 120
-        assert cfg.think_length.min == DEFAULTS["think_length"]["min"]
-        assert cfg.rewrite_alpha == 0.7
+        assert cfg.think_length.min == REWARD_SCHEMA.defaults["think_length"]["min"]
+        assert cfg.rewrite_similarity.alpha == 0.7
 
     def test_every_reward_reads_the_env_file(self, tmp_path, monkeypatch) -> None:
         monkeypatch.setenv("REWARDKIT_CONFIG", str(write(tmp_path, "schema: en\n")))
@@ -48,7 +49,10 @@ class TestConfig:
             ThinkLength()
 
     def test_unknown_key_message_lists_valid_keys(self) -> None:
-        with pytest.raises(ConfigError, match=r"valid keys here are \['eps', 'max', 'min', 'mode', 'unit'\]"):
+        with pytest.raises(
+            ConfigError,
+            match=r"^overrides: think_length\.maxx: .*valid keys here are \['eps', 'max', 'min', 'mode', 'unit'\]",
+        ):
             load_config({"think_length": {"maxx": 3}})
 
     def test_missing_file_names_the_variable(self, tmp_path, monkeypatch) -> None:

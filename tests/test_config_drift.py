@@ -1,4 +1,4 @@
-"""Each reward's config section is the one source: defaults, validation, the example file and the README's key table
+"""Each config section is the one source: defaults, validation, the example file and the key table of docs/config.md
 are derived from it, and this file fails when any of them drifts (issue 11, "Each reward owns its config")."""
 
 from __future__ import annotations
@@ -8,32 +8,48 @@ import json
 import os
 import pickle
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import yaml
 from conftest import E5, completion
 
+from rewardkit.cli import config as cli_config
+from rewardkit.cli import main as cli_main
+from rewardkit.config import ConfigError, ConfigSchema, config_section, read_config_file, setting
+from rewardkit.config import read as config_read
+from rewardkit.config.reference import (
+    TABLE_BEGIN,
+    TABLE_END,
+    render_example,
+    render_table,
+    table_block,
+    table_in,
+    with_table,
+)
+from rewardkit.loop.config import RUN_SCHEMA, RolloutLimits, load_rollout_limits, load_run_config
+from rewardkit.loop.user_sim import UserSimConfig
 from rewardkit.rewards import REWARDS, ExpertMatch, PlanCoverage, ThinkQuality
-from rewardkit.rewards import _config as config
-from rewardkit.rewards._config import (
-    DEPRECATED_ALIASES,
-    README_BEGIN,
-    README_END,
-    ConfigError,
+from rewardkit.rewards.config import (
+    REWARD_SCHEMA,
+    ExpertMatchConfig,
     RewardConfig,
+    RewriteSimilarityConfig,
     SharedConfig,
+    TaskCompletionConfig,
+    ThinkLengthConfig,
+    ThinkQualityConfig,
     load_config,
     load_section,
 )
-from rewardkit.rewards._experts import ExpertMatchConfig
-from rewardkit.rewards.rewrite_similarity import RewriteSimilarityConfig
-from rewardkit.rewards.task_completion import TaskCompletionConfig
-from rewardkit.rewards.think_length import ThinkLengthConfig
-from rewardkit.rewards.think_quality import ThinkQualityConfig
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = config.sections()
+DOCS = REPO / "docs" / "config.md"
+SECTIONS = REWARD_SCHEMA.sections
+LOOP_SECTIONS = (UserSimConfig, RolloutLimits)
 
 
 def leaves(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
@@ -46,17 +62,6 @@ def leaves(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any
     return out
 
 
-BEGIN = README_BEGIN.split(" (", 1)[0]  # the begin marker may carry a note after its name
-
-
-def table_between_markers(text: str) -> str | None:
-    """The README text between the begin marker's line and the end marker, or None without both markers."""
-    if BEGIN not in text or README_END not in text:
-        return None
-    start = text.index("\n", text.index(BEGIN)) + 1
-    return text[start : text.index(README_END, start)]
-
-
 def nested(dotted: str, value: Any) -> dict[str, Any]:
     *heads, last = dotted.split(".")
     out: dict[str, Any] = {last: value}
@@ -67,36 +72,57 @@ def nested(dotted: str, value: Any) -> dict[str, Any]:
 
 class TestGeneratedFiles:
     def test_example_config_is_what_the_declarations_generate(self) -> None:
-        path = config.example_path()
-        assert path.read_text(encoding="utf-8") == config.render_example(), (
-            f"{path.relative_to(REPO)} differs from the config declarations; regenerate it: `{config.WRITE_HINT}`"
+        path = REPO / "recipes" / cli_config.EXAMPLE
+        assert path.read_text(encoding="utf-8") == render_example(RUN_SCHEMA, cli_config.HEADER), (
+            f"{path.relative_to(REPO)} differs from the config declarations; regenerate it: `{cli_config.WRITE_HINT}`"
         )
 
-    def test_readme_key_table_is_what_the_declarations_generate(self) -> None:
-        table = table_between_markers((REPO / "README.md").read_text(encoding="utf-8"))
-        if table is None:
-            pytest.skip(
-                f"README.md has no {BEGIN} ... {README_END} markers yet; `{config.TABLE_HINT}` prints the block"
-            )
-        assert table == config.render_table(), (
-            f"README.md's key table differs from the config declarations; paste the output of `{config.TABLE_HINT}`"
+    def test_docs_key_table_is_what_the_declarations_generate(self) -> None:
+        table = table_in(DOCS.read_text(encoding="utf-8"))
+        assert table is not None, f"{DOCS.relative_to(REPO)} lost its {TABLE_BEGIN} ... {TABLE_END} markers"
+        assert table == render_table(RUN_SCHEMA), (
+            f"{DOCS.relative_to(REPO)}'s key table differs from the config declarations; `{cli_config.TABLE_HINT}`"
         )
 
-    def test_the_printed_block_is_what_the_readme_test_reads(self) -> None:
-        readme = f"## Configuration\n\nText.\n\n{config.readme_table_block()}\nMore text.\n"
-        assert table_between_markers(readme) == config.render_table()
-        assert table_between_markers("no markers") is None
+    def test_the_printed_block_is_what_the_docs_test_reads(self) -> None:
+        page = f"# Configuration\n\nText.\n\n{table_block(render_table(RUN_SCHEMA))}\nMore text.\n"
+        assert table_in(page) == render_table(RUN_SCHEMA)
+        assert table_in("no markers") is None
+        assert with_table(page.replace(render_table(RUN_SCHEMA), "| old |\n"), render_table(RUN_SCHEMA)) == page
+        with pytest.raises(ValueError, match="markers"):
+            with_table("no markers", "| x |\n")
+
+    def test_every_key_is_documented_once(self) -> None:
+        # The whole file: the rewards' sections, then the loop's, each key one row.
+        rows = [line.split("`")[1] for line in render_table(RUN_SCHEMA).splitlines()[2:]]
+        keys = [k for k, _ in leaves(SharedConfig)] + [
+            f"{c.SECTION}.{k}" for c in (*SECTIONS, *LOOP_SECTIONS) for k, _ in leaves(c)
+        ]
+        assert rows == keys
 
     def test_example_lists_every_key_with_its_default(self) -> None:
-        import yaml
+        loaded = yaml.safe_load((REPO / "recipes" / cli_config.EXAMPLE).read_text(encoding="utf-8"))
+        assert loaded == RUN_SCHEMA.defaults
+        assert load_run_config(path=REPO / "recipes" / cli_config.EXAMPLE) == load_run_config()
 
-        loaded = yaml.safe_load(config.example_path().read_text(encoding="utf-8"))
-        assert {**loaded, "user_sim": {}, "rollout": {}} == config.DEFAULTS
-
-    def test_check_command(self, capsys: pytest.CaptureFixture[str]) -> None:
-        assert config.main(["--check"]) == 0
-        assert config.main(["--table"]) == 0
-        assert capsys.readouterr().out.endswith(README_END + "\n")
+    def test_check_command(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+        assert cli_main(["config", "check", "--docs", str(DOCS)]) == 0
+        assert cli_main(["config", "table"]) == 0
+        assert capsys.readouterr().out.endswith(TABLE_END + "\n")
+        assert cli_main(["config", "example"]) == 0
+        assert capsys.readouterr().out == render_example(RUN_SCHEMA, cli_config.HEADER)
+        stale = tmp_path / "config.md"
+        stale.write_text(f"# Config\n\n{TABLE_BEGIN}\n| old |\n{TABLE_END}\n", encoding="utf-8")
+        assert cli_main(["config", "check", "--docs", str(stale)]) == 1
+        assert "key table is out of date" in capsys.readouterr().err
+        assert cli_main(["config", "table", "--write", str(stale)]) == 0
+        assert table_in(stale.read_text(encoding="utf-8")) == render_table(RUN_SCHEMA)
+        assert cli_main(["config", "check", "--docs", str(stale)]) == 0
+        bare = tmp_path / "bare.md"
+        bare.write_text("# no markers\n", encoding="utf-8")
+        assert cli_main(["config", "check", "--docs", str(bare)]) == 1
+        assert cli_main(["config", "table", "--write", str(bare)]) == 2
+        assert "no key-table markers" in capsys.readouterr().err
 
 
 class TestDeclarations:
@@ -107,7 +133,14 @@ class TestDeclarations:
         assert keys == ["think_length", "think_quality", "rewrite_similarity", "expert_match", "plan_coverage",
                         "task_completion"]  # fmt: skip
 
-    @pytest.mark.parametrize("cls", [SharedConfig, *SECTIONS], ids=lambda c: c.__name__)
+    def test_the_whole_file_is_the_rewards_schema_and_the_loops_sections(self) -> None:
+        assert RUN_SCHEMA.shared is REWARD_SCHEMA.shared is SharedConfig
+        assert RUN_SCHEMA.sections == (*SECTIONS, UserSimConfig, RolloutLimits)
+        # What the rewards accept as any mapping is exactly what the loop declares.
+        assert list(REWARD_SCHEMA.reserved) == [c.SECTION for c in LOOP_SECTIONS] == ["user_sim", "rollout"]
+        assert not RUN_SCHEMA.reserved
+
+    @pytest.mark.parametrize("cls", [SharedConfig, *SECTIONS, *LOOP_SECTIONS], ids=lambda c: c.__name__)
     def test_every_field_has_a_default_and_a_meaning(self, cls: type) -> None:
         assert cls.__doc__
         for key, f in leaves(cls):
@@ -120,6 +153,8 @@ class TestDeclarations:
         for cls in SECTIONS:
             assert cfg.section(cls) == cls(), cls.__name__
             assert getattr(cfg, cls.SECTION) is cfg.section(cls)
+        run = load_run_config()
+        assert (run.user_sim, run.rollout, run.schema) == (UserSimConfig(), RolloutLimits(), "zh")
 
     def test_each_reward_reads_its_own_section(self) -> None:
         cfg = load_config({"rewrite_similarity": {"alpha": 0.25}, "think_length": {"max": 99}})
@@ -128,37 +163,62 @@ class TestDeclarations:
         assert load_section(RewriteSimilarityConfig, {"rewrite_similarity": {"alpha": 0.75}}).alpha == 0.75
         assert load_section(TaskCompletionConfig).require_outputs is True
 
-    def test_deprecated_flat_names_still_read(self) -> None:
-        cfg = load_config(
-            {
-                "rewrite_similarity": {"alpha": 0.7, "cjk_units": "char"},
-                "expert_match": {"fuzzy_threshold": 90},
-                "task_completion": {"require_outputs": False},
-            }
-        )
-        flat = (cfg.rewrite_alpha, cfg.rewrite_cjk_units, cfg.fuzzy_threshold, cfg.require_outputs)
-        assert flat == (0.7, "char", 90, False)
-        assert set(DEPRECATED_ALIASES) == {"rewrite_alpha", "rewrite_cjk_units", "fuzzy_threshold", "require_outputs"}
+    def test_only_declared_names_read(self) -> None:
+        cfg = load_config({"rewrite_similarity": {"alpha": 0.7}})
+        assert cfg.rewrite_similarity.alpha == 0.7
+        with pytest.raises(AttributeError, match="no setting or section 'rewrite_alpha'"):
+            cfg.rewrite_alpha  # noqa: B018 (the old flat names are gone)
         with pytest.raises(dataclasses.FrozenInstanceError):
-            cfg.rewrite_alpha = 0.1  # type: ignore[misc]
+            cfg.shared = SharedConfig()  # type: ignore[misc]
+
+    def test_numbers_take_the_declared_type(self) -> None:
+        # An integer for a float setting is a float (a simulator's fingerprint hashes it), and the reverse.
+        assert load_run_config({"user_sim": {"timeout_s": 60, "temperature": 0}}).user_sim.temperature == 0.0
+        assert type(load_run_config({"user_sim": {"timeout_s": 60}}).user_sim.timeout_s) is float
+        assert type(load_rollout_limits({"max_turns": 4.0}, "x").max_turns) is int
+        with pytest.raises(ConfigError, match=r"x: rollout\.max_turns: 4\.5 is not of type 'integer'"):
+            load_rollout_limits({"max_turns": 4.5}, "x")
 
     def test_config_pickles(self) -> None:
         cfg = load_config({"think_quality": {"banned": ["x"]}})
         assert pickle.loads(pickle.dumps(cfg)) == cfg
+        run = load_run_config({"rollout": {"max_turns": 3}})
+        assert pickle.loads(pickle.dumps(run)) == run
+
+    def test_a_schema_refuses_what_it_cannot_read(self) -> None:
+        @dataclasses.dataclass(frozen=True)
+        class Undocumented:
+            x: int = 1
+
+        with pytest.raises(TypeError, match=r"Undocumented\.x: declare it with setting"):
+            config_section("u")(Undocumented)
+
+        @config_section("think_length")
+        @dataclasses.dataclass(frozen=True)
+        class Again:
+            """Another think_length."""
+
+            x: int = setting(1, "x.")
+
+        with pytest.raises(TypeError, match=r"\['think_length'\] are declared twice"):
+            ConfigSchema(sections=(ThinkLengthConfig, Again))
+        with pytest.raises(TypeError, match="needs @config_section"):
+            ConfigSchema(sections=(SharedConfig,))
 
 
 class TestDerivedValidation:
-    @pytest.mark.parametrize("cls", SECTIONS, ids=lambda c: c.SECTION)
+    @pytest.mark.parametrize("cls", [*SECTIONS, *LOOP_SECTIONS], ids=lambda c: c.SECTION)
     def test_unknown_key_names_the_valid_ones(self, cls: type) -> None:
         valid = sorted(f.name for f in dataclasses.fields(cls))
         with pytest.raises(
-            ConfigError, match=rf"overrides: {cls.SECTION}: .*valid keys here are {re.escape(str(valid))}"
+            ConfigError,
+            match=rf"^overrides: {cls.SECTION}\.no_such_key: unknown key; valid keys here are {re.escape(str(valid))}$",
         ):
-            load_config({cls.SECTION: {"no_such_key": 1}})
+            RUN_SCHEMA.load({cls.SECTION: {"no_such_key": 1}})
 
     BOUNDED: ClassVar[list[tuple[str, dataclasses.Field[Any]]]] = [
         (f"{cls.SECTION}.{key}", f)
-        for cls in SECTIONS
+        for cls in (*SECTIONS, *LOOP_SECTIONS)
         for key, f in leaves(cls)
         if {"minimum", "maximum", "exclusiveMinimum"} & set(f.metadata["bounds"])
     ]
@@ -168,22 +228,48 @@ class TestDerivedValidation:
         bounds = f.metadata["bounds"]
         low = bounds.get("minimum", bounds.get("exclusiveMinimum"))
         below = low - 1 if "minimum" in bounds else low
-        with pytest.raises(ConfigError, match=rf"overrides: {key}: "):
-            load_config(nested(key, below))
+        with pytest.raises(ConfigError, match=rf"^overrides: {key}: .*expected"):
+            RUN_SCHEMA.load(nested(key, below))
         if "maximum" in bounds:
-            with pytest.raises(ConfigError, match=rf"overrides: {key}: .*expected"):
-                load_config(nested(key, bounds["maximum"] + 1))
+            with pytest.raises(ConfigError, match=rf"^overrides: {key}: .*expected"):
+                RUN_SCHEMA.load(nested(key, bounds["maximum"] + 1))
 
-    @pytest.mark.parametrize(("key", "f"), [(f"{c.SECTION}.{k}", f) for c in SECTIONS for k, f in leaves(c)])
-    def test_types_come_from_the_declarations(self, key: str, f: dataclasses.Field[Any]) -> None:
+    ALL_LEAVES: ClassVar[list[str]] = [f"{c.SECTION}.{k}" for c in (*SECTIONS, *LOOP_SECTIONS) for k, _ in leaves(c)]
+
+    @pytest.mark.parametrize("key", ALL_LEAVES)
+    def test_types_come_from_the_declarations(self, key: str) -> None:
         # A value of no declared type fails, naming the key, the expected values and the meaning.
-        with pytest.raises(ConfigError, match=rf"overrides: {key}: .*expected .*\(default "):
-            load_config(nested(key, {"not": "this"}))
+        with pytest.raises(ConfigError, match=rf"^overrides: {key}: .*expected .*\(default "):
+            RUN_SCHEMA.load(nested(key, {"not": "this"}))
 
-    def test_plugin_sections_only_need_to_be_mappings(self) -> None:
+    def test_loop_sections_only_need_to_be_mappings_for_the_rewards(self) -> None:
         load_config({"user_sim": {"kind": "scripted", "anything": [1]}, "rollout": {"max_turns": 4}})
         with pytest.raises(ConfigError, match=r"overrides: rollout: "):
             load_config({"rollout": 3})
+        # The loop checks them key by key, in the rewards' style.
+        with pytest.raises(ConfigError, match=r"^overrides: user_sim\.anything: unknown key; valid keys here are"):
+            load_run_config({"user_sim": {"kind": "scripted", "anything": [1]}})
+
+    @pytest.mark.parametrize(
+        ("raw", "message"),
+        [
+            ({"max_turns": 0}, r"rollout\.max_turns: 0 is less than the minimum of 1; expected integer >= 1 \(default"),
+            ({"error_budget": True}, r"rollout\.error_budget: True is not of type 'integer'; expected integer >= 1"),
+            ({"token_budget": "lots"}, r"rollout\.token_budget: 'lots' is not of type 'integer'"),
+            ({"max_failed_share": 1.5}, r"rollout\.max_failed_share: .*expected number in \[0, 1\]"),
+            ({"max_failed_share": float("nan")}, r"rollout\.max_failed_share: nan is not a finite number"),
+            ({"max_turn": 3}, r"rollout\.max_turn: unknown key; valid keys here are \['error_budget', 'max_failed_"),
+            ([3], r"rollout: \[3\] is not of type 'object'; expected mapping of max_turns, token_budget"),
+        ],
+    )
+    def test_rollout_names_file_and_dotted_key(self, raw: Any, message: str) -> None:
+        with pytest.raises(ConfigError, match=rf"^cfg\.yaml: {message}"):
+            load_rollout_limits(raw, "cfg.yaml")
+
+    def test_rollout_defaults(self) -> None:
+        assert load_rollout_limits(None, "x") == load_rollout_limits({}, "x") == RolloutLimits()
+        assert load_rollout_limits({"max_turns": 4}, "x") == RolloutLimits(max_turns=4)
+        assert RolloutLimits.max_turns == 30  # the class attribute is the default (runs.spec's --max-turns)
 
 
 class TestEnvironmentFile:
@@ -192,10 +278,11 @@ class TestEnvironmentFile:
         path.write_text("think_length:\n  max: 120\n", encoding="utf-8")
         monkeypatch.setenv("REWARDKIT_CONFIG", str(path))
         reads: list[Path] = []
-        real = config._read_yaml
-        monkeypatch.setattr(config, "_read_yaml", lambda file, name: reads.append(file) or real(file, name))
+        real = config_read._read_yaml
+        monkeypatch.setattr(config_read, "_read_yaml", lambda file, name: reads.append(file) or real(file, name))
         assert [load_config().think_length.max for _ in range(3)] == [120] * 3
-        assert reads == [path]  # three configs, one read
+        assert load_run_config().think_length.max == 120
+        assert reads == [path]  # four configs of two schemas, one read
         path.write_text("think_length:\n  max: 140\n", encoding="utf-8")
         os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a new version
         assert load_config().think_length.max == 140 and len(reads) == 2
@@ -203,9 +290,9 @@ class TestEnvironmentFile:
     def test_callers_get_their_own_copy(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         path = tmp_path / "rk.yaml"
         path.write_text("user_sim:\n  kind: scripted\n", encoding="utf-8")
-        first, _ = config.read_config_file(path)
+        first, _ = read_config_file(path)
         first["user_sim"]["kind"] = "changed"
-        assert config.read_config_file(path)[0] == {"user_sim": {"kind": "scripted"}}
+        assert read_config_file(path)[0] == {"user_sim": {"kind": "scripted"}}
 
     def test_explicit_config_ignores_the_environment(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         path = tmp_path / "rk.yaml"
@@ -215,6 +302,39 @@ class TestEnvironmentFile:
         assert RewardConfig.of(SharedConfig(schema="en")).think_quality == ThinkQualityConfig()
         with pytest.raises(ConfigError, match=r"code: think_quality\.repetition_ngram"):
             RewardConfig.of(ThinkQualityConfig(repetition_ngram=0))
+
+
+# Run in a fresh interpreter: what building and calling a planning reward imports.
+ONLY_PLANNING = """
+import importlib.util, sys, types
+# rewardkit.rewards/__init__.py imports every reward (the tau2 ones too) to build REWARDS; stand in for it, so
+# that what remains is what the planning rewards and their config need themselves.
+spec = importlib.util.find_spec("rewardkit.rewards")
+package = types.ModuleType("rewardkit.rewards")
+package.__path__ = list(spec.submodule_search_locations)
+sys.modules["rewardkit.rewards"] = package
+from rewardkit.rewards.strict_format import StrictFormat
+from rewardkit.rewards.think_length import ThinkLength
+assert StrictFormat()(["x"]) == [0.0]
+assert ThinkLength(config={"think_length": {"min": 0}}).cfg.min == 0
+found = [m for m in sys.modules if m.startswith(("rewardkit.envs", "rewardkit.rewards.task_completion",
+                                                  "rewardkit.rewards._episodes", "rewardkit.loop"))]
+assert not found, found
+"""
+WITH_PACKAGE = """
+import sys
+from rewardkit.rewards.strict_format import StrictFormat
+assert StrictFormat()(["x"]) == [0.0]
+found = [m for m in sys.modules if m.startswith(("rewardkit.envs.retail", "rewardkit.loop"))]
+assert not found, found
+"""
+
+
+@pytest.mark.parametrize("code", [ONLY_PLANNING, WITH_PACKAGE], ids=["planning-modules", "through-the-package"])
+def test_a_planning_reward_imports_no_tau2_environment(code: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "REWARDKIT_CONFIG"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 class TestSharedExpertThreshold:

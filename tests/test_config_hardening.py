@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from conftest import THINK, completion
 
+from rewardkit.config import ConfigError
 from rewardkit.rewards import ExpertMatch, JsonValid, RewriteSimilarity, ThinkLength, ThinkQuality
-from rewardkit.rewards._config import ConfigError, load_config
+from rewardkit.rewards.config import load_config
 
 KEYS = {"rewrite": "q", "plan": "steps", "expert": "who", "tasks": "what"}
 STEP = {"type": "object", "properties": {"who": {"type": "string"}, "what": {"type": "array"}}}

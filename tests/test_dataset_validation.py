@@ -15,6 +15,7 @@ import pytest
 from conftest import E5, GOLD, GOOD, solution, step
 
 from rewardkit.envs.retail.domain import tasks
+from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards import (
     ExpertMatch,
     PlanCoverage,
@@ -25,7 +26,6 @@ from rewardkit.rewards import (
     _rows,
     think_length,
 )
-from rewardkit.rewards._episodes import TaskError
 from rewardkit.rewards._parsing import DatasetError, GoldError
 from rewardkit.rewards.think_length import ThinkLength
 
@@ -169,14 +169,14 @@ class TestThinkBandColumns:
 TAU2_CASES = [
     # A string was read as its characters: any one letter said counted as an expected output.
     (task_with(communicate_info="536.65"), "retail", "column 'task' row 1: evaluation_criteria.communicate_info"),
-    (task_with(communicate_info=[536.65]), "retail", "communicate_info must be a list of strings"),
+    (task_with(communicate_info=[536.65]), "retail", "communicate_info: must be a list of strings, got a list"),
     # An unknown tool fails on replay, so doing nothing matched the gold and scored 1.0.
     (task_with(actions=[action(name="refund_everything")]), "retail", "tool 'refund_everything' does not exist"),
     (task_with(actions=["get_order_details"]), "retail", "actions[0]: must be an object with a string 'name'"),
     (task_with(actions=[action(name=None)]), "retail", "actions[0]: must be an object with a string 'name'"),
     (task_with(actions=[action(arguments=["#W1"])]), "retail", "actions[0]: 'arguments' must be an object"),
     (task_with(actions=[action(compare_args="order_id")]), "retail", "'compare_args' must be a list"),
-    (task_with(actions={"name": "x"}), "retail", "needs evaluation_criteria.actions"),
+    (task_with(actions={"name": "x"}), "retail", "evaluation_criteria.actions: must be a list of action objects"),
     ("{not json", "retail", "column 'task' row 1: holds a string that is not JSON"),
     (TASK, "airline", "column 'domain' row 1: unknown domain 'airline'; known domains: retail"),
     (TASK, None, "column 'domain' row 1: must be a domain name"),

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import make_env
-from rewardkit.envs.harness import Code
+from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.retail.db import DatabaseError
 
@@ -33,7 +33,7 @@ class TestSharedEnvironment:
         env = make_env("retail")
         barrier = threading.Barrier(THREADS)
 
-        def worker(i: int) -> list[Code]:
+        def worker(i: int) -> list[ResultCode]:
             barrier.wait()  # start together: maximum contention
             codes = []
             # Each thread cancels its own two orders, reads, and races everyone for the first order.
@@ -68,12 +68,12 @@ class TestSharedEnvironment:
         orders = pending_orders(THREADS)
         env = make_env("retail")
 
-        def write(order: str) -> Code:
+        def write(order: str) -> ResultCode:
             return env.call("cancel_pending_order", {"order_id": order, "reason": "ordered by mistake"}).code
 
         with ThreadPoolExecutor(THREADS) as pool:
             hashes = list(pool.map(lambda _: env.state_hash(), range(THREADS)))
-            assert set(pool.map(write, orders)) == {Code.OK}
+            assert set(pool.map(write, orders)) == {ResultCode.OK}
         assert all(isinstance(h, str) and len(h) == 64 for h in hashes)
         assert len(env.audit()) == THREADS
 
@@ -102,7 +102,7 @@ class TestArgumentsThatAreNotJson:
         with make_env("retail") as env:
             before = env.state_hash()
             result = env.call("cancel_pending_order", arguments)
-            assert result.code is Code.SCHEMA_VIOLATION
+            assert result.code is ResultCode.SCHEMA_VIOLATION
             assert result.value["error"]["code"] == "SCHEMA_VIOLATION"
             assert env.state_hash() == before
             [row] = env.audit()  # the audit row is written, with arguments it can store
@@ -110,7 +110,7 @@ class TestArgumentsThatAreNotJson:
 
     def test_a_name_that_is_not_a_string_is_an_unknown_tool(self) -> None:
         with make_env("retail") as env:
-            assert env.call(42, {}).code is Code.UNKNOWN_TOOL  # type: ignore[arg-type]
+            assert env.call(42, {}).code is ResultCode.UNKNOWN_TOOL  # type: ignore[arg-type]
 
 
 def db_with(tmp_path: Path, edit: Any) -> Path:

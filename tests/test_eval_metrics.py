@@ -17,8 +17,8 @@ from rewardkit.runs.metrics import (
     TaskStats,
     compare,
     pass_hat_k,
-    read_records,
-    summarize,
+    read_run,
+    summarize_episodes,
     task_stats,
     write_task_table,
 )
@@ -70,7 +70,7 @@ def test_pass_hat_k_refuses_what_it_cannot_estimate(n: int, c: int, k: int) -> N
 
 def test_pass_k_averages_over_tasks() -> None:
     # 3 tasks x 4 trials: "1" 4/4, "2" 2/4, "3" 0/4.
-    summary = summarize(run({"1": [1, 1, 1, 1], "2": [1, 0, 1, 0], "3": [0, 0, 0, 0]}))
+    summary = summarize_episodes(run({"1": [1, 1, 1, 1], "2": [1, 0, 1, 0], "3": [0, 0, 0, 0]}))
     want = {
         1: (1 + Fraction(1, 2) + 0) / 3,  # = 1/2
         2: (1 + Fraction(1, 6) + 0) / 3,  # = 7/18
@@ -90,7 +90,7 @@ def test_infra_errors_are_excluded_and_counted_and_short_tasks_skipped() -> None
     stats = task_stats(records)
     assert [s.task_id for s in stats] == ["9", "10"]  # numeric order, not "10" < "9"
     assert [(s.trials, s.successes, s.infra_errors) for s in stats] == [(3, 3, 1), (4, 3, 0)]
-    summary = summarize(records, trials=5)
+    summary = summarize_episodes(records, trials=5)
     by_k = {e["k"]: e for e in summary["pass_hat_k"]}
     assert by_k[1]["value"] == pytest.approx((1 + 3 / 4) / 2)  # 7/8: per task, then over tasks
     assert by_k[3]["value"] == pytest.approx((1 + 1 / 4) / 2)  # "9": C(3,3)/C(3,3) = 1; "10": C(3,3)/C(4,3) = 1/4
@@ -99,11 +99,11 @@ def test_infra_errors_are_excluded_and_counted_and_short_tasks_skipped() -> None
     assert summary["mean"]["reward"] == pytest.approx(6 / 7)  # 6 successes in 7 valid episodes
     assert summary["episodes"] == {"total": 8, "valid": 7, "infra_error": 1, "duplicates_replaced": 0}
     assert summary["tasks"] == {"total": 2, "no_valid_trial": 0}
-    assert len(summarize(records)["pass_hat_k"]) == 4  # default: the most valid trials of any task
+    assert len(summarize_episodes(records)["pass_hat_k"]) == 4  # default: the most valid trials of any task
 
 
 def test_a_task_with_only_infra_errors_has_no_valid_trial() -> None:
-    summary = summarize([ep("1", 0), ep("2", 0, status="infra_error")])
+    summary = summarize_episodes([ep("1", 0), ep("2", 0, status="infra_error")])
     assert summary["tasks"] == {"total": 2, "no_valid_trial": 1}
     assert summary["pass_hat_k"] == [{"k": 1, "value": 1.0, "tasks": 1, "skipped": 1}]
     assert task_stats([ep("2", 0, status="infra_error")])[0].pass1 is None
@@ -113,7 +113,7 @@ def test_duplicate_trials_last_wins() -> None:
     # A resumed run appended trial 0 of task "1" again: the later success replaces the earlier failure.
     records = [ep("1", 0, 0.0), ep("1", 1, 0.0), ep("1", 0, 1.0)]
     assert [(s.trials, s.successes) for s in task_stats(records)] == [(2, 1)]
-    assert summarize(records)["episodes"]["duplicates_replaced"] == 1
+    assert summarize_episodes(records)["episodes"]["duplicates_replaced"] == 1
 
 
 def test_terminations_include_infra_and_tool_frequency() -> None:
@@ -123,7 +123,7 @@ def test_terminations_include_infra_and_tool_frequency() -> None:
         ep("2", 0, tools={}, tool_calls=0, turns=2),
         ep("2", 1, status="infra_error", tools={"get_order": 5}),  # excluded from the tool counts
     ]
-    summary = summarize(records)
+    summary = summarize_episodes(records)
     assert summary["termination"] == {"user_stop": 2, "max_turns": 1, "user_sim_error": 1}
     assert summary["tools"] == {
         "get_order": {"calls": 3, "share_of_calls": 3 / 4, "episodes": 2, "share_of_episodes": 2 / 3},
@@ -144,7 +144,7 @@ def test_terminations_include_infra_and_tool_frequency() -> None:
 )  # fmt: skip
 def test_unusable_records_are_refused(record: dict[str, Any], fragment: str) -> None:
     with pytest.raises(EvalError, match=fragment):
-        summarize([record])
+        summarize_episodes([record])
 
 
 # -- compare -----------------------------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def test_compare_multi_trial_pass1_and_task_tables(tmp_path: Path) -> None:
     tables = []
     for name, records in (("a", a), ("b", b)):
         write_task_table(task_stats(records), tmp_path / f"{name}.jsonl", tmp_path / f"{name}.csv")
-        tables.append(read_records(tmp_path / f"{name}.jsonl"))
+        tables.append(read_run(tmp_path / f"{name}.jsonl"))
     assert all(isinstance(s, TaskStats) for t in tables for s in t)
     assert compare(*tables, n_boot=1000) == result
     csv_lines = (tmp_path / "a.csv").read_text().splitlines()
@@ -210,28 +210,28 @@ def test_compare_without_a_shared_task_is_an_error() -> None:
 # -- files -------------------------------------------------------------------------------------------------------
 def test_read_records_episodes_and_bad_lines(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "e.jsonl", run({"1": [1, 0]}))
-    assert [r["trial"] for r in read_records(path)] == [0, 1]
+    assert [r["trial"] for r in read_run(path)] == [0, 1]
     # Line 1 good, line 2 blank, line 3 a bad status: the message counts the blank line.
     path.write_text(json.dumps(ep("1", 0)) + "\n\n" + json.dumps({**ep("1", 1), "status": "weird"}) + "\n")
     with pytest.raises(EvalError, match=r"e\.jsonl:3: 'status'"):
-        read_records(path)
+        read_run(path)
     path.write_text(json.dumps(ep("1", 0)) + "\n{not json\n")
     with pytest.raises(ValueError, match=r"e\.jsonl:2: not valid JSON"):
-        read_records(path)
+        read_run(path)
 
 
 def test_read_records_task_table_with_a_wrong_row(tmp_path: Path) -> None:
     rows = [{"task_id": "1", "trials": 2, "successes": 1}, ep("2", 0)]  # an episode row in a table
     with pytest.raises(EvalError, match=r"t\.jsonl:2: .*'successes'.*task table"):
-        read_records(write_jsonl(tmp_path / "t.jsonl", rows))
-    (stats,) = read_records(write_jsonl(tmp_path / "t.jsonl", rows[:1]))
+        read_run(write_jsonl(tmp_path / "t.jsonl", rows))
+    (stats,) = read_run(write_jsonl(tmp_path / "t.jsonl", rows[:1]))
     assert stats == TaskStats("1", 2, 1) and stats.pass1 == 0.5
 
 
 def test_plots_are_png(tmp_path: Path) -> None:
     records = [*run({"1": [1, 0, 1], "2": [0, 0, 1]}), ep("3", 0, status="infra_error")]
     records[0]["tools"] = {"get_order": 2}
-    plot_eval(summarize(records), task_stats(records), tmp_path / "eval.png", title="test")
+    plot_eval(summarize_episodes(records), task_stats(records), tmp_path / "eval.png", title="test")
     plot_compare(compare(run(A), run(B), n_boot=200), tmp_path / "cmp.png")
     for name in ("eval.png", "cmp.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rewardkit.envs import make_env
-from rewardkit.envs.harness import Code
+from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.env import RetailEnv, template
 from rewardkit.envs.retail.specs import TOOLS
@@ -46,21 +46,21 @@ class TestSchemaViolations:
     def test_nothing_is_written(self, env: RetailEnv, arguments: dict[str, Any]) -> None:
         before = env.state_hash()
         result = env.call("cancel_pending_order", arguments)
-        assert result.code is Code.SCHEMA_VIOLATION
+        assert result.code is ResultCode.SCHEMA_VIOLATION
         assert result.value["error"]["code"] == "SCHEMA_VIOLATION" and result.value["error"]["message"]
         assert env.state_hash() == before
         assert env.audit()[-1]["code"] == "SCHEMA_VIOLATION"
 
     def test_empty_item_lists_are_refused(self, env: RetailEnv) -> None:
         args = {"order_id": "#W5918442", "item_ids": [], "new_item_ids": [], "payment_method_id": "credit_card_5051208"}
-        assert env.call("modify_pending_order_items", args).code is Code.SCHEMA_VIOLATION
+        assert env.call("modify_pending_order_items", args).code is ResultCode.SCHEMA_VIOLATION
 
     def test_undecodable_and_unknown_calls(self, env: RetailEnv) -> None:
         assert env.execute(ToolCall("cancel_pending_order", {}, "arguments are not valid JSON")).code is (
-            Code.SCHEMA_VIOLATION
+            ResultCode.SCHEMA_VIOLATION
         )
         result = env.call("drop_database", {})
-        assert result.code is Code.UNKNOWN_TOOL and "cancel_pending_order" in result.value["error"]["message"]
+        assert result.code is ResultCode.UNKNOWN_TOOL and "cancel_pending_order" in result.value["error"]["message"]
         assert [a["code"] for a in env.audit()] == ["SCHEMA_VIOLATION", "UNKNOWN_TOOL"]
 
 
@@ -78,12 +78,12 @@ class TestIdempotency:
     def test_the_key_with_other_arguments_is_a_conflict(self, env: RetailEnv) -> None:
         assert env.call("cancel_pending_order", {**CANCEL, "idempotency_key": "k"}).ok
         other = {"order_id": "#W5918442", "reason": "no longer needed", "idempotency_key": "k"}
-        assert env.call("cancel_pending_order", other).code is Code.IDEMPOTENCY_CONFLICT
+        assert env.call("cancel_pending_order", other).code is ResultCode.IDEMPOTENCY_CONFLICT
         assert env.call("get_order_details", {"order_id": "#W5918442"}).value["status"] == "pending"
 
     def test_a_failed_write_does_not_burn_its_key(self, env: RetailEnv) -> None:
         bad = {"order_id": "#W2611340", "reason": "no longer needed", "idempotency_key": "k"}  # processed
-        assert env.call("cancel_pending_order", bad).code is Code.PRECONDITION_FAILED
+        assert env.call("cancel_pending_order", bad).code is ResultCode.PRECONDITION_FAILED
         assert env.call("cancel_pending_order", {**CANCEL, "idempotency_key": "k"}).ok
 
     def test_keys_are_private_to_a_rollout(self) -> None:
@@ -100,7 +100,7 @@ class TestTransactions:
         env.conn.execute("INSERT INTO payment_history VALUES ('#W6779827', 1, 'payment', 1.0, 'ghost_card_1')")
         before = env.state_hash()
         result = env.call("cancel_pending_order", CANCEL)
-        assert result.code is Code.NOT_FOUND and "Payment method" in result.value["error"]["message"]
+        assert result.code is ResultCode.NOT_FOUND and "Payment method" in result.value["error"]["message"]
         assert env.state_hash() == before
         user = env.call("get_user_details", {"user_id": "ethan_lopez_6291"}).value
         assert user["payment_methods"]["gift_card_7219486"]["balance"] == 49.0
@@ -126,7 +126,7 @@ class TestInjection:
                 if name in spec.parameters["required"]
             }
             result = env.call(tool, args)
-            assert result.code in set(Code)
+            assert result.code in set(ResultCode)
         counts = [env.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("users", "orders", "products")]
         assert counts == [500, 1000, 50]
 
@@ -199,7 +199,7 @@ def test_any_arguments_give_a_structured_result(tool: str, values: dict, ids: li
     for args in (values, plausible):
         before = env.state_hash()
         result = env.call(tool, args)
-        assert result.code in set(Code)
+        assert result.code in set(ResultCode)
         assert isinstance(result.value, str) or json.loads(result.text()) == result.value
         if not result.ok:
             assert env.state_hash() == before

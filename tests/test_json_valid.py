@@ -5,8 +5,8 @@ import json
 import pytest
 from conftest import THINK, answer, completion, step
 
+from rewardkit.config import ConfigError
 from rewardkit.rewards import JsonValid
-from rewardkit.rewards._config import ConfigError
 
 OK = answer("查看经营周报", step("数据分析专家", "查看经营周报"))
 

@@ -27,7 +27,7 @@ from sim_server import free_port
 
 from rewardkit.cli import main
 from rewardkit.envs import get_domain
-from rewardkit.envs.harness import Code
+from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.mcp_domain import mcp_domain
 from rewardkit.envs.mcp_env import MCPEnvironment, MCPServerError, MCPUnavailableError
 from rewardkit.envs.tool_calls import ToolCall
@@ -37,7 +37,7 @@ from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
-from rewardkit.runs.metrics import summarize
+from rewardkit.runs.metrics import summarize_episodes
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "rewardkit.cli", "env", "serve", "--domain", "retail", "--mcp"]
@@ -49,14 +49,16 @@ ORDER = "#W8268610"  # pending in the template
 CANCEL = {"order_id": ORDER, "reason": "no longer needed"}
 
 
-def in_process(calls: Sequence[Any]) -> tuple[str, list[tuple[Code, str]], list[dict[str, Any]]]:
+def in_process(calls: Sequence[Any]) -> tuple[str, list[tuple[ResultCode, str]], list[dict[str, Any]]]:
     """State hash, (code, text) per call and audit of ``calls`` on the harness itself."""
     with RETAIL.make_env(None) as env:
         results = env.replay(calls)
         return env.state_hash(), [(r.code, r.text()) for r in results], env.audit()
 
 
-def over_mcp(env: MCPEnvironment, calls: Sequence[Any]) -> tuple[str, list[tuple[Code, str]], list[dict[str, Any]]]:
+def over_mcp(
+    env: MCPEnvironment, calls: Sequence[Any]
+) -> tuple[str, list[tuple[ResultCode, str]], list[dict[str, Any]]]:
     results = env.replay(calls)
     return env.state_hash(), [(r.code, r.text()) for r in results], env.audit()
 
@@ -203,11 +205,11 @@ class TestTools:
         ]
         with MCPEnvironment(url, tools=tools) as env:
             got = over_mcp(env, calls)
-            assert env.call("get_order_details", ["not", "an", "object"]).code is Code.SCHEMA_VIOLATION
+            assert env.call("get_order_details", ["not", "an", "object"]).code is ResultCode.SCHEMA_VIOLATION
         assert got == in_process(calls)
         codes = [code for code, _ in got[1]]
-        assert codes[3:] == [Code.SCHEMA_VIOLATION, Code.SCHEMA_VIOLATION, Code.NOT_FOUND, Code.UNKNOWN_TOOL,
-                             Code.SCHEMA_VIOLATION]  # fmt: skip
+        bad, missing, unknown = ResultCode.SCHEMA_VIOLATION, ResultCode.NOT_FOUND, ResultCode.UNKNOWN_TOOL
+        assert codes[3:] == [bad, bad, missing, unknown, bad]
         assert '"code": "SCHEMA_VIOLATION"' in got[1][3][1] and "order_id" in got[1][3][1]
         assert [row["replayed"] for row in got[2][:2]] == [False, True]
 
@@ -299,7 +301,7 @@ class TestCli:
         ended = [(r["status"], r["termination"], r["reward"]) for r in records]
         assert ended == [("infra_error", "env_error", None)] * 2
         assert all(served in r["error"] for r in records)
-        summary = summarize(records, trials=1)
+        summary = summarize_episodes(records, trials=1)
         assert summary["pass_hat_k"][0]["value"] is None and summary["episodes"]["infra_error"] == 2  # none scored 0
         with http_server(port, tmp_path / "second.log"):  # back on the same URL
             records = run_trials(plan, EpisodeLog(log_path, "run", resume=True), progress=False)

@@ -1,4 +1,4 @@
-"""No input is ever overwritten, no output is ever torn: every file the CLI writes goes through safe_io."""
+"""No input is ever overwritten, no output is ever torn: every file the CLI writes goes through files.outputs."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from conftest import E5
 from rewardkit.cli import build as cli_build
 from rewardkit.cli import main
 from rewardkit.data_builders.planning import grpo
-from rewardkit.files import outputs as safe_io
+from rewardkit.files import outputs
 from rewardkit.files.outputs import OutputError, OutputSet, atomic_write_text, atomic_writer, check_outputs
 
 STEP = {"专家": "数据分析专家", "处理问题": ["查看经营周报"]}
@@ -302,7 +302,7 @@ class TestSafeIo:
         def full(*args: Any, **kwargs: Any) -> None:
             raise OSError(errno.EDQUOT, "Disk quota exceeded")
 
-        monkeypatch.setattr(safe_io.os, "fsync", full)
+        monkeypatch.setattr(outputs.os, "fsync", full)
         with pytest.raises(OutputError, match=r"cannot write --report .*r\.json: Disk quota exceeded"):
             atomic_write_text(tmp_path / "r.json", "{}", "--report")
         assert list(tmp_path.iterdir()) == []

@@ -71,7 +71,7 @@ class TestPlanCoverage:
         assert score("no answer at all", solution("q", step(*A))) == 0.0
 
     def test_all_zero_weights_fail_naming_the_key(self) -> None:
-        from rewardkit.rewards._config import ConfigError
+        from rewardkit.config import ConfigError
 
         zero = {"weights": {"coverage": 0, "quality": 0, "diversity": 0, "dependency": 0}}
         with pytest.raises(ConfigError, match=r"plan_coverage\.weights"):

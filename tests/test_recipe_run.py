@@ -1,7 +1,8 @@
 """`rewardkit recipe run planning --preset tiny`, shortened to a few steps per stage.
 
-The full-length run is the README's measurement (`make demo`); here we check the
-chain itself: every stage ran, the summary has all seven rewards, reruns resume.
+The full-length run (`make demo`) is the measurement in
+docs/results.md#the-planning-chain-on-cpu-make-demo; here we check the chain itself: every
+stage ran, the summary has all seven rewards, reruns resume.
 """
 
 from __future__ import annotations

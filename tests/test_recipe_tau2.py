@@ -1,6 +1,7 @@
 """`rewardkit recipe run tau2 --preset tiny`, shortened: synthesis -> SFT -> GRPO -> evaluation -> summary.
 
-The full-length run is the README's measurement; here we check the chain: every stage ran, the
+The full-length run (`make demo-tau2`) is the measurement in
+docs/results.md#the-tau2-chain-on-cpu-make-demo-tau2; here we check the chain: every stage ran, the
 summary holds the three models on both task sets, the data counts reconcile, a rerun resumes.
 """
 

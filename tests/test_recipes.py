@@ -11,7 +11,7 @@ import yaml
 
 from rewardkit.recipes import CATALOG, ROOT, RecipeFile, compose
 from rewardkit.rewards import PLANNER_WEIGHTS, PLANNING_REWARDS, REWARDS
-from rewardkit.rewards._config import load_config
+from rewardkit.rewards.config import load_config
 from rewardkit.rewards.sets import PLANNER, SETS, RewardSet
 
 REPO = ROOT.parent

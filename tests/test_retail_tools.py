@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import get_domain, make_env
-from rewardkit.envs.harness import Code
+from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.retail.env import RetailEnv
 from rewardkit.envs.retail.specs import TOOLS
 
@@ -28,7 +28,7 @@ def order(env: RetailEnv, order_id: str) -> dict[str, Any]:
     return env.call("get_order_details", {"order_id": order_id}).value
 
 
-def refused_without_writing(env: RetailEnv, tool: str, arguments: dict[str, Any]) -> Code:
+def refused_without_writing(env: RetailEnv, tool: str, arguments: dict[str, Any]) -> ResultCode:
     """The call's code, after checking that the call left the state as it was."""
     before = env.state_hash()
     code = env.call(tool, arguments).code
@@ -70,26 +70,27 @@ class TestReads:
     @pytest.mark.parametrize(
         ("tool", "arguments", "code", "value"),
         [
-            ("find_user_id_by_email", {"email": "sofia.rossi2645@example.com"}, Code.OK, "sofia_rossi_8776"),
-            ("find_user_id_by_email", {"email": "SOFIA.ROSSI2645@EXAMPLE.COM"}, Code.OK, "sofia_rossi_8776"),
-            ("find_user_id_by_email", {"email": "nobody@example.com"}, Code.NOT_FOUND, None),
-            ("find_user_id_by_name_zip", {"first_name": "yusuf", "last_name": "ROSSI", "zip": "19122"}, Code.OK,
+            ("find_user_id_by_email", {"email": "sofia.rossi2645@example.com"}, ResultCode.OK, "sofia_rossi_8776"),
+            ("find_user_id_by_email", {"email": "SOFIA.ROSSI2645@EXAMPLE.COM"}, ResultCode.OK, "sofia_rossi_8776"),
+            ("find_user_id_by_email", {"email": "nobody@example.com"}, ResultCode.NOT_FOUND, None),
+            ("find_user_id_by_name_zip", {"first_name": "yusuf", "last_name": "ROSSI", "zip": "19122"}, ResultCode.OK,
              "yusuf_rossi_9620"),
             # the zip must match exactly
             ("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19123"},
-             Code.NOT_FOUND, None),
-            ("get_order_details", {"order_id": "W6779827"}, Code.NOT_FOUND, None),  # the '#' matters
-            ("get_product_details", {"product_id": "6700049080"}, Code.NOT_FOUND, None),  # an item id, not a product
-            ("calculate", {"expression": "(19.99 + 5) * 2"}, Code.OK, "49.98"),
-            ("calculate", {"expression": "1 / 3"}, Code.OK, "0.33"),  # rounded to 2 dp
-            ("calculate", {"expression": "1 / 0"}, Code.INVALID_ARGUMENT, None),
-            ("calculate", {"expression": "__import__('os')"}, Code.INVALID_ARGUMENT, None),
-            ("calculate", {"expression": "2 ** 999999"}, Code.INVALID_ARGUMENT, None),  # no power operator
-            ("calculate", {"expression": "((("}, Code.INVALID_ARGUMENT, None),
-            ("transfer_to_human_agents", {"summary": "wants a human"}, Code.OK, "Transfer successful"),
+             ResultCode.NOT_FOUND, None),
+            ("get_order_details", {"order_id": "W6779827"}, ResultCode.NOT_FOUND, None),  # the '#' matters
+            # an item id, not a product
+            ("get_product_details", {"product_id": "6700049080"}, ResultCode.NOT_FOUND, None),
+            ("calculate", {"expression": "(19.99 + 5) * 2"}, ResultCode.OK, "49.98"),
+            ("calculate", {"expression": "1 / 3"}, ResultCode.OK, "0.33"),  # rounded to 2 dp
+            ("calculate", {"expression": "1 / 0"}, ResultCode.INVALID_ARGUMENT, None),
+            ("calculate", {"expression": "__import__('os')"}, ResultCode.INVALID_ARGUMENT, None),
+            ("calculate", {"expression": "2 ** 999999"}, ResultCode.INVALID_ARGUMENT, None),  # no power operator
+            ("calculate", {"expression": "((("}, ResultCode.INVALID_ARGUMENT, None),
+            ("transfer_to_human_agents", {"summary": "wants a human"}, ResultCode.OK, "Transfer successful"),
         ],
     )  # fmt: skip
-    def test_table(self, env: RetailEnv, tool: str, arguments: dict, code: Code, value: Any) -> None:
+    def test_table(self, env: RetailEnv, tool: str, arguments: dict, code: ResultCode, value: Any) -> None:
         result = env.call(tool, arguments)
         assert result.code is code, result.value
         if value is not None:
@@ -120,12 +121,12 @@ class TestWrites:
     @pytest.mark.parametrize(
         ("arguments", "code"),
         [
-            ({"order_id": PROCESSED, "reason": "no longer needed"}, Code.PRECONDITION_FAILED),
-            ({"order_id": PENDING_GIFT, "reason": "changed my mind"}, Code.SCHEMA_VIOLATION),  # enum
-            ({"order_id": "#W0000000", "reason": "ordered by mistake"}, Code.NOT_FOUND),
+            ({"order_id": PROCESSED, "reason": "no longer needed"}, ResultCode.PRECONDITION_FAILED),
+            ({"order_id": PENDING_GIFT, "reason": "changed my mind"}, ResultCode.SCHEMA_VIOLATION),  # enum
+            ({"order_id": "#W0000000", "reason": "ordered by mistake"}, ResultCode.NOT_FOUND),
         ],
     )
-    def test_cancel_refusals_change_nothing(self, env: RetailEnv, arguments: dict, code: Code) -> None:
+    def test_cancel_refusals_change_nothing(self, env: RetailEnv, arguments: dict, code: ResultCode) -> None:
         assert refused_without_writing(env, "cancel_pending_order", arguments) is code
 
     def test_modify_items_charges_the_unrounded_difference_and_copies_the_last_variant(self, env: RetailEnv) -> None:
@@ -143,7 +144,7 @@ class TestWrites:
         assert [i["price"] for i in cameras] == [523.66, 523.66]
         # items can be modified once: the status is no longer exactly "pending"
         again = {**args, "item_ids": ["6700049080"], "new_item_ids": ["5925362855"]}
-        assert env.call("modify_pending_order_items", again).code is Code.PRECONDITION_FAILED
+        assert env.call("modify_pending_order_items", again).code is ResultCode.PRECONDITION_FAILED
         # ... but the address can still change ("pending" in the status)
         address = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA",
                    "zip": "78701"}  # fmt: skip
@@ -153,14 +154,14 @@ class TestWrites:
     @pytest.mark.parametrize(
         ("item_ids", "new_item_ids", "code"),
         [
-            (["1586641416"], ["1586641416"], Code.INVALID_ARGUMENT),  # same item
-            (["1586641416"], ["4859937227"], Code.PRECONDITION_FAILED),  # variant not available
-            (["1586641416"], ["8590708195"], Code.NOT_FOUND),  # a jacket is not an Action Camera variant
-            (["1586641416", "1586641416"], ["6700049080", "6700049080"], Code.NOT_FOUND),  # only one in the order
-            (["1586641416"], ["6700049080", "7523669277"], Code.INVALID_ARGUMENT),  # lengths differ
+            (["1586641416"], ["1586641416"], ResultCode.INVALID_ARGUMENT),  # same item
+            (["1586641416"], ["4859937227"], ResultCode.PRECONDITION_FAILED),  # variant not available
+            (["1586641416"], ["8590708195"], ResultCode.NOT_FOUND),  # a jacket is not an Action Camera variant
+            (["1586641416", "1586641416"], ["6700049080", "6700049080"], ResultCode.NOT_FOUND),  # only one in the order
+            (["1586641416"], ["6700049080", "7523669277"], ResultCode.INVALID_ARGUMENT),  # lengths differ
         ],
     )
-    def test_modify_items_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: Code) -> None:
+    def test_modify_items_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: ResultCode) -> None:
         args = {"order_id": PENDING_CARD, "item_ids": item_ids, "new_item_ids": new_item_ids,
                 "payment_method_id": "credit_card_5051208"}  # fmt: skip
         assert refused_without_writing(env, "modify_pending_order_items", args) is code
@@ -175,7 +176,7 @@ class TestWrites:
         assert balance(env, "ethan_lopez_6291", "gift_card_7219486") == 4128.45  # 49.0 + 4079.45
         # now two payments: a second change is refused
         back = {"order_id": PENDING_GIFT, "payment_method_id": "gift_card_7219486"}
-        assert env.call("modify_pending_order_payment", back).code is Code.PRECONDITION_FAILED
+        assert env.call("modify_pending_order_payment", back).code is ResultCode.PRECONDITION_FAILED
 
     def test_exchange_records_the_rounded_difference_without_charging(self, env: RetailEnv) -> None:
         # Action Camera 6700049080 (466.75) -> 9391733462 (521.07): round(54.32, 2), covered by the 69.0 gift card
@@ -192,29 +193,31 @@ class TestWrites:
         ("item_ids", "new_item_ids", "code"),
         [
             # Bookshelf 4900661478 (463.04) -> 1768466237 (549.84): +86.80 > 69.0 on the gift card
-            (["4900661478"], ["1768466237"], Code.INSUFFICIENT_FUNDS),
-            (["6700049080"], ["5436236388"], Code.PRECONDITION_FAILED),  # unavailable variant
-            (["6700049080"], ["0000000000"], Code.NOT_FOUND),
+            (["4900661478"], ["1768466237"], ResultCode.INSUFFICIENT_FUNDS),
+            (["6700049080"], ["5436236388"], ResultCode.PRECONDITION_FAILED),  # unavailable variant
+            (["6700049080"], ["0000000000"], ResultCode.NOT_FOUND),
         ],
     )
-    def test_exchange_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: Code) -> None:
+    def test_exchange_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: ResultCode) -> None:
         args = {"order_id": DELIVERED_GIFT, "item_ids": item_ids, "new_item_ids": new_item_ids,
                 "payment_method_id": "gift_card_8168843"}  # fmt: skip
         assert refused_without_writing(env, "exchange_delivered_order_items", args) is code
 
     def test_return_to_original_method_or_gift_card_only(self, env: RetailEnv) -> None:
         other = {"order_id": DELIVERED_PAYPAL, "item_ids": ["8590708195"], "payment_method_id": "credit_card_3240550"}
-        assert env.call("return_delivered_order_items", other).code is Code.PRECONDITION_FAILED
+        assert env.call("return_delivered_order_items", other).code is ResultCode.PRECONDITION_FAILED
         three = {**other, "item_ids": ["8590708195"] * 3, "payment_method_id": "paypal_2306935"}
-        assert env.call("return_delivered_order_items", three).code is Code.NOT_FOUND  # only two in the order
+        assert env.call("return_delivered_order_items", three).code is ResultCode.NOT_FOUND  # only two in the order
         two = {**three, "item_ids": ["8590708195", "6534134392", "8590708195"]}
         result = env.call("return_delivered_order_items", two)
         assert result.ok and result.value["status"] == "return requested"
         assert result.value["return_items"] == ["6534134392", "8590708195", "8590708195"]  # sorted
-        assert env.call("return_delivered_order_items", two).code is Code.PRECONDITION_FAILED  # no longer delivered
+        assert (
+            env.call("return_delivered_order_items", two).code is ResultCode.PRECONDITION_FAILED
+        )  # no longer delivered
 
     def test_modify_user_address(self, env: RetailEnv) -> None:
         address = {"address1": "9 Elm", "address2": "Unit 2", "city": "Reno", "state": "NV", "country": "USA",
                    "zip": "89501"}  # fmt: skip
         assert env.call("modify_user_address", {"user_id": "sofia_rossi_8776", **address}).value["address"] == address
-        assert env.call("modify_user_address", {"user_id": "nobody_1", **address}).code is Code.NOT_FOUND
+        assert env.call("modify_user_address", {"user_id": "nobody_1", **address}).code is ResultCode.NOT_FOUND

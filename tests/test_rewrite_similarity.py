@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from conftest import THINK, answer, completion, solution, step
 
+from rewardkit.config import ConfigError
 from rewardkit.rewards import RewriteSimilarity
-from rewardkit.rewards._config import ConfigError
 
 
 def pred(rewrite: str) -> str:

@@ -101,7 +101,7 @@ class TestConversation:
         assert sched.episodes == {}  # the episode and its database are released
 
     def test_rows_without_the_task_columns_fail_naming_them(self) -> None:
-        from rewardkit.rewards._episodes import TaskError
+        from rewardkit.envs.tasks import TaskError
 
         row = {"messages": [{"role": "user", "content": "hi"}]}
         with pytest.raises(TaskError, match=r"\['task', 'domain'\].*--multi-turn"):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardkit.pipelines.grpo_log import grpo_steps, summarize, think_lengths
+from rewardkit.pipelines.grpo_log import grpo_steps, summarize_steps, think_lengths
 
 
 def row(step: int, total: int, reward: float, expert: float) -> dict:
@@ -18,7 +18,7 @@ def test_summarize_first_last_and_quarter_windows(tmp_path: Path) -> None:
     log = tmp_path / "logging.jsonl"
     # ms-swift ends the file with a train summary line and a log_history line: both skipped.
     log.write_text("\n".join(json.dumps(r) for r in [*rows, {"train_runtime": 3.0}, {"log_history": rows}]) + "\n")
-    summary = summarize(grpo_steps(log))
+    summary = summarize_steps(grpo_steps(log))
     assert summary["steps"] == [1, 8]
     assert summary["first"] == {"reward": 0.2, "ExpertMatch": 0.1}
     # quarter = 8 // 4 = 2 logged steps: (0.2 + 0.4) / 2 and (0.8 + 1.0) / 2
@@ -28,7 +28,7 @@ def test_summarize_first_last_and_quarter_windows(tmp_path: Path) -> None:
 
 def test_no_steps_is_an_error() -> None:
     with pytest.raises(ValueError, match="no GRPO logging steps"):
-        summarize([])
+        summarize_steps([])
 
 
 def test_think_lengths_per_step(tmp_path: Path) -> None:

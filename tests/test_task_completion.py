@@ -11,8 +11,8 @@ import pytest
 from rewardkit.envs import make_env
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
-from rewardkit.rewards._episodes import TaskError
 
 TASKS = tasks()
 Action = dict[str, Any]

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from conftest import completion
 
+from rewardkit.config import ConfigError
 from rewardkit.rewards import ThinkLength
-from rewardkit.rewards._config import ConfigError
 
 BAND = {"think_length": {"min": 10, "max": 20}}  # eps defaults to 20 - 10 = 10, mid = 15
 

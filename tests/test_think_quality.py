@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from conftest import THINK, completion
 
+from rewardkit.config import ConfigError
 from rewardkit.rewards import ThinkQuality
-from rewardkit.rewards._config import ConfigError
 
 
 def q(think: str, **config: object) -> float | None:

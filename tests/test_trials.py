@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.tasks import gold_actions
 from rewardkit.loop.agents import AgentError
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.rewards.episodes import gold_actions
 from rewardkit.runs.episode_log import EpisodeLog, RunError, TrialPlan, run_trials, select_tasks
 
 DOMAIN = get_domain("retail")

@@ -144,7 +144,7 @@ def recording(completions, strict=True):  # the probe: what each reward call got
     return texts(completions, strict)
 _base.completion_texts = recording
 
-# The README's lines.
+# The lines of docs/rewards.md#with-trl.
 rewards = [PLANNING_REWARDS[key]() for key in SEVEN]
 config = GRPOConfig(
     output_dir=sys.argv[2], reward_weights=[WEIGHTS[key] for key in SEVEN], max_steps=2,

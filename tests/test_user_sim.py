@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 from sim_server import SimServer, free_port
 
+from rewardkit.config import ConfigError
 from rewardkit.envs.retail import DATA_DIR
+from rewardkit.loop.config import load_run_config
 from rewardkit.loop.user_sim import (
     GREETING,
     Progress,
@@ -22,12 +25,10 @@ from rewardkit.loop.user_sim import (
     UserSimulator,
     load_user_sim_config,
     make_simulator,
-    user_sim_config_from_env,
 )
 from rewardkit.loop.user_sim.cache import CachedSimulator
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator, guidelines
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.rewards._config import ConfigError
 
 TASK = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))[0]
 DIALOGUE = [Turn("agent", GREETING)]
@@ -56,8 +57,8 @@ BAD = [
     ({"concurrency": 0}, "concurrency", ">= 1"),
     ({"concurrency": False}, "concurrency", "integer"),
     ({"max_tokens": 0}, "max_tokens", ">= 1"),
-    ({"temprature": 0.0}, "temprature", "valid keys: kind, base_url, model"),
-    ({"kind": "vllm"}, "kind", "scripted, openai"),
+    ({"temprature": 0.0}, "temprature", "unknown key; valid keys here are ['api_key_env', 'backoff_s', 'base_url'"),
+    ({"kind": "vllm"}, "kind", "scripted | openai"),
     ({"kind": "openai", "model": "m"}, "base_url", "required"),
     ({"kind": "openai", "base_url": "http://h/v1"}, "model", "required"),
     ({**OPENAI, "base_url": "127.0.0.1:8000"}, "base_url", "http(s) URL"),
@@ -97,20 +98,26 @@ def test_good_config_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_config_from_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The public loader of the whole file checks user_sim as strictly as load_user_sim_config, naming the file.
     file = tmp_path / "rk.yaml"
     file.write_text("user_sim:\n  kind: openai\n  base_url: http://h:1/v1\n  model: qwen\n  temperature: .nan\n")
     monkeypatch.setenv("REWARDKIT_CONFIG", str(file))
-    with pytest.raises(ConfigError, match=rf"^{file}: user_sim.temperature: must be finite"):
-        user_sim_config_from_env()
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(file))}: user_sim\.temperature: nan is not a finite"):
+        load_run_config()
     file.write_text("user_sim:\n  kind: openai\n  base_url: http://h:1/v1\n  model: qwen\n  concurrency: 8\n")
-    assert user_sim_config_from_env() == UserSimConfig(
-        kind="openai", base_url="http://h:1/v1", model="qwen", concurrency=8
-    )
+    cfg = load_run_config()
+    assert cfg.user_sim == UserSimConfig(kind="openai", base_url="http://h:1/v1", model="qwen", concurrency=8)
+    assert cfg.section(UserSimConfig) is cfg.user_sim
     file.write_text("think_length: {}\n")
-    assert user_sim_config_from_env() == UserSimConfig()  # no section: defaults
+    assert load_run_config().user_sim == UserSimConfig()  # no section: defaults
     file.write_text("user_sim: [scripted]\n")
-    with pytest.raises(ConfigError, match="user_sim: must be a mapping"):
-        user_sim_config_from_env()
+    with pytest.raises(
+        ConfigError, match=r": user_sim: \['scripted'\] is not of type 'object'; expected mapping of kind, "
+    ):
+        load_run_config()
+    file.write_text("user_sim:\n  kind: openai\n  model: qwen\n")  # the rules across keys, from the file too
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(file))}: user_sim\.base_url: required when kind"):
+        load_run_config()
 
 
 # --- the OpenAI-compatible simulator --------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.data_builders._io import kind
+from rewardkit.files.jsonl import kind
 from rewardkit.rewards.answers import AnswerSchema
 
 # A check returns None when the value is fine, else what is wrong with it ("got null", "but item 2 is null").

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from rewardkit.cli import build as cli_build
+from rewardkit.cli import config as cli_config
 from rewardkit.cli import env as cli_env
 from rewardkit.cli import eval as cli_eval
 from rewardkit.cli import recipe as cli_recipe
@@ -25,11 +26,11 @@ DEFAULT_DEMO = EXAMPLES / "completions.jsonl"
 # command. Looked up in sys.modules, never imported: an exception of a class whose module was never loaded
 # cannot be in flight, and reporting an error must not import swift or a module still being written.
 _USER_ERRORS = (
-    ("rewardkit.rewards._config", "ConfigError"),
+    ("rewardkit.config.declare", "ConfigError"),
     ("rewardkit.data_builders._io", "BuildError"),
     ("rewardkit.rewards._parsing", "GoldError"),
     ("rewardkit.rewards._base", "MissingColumnError"),  # a KeyError, so the ValueError rule below misses it
-    ("rewardkit.rewards._episodes", "TaskError"),
+    ("rewardkit.envs.tasks", "TaskError"),
     ("rewardkit.files.outputs", "OutputError"),
 )
 # The options that name input files, to say which input a RecursionError or UnicodeDecodeError came from.
@@ -71,8 +72,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from rewardkit.files.jsonl import JsonlError, read_jsonl
     from rewardkit.rewards import REWARDS, MissingColumnError
-    from rewardkit.runs.scoring import DataError, read_jsonl, score_rows
+    from rewardkit.runs.scoring import score_rows
 
     path = Path(args.data)
     if not path.exists():
@@ -81,7 +83,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     rows = read_jsonl(path, required=("completion",))
     if not rows:
         why = "the file is empty" if path.stat().st_size == 0 else "only blank lines"
-        raise DataError(f"{path}: no rows to score ({why})")
+        raise JsonlError(f"{path}: no rows to score ({why})")
     try:
         table = score_rows(rows)
     except MissingColumnError as exc:  # the reward names the column; the user needs the file too
@@ -112,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
     # Each module adds its subcommands, in help order.
-    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval):
+    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_config):
         module.add_parsers(sub)
     return parser
 
@@ -150,7 +152,7 @@ def user_error(exc: BaseException, args: argparse.Namespace) -> str | None:
         return f"not valid YAML ({exc}){_inputs(args)}"
     if any(_is_a(exc, module, name) for module, name in _USER_ERRORS):
         return str(exc) or type(exc).__name__
-    # Any other ValueError subclass that rewardkit defines for bad input (DataError, PipelineError, ...).
+    # Any other ValueError subclass that rewardkit defines for bad input (JsonlError, PipelineError, ...).
     if isinstance(exc, ValueError) and any(
         c.__module__.startswith("rewardkit.") and c.__name__.endswith("Error") and issubclass(c, ValueError)
         for c in type(exc).__mro__

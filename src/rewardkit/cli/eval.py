@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.cli.synth import _add_run_options, _retry_hint, _run_spec
 from rewardkit.files.outputs import atomic_write_text, check_outputs
-from rewardkit.runs.evaluation import FILES, evaluate, headline
-from rewardkit.runs.metrics import EvalError, compare, read_records
-from rewardkit.runs.spec import add_run_options, build_plan
+from rewardkit.runs.evaluation import FILES, evaluate_run, headline
+from rewardkit.runs.metrics import EvalError, compare, read_run
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -36,22 +36,20 @@ def _add_tau2(actions: argparse._SubParsersAction) -> None:
         "termination reasons and tool use, per task and overall. Infrastructure errors are excluded and "
         "counted; --resume reruns them.",
     )
-    add_run_options(p, split="test", trials=4)
+    _add_run_options(p, split="test", trials=4)
     p.add_argument("--out-dir", type=Path, required=True, help=f"writes {', '.join(FILES)}")
     p.add_argument("--title", default=None, help="the plot's title (default: the agent)")
     p.set_defaults(func=cmd_eval_tau2)
 
 
 def cmd_eval_tau2(args: argparse.Namespace) -> int:
-    from rewardkit.runs.episode_log import EpisodeLog
-
     out: Path = args.out_dir
     inputs = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
     check_outputs(inputs, [("--out-dir", out / name) for name in FILES])
-    plan, meta = build_plan(args)
-    log = EpisodeLog(out / "episodes.jsonl", meta["run"], args.resume)
-    summary = evaluate(plan, log, out, meta, progress=not args.no_progress, title=args.title or args.agent)
+    spec = _run_spec(args)
+    summary = evaluate_run(spec, out, resume=args.resume, progress=not args.no_progress, title=args.title)
     print(headline(summary))
+    _retry_hint(summary["episodes"]["infra_error"])  # status infra_error: every ending in EXCLUDED
     return 0
 
 
@@ -81,7 +79,7 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     for label, path in (("run A", a_path), ("run B", b_path)):
         if not path.exists():
             raise EvalError(f"{label} {path} not found")
-    result = compare(read_records(a_path), read_records(b_path), args.boot, args.seed, args.confidence)
+    result = compare(read_run(a_path), read_run(b_path), args.boot, args.seed, args.confidence)
     result = {"inputs": {"a": str(a_path), "b": str(b_path)}, **result}
     low, high = result["ci"]
     print(f"A  pass^1 {result['a']['pass1']:.4f}  {a_path}")

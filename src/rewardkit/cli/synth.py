@@ -1,17 +1,75 @@
 """``rewardkit synth tau2``: verified multi-turn tool-use trajectories as ms-swift SFT rows (a cold start).
 
-``add_parsers(sub)`` adds ``synth``; its handler is ``cmd_synth_tau2``.
+``add_parsers(sub)`` adds ``synth``; its handler is ``cmd_synth_tau2``. The run options it shares with
+``eval tau2`` are declared here once (``_add_run_options``) and mapped onto a
+:class:`~rewardkit.runs.spec.RunSpec` (``_run_spec``); ``rewardkit.cli.eval`` uses both.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from rewardkit.envs import domain_names
 from rewardkit.files.outputs import check_outputs
-from rewardkit.runs.spec import add_run_options, build_plan
+from rewardkit.runs.spec import RULES, RunSpec
+
+
+def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
+    """The flags of a :class:`RunSpec`; its defaults are theirs, but for ``--split`` and ``--trials``."""
+    d = RunSpec  # a frozen dataclass keeps each field's default as a class attribute
+    who = p.add_argument_group("agent and user")
+    who.add_argument("--agent", required=True, help="gold, an http(s):// OpenAI-compatible URL, or a model directory")
+    who.add_argument("--agent-model", help="model name at --agent URL (default: the one model it serves)")
+    who.add_argument("--temperature", type=float, default=d.temperature,
+                     help=f"the agent's sampling temperature (default {d.temperature:g})")  # fmt: skip
+    who.add_argument("--max-tokens", type=int, default=d.max_tokens, help="the agent's tokens per message")
+    who.add_argument("--agent-retries", type=int, default=d.agent_retries,
+                     help="extra attempts per agent call (URL agents)")  # fmt: skip
+    who.add_argument("--agent-timeout", type=float, default=d.agent_timeout, help="seconds per agent call (URL agents)")
+    who.add_argument("--user", default=d.user, help="scripted, or an http(s):// URL of a chat model")
+    who.add_argument("--user-model", help="model name at --user URL (default: the one model it serves)")
+    who.add_argument("--user-retries", type=int, default=d.user_retries, help="extra attempts per simulator call")
+    who.add_argument("--user-timeout", type=float, default=d.user_timeout, help="seconds per simulator call")
+    who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator")
+    what = p.add_argument_group("tasks and loop")
+    what.add_argument("--domain", default=d.domain, choices=domain_names())
+    what.add_argument("--mcp", metavar="SERVER", help="take the tools from this MCP server (command line or URL)")
+    what.add_argument("--split", default=split, help=f"task split (default {split})")
+    what.add_argument("--tasks", help="comma-separated task ids within the split")
+    what.add_argument("--limit", type=int, help="only the first N tasks of the split")
+    what.add_argument("--trials", type=int, default=trials, help=f"episodes per task (default {trials})")
+    what.add_argument("--system-prompt", type=Path, help="the agent's system prompt (default: the domain's policy)")
+    what.add_argument("--no-tools", action="store_true",
+                      help="send no tool specs, write no tools column (the system prompt has them)")  # fmt: skip
+    what.add_argument("--max-turns", type=int, default=d.max_turns, help="agent turns per episode")
+    what.add_argument("--rule", choices=RULES, default=d.rule,
+                      help="task completion: tau2 (state and outputs) or mua-rl (state only)")  # fmt: skip
+    run = p.add_argument_group("run")
+    run.add_argument("--workers", type=int, default=d.workers, help=f"episodes in flight (default {d.workers})")
+    run.add_argument("--resume", action="store_true", help="continue the episode log; rerun failed infrastructure")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _run_spec(args: argparse.Namespace) -> RunSpec:
+    """The flags of ``_add_run_options`` as a RunSpec (``--resume`` and ``--no-progress`` are the command's)."""
+    tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else None
+    return RunSpec(
+        agent=args.agent, agent_model=args.agent_model, temperature=args.temperature, max_tokens=args.max_tokens,
+        agent_retries=args.agent_retries, agent_timeout=args.agent_timeout,
+        user=args.user, user_model=args.user_model, user_retries=args.user_retries, user_timeout=args.user_timeout,
+        user_cache=args.user_cache,
+        domain=args.domain, mcp=args.mcp, split=args.split, tasks=tasks, limit=args.limit, trials=args.trials,
+        system_prompt=args.system_prompt, tools=not args.no_tools, max_turns=args.max_turns, rule=args.rule,
+        workers=args.workers,
+    )  # fmt: skip
+
+
+def _retry_hint(infrastructure: int) -> None:
+    if infrastructure:
+        print(f"{infrastructure} episode(s) hit an infrastructure error; rerun with --resume to retry them",
+              file=sys.stderr)  # fmt: skip
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +83,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "episode is logged as it ends (--episodes); --resume continues a run and retries failed "
         "infrastructure.",
     )
-    add_run_options(tau2, split="train", trials=1)
+    _add_run_options(tau2, split="train", trials=1)
     out = tau2.add_argument_group("outputs")
     out.add_argument("--out", type=Path, required=True, metavar="SFT.jsonl", help="the kept rows")
     out.add_argument("--report", type=Path, metavar="REPORT.json", help="counts per task and per reason")
@@ -34,24 +92,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_synth_tau2(args: argparse.Namespace) -> int:
-    from rewardkit.runs.episode_log import EpisodeLog
-    from rewardkit.runs.synthesis import synthesize
+    from rewardkit.runs.synthesis import headline, infrastructure_errors, synthesize_run
 
     episodes = args.episodes or args.out.with_suffix(".episodes.jsonl")
     inputs = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
     report = ("--report", args.report) if args.report else None
     check_outputs(inputs, [("--out", args.out), report, ("--episodes", episodes)])
-    plan, meta = build_plan(args)
-    log = EpisodeLog(episodes, meta["run"], args.resume)
-    tools = None if args.no_tools else json.dumps(plan.domain.tool_specs(), ensure_ascii=False)
-    report = synthesize(plan, log, args.out, args.report, tools, meta, progress=not args.no_progress)
-    rejected = ", ".join(f"{k} {v}" for k, v in report["rejected"].items()) or "none"
-    print(
-        f"read {report['read']}  kept {report['kept']} ({report['tasks_with_a_kept_episode']} of "
-        f"{len(report['per_task'])} tasks)  rejected: {rejected}",
-        file=sys.stderr,
-    )
-    infra = sum(report["rejected"].get(k, 0) for k in ("user_sim_error", "agent_error"))
-    if infra:
-        print(f"{infra} episode(s) hit an infrastructure error; rerun with --resume to retry them", file=sys.stderr)
+    spec = _run_spec(args)
+    report = synthesize_run(spec, args.out, args.report, episodes, resume=args.resume, progress=not args.no_progress)
+    print(headline(report), file=sys.stderr)
+    _retry_hint(infrastructure_errors(report))
     return 0

@@ -19,7 +19,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_tiny_model(args: argparse.Namespace) -> int:
-    from rewardkit.pipelines.planning import TINY_MODEL, planning_corpus
+    from rewardkit.pipelines.chain import TINY_MODEL
+    from rewardkit.pipelines.planning import planning_corpus
     from rewardkit.pipelines.stages import PipelineError
     from rewardkit.pipelines.tiny_model import build_tiny_model
 

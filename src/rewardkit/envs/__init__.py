@@ -14,9 +14,12 @@ Every caller goes through the domain registry (:mod:`rewardkit.envs.domain`).
 - ``mcp_env.py`` and ``mcp_domain.py``: an MCP server's tools as an environment, and as a registered domain
   (``MCPEnvironment``, ``mcp_domain``; needs ``mcp``, imported only when these modules are).
 
-May import: nothing outside this package (the standard library and third-party libraries only).
-It is the lowest layer: the rewards, the builders, the rollout plugins and the CLI import it, so it
-never imports any of them, nor ms-swift.
+- ``tasks.py``: tau2 tasks, read and checked one way for every consumer; ``scenario.py``: the
+  customer's words from a task's scenario; ``termination.py``: how an episode may end, and which
+  endings are excluded as infrastructure.
+
+The lowest layer above the files and the config (:mod:`rewardkit.layers`): the rewards, the
+builders, the loop and the CLI import it; it imports none of them, nor ms-swift.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import ast
 import operator
 import sqlite3
 
-from rewardkit.envs.harness import Code, ToolError
+from rewardkit.envs.harness import ResultCode, ToolError
 
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
@@ -25,10 +25,10 @@ def _evaluate(node: ast.AST) -> float:
 def calculate(conn: sqlite3.Connection, expression: str) -> str:
     """tau2's calculator without ``eval``: + - * / on numbers, rounded to 2 dp."""
     if not all(c in "0123456789+-*/(). " for c in expression):
-        raise ToolError(Code.INVALID_ARGUMENT, "Invalid characters in expression")
+        raise ToolError(ResultCode.INVALID_ARGUMENT, "Invalid characters in expression")
     if len(expression) > 1000:
-        raise ToolError(Code.INVALID_ARGUMENT, "Expression too long (1000 characters at most)")
+        raise ToolError(ResultCode.INVALID_ARGUMENT, "Expression too long (1000 characters at most)")
     try:
         return str(round(float(_evaluate(ast.parse(expression, mode="eval").body)), 2))
     except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError, MemoryError) as exc:
-        raise ToolError(Code.INVALID_ARGUMENT, f"Invalid expression: {exc}") from None
+        raise ToolError(ResultCode.INVALID_ARGUMENT, f"Invalid expression: {exc}") from None

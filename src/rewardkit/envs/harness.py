@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL
 IDEMPOTENCY_KEY = "idempotency_key"
 
 
-class Code(str, Enum):  # str: comparable with the codes in JSON records
+class ResultCode(str, Enum):  # str: comparable with the codes in JSON records
     OK = "OK"
     NOT_FOUND = "NOT_FOUND"
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
@@ -54,7 +54,7 @@ class Code(str, Enum):  # str: comparable with the codes in JSON records
 class ToolError(Exception):
     """A tool refusing a call; the harness turns it into a structured result."""
 
-    def __init__(self, code: Code, message: str) -> None:
+    def __init__(self, code: ResultCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -94,19 +94,19 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class ToolResult:
-    code: Code
+    code: ResultCode
     value: Any  # the tool's JSON value, or {"error": {"code", "message"}}
 
     @property
     def ok(self) -> bool:
-        return self.code is Code.OK
+        return self.code is ResultCode.OK
 
     def text(self) -> str:
         """The tool message content: strings as they are, everything else as JSON."""
         return self.value if isinstance(self.value, str) else json.dumps(self.value, ensure_ascii=False)
 
     @classmethod
-    def error(cls, code: Code, message: str) -> ToolResult:
+    def error(cls, code: ResultCode, message: str) -> ToolResult:
         return cls(code, {"error": {"code": code.value, "message": message}})
 
 
@@ -154,7 +154,7 @@ class CallingEnvironment(StatefulEnvironment):
         """Run a decoded tool call; an undecodable one is a schema violation."""
         with self.lock:
             if call.error is not None:
-                return self._record(call.name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, call.error))
+                return self._record(call.name, {}, ToolResult.error(ResultCode.SCHEMA_VIOLATION, call.error))
             return self._call(call.name, call.arguments)
 
     def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
@@ -173,13 +173,15 @@ class CallingEnvironment(StatefulEnvironment):
             name = f"<{type(name).__name__}>"  # never a tool name: UNKNOWN_TOOL below
         if arguments is not None and not isinstance(arguments, Mapping):
             problem = f"arguments: must be a JSON object, got {type(arguments).__name__}"
-            return name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem)
+            return name, {}, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem)
         arguments = dict(arguments or {})
         problem = _not_json(arguments)
         if problem is not None:  # bytes, sets, NaN, nesting too deep: nothing below could store or check them
-            return name, {}, ToolResult.error(Code.SCHEMA_VIOLATION, problem)
+            return name, {}, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem)
         if name not in self.tools:
-            refused = ToolResult.error(Code.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}")
+            refused = ToolResult.error(
+                ResultCode.UNKNOWN_TOOL, f"no tool named {name!r}; tools: {', '.join(self.tools)}"
+            )
             return name, arguments, refused
         return name, arguments, None
 
@@ -226,7 +228,7 @@ class ToolEnvironment(CallingEnvironment):
         if problem is None and _unencodable(arguments):
             problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
         if problem is not None:
-            return self._record(name, arguments, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
+            return self._record(name, arguments, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem))
         key = arguments.pop(IDEMPOTENCY_KEY, None)
         if spec.risk == "read":
             return self._record(name, arguments, self._run(spec, arguments))
@@ -235,10 +237,13 @@ class ToolEnvironment(CallingEnvironment):
             if row is not None:
                 if row["call"] != _canonical([name, arguments]):
                     result = ToolResult.error(
-                        Code.IDEMPOTENCY_CONFLICT, f"idempotency_key {key!r} was already used for a different call"
+                        ResultCode.IDEMPOTENCY_CONFLICT,
+                        f"idempotency_key {key!r} was already used for a different call",
                     )
                     return self._record(name, arguments, result)
-                return self._record(name, arguments, ToolResult(Code.OK, json.loads(row["result"])), replayed=True)
+                return self._record(
+                    name, arguments, ToolResult(ResultCode.OK, json.loads(row["result"])), replayed=True
+                )
         self.conn.execute("BEGIN")
         try:
             result = self._run(spec, arguments)
@@ -268,11 +273,11 @@ class ToolEnvironment(CallingEnvironment):
 
     def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolResult:
         try:
-            return ToolResult(Code.OK, spec.fn(self.conn, **arguments))
+            return ToolResult(ResultCode.OK, spec.fn(self.conn, **arguments))
         except ToolError as exc:
             return ToolResult.error(exc.code, exc.message)
         except sqlite3.IntegrityError as exc:  # a constraint the tool's own checks should have caught first
-            return ToolResult.error(Code.PRECONDITION_FAILED, f"constraint failed: {exc}")
+            return ToolResult.error(ResultCode.PRECONDITION_FAILED, f"constraint failed: {exc}")
 
     def _record(
         self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False

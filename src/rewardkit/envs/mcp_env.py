@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-from rewardkit.envs.harness import IDEMPOTENCY_KEY, CallingEnvironment, Code, ToolResult, _unencodable
+from rewardkit.envs.harness import IDEMPOTENCY_KEY, CallingEnvironment, ResultCode, ToolResult, _unencodable
 from rewardkit.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI, decode_result
 
 if sys.version_info >= (3, 11):
@@ -41,7 +41,7 @@ else:  # anyio's dependency on Python 3.10
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 MAX_EVENT_BYTES = 256 * 2**20  # one message from an HTTP server (a whole database export)
-SERVER_ERROR = Code.PRECONDITION_FAILED  # a failed call from a server that sends no rewardkit code
+SERVER_ERROR = ResultCode.PRECONDITION_FAILED  # a failed call from a server that sends no rewardkit code
 _TRANSPORT = (CONNECTION_CLOSED, REQUEST_TIMEOUT)  # MCPError codes that mean the link, not the tool, failed
 _SERVE_HINT = "e.g. `rewardkit env serve --domain retail --mcp` (stdio) or `... --transport http --port 8765`"
 _FIX = f"start it, or fix the URL or command ({_SERVE_HINT})"
@@ -244,18 +244,21 @@ class MCPEnvironment(CallingEnvironment):
             return self._record(name, arguments, refused)
         if _unencodable(arguments):  # no UTF-8 wire can carry it
             problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
-            return self._record(name, arguments, ToolResult.error(Code.SCHEMA_VIOLATION, problem))
+            return self._record(name, arguments, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem))
         try:
             sent = self._run(lambda: self._session().call_tool(name, arguments), f"tools/call {name}")
         except MCPError as exc:  # the server refused the request itself: still the call's result
-            code = Code.SCHEMA_VIOLATION if exc.code == INVALID_PARAMS else SERVER_ERROR
+            code = ResultCode.SCHEMA_VIOLATION if exc.code == INVALID_PARAMS else SERVER_ERROR
             return self._record(name, arguments, ToolResult(code, exc.message))
         return self._record(name, arguments, *decode_result(sent, SERVER_ERROR))
 
     def _record(
         self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False
     ) -> ToolResult:
-        if result.code not in (Code.SCHEMA_VIOLATION, Code.UNKNOWN_TOOL):  # the harness audits the key only then
+        if result.code not in (
+            ResultCode.SCHEMA_VIOLATION,
+            ResultCode.UNKNOWN_TOOL,
+        ):  # the harness audits the key only then
             arguments = {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
         row = {"seq": len(self._rows) + 1, "tool": name, "arguments": json.loads(json.dumps(arguments)),
                "code": result.code.value, "replayed": replayed}  # fmt: skip

@@ -33,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 
 from rewardkit.envs.domain import Domain
-from rewardkit.envs.harness import Code, ToolEnvironment, ToolResult, ToolSpec
+from rewardkit.envs.harness import ResultCode, ToolEnvironment, ToolResult, ToolSpec
 
 STATE_HASH_URI = "rewardkit://state/hash"
 STATE_EXPORT_URI = "rewardkit://state/export"
@@ -59,7 +59,7 @@ def encode_result(result: ToolResult, replayed: bool) -> types.CallToolResult:
     )
 
 
-def decode_result(sent: types.CallToolResult, failed: Code) -> tuple[ToolResult, bool]:
+def decode_result(sent: types.CallToolResult, failed: ResultCode) -> tuple[ToolResult, bool]:
     """A tool result from any MCP server, and whether it was an idempotent replay.
 
     ``ToolResult.text()`` gives back the server's text exactly. The code is the one in ``_meta``
@@ -79,12 +79,12 @@ def decode_result(sent: types.CallToolResult, failed: Code) -> tuple[ToolResult,
         value = text
     meta = sent.meta or {}
     code = meta.get(CODE_META)
-    if code not in Code.__members__:  # not a rewardkit server: its error text may still carry a harness code
+    if code not in ResultCode.__members__:  # not a rewardkit server: its error text may still carry a harness code
         error = value.get("error") if isinstance(value, Mapping) else None
         code = error.get("code") if sent.is_error and isinstance(error, Mapping) else None
-        if code not in Code.__members__ or code == "OK":
+        if code not in ResultCode.__members__ or code == "OK":
             code = failed.value if sent.is_error else "OK"
-    return ToolResult(Code(code), value), bool(meta.get(REPLAYED_META))
+    return ToolResult(ResultCode(code), value), bool(meta.get(REPLAYED_META))
 
 
 def annotations(spec: ToolSpec) -> types.ToolAnnotations:

@@ -102,8 +102,14 @@ def request_only(text: str) -> str:
     return " ".join(s for s in _SENTENCE_END.split(text) if s and not _SIMULATOR_ONLY.search(s))
 
 
-def opening_turn(instructions: Mapping[str, Any]) -> str:
-    """The customer's first message: who they are (to authenticate), then what they want."""
+def opening_turn(instructions: Mapping[str, Any] | str | None) -> str:
+    """The customer's first message: who they are (to authenticate), then what they want.
+
+    ``instructions`` is a task's ``user_scenario.instructions`` (:func:`rewardkit.envs.tasks.instructions`):
+    tau2's mapping, or free text, which is all request.
+    """
+    if not isinstance(instructions, Mapping):
+        instructions = {"reason_for_call": instructions}
     pieces = [instructions.get("known_info"), instructions.get("reason_for_call")]
     # Some scenarios start with a stray "." (". You just lost your tablet").
     texts = [request_only(re.sub(r"^[\s.]+", "", p).rstrip()) for p in pieces if isinstance(p, str)]

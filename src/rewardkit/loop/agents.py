@@ -138,7 +138,7 @@ class CheckpointAgent:
         from swift.infer_engine import InferRequest
         from swift.template import MaxLengthError
 
-        request = InferRequest(messages=[_plain(m) for m in messages], tools=self.tools or None)
+        request = InferRequest(messages=[_template_message(m) for m in messages], tools=self.tools or None)
         try:
             with self._lock:
                 response = self.engine.infer([request], self.config, use_tqdm=False)[0]
@@ -152,7 +152,7 @@ class CheckpointAgent:
         )
 
 
-def _plain(message: Mapping[str, Any]) -> dict[str, Any]:
+def _template_message(message: Mapping[str, Any]) -> dict[str, Any]:
     """What ms-swift's templates read: role and text (it re-parses calls from the text)."""
     return {"role": message["role"], "content": message.get("content") or ""}
 

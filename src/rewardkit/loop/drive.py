@@ -7,7 +7,7 @@ the gold-agent check, the benchmarks, and trajectory synthesis and evaluation.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,8 +93,24 @@ def run_episodes(
     simulator: UserSimulator,
     limits: RolloutLimits,
     workers: int = 8,
+    system: str | None = None,
+    on_result: Callable[[int, EpisodeResult], None] | None = None,
 ) -> list[EpisodeResult]:
-    """One episode per task, ``workers`` at a time (simulator calls wait on the network, not the CPU)."""
+    """One episode per item of ``tasks`` (a task listed twice runs twice), ``workers`` at a time.
+
+    Simulator and agent calls wait on the network, not the CPU, hence threads. ``on_result(i, result)`` runs
+    in the caller's thread as each episode ends (``i`` indexes ``tasks``); the results come back in task order.
+    """
+
+    def one(task: Mapping[str, Any]) -> EpisodeResult:
+        return run_episode(domain, task, make_agent(task), simulator, limits, system)
+
+    results: list[EpisodeResult | None] = [None] * len(tasks)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_episode, domain, t, make_agent(t), simulator, limits) for t in tasks]
-        return [f.result() for f in futures]
+        futures = {pool.submit(one, task): i for i, task in enumerate(tasks)}
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            if on_result is not None:
+                on_result(i, results[i])
+    return results  # type: ignore[return-value]  # every slot is filled

@@ -150,7 +150,8 @@ class Episode:
     def progress(self) -> Progress:
         if self.gold_state is None:
             return Progress()
-        from rewardkit.rewards.episodes import communicated_texts, expected_outputs
+        from rewardkit.envs.tasks import expected_outputs
+        from rewardkit.rewards.episodes import communicated_texts
 
         said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
         return Progress(state_done=self.env.state_hash() == self.gold_state, outputs_said=said)

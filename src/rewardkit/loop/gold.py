@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardkit.rewards.episodes import expected_outputs, gold_actions
+from rewardkit.envs.tasks import expected_outputs, gold_actions
 
 DONE = "Everything you asked for is done. Is there anything else I can help you with?"
 

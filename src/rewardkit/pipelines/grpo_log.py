@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.jsonl import read_jsonl
 from rewardkit.rewards.answers import parse
-from rewardkit.runs.scoring import read_jsonl
 
 REWARD_PREFIX = "rewards/"
 
@@ -15,7 +15,7 @@ REWARD_PREFIX = "rewards/"
 def grpo_steps(logging_jsonl: Path) -> list[dict[str, Any]]:
     """One dict per logged training step (the trailing summary lines are skipped).
 
-    A torn or non-JSON line raises ``DataError`` naming ``file:line``, not a bare JSONDecodeError.
+    A torn or non-JSON line raises ``JsonlError`` naming ``file:line``, not a bare JSONDecodeError.
     """
     rows = read_jsonl(logging_jsonl)
     return [r for r in rows if "reward" in r and "global_step/max_steps" in r]
@@ -55,14 +55,14 @@ def _window_mean(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
-def summarize(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summarize_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """First and last logged steps, plus means over the first and last quarter of the run.
 
     A logged step averages only a few prompts' groups, so single points are
     noisy; the quarter windows are what "the reward went up" should rest on.
     """
     if not steps:
-        raise ValueError("no GRPO logging steps with rewards to summarize")
+        raise ValueError("no GRPO logging steps with rewards to summarize_steps")
     k = max(1, len(steps) // 4)
     return {
         "steps": [_step(steps[0]), _step(steps[-1])],

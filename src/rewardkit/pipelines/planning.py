@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.data_builders import InputSpec, write_jsonl
+from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import atomic_write_text, atomic_writer
+from rewardkit.pipelines.chain import (
+    TINY_MODEL,
+    Chain,
+    ChainOptions,
+    ChainPreset,
+    marker_path,
+    marker_value,
+)
 from rewardkit.pipelines.stages import (
     SWIFT,
     BrokenOutput,
@@ -25,45 +34,24 @@ from rewardkit.pipelines.stages import (
     PipelineError,
     Stage,
     StageError,
-    check_checkpoint,
     check_jsonl,
-    check_model_dir,
-    latest_run_dir,
-    plugin_file,
-    read_output,
-    run_sft,
 )
-from rewardkit.recipes import EXAMPLES, recipe_path
-from rewardkit.runs.scoring import read_jsonl, score_rows
+from rewardkit.recipes import EXAMPLES
+from rewardkit.runs.scoring import score_rows
 
-# Big enough to learn the format in ~2 minutes of CPU SFT (hidden 128 learned it less reliably).
-TINY_MODEL = {"vocab_size": 2048, "hidden_size": 256, "num_layers": 2}
-
-
-@dataclass(frozen=True)
-class Preset:
-    sft: str
-    grpo: str
-    reward_config: str
-    tiny: bool
-
+__all__ = ["TINY_MODEL", "CorpusError", "Options", "PlanningPipeline", "planning_corpus"]
 
 PRESETS = {
-    "tiny": Preset("planning/tiny_sft.yaml", "planning/tiny_grpo.yaml", "planning/tiny_reward_config.yaml", True),
-    "full": Preset("planning/sft.yaml", "planning/grpo.yaml", "planning/reward_config.yaml", False),
+    "tiny": ChainPreset("planning/tiny_sft.yaml", "planning/tiny_grpo.yaml", "planning/tiny_reward_config.yaml", True),
+    "full": ChainPreset("planning/sft.yaml", "planning/grpo.yaml", "planning/reward_config.yaml", False),
 }
 
 
 @dataclass(frozen=True)
-class Options:
-    preset: str = "tiny"
+class Options(ChainOptions):
     data: Path = EXAMPLES  # the packaged copy of examples/planning: no checkout or cwd needed
-    model: str | None = None  # the base model of the full preset
-    sft_steps: int | None = None
-    grpo_steps: int | None = None
     eval_rows: int | None = None
     max_new_tokens: int = 160
-    baseline: bool = False
 
 
 class CorpusError(ValueError):
@@ -98,21 +86,10 @@ def planning_corpus(data: Path = EXAMPLES) -> list[str]:
     return texts
 
 
-def _path(result: Mapping[str, Any], key: str) -> Path:
-    value = result.get(key)
-    if not isinstance(value, str):
-        raise BrokenOutput(f"its marker records no {key!r}")
-    return Path(value)
-
-
-class PlanningPipeline:
+class PlanningPipeline(Chain):
     def __init__(self, opts: Options) -> None:
-        if opts.preset not in PRESETS:
-            raise PipelineError(f"--preset: unknown {opts.preset!r}; choose from {sorted(PRESETS)}")
-        self.opts = opts
-        self.preset = PRESETS[opts.preset]
-        if not self.preset.tiny and not opts.model:
-            raise PipelineError("--model is required for the full preset (a local path or hub id of the base model)")
+        super().__init__(opts, PRESETS)
+        self.opts: Options = opts
         self.data = opts.data.resolve()
         # Checked now, not when the build stage comes after minutes of model building.
         needed = ("teacher_*.jsonl", "annotated_p*.jsonl", "annotated_test.jsonl")
@@ -128,15 +105,9 @@ class PlanningPipeline:
             stages += [Stage(name, getattr(self, name), self.check_grpo) for name in ("grpo_base", "grpo_control")]
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
-    def base_model(self, ctx: Context) -> str:
-        return ctx.results["model"]["path"] if self.preset.tiny else str(self.opts.model)
-
     # -- stages ---------------------------------------------------------------------------------
     def model(self, ctx: Context) -> dict[str, Any]:
-        from rewardkit.pipelines.tiny_model import build_tiny_model
-
-        out = build_tiny_model(ctx.workdir / "tiny-model", planning_corpus(self.data), **TINY_MODEL)
-        return {"path": str(out), "data": str(self.data), "vocab": check_model_dir(out)}
+        return {**self.build_model(ctx, planning_corpus(self.data)), "data": str(self.data)}
 
     def build(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
@@ -160,11 +131,6 @@ class PlanningPipeline:
             reports[name] = report.as_dict()
             print(f"[build] {name}: {report.render()}", file=ctx.echo)
         return {"dir": str(out), "data": str(self.data), "reports": reports}
-
-    def sft(self, ctx: Context) -> dict[str, Any]:
-        dataset = ctx.workdir / "data" / "sft.jsonl"
-        ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
-        return {"checkpoint": str(ckpt)}
 
     def _evaluate(self, ctx: Context, model: str, name: str) -> dict[str, float]:
         test = read_jsonl(ctx.workdir / "data" / "test.jsonl")[: self.opts.eval_rows]
@@ -192,30 +158,11 @@ class PlanningPipeline:
         return {"base": self._evaluate(ctx, self.base_model(ctx), "base"),
                 "sft": self._evaluate(ctx, ctx.results["sft"]["checkpoint"], "sft")}  # fmt: skip
 
-    def _grpo(self, ctx: Context, model: str, out: Path, stage: str, *extra: str) -> dict[str, Any]:
-        # The plugin's file form, absolute: it loads on every ms-swift whatever the cwd.
-        plugin = plugin_file("rewardkit.rewards")
-        cmd = [SWIFT, "rlhf", str(recipe_path(self.preset.grpo)), "--model", model,
-               "--external_plugins", plugin, "--dataset", str(ctx.workdir / "data" / "grpo.jsonl"),
-               "--output_dir", str(out), "--log_completions", "true"]  # fmt: skip
-        if self.opts.grpo_steps:
-            cmd += ["--max_steps", str(self.opts.grpo_steps)]
-        ctx.run(stage, [*cmd, *extra], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.reward_config))})
-        return {"run_dir": str(latest_run_dir(out))}
-
-    def grpo(self, ctx: Context) -> dict[str, Any]:
-        return self._grpo(ctx, ctx.results["sft"]["checkpoint"], ctx.workdir / "grpo", "grpo")
-
     def grpo_base(self, ctx: Context) -> dict[str, Any]:
-        return self._grpo(ctx, self.base_model(ctx), ctx.workdir / "grpo_base", "grpo_base")
-
-    def grpo_control(self, ctx: Context) -> dict[str, Any]:
-        # Later batches may simply hold easier prompts: the control tells that apart from learning.
-        args = ("--learning_rate", "1e-12")
-        return self._grpo(ctx, ctx.results["sft"]["checkpoint"], ctx.workdir / "grpo_control", "grpo_control", *args)
+        return self.run_grpo(ctx, "grpo_base", self.base_model(ctx))
 
     def summary(self, ctx: Context) -> dict[str, Any]:
-        from rewardkit.pipelines.grpo_log import grpo_steps, plot, summarize, think_lengths
+        from rewardkit.pipelines.grpo_log import grpo_steps, plot, summarize_steps, think_lengths
 
         evals = {k: ctx.results["eval_sft"][k] for k in ("base", "sft")}
         report: dict[str, Any] = {"preset": self.opts.preset, "eval": evals}
@@ -224,51 +171,36 @@ class PlanningPipeline:
                 continue
             run = Path(ctx.results[stage]["run_dir"])
             steps = grpo_steps(run / "logging.jsonl")
-            report[stage] = summarize(steps)
+            report[stage] = summarize_steps(steps)
             png = plot(steps, think_lengths(run / "completions.jsonl"), ctx.workdir / f"{stage}_curves.png",
                        f"planning {self.opts.preset}: {stage}")  # fmt: skip
             report[stage]["plot"] = str(png)
         atomic_write_text(ctx.workdir / "summary.json", json.dumps(report, ensure_ascii=False, indent=2) + "\n")
         return {"summary": str(ctx.workdir / "summary.json")}
 
-    # -- output checks: run before a stage's marker is written, and before a marker is trusted on a rerun --
+    # -- output checks (the model, SFT, GRPO and summary ones are the chain's) --------------------------------
     def _same_data(self, result: Mapping[str, Any]) -> None:
-        if result.get("data") not in (None, str(self.data)):
-            raise BrokenOutput(f"made from {result['data']}, but this run reads --data {self.data}")
+        made_from = marker_value(result, "data")
+        if made_from != str(self.data):
+            raise BrokenOutput(f"made from {made_from}, but this run reads --data {self.data}")
 
     def check_model(self, ctx: Context, result: Mapping[str, Any]) -> None:
         self._same_data(result)
-        vocab = check_model_dir(_path(result, "path"))
-        if result.get("vocab") not in (None, vocab):
-            raise BrokenOutput(f"the tokenizer now has {vocab} tokens, {result['vocab']} when built")
+        super().check_model(ctx, result)
 
     def check_build(self, ctx: Context, result: Mapping[str, Any]) -> None:
         self._same_data(result)
-        reports = result.get("reports") or {}
+        reports = marker_value(result, "reports")
         for name in ("sft", "grpo", "test"):
-            rows = check_jsonl(_path(result, "dir") / f"{name}.jsonl")
+            rows = check_jsonl(marker_path(result, "dir") / f"{name}.jsonl")
             written = (reports.get(name) or {}).get("written")
             if written not in (None, rows):
                 raise BrokenOutput(f"{name}.jsonl has {rows} rows, the build wrote {written}")
-
-    def check_sft(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        check_checkpoint(_path(result, "checkpoint"))
 
     def check_eval(self, ctx: Context, result: Mapping[str, Any]) -> None:
         for name in ("base", "sft"):
             if not isinstance(result.get(name), Mapping) or "weighted" not in result[name]:
                 raise BrokenOutput(f"its marker has no {name!r} scores")
 
-    def check_grpo(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        from rewardkit.pipelines.grpo_log import grpo_steps
-
-        log = _path(result, "run_dir") / "logging.jsonl"
-        steps = read_output(log, grpo_steps)
-        if not steps:
-            raise BrokenOutput(f"{log} has no logged GRPO step")
-
-    def check_summary(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        path = _path(result, "summary")
-        summary = read_output(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
-        if not isinstance(summary, dict) or "eval" not in summary:
-            raise BrokenOutput(f"{path} has no 'eval' section")
+    def summary_lacks(self, summary: Mapping[str, Any]) -> str | None:
+        return None if "eval" in summary else "has no 'eval' section"

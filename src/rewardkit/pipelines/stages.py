@@ -170,7 +170,7 @@ def read_output(path: Path, read: Callable[[Path], T]) -> T:
 
 def check_jsonl(path: Path) -> int:
     """Raise BrokenOutput unless ``path`` is a readable JSONL file with at least one row; the row count."""
-    from rewardkit.runs.scoring import read_jsonl
+    from rewardkit.files.jsonl import read_jsonl
 
     rows = read_output(path, read_jsonl)
     if not rows:

@@ -1,6 +1,6 @@
 """`rewardkit recipe run tau2`: synthesis -> cold-start SFT -> multi-turn GRPO -> evaluation, resumable.
 
-Stages: ``data`` (``synth tau2`` on the train tasks, plus the multi-turn GRPO rows), ``model``
+Stages: ``data`` (``synth tau2``, in this process, on the train tasks, plus the multi-turn GRPO rows), ``model``
 (tiny preset: the offline tiny Qwen3), ``sft`` (the cold start), ``grpo`` (``tau2_user``
 scheduler, the user simulator in the loop), ``grpo_control`` (with ``--baseline``: the same GRPO
 with a learning rate of 1e-12, which sees the same rollouts and learns nothing), one ``eval_<model>``
@@ -17,40 +17,22 @@ GRPO is ``recipes/tau2/grpo_multiturn.yaml``, and evaluation uses another simula
 from __future__ import annotations
 
 import json
-import sys
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from rewardkit.pipelines.stages import (
-    SWIFT,
-    BrokenOutput,
-    Context,
-    PipelineError,
-    Stage,
-    check_checkpoint,
-    check_jsonl,
-    check_model_dir,
-    last_checkpoint,
-    latest_run_dir,
-    plugin_file,
-    read_output,
-    run_sft,
-)
+from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
+from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
 from rewardkit.recipes import recipe_path
+from rewardkit.runs.spec import RunSpec
 
-REWARDKIT = [sys.executable, "-m", "rewardkit.cli"]
-TINY_MODEL = {"vocab_size": 2048, "hidden_size": 256, "num_layers": 2, "max_positions": 4096}
 MODELS = ("base", "sft", "grpo", "grpo_control")
+MAX_POSITIONS = 4096  # the tiny model's: multi-turn conversations are longer than planning's prompts
 
 
 @dataclass(frozen=True)
-class Preset:
-    sft: str
-    grpo: str
-    user_config: str  # REWARDKIT_CONFIG of the GRPO run (user_sim and rollout sections)
-    tiny: bool
+class Preset(ChainPreset):
     system_prompt: str | None  # None: the domain's policy
     tools: bool
     max_actions: int | None  # train tasks with at most this many gold actions (None: all)
@@ -68,25 +50,24 @@ PRESETS = {
 
 
 @dataclass(frozen=True)
-class Options:
-    preset: str = "tiny"
-    model: str | None = None  # full preset: the base model
+class Options(ChainOptions):
     agent: str = "gold"  # who synthesises: gold, or a teacher's URL
     user: str = "scripted"  # the simulator during synthesis
     eval_user: str | None = None  # the simulator during evaluation (MUA-RL: another one); default --user
-    sft_steps: int | None = None
-    grpo_steps: int | None = None
     eval_tasks: int | None = None  # the first N tasks of the held-out split only
-    baseline: bool = False
 
 
-class Tau2Pipeline:
+def _echo(ctx: Context, stage: str, line: str) -> None:
+    print(f"[{stage}] {line}", file=ctx.echo, flush=True)
+
+
+class Tau2Pipeline(Chain):
+    grpo_plugins = ("rewardkit.rewards", "rewardkit.plugins.tau2_user")  # the rewards and the multi-turn scheduler
+
     def __init__(self, opts: Options) -> None:
-        if opts.preset not in PRESETS:
-            raise PipelineError(f"--preset: unknown {opts.preset!r}; choose from {sorted(PRESETS)}")
-        self.opts, self.preset = opts, PRESETS[opts.preset]
-        if not self.preset.tiny and not opts.model:
-            raise PipelineError("--model is required for the full preset (a local path or hub id of the base model)")
+        super().__init__(opts, PRESETS)
+        self.opts: Options = opts
+        self.preset: Preset = PRESETS[opts.preset]
         if not self.preset.tiny and (opts.agent == "gold" or opts.user == "scripted"):
             raise PipelineError("the full preset synthesises with a teacher: pass --agent URL and --user URL")
         self.models = [m for m in MODELS if opts.baseline or m != "grpo_control"]
@@ -99,12 +80,13 @@ class Tau2Pipeline:
         stages += [Stage(f"eval_{m}", self._eval_stage(m), self.check_eval) for m in self.models]
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
-    # -- shared options of `synth tau2` and `eval tau2` --------------------------------------
-    def _loop_args(self) -> list[str]:
-        args = ["--max-tokens", str(self.preset.max_tokens), "--max-turns", str(self.preset.max_turns)]
-        if self.preset.system_prompt:
-            args += ["--system-prompt", str(recipe_path(self.preset.system_prompt))]
-        return [*args, "--no-tools"] if not self.preset.tools else args
+    # -- what `synth tau2` and `eval tau2` share ---------------------------------------------
+    def run_spec(self, **run: Any) -> RunSpec:
+        """A run with the preset's loop: its tokens per message, turns, system prompt and tools."""
+        prompt = self.preset.system_prompt
+        system_prompt = recipe_path(prompt) if prompt else None
+        return RunSpec(max_tokens=self.preset.max_tokens, max_turns=self.preset.max_turns, system_prompt=system_prompt,
+                       tools=self.preset.tools, **run)  # fmt: skip
 
     def train_tasks(self) -> list[str]:
         from rewardkit.envs import get_domain
@@ -117,18 +99,21 @@ class Tau2Pipeline:
 
     # -- stages ------------------------------------------------------------------------------
     def data(self, ctx: Context) -> dict[str, Any]:
+        # In-process (`rewardkit synth tau2`'s own code), then the GRPO rows from the tau2-grpo builder.
         from rewardkit.data_builders import write_jsonl
         from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
         from rewardkit.files.outputs import atomic_writer
+        from rewardkit.runs.synthesis import headline, synthesize_run
 
         out = ctx.workdir / "data"
         tasks = self.train_tasks()
-        episodes = out / "synth_episodes.jsonl"
+        sft, report_path, episodes = out / "sft.jsonl", out / "synth_report.json", out / "synth_episodes.jsonl"
+        spec = self.run_spec(agent=self.opts.agent, user=self.opts.user, split="train", tasks=tasks)
+        outputs = ["--out", str(sft), "--report", str(report_path), "--episodes", str(episodes), "--no-progress"]
+        _echo(ctx, "data", f"rewardkit synth tau2 {shlex.join([*spec.options(), *outputs])}")
         episodes.unlink(missing_ok=True)  # the stage reruns whole; `synth --resume` is for manual runs
-        ctx.run("data", [*REWARDKIT, "synth", "tau2", "--agent", self.opts.agent, "--user", self.opts.user,
-                         "--split", "train", "--tasks", ",".join(tasks), "--out", str(out / "sft.jsonl"),
-                         "--report", str(out / "synth_report.json"), "--episodes", str(episodes),
-                         "--no-progress", *self._loop_args()])  # fmt: skip
+        report = synthesize_run(spec, sft, report_path, episodes, progress=False)
+        _echo(ctx, "data", headline(report))
         rows, _ = build_tau2_grpo(Tau2Options(split="train", multi_turn=True))
         wanted = set(tasks)
         rows = [r for r in rows if json.loads(r["task"])["id"] in wanted]
@@ -139,47 +124,15 @@ class Tau2Pipeline:
             rows = [{k: v for k, v in r.items() if k != "tools"} for r in rows]
         with atomic_writer(out / "grpo.jsonl") as f:
             write_jsonl(rows, f)
-        report = json.loads((out / "synth_report.json").read_text(encoding="utf-8"))
         return {"dir": str(out), "tasks": tasks, "kept": report["kept"], "grpo_rows": len(rows)}
 
     def model(self, ctx: Context) -> dict[str, Any]:
-        from rewardkit.pipelines.tiny_model import build_tiny_model
-        from rewardkit.runs.scoring import read_jsonl
+        from rewardkit.files.jsonl import read_jsonl
 
         data = ctx.workdir / "data"
         rows = read_jsonl(data / "sft.jsonl") + read_jsonl(data / "grpo.jsonl")
         corpus = [str(m["content"]) for r in rows for m in r["messages"]]
-        out = build_tiny_model(ctx.workdir / "tiny-model", corpus, **TINY_MODEL)
-        return {"path": str(out), "vocab": check_model_dir(out)}
-
-    def base_model(self, ctx: Context) -> str:
-        return ctx.results["model"]["path"] if self.preset.tiny else str(self.opts.model)
-
-    def sft(self, ctx: Context) -> dict[str, Any]:
-        dataset = ctx.workdir / "data" / "sft.jsonl"
-        ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
-        return {"checkpoint": str(ckpt)}
-
-    def _grpo(self, ctx: Context, stage: str, *extra: str) -> dict[str, Any]:
-        # The plugins' file forms, absolute: they load on every ms-swift whatever the cwd. The files are
-        # located, not imported: the scheduler's entry file imports ms-swift at module level.
-        plugins = [plugin_file("rewardkit.rewards"), plugin_file("rewardkit.plugins.tau2_user")]
-        out = ctx.workdir / stage
-        cmd = [SWIFT, "rlhf", str(recipe_path(self.preset.grpo)), "--model", ctx.results["sft"]["checkpoint"],
-               "--dataset", str(ctx.workdir / "data" / "grpo.jsonl"), "--output_dir", str(out),
-               "--external_plugins", *plugins]  # fmt: skip
-        if self.opts.grpo_steps:
-            cmd += ["--max_steps", str(self.opts.grpo_steps), "--save_steps", str(self.opts.grpo_steps)]
-        ctx.run(stage, [*cmd, *extra], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.user_config))})
-        run = latest_run_dir(out)
-        return {"run_dir": str(run), "checkpoint": str(last_checkpoint(out))}
-
-    def grpo(self, ctx: Context) -> dict[str, Any]:
-        return self._grpo(ctx, "grpo")
-
-    def grpo_control(self, ctx: Context) -> dict[str, Any]:
-        # Later batches may simply hold easier tasks: the control tells that apart from learning.
-        return self._grpo(ctx, "grpo_control", "--learning_rate", "1e-12")
+        return self.build_model(ctx, corpus, max_positions=MAX_POSITIONS)
 
     def checkpoint(self, ctx: Context, model: str) -> str:
         return self.base_model(ctx) if model == "base" else ctx.results[model]["checkpoint"]
@@ -187,26 +140,21 @@ class Tau2Pipeline:
     def _eval_stage(self, model: str):  # returns a Stage.run callable
         def run(ctx: Context) -> dict[str, Any]:
             # In-process (`rewardkit eval tau2`'s own code): one interpreter start instead of one per split.
-            from rewardkit.cli import build_parser
-            from rewardkit.runs.episode_log import EpisodeLog
-            from rewardkit.runs.evaluation import evaluate, headline
-            from rewardkit.runs.spec import build_plan
+            from rewardkit.runs.evaluation import evaluate_run, headline
 
             user = self.opts.eval_user or self.opts.user
-            limit = ["--limit", str(self.opts.eval_tasks)] if self.opts.eval_tasks else []
-            sets = {"train": ["--split", "train", "--tasks", ",".join(ctx.results["data"]["tasks"]), *limit],
-                    "test": ["--split", "test", *limit]}  # fmt: skip
+            limit = self.opts.eval_tasks or None
+            sets = {"train": {"split": "train", "tasks": ctx.results["data"]["tasks"]}, "test": {"split": "test"}}
             out = {}
             for name, which in sets.items():
                 target = ctx.workdir / "eval" / model / name
-                argv = ["eval", "tau2", "--agent", self.checkpoint(ctx, model), "--user", user, *self._loop_args(),
-                        *which, "--trials", str(self.preset.eval_trials), "--out-dir", str(target)]  # fmt: skip
-                print(f"[eval_{model}] rewardkit {' '.join(argv)}", file=ctx.echo, flush=True)
+                spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limit,
+                                     trials=self.preset.eval_trials, **which)  # fmt: skip
+                command = shlex.join([*spec.options(), "--out-dir", str(target)])
+                _echo(ctx, f"eval_{model}", f"rewardkit eval tau2 {command}")
                 (target / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
-                plan, meta = build_plan(build_parser().parse_args(argv))
-                log = EpisodeLog(target / "episodes.jsonl", meta["run"], resume=False)
-                summary = evaluate(plan, log, target, meta, progress=False, title=f"{model} on {name} tasks")
-                print(f"[eval_{model}] {name}: {headline(summary)}", file=ctx.echo, flush=True)
+                summary = evaluate_run(spec, target, progress=False, title=f"{model} on {name} tasks")
+                _echo(ctx, f"eval_{model}", f"{name}: {headline(summary)}")
                 out[name] = str(target)
             return out
 
@@ -218,36 +166,24 @@ class Tau2Pipeline:
         path = write_summary(ctx, self.opts.preset, self.models)
         return {"summary": str(path)}
 
-    # -- output checks ---------------------------------------------------------------------------
+    # -- output checks (the model, SFT, GRPO and summary ones are the chain's) ---------------------------
     def check_data(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        data = Path(str(result.get("dir")))
-        if check_jsonl(data / "sft.jsonl") != result.get("kept"):
-            raise BrokenOutput(f"{data / 'sft.jsonl'} does not hold the {result.get('kept')} rows synthesis kept")
-        if check_jsonl(data / "grpo.jsonl") != result.get("grpo_rows"):
-            raise BrokenOutput(f"{data / 'grpo.jsonl'} does not hold {result.get('grpo_rows')} rows")
-
-    def check_model(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        if check_model_dir(Path(str(result.get("path")))) != result.get("vocab"):
-            raise BrokenOutput("the tiny model's tokenizer changed since it was built")
-
-    def check_sft(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        check_checkpoint(Path(str(result.get("checkpoint"))))
-
-    def check_grpo(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        from rewardkit.pipelines.grpo_log import grpo_steps
-
-        check_checkpoint(Path(str(result.get("checkpoint"))))
-        log = Path(str(result.get("run_dir"))) / "logging.jsonl"
-        if not read_output(log, grpo_steps):
-            raise BrokenOutput(f"{log} has no logged GRPO step")
+        data = marker_path(result, "dir")
+        marker_value(result, "tasks")  # what the evaluation of the training tasks reads
+        kept, grpo_rows = marker_value(result, "kept"), marker_value(result, "grpo_rows")
+        if check_jsonl(data / "sft.jsonl") != kept:
+            raise BrokenOutput(f"{data / 'sft.jsonl'} does not hold the {kept} rows synthesis kept")
+        if check_jsonl(data / "grpo.jsonl") != grpo_rows:
+            raise BrokenOutput(f"{data / 'grpo.jsonl'} does not hold {grpo_rows} rows")
 
     def check_eval(self, ctx: Context, result: Mapping[str, Any]) -> None:
         for name in ("train", "test"):
-            summary = Path(str(result.get(name))) / "summary.json"
-            read_output(summary, lambda p: json.loads(p.read_text(encoding="utf-8"))["pass_hat_k"])
+            path = marker_path(result, name) / "summary.json"
+            summary = read_output(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
+            if not isinstance(summary, dict) or "pass_hat_k" not in summary:
+                raise BrokenOutput(f"{path} has no 'pass_hat_k'")
 
-    def check_summary(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        path = Path(str(result.get("summary")))
-        summary = read_output(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
-        if not isinstance(summary, dict) or set(self.models) - set(summary.get("models", {})):
-            raise BrokenOutput(f"{path} lacks a model")
+    def summary_lacks(self, summary: Mapping[str, Any]) -> str | None:
+        models = summary.get("models")
+        missing = [m for m in self.models if not isinstance(models, Mapping) or m not in models]
+        return f"lacks the model(s) {', '.join(missing)}" if missing else None

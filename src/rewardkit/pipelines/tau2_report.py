@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import atomic_write_text
 from rewardkit.pipelines.stages import Context
 from rewardkit.runs.metrics import compare, episodes, task_order
-from rewardkit.runs.scoring import read_jsonl
 
 BAD_CALLS = ("SCHEMA_VIOLATION", "UNKNOWN_TOOL")  # a call the harness could not even run
 SPLITS = ("train", "test")  # the training tasks and the held-out split
@@ -39,11 +39,11 @@ def model_metrics(eval_dir: Path, records: Sequence[Mapping[str, Any]]) -> dict[
 
 
 def _grpo_curve(run_dir: Path) -> dict[str, Any]:
-    from rewardkit.pipelines.grpo_log import grpo_steps, reward_means, summarize
+    from rewardkit.pipelines.grpo_log import grpo_steps, reward_means, summarize_steps
 
     steps = grpo_steps(run_dir / "logging.jsonl")
     return {
-        **summarize(steps),
+        **summarize_steps(steps),
         "task_completion": [reward_means(s).get("TaskCompletion") for s in steps],
     }
 

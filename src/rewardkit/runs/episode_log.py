@@ -29,16 +29,15 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rewardkit.envs import Domain
+from rewardkit.envs.termination import EXCLUDED
 from rewardkit.loop.agents import Agent
 from rewardkit.loop.config import RolloutLimits
-from rewardkit.loop.drive import EpisodeResult, run_episode
-from rewardkit.envs.termination import EXCLUDED
+from rewardkit.loop.drive import EpisodeResult, run_episodes
 from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 
@@ -145,16 +144,17 @@ def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: s
     keys = {(str(t["id"]), k) for t in plan.tasks for k in range(plan.trials)}
     todo = [(t, k) for t in plan.tasks for k in range(plan.trials) if (str(t["id"]), k) not in done]
 
-    def one(task: Mapping[str, Any], trial: int) -> dict[str, Any]:
-        result = run_episode(plan.domain, task, plan.make_agent(task), plan.simulator, plan.limits, plan.system)
-        return scorer.record(result, task, trial, log.run)
+    with _Bar(len(todo), len(done), label, progress) as advance:
 
-    with _Bar(len(todo), len(done), label, progress) as advance, ThreadPoolExecutor(plan.workers) as pool:
-        futures = [pool.submit(one, task, trial) for task, trial in todo]
-        for future in as_completed(futures):
-            record = future.result()
+        def logged(i: int, result: EpisodeResult) -> None:
+            task, trial = todo[i]
+            record = scorer.record(result, task, trial, log.run)
             log.append(record)
             advance(record)
+
+        tasks = [task for task, _ in todo]
+        limits, workers = plan.limits, plan.workers
+        run_episodes(plan.domain, tasks, plan.make_agent, plan.simulator, limits, workers, plan.system, logged)
     return [r for r in log.records() if (r["task_id"], r["trial"]) in keys]
 
 

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardkit.runs.metrics import summarize, task_stats, write_task_table
 from rewardkit.files.outputs import atomic_write_text
 from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
+from rewardkit.runs.metrics import summarize_episodes, task_stats, write_task_table
+from rewardkit.runs.spec import RunSpec, build_plan
 
 FILES = ("episodes.jsonl", "tasks.jsonl", "tasks.csv", "summary.json", "eval.png")
 
@@ -29,11 +30,21 @@ def evaluate(
 
     records = run_trials(plan, log, progress=progress, label="evaluation")
     stats = task_stats(records)
-    summary = {**meta, **summarize(records, plan.trials)}
+    summary = {**meta, **summarize_episodes(records, plan.trials)}
     write_task_table(stats, out_dir / "tasks.jsonl", out_dir / "tasks.csv")
     plot_eval(summary, stats, out_dir / "eval.png", title)
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary
+
+
+def evaluate_run(
+    spec: RunSpec, out_dir: Path, resume: bool = False, progress: bool = True, title: str | None = None
+) -> dict[str, Any]:
+    """The whole of ``eval tau2`` after its options are checked: plan the spec, continue (``resume``) or
+    start ``OUT_DIR/episodes.jsonl``, run, write the tables, the summary and the plot (titled the agent)."""
+    plan, meta = build_plan(spec)
+    log = EpisodeLog(out_dir / "episodes.jsonl", meta["run"], resume)
+    return evaluate(plan, log, out_dir, meta, progress=progress, title=title or spec.agent)
 
 
 def headline(summary: Mapping[str, Any]) -> str:

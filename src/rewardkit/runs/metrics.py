@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import OutputSet
-from rewardkit.runs.scoring import read_jsonl
 
 STATUSES = ("ok", "infra_error")
 SUCCESS = 1.0 - 1e-6  # a reward this high is a success (tau-bench's tolerance around 1.0)
@@ -141,7 +141,7 @@ def _pass_k(stats: Sequence[TaskStats], trials: int | None) -> list[dict[str, An
     return out
 
 
-def summarize(records: Iterable[dict[str, Any]], trials: int | None = None) -> dict[str, Any]:
+def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = None) -> dict[str, Any]:
     """The run as one JSON-able dict: ``episodes`` and ``tasks`` counts; ``pass_hat_k``, one entry per k in
     1..``trials`` (default: the most valid trials of any task), averaged over the tasks with at least k valid
     trials (``tasks``; the others are ``skipped``, value None when none is left); episode-weighted ``mean``s
@@ -252,13 +252,13 @@ def _table_row(row: dict[str, Any]) -> TaskStats:
     return TaskStats(**{**{k: v for k, v in row.items() if k in known}, "task_id": str(row["task_id"])})
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]] | list[TaskStats]:
+def read_run(path: str | Path) -> list[dict[str, Any]] | list[TaskStats]:
     """Episode records, or ``TaskStats`` when the file is a per-task table (rows with task_id, trials, successes).
 
     The first row decides which; any row that does not fit raises ``EvalError`` naming ``file:line``.
     """
     path = Path(path)
-    rows = read_jsonl(path)  # DataError with file:line for a line that is not a JSON object
+    rows = read_jsonl(path)  # JsonlError with file:line for a line that is not a JSON object
     table = bool(rows) and {"task_id", "trials", "successes"} <= rows[0].keys()
     out: list[Any] = []
     for i, row in enumerate(rows):
@@ -276,7 +276,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]] | list[TaskStats]:
 
 
 def write_task_table(stats: Sequence[TaskStats], jsonl_path: str | Path, csv_path: str | Path | None = None) -> None:
-    """The per-task table as JSONL (which ``read_records`` reads back) and CSV; both land together or not at all."""
+    """The per-task table as JSONL (which ``read_run`` reads back) and CSV; both land together or not at all."""
     with OutputSet() as outputs:
         with outputs.open(jsonl_path) as f:
             f.writelines(json.dumps(s.row(), ensure_ascii=False) + "\n" for s in stats)

@@ -1,4 +1,4 @@
-"""Figures of an agent evaluation (``eval_metrics.summarize``) and of a run comparison (``eval_metrics.compare``).
+"""Figures of an agent evaluation (``metrics.summarize_episodes``) and of a run comparison (``metrics.compare``).
 
 matplotlib is imported inside the functions (Agg backend): importing this module costs nothing, and the
 CLI draws without a display. Each PNG replaces its path only once it is complete.
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.runs.metrics import TaskStats
 from rewardkit.files.outputs import atomic_writer
+from rewardkit.runs.metrics import TaskStats
 
 
 def _pyplot() -> Any:

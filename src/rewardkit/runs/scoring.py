@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import codecs
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from rewardkit.files.jsonl import JsonlError, read_jsonl
+
+__all__ = ["JsonlError", "ScoreTable", "read_jsonl", "score_rows"]
 
 
 @dataclass(frozen=True)
@@ -37,53 +38,6 @@ _NOT_COLUMNS = {"completion", "name", "completions", "self"}
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
-
-
-class DataError(ValueError):
-    """An input JSONL is not one JSON object per line; the message names ``file:line``."""
-
-
-def _kind(value: Any) -> str:
-    return {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean", type(None): "null"}.get(
-        type(value), "a JSON number"
-    )
-
-
-def read_jsonl(path: str | Path, required: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, each line checked: UTF-8 (a leading BOM is dropped), JSON, an object.
-
-    Every problem raises :class:`DataError` naming ``file:line``; ``required`` columns are checked per row.
-    Lines are split on ``\\n`` only (bytes), as JSONL defines them: a stray ``\\r`` or U+2028 stays inside its line.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise DataError(f"{path} is a directory, not a JSONL file")
-    rows = []
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if lineno == 1:
-                raw = raw.removeprefix(codecs.BOM_UTF8)  # editors on Windows write one; it is not data
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {raw[exc.start]:#04x} at column "
-                                f"{exc.start + 1})") from None  # fmt: skip
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            except (ValueError, RecursionError) as exc:  # e.g. an integer over 4300 digits, or [[[[… thousands deep
-                why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
-                raise DataError(f"{path}:{lineno}: JSON not readable ({why})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object per line, got {_kind(row)}")
-            missing = [k for k in required if k not in row]
-            if missing:
-                raise DataError(f"{path}:{lineno}: no {missing[0]!r} column (rows need {', '.join(required)})")
-            rows.append(row)
-    return rows
 
 
 def score_rows(

@@ -1,78 +1,100 @@
-"""The options ``rewardkit synth`` and ``rewardkit eval`` share, and the run they describe.
+"""One run of the loop, as ``rewardkit synth tau2`` and ``rewardkit eval tau2`` (and the tau2 chain) describe it.
 
 Who plays the agent (``gold``, an OpenAI-compatible URL, or a local checkpoint), who plays the
-user (``scripted`` or a URL), which domain and tasks, how many trials, the loop's limits; plus
-the run's fingerprint, which a resumed log must match.
+user (``scripted`` or a URL), which domain and tasks, how many trials, the loop's limits: a
+:class:`RunSpec`. :func:`build_plan` turns it into the plan and the run's fingerprint, which a
+resumed log must match. The flags that fill a RunSpec live in the CLI (``rewardkit.cli.synth``).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from rewardkit.envs import Domain, domain_names, get_domain
+from rewardkit.envs import Domain, get_domain
 from rewardkit.loop.agents import AgentError, make_agent_factory
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.user_sim.config import UserSimConfig, make_simulator
 from rewardkit.runs.episode_log import RunError, TrialPlan, fingerprint, select_tasks
 
-
-def add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
-    who = p.add_argument_group("agent and user")
-    who.add_argument("--agent", required=True, help="gold, an http(s):// OpenAI-compatible URL, or a model directory")
-    who.add_argument("--agent-model", help="model name at --agent URL (default: the one model it serves)")
-    who.add_argument("--temperature", type=float, default=0.0, help="the agent's sampling temperature (default 0)")
-    who.add_argument("--max-tokens", type=int, default=1024, help="the agent's tokens per message")
-    who.add_argument("--agent-retries", type=int, default=3, help="extra attempts per agent call (URL agents)")
-    who.add_argument("--agent-timeout", type=float, default=120.0, help="seconds per agent call (URL agents)")
-    who.add_argument("--user", default="scripted", help="scripted, or an http(s):// URL of a chat model")
-    who.add_argument("--user-model", help="model name at --user URL (default: the one model it serves)")
-    who.add_argument("--user-retries", type=int, default=3, help="extra attempts per simulator call")
-    who.add_argument("--user-timeout", type=float, default=60.0, help="seconds per simulator call")
-    who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator")
-    what = p.add_argument_group("tasks and loop")
-    what.add_argument("--domain", default="retail", choices=domain_names())
-    what.add_argument("--mcp", metavar="SERVER", help="take the tools from this MCP server (command line or URL)")
-    what.add_argument("--split", default=split, help=f"task split (default {split})")
-    what.add_argument("--tasks", help="comma-separated task ids within the split")
-    what.add_argument("--limit", type=int, help="only the first N tasks of the split")
-    what.add_argument("--trials", type=int, default=trials, help=f"episodes per task (default {trials})")
-    what.add_argument("--system-prompt", type=Path, help="the agent's system prompt (default: the domain's policy)")
-    what.add_argument("--no-tools", action="store_true",
-                      help="send no tool specs, write no tools column (the system prompt has them)")  # fmt: skip
-    what.add_argument("--max-turns", type=int, default=RolloutLimits.max_turns, help="agent turns per episode")
-    what.add_argument("--rule", choices=("tau2", "mua-rl"), default="tau2",
-                      help="task completion: tau2 (state and outputs) or mua-rl (state only)")  # fmt: skip
-    run = p.add_argument_group("run")
-    run.add_argument("--workers", type=int, default=8, help="episodes in flight (default 8)")
-    run.add_argument("--resume", action="store_true", help="continue the episode log; rerun failed infrastructure")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+RULES = ("tau2", "mua-rl")  # task completion: tau2 (state and outputs) or mua-rl (state only)
 
 
-def _domain(args: argparse.Namespace) -> Domain:
-    if args.mcp is None:
-        return get_domain(args.domain)
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """Everything a run of agent <-> simulated user <-> tools is made of. The defaults are the CLI's."""
+
+    # the agent
+    agent: str  # gold, an http(s):// OpenAI-compatible URL, or a model directory
+    agent_model: str | None = None  # the model at the agent URL (None: the one model it serves)
+    temperature: float = 0.0
+    max_tokens: int = 1024  # the agent's tokens per message
+    agent_retries: int = 3  # extra attempts per agent call (URL agents)
+    agent_timeout: float = 120.0  # seconds per agent call (URL agents)
+    # the user
+    user: str = "scripted"  # scripted, or an http(s):// URL of a chat model
+    user_model: str | None = None
+    user_retries: int = 3
+    user_timeout: float = 60.0
+    user_cache: Path | None = None  # SQLite reply cache of the simulator
+    # tasks and loop
+    domain: str = "retail"
+    mcp: str | None = None  # take the tools from this MCP server (command line or URL)
+    split: str
+    tasks: tuple[str, ...] | None = None  # task ids within the split (None or empty: all of them)
+    limit: int | None = None  # only the first N tasks
+    trials: int = 1  # episodes per task
+    system_prompt: Path | None = None  # the agent's system prompt (None: the domain's policy)
+    tools: bool = True  # False: send no tool specs, write no tools column (the system prompt has them)
+    max_turns: int = RolloutLimits.max_turns  # agent turns per episode
+    rule: str = "tau2"  # one of RULES
+    workers: int = 8  # episodes in flight
+
+    def __post_init__(self) -> None:
+        if self.tasks is not None:  # any sequence of ids; none at all means every task, as no --tasks does
+            object.__setattr__(self, "tasks", tuple(self.tasks) or None)
+
+    def options(self) -> list[str]:
+        """The ``synth tau2`` / ``eval tau2`` options that give this spec: ``--split`` and ``--trials``
+        always (their defaults differ between the two), every other field only where it is not the default."""
+        out: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name not in ("split", "trials") and value == f.default:
+                continue
+            if f.name == "tools":
+                out.append("--no-tools")
+            elif f.name == "tasks":
+                out += ["--tasks", ",".join(value)]
+            else:
+                out += [f"--{f.name.replace('_', '-')}", str(value)]
+        return out
+
+
+def _domain(spec: RunSpec) -> Domain:
+    if spec.mcp is None:
+        return get_domain(spec.domain)
     try:
         from rewardkit.envs.mcp_domain import mcp_domain
     except ImportError as exc:
         raise RunError(f"--mcp needs the MCP SDK ({exc}); pip install 'rewardkit[mcp]'") from exc
-    return mcp_domain(args.mcp, base=args.domain)
+    return mcp_domain(spec.mcp, base=spec.domain)
 
 
-def _user(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    if args.user == "scripted":
-        cfg = UserSimConfig(kind="scripted", cache=str(args.user_cache) if args.user_cache else None)
-    elif args.user.startswith(("http://", "https://")):
-        model = args.user_model or _only_model(args.user)
+def _user(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
+    cache = str(spec.user_cache) if spec.user_cache else None
+    if spec.user == "scripted":
+        cfg = UserSimConfig(kind="scripted", cache=cache)
+    elif spec.user.startswith(("http://", "https://")):
+        model = spec.user_model or _only_model(spec.user)
         cfg = UserSimConfig(
-            kind="openai", base_url=args.user, model=model, retries=args.user_retries, timeout_s=args.user_timeout,
-            backoff_s=0.5, concurrency=max(1, args.workers),
-            cache=str(args.user_cache) if args.user_cache else None,
+            kind="openai", base_url=spec.user, model=model, retries=spec.user_retries, timeout_s=spec.user_timeout,
+            backoff_s=0.5, concurrency=max(1, spec.workers), cache=cache,
         )  # fmt: skip
     else:
-        raise RunError(f"--user {args.user!r}: pass scripted or an http(s):// URL")
+        raise RunError(f"--user {spec.user!r}: pass scripted or an http(s):// URL")
     sim = make_simulator(cfg)
     return sim, {"kind": cfg.kind, "base_url": cfg.base_url, "model": cfg.model, "fingerprint": sim.fingerprint()}
 
@@ -86,48 +108,50 @@ def _only_model(base_url: str) -> str:
         raise RunError(f"--user {base_url}: {exc}") from exc
 
 
-def _check(args: argparse.Namespace) -> None:
+def _check(spec: RunSpec) -> None:
     lows = {"trials": 1, "workers": 1, "max_tokens": 1, "max_turns": 1, "limit": 1, "agent_retries": 0,
             "user_retries": 0}  # fmt: skip
     for name, low in lows.items():
-        value = getattr(args, name)
+        value = getattr(spec, name)
         if value is not None and value < low:
             raise RunError(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
+    if spec.rule not in RULES:
+        raise RunError(f"--rule {spec.rule!r}: choose from {', '.join(RULES)}")
 
 
-def build_plan(args: argparse.Namespace) -> tuple[TrialPlan, dict[str, Any]]:
-    """The run the options describe, and its description (``meta["run"]`` is the fingerprint)."""
-    _check(args)
-    domain = _domain(args)
-    system = args.system_prompt.read_text(encoding="utf-8") if args.system_prompt else None
-    ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    tasks = select_tasks(domain, args.split, ids, args.limit)
+def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
+    """The run the spec describes, and its description (``meta["run"]`` is the fingerprint)."""
+    _check(spec)
+    domain = _domain(spec)
+    system = spec.system_prompt.read_text(encoding="utf-8") if spec.system_prompt else None
+    tasks = select_tasks(domain, spec.split, list(spec.tasks) if spec.tasks else None, spec.limit)
     try:
-        tools = [] if args.no_tools else domain.tool_specs()
-        endpoint = {"retries": args.agent_retries, "timeout_s": args.agent_timeout, "concurrency": args.workers}
+        tools = domain.tool_specs() if spec.tools else []
+        endpoint = {"retries": spec.agent_retries, "timeout_s": spec.agent_timeout, "concurrency": spec.workers}
         make_agent, agent = make_agent_factory(
-            args.agent,
+            spec.agent,
             tools,
-            model=args.agent_model,
-            temperature=args.temperature,
-            max_tokens=args.max_tokens,
-            **(endpoint if args.agent.startswith(("http://", "https://")) else {}),
+            model=spec.agent_model,
+            temperature=spec.temperature,
+            max_tokens=spec.max_tokens,
+            **(endpoint if spec.agent.startswith(("http://", "https://")) else {}),
         )
     except AgentError as exc:
         raise RunError(str(exc)) from exc
     except ValueError as exc:
         raise RunError(str(exc)) from exc
-    simulator, user = _user(args)
-    limits = RolloutLimits(max_turns=args.max_turns)
+    simulator, user = _user(spec)
+    limits = RolloutLimits(max_turns=spec.max_turns)
     plan = TrialPlan(
-        domain=domain, tasks=tasks, trials=args.trials, make_agent=make_agent, simulator=simulator, limits=limits,
-        system=system, workers=args.workers, require_outputs=args.rule == "tau2",
+        domain=domain, tasks=tasks, trials=spec.trials, make_agent=make_agent, simulator=simulator, limits=limits,
+        system=system, workers=spec.workers, require_outputs=spec.rule == "tau2",
     )  # fmt: skip
     prompt = system if system is not None else domain.policy()
+    # The fingerprint's inputs: a log written by an earlier version must still match the same options.
     described = {
-        "domain": domain.name, "split": args.split, "agent": agent, "user": user, "rule": args.rule,
-        "system_prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "tools": not args.no_tools,
+        "domain": domain.name, "split": spec.split, "agent": agent, "user": user, "rule": spec.rule,
+        "system_prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "tools": spec.tools,
         "limits": {"max_turns": limits.max_turns, "token_budget": limits.token_budget,
                    "error_budget": limits.error_budget},
     }  # fmt: skip
-    return plan, {"run": fingerprint(described), **described, "trials": args.trials, "tasks": len(tasks)}
+    return plan, {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks)}

@@ -5,8 +5,9 @@ written as an ms-swift agent-format row (:mod:`rewardkit.data_builders.trajector
 episode that is not kept is counted under one reason, so ``read == kept + sum(rejected)``:
 
 - ``task_failed``: the episode ran to an ending and did not complete the task;
-- ``user_sim_error`` / ``agent_error``: the simulator or the agent endpoint failed
-  (infrastructure, never a failed task; ``--resume`` runs these again);
+- ``user_sim_error`` / ``agent_error`` / ``env_error``: the simulator, the agent endpoint or the tools'
+  server failed (infrastructure, :data:`~rewardkit.envs.termination.EXCLUDED`, never a failed task;
+  ``--resume`` runs these again);
 - ``duplicate``: the same conversation as an episode already kept (deterministic agents);
 - ``malformed_tool_call`` / ``empty_assistant_turn``: complete, but not something to teach.
 """
@@ -20,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.data_builders.trajectories import sft_row, trajectory_key
-from rewardkit.runs.metrics import task_order
+from rewardkit.envs.termination import EXCLUDED
 from rewardkit.files.outputs import OutputSet
 from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
+from rewardkit.runs.metrics import task_order
+from rewardkit.runs.spec import RunSpec, build_plan
 
 TASK_FAILED = "task_failed"
 DUPLICATE = "duplicate"
@@ -69,7 +72,7 @@ def select(records: list[dict[str, Any]], tools_json: str | None) -> tuple[list[
 def _reason(record: Mapping[str, Any], tools_json: str | None, seen: set[str], rows: list) -> str | None:
     """Why the episode is not kept, or None after appending its row."""
     if record["status"] != "ok":
-        return str(record["termination"])  # user_sim_error or agent_error: infrastructure, counted as such
+        return str(record["termination"])  # an EXCLUDED ending: infrastructure, counted as such
     if record["reward"] != 1.0:
         return TASK_FAILED
     row = sft_row(record["messages"], tools_json)
@@ -98,3 +101,28 @@ def synthesize(
         if report_path is not None:
             outputs.write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n", "--report")
     return report
+
+
+def synthesize_run(
+    spec: RunSpec, out: Path, report_path: Path | None, episodes: Path, resume: bool = False, progress: bool = True
+) -> dict[str, Any]:
+    """The whole of ``synth tau2`` after its options are checked: plan the spec, continue (``resume``) or
+    start the episode log at ``episodes``, run, write the kept rows to ``out`` and the report."""
+    plan, meta = build_plan(spec)
+    log = EpisodeLog(episodes, meta["run"], resume)
+    tools = json.dumps(plan.domain.tool_specs(), ensure_ascii=False) if spec.tools else None
+    return synthesize(plan, log, out, report_path, tools, meta, progress=progress)
+
+
+def headline(report: Mapping[str, Any]) -> str:
+    """One line: episodes read, kept (and over how many tasks), rejected per reason."""
+    rejected = ", ".join(f"{k} {v}" for k, v in report["rejected"].items()) or "none"
+    return (
+        f"read {report['read']}  kept {report['kept']} ({report['tasks_with_a_kept_episode']} of "
+        f"{len(report['per_task'])} tasks)  rejected: {rejected}"
+    )
+
+
+def infrastructure_errors(report: Mapping[str, Any]) -> int:
+    """Episodes rejected for an infrastructure ending (every one of EXCLUDED): the ones a resumed run retries."""
+    return sum(report["rejected"].get(t.value, 0) for t in EXCLUDED)

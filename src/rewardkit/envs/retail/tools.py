@@ -16,7 +16,7 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from rewardkit.envs.harness import Code, ToolError
+from rewardkit.envs.harness import ResultCode, ToolError
 from rewardkit.envs.retail.db import order_dict, product_dict, user_dict, variant_dict
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
@@ -25,7 +25,7 @@ CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 def _order(conn: sqlite3.Connection, order_id: str) -> sqlite3.Row:
     row = conn.execute("SELECT * FROM orders WHERE order_id = ?", (order_id,)).fetchone()
     if row is None:
-        raise ToolError(Code.NOT_FOUND, "Order not found")
+        raise ToolError(ResultCode.NOT_FOUND, "Order not found")
     return row
 
 
@@ -34,16 +34,16 @@ def _payment_method(conn: sqlite3.Connection, user_id: str, method_id: str) -> s
         "SELECT * FROM payment_methods WHERE user_id = ? AND id = ?", (user_id, method_id)
     ).fetchone()  # fmt: skip
     if row is None:
-        raise ToolError(Code.NOT_FOUND, "Payment method not found")
+        raise ToolError(ResultCode.NOT_FOUND, "Payment method not found")
     return row
 
 
 def _variant(conn: sqlite3.Connection, product_id: str, item_id: str) -> sqlite3.Row:
     if conn.execute("SELECT 1 FROM products WHERE product_id = ?", (product_id,)).fetchone() is None:
-        raise ToolError(Code.NOT_FOUND, "Product not found")
+        raise ToolError(ResultCode.NOT_FOUND, "Product not found")
     row = conn.execute("SELECT * FROM variants WHERE product_id = ? AND item_id = ?", (product_id, item_id)).fetchone()
     if row is None:
-        raise ToolError(Code.NOT_FOUND, "Variant not found")
+        raise ToolError(ResultCode.NOT_FOUND, "Variant not found")
     return row
 
 
@@ -68,7 +68,7 @@ def _add_to_gift_card(conn: sqlite3.Connection, method: sqlite3.Row, amount: flo
     if method["source"] == "gift_card":
         balance = round(method["balance"] + amount, 2)
         if balance < 0:
-            raise ToolError(Code.INSUFFICIENT_FUNDS, "Insufficient gift card balance")
+            raise ToolError(ResultCode.INSUFFICIENT_FUNDS, "Insufficient gift card balance")
         conn.execute("UPDATE payment_methods SET balance = ? WHERE id = ?", (balance, method["id"]))
 
 
@@ -77,7 +77,7 @@ def _check_items_in_order(item_ids: list[str], items: list[sqlite3.Row], message
     have = Counter(i["item_id"] for i in items)
     for item_id, count in Counter(item_ids).items():
         if count > have[item_id]:
-            raise ToolError(Code.NOT_FOUND, message.format(item_id=item_id))
+            raise ToolError(ResultCode.NOT_FOUND, message.format(item_id=item_id))
 
 
 def _price_difference(conn: sqlite3.Connection, items: list[sqlite3.Row], pairs: list[tuple[str, str]]) -> tuple:
@@ -88,7 +88,7 @@ def _price_difference(conn: sqlite3.Connection, items: list[sqlite3.Row], pairs:
         item = next(i for i in items if i["item_id"] == item_id)
         variant = _variant(conn, item["product_id"], new_item_id)
         if not variant["available"]:
-            raise ToolError(Code.PRECONDITION_FAILED, f"New item {new_item_id} not found or available")
+            raise ToolError(ResultCode.PRECONDITION_FAILED, f"New item {new_item_id} not found or available")
         diff += variant["price"] - item["price"]
     return diff, variant
 
@@ -101,7 +101,7 @@ def find_user_id_by_email(conn: sqlite3.Connection, email: str) -> str:
     for row in conn.execute("SELECT user_id, email FROM users ORDER BY position"):
         if row["email"].lower() == wanted:
             return row["user_id"]
-    raise ToolError(Code.NOT_FOUND, "User not found")
+    raise ToolError(ResultCode.NOT_FOUND, "User not found")
 
 
 def find_user_id_by_name_zip(conn: sqlite3.Connection, first_name: str, last_name: str, zip: str) -> str:
@@ -109,12 +109,12 @@ def find_user_id_by_name_zip(conn: sqlite3.Connection, first_name: str, last_nam
     for row in rows:
         if row["first_name"].lower() == first_name.lower() and row["last_name"].lower() == last_name.lower():
             return row["user_id"]
-    raise ToolError(Code.NOT_FOUND, "User not found")
+    raise ToolError(ResultCode.NOT_FOUND, "User not found")
 
 
 def _found(value: Any, what: str) -> Any:
     if value is None:
-        raise ToolError(Code.NOT_FOUND, f"{what} not found")
+        raise ToolError(ResultCode.NOT_FOUND, f"{what} not found")
     return value
 
 
@@ -155,9 +155,9 @@ def transfer_to_human_agents(conn: sqlite3.Connection, summary: str) -> str:
 def cancel_pending_order(conn: sqlite3.Connection, order_id: str, reason: str) -> dict[str, Any]:
     order = _order(conn, order_id)
     if order["status"] != "pending":
-        raise ToolError(Code.PRECONDITION_FAILED, "Non-pending order cannot be cancelled")
+        raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be cancelled")
     if reason not in CANCEL_REASONS:
-        raise ToolError(Code.INVALID_ARGUMENT, f"Invalid reason; use one of {list(CANCEL_REASONS)}")
+        raise ToolError(ResultCode.INVALID_ARGUMENT, f"Invalid reason; use one of {list(CANCEL_REASONS)}")
     for payment in _payments(conn, order_id):  # one refund per payment, gift cards credited at once
         method = _payment_method(conn, order["user_id"], payment["payment_method_id"])
         _add_to_gift_card(conn, method, payment["amount"])
@@ -170,7 +170,7 @@ def _swap_check(conn: sqlite3.Connection, order: sqlite3.Row, item_ids: list[str
     items = _items(conn, order["order_id"])
     _check_items_in_order(item_ids, items, "{item_id} not found")
     if len(item_ids) != len(new_item_ids):
-        raise ToolError(Code.INVALID_ARGUMENT, "The number of items to be exchanged should match")
+        raise ToolError(ResultCode.INVALID_ARGUMENT, "The number of items to be exchanged should match")
     return items
 
 
@@ -179,12 +179,12 @@ def exchange_delivered_order_items(
 ) -> dict[str, Any]:
     order = _order(conn, order_id)
     if order["status"] != "delivered":
-        raise ToolError(Code.PRECONDITION_FAILED, "Non-delivered order cannot be exchanged")
+        raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-delivered order cannot be exchanged")
     items = _swap_check(conn, order, item_ids, new_item_ids)
     diff = round(_price_difference(conn, items, list(zip(item_ids, new_item_ids, strict=True)))[0], 2)
     method = _payment_method(conn, order["user_id"], payment_method_id)
     if method["source"] == "gift_card" and method["balance"] < diff:
-        raise ToolError(Code.INSUFFICIENT_FUNDS, "Insufficient gift card balance to pay for the price difference")
+        raise ToolError(ResultCode.INSUFFICIENT_FUNDS, "Insufficient gift card balance to pay for the price difference")
     # Nothing is charged yet: the difference settles when the exchange is processed.
     conn.execute(
         "UPDATE orders SET status = 'exchange requested', exchange_items = ?, exchange_new_items = ?, "
@@ -199,12 +199,14 @@ def return_delivered_order_items(
 ) -> dict[str, Any]:
     order = _order(conn, order_id)
     if order["status"] != "delivered":
-        raise ToolError(Code.PRECONDITION_FAILED, "Non-delivered order cannot be returned")
+        raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-delivered order cannot be returned")
     method = _payment_method(conn, order["user_id"], payment_method_id)
     payments = _payments(conn, order_id)
     original = payments[0]["payment_method_id"] if payments else None
     if method["source"] != "gift_card" and payment_method_id != original:
-        raise ToolError(Code.PRECONDITION_FAILED, "Payment method should be the original payment method or a gift card")
+        raise ToolError(
+            ResultCode.PRECONDITION_FAILED, "Payment method should be the original payment method or a gift card"
+        )
     _check_items_in_order(item_ids, _items(conn, order_id), "Some item not found")
     conn.execute(
         "UPDATE orders SET status = 'return requested', return_items = ?, return_payment_method_id = ? "
@@ -222,7 +224,7 @@ def modify_pending_order_address(
 ) -> dict[str, Any]:
     order = _order(conn, order_id)
     if "pending" not in order["status"]:  # tau2: any pending state, "pending (item modified)" included
-        raise ToolError(Code.PRECONDITION_FAILED, "Non-pending order cannot be modified")
+        raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be modified")
     conn.execute(
         f"UPDATE orders SET {_ADDRESS_SET} WHERE order_id = ?",
         (address1, address2, city, state, country, zip, order_id),
@@ -235,14 +237,14 @@ def modify_pending_order_items(
 ) -> dict[str, Any]:
     order = _order(conn, order_id)
     if order["status"] != "pending":  # tau2: items can be modified once, so strictly "pending"
-        raise ToolError(Code.PRECONDITION_FAILED, "Non-pending order cannot be modified")
+        raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be modified")
     items = _swap_check(conn, order, item_ids, new_item_ids)
     if any(old == new for old, new in zip(item_ids, new_item_ids, strict=True)):
-        raise ToolError(Code.INVALID_ARGUMENT, "The new item id should be different from the old item id")
+        raise ToolError(ResultCode.INVALID_ARGUMENT, "The new item id should be different from the old item id")
     diff, last_variant = _price_difference(conn, items, list(zip(item_ids, new_item_ids, strict=True)))
     method = _payment_method(conn, order["user_id"], payment_method_id)
     if method["source"] == "gift_card" and method["balance"] < diff:
-        raise ToolError(Code.INSUFFICIENT_FUNDS, "Insufficient gift card balance to pay for the new item")
+        raise ToolError(ResultCode.INSUFFICIENT_FUNDS, "Insufficient gift card balance to pay for the new item")
     _append_payment(conn, order_id, "payment" if diff > 0 else "refund", abs(diff), payment_method_id)
     _add_to_gift_card(conn, method, -diff)
     # As in tau2, each pair rewrites the first line whose *current* id matches, and every rewritten
@@ -263,16 +265,16 @@ def modify_pending_order_items(
 def modify_pending_order_payment(conn: sqlite3.Connection, order_id: str, payment_method_id: str) -> dict[str, Any]:
     order = _order(conn, order_id)
     if "pending" not in order["status"]:
-        raise ToolError(Code.PRECONDITION_FAILED, "Non-pending order cannot be modified")
+        raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be modified")
     method = _payment_method(conn, order["user_id"], payment_method_id)
     payments = _payments(conn, order_id)
     if len(payments) != 1 or payments[0]["transaction_type"] != "payment":
-        raise ToolError(Code.PRECONDITION_FAILED, "There should be exactly one payment for a pending order")
+        raise ToolError(ResultCode.PRECONDITION_FAILED, "There should be exactly one payment for a pending order")
     old_id, amount = payments[0]["payment_method_id"], payments[0]["amount"]
     if old_id == payment_method_id:
-        raise ToolError(Code.INVALID_ARGUMENT, "The new payment method should be different from the current one")
+        raise ToolError(ResultCode.INVALID_ARGUMENT, "The new payment method should be different from the current one")
     if method["source"] == "gift_card" and method["balance"] < amount:
-        raise ToolError(Code.INSUFFICIENT_FUNDS, "Insufficient gift card balance to pay for the order")
+        raise ToolError(ResultCode.INSUFFICIENT_FUNDS, "Insufficient gift card balance to pay for the order")
     _append_payment(conn, order_id, "payment", amount, payment_method_id)
     _append_payment(conn, order_id, "refund", amount, old_id)
     _add_to_gift_card(conn, method, -amount)
@@ -287,5 +289,5 @@ def modify_user_address(
         f"UPDATE users SET {_ADDRESS_SET} WHERE user_id = ?", (address1, address2, city, state, country, zip, user_id)
     )
     if cur.rowcount == 0:
-        raise ToolError(Code.NOT_FOUND, "User not found")
+        raise ToolError(ResultCode.NOT_FOUND, "User not found")
     return get_user_details(conn, user_id)

@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
 OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
-STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
 # The agent's opening line in tau2-bench; the simulator's history starts with it.
 GREETING = "Hi! How can I help you today?"
 

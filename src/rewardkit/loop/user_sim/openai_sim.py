@@ -38,7 +38,7 @@ def render_scenario(scenario: Mapping[str, Any]) -> str:
     lines = []
     if scenario.get("persona") is not None:
         lines.append(_block("Persona", str(scenario["persona"])))
-    instructions = scenario.get("instructions")
+    instructions = scenario.get("instructions")  # checked by rewardkit.envs.tasks: a mapping or free text
     if isinstance(instructions, Mapping):
         parts = []
         if instructions.get("domain") is not None:

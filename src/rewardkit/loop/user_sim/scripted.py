@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs.scenario import first_person, request_only
+from rewardkit.envs.tasks import instructions, known_info, reason_for_call
 from rewardkit.loop.user_sim.base import STOP, TRANSFER, Progress, Turn
 
 VERSION = 1  # bump when a rule changes: cached scripted replies must not survive it
@@ -41,14 +42,6 @@ GO_AHEAD = "Yes, please go ahead."
 NO_DETAILS = "Sorry, I don't have any account details to share."
 
 
-def _instructions(task: Mapping[str, Any]) -> Mapping[str, Any] | str:
-    scenario = task.get("user_scenario")
-    instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None
-    if not isinstance(instructions, Mapping | str):
-        raise ValueError(f"task {task.get('id')!r} has no user_scenario.instructions")
-    return instructions
-
-
 def _customer_text(text: object) -> str:
     """tau2's second-person ``text`` in the customer's words, simulator-only sentences dropped."""
     if not isinstance(text, str):
@@ -72,10 +65,9 @@ class ScriptedSimulator:
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
         if not dialogue or dialogue[-1].role != "agent":
             raise ValueError("the dialogue must start with the agent's greeting and end with an agent turn")
-        instructions = _instructions(task)
-        reason = _customer_text(
-            instructions.get("reason_for_call") if isinstance(instructions, Mapping) else instructions
-        )
+        if instructions(task) is None:
+            raise ValueError(f"task {task.get('id')!r} has no user_scenario.instructions")
+        reason = _customer_text(reason_for_call(task))
         if not reason:
             raise ValueError(f"task {task.get('id')!r} has no reason for the call to state")
         if not any(turn.role == "user" for turn in dialogue):
@@ -86,8 +78,7 @@ class ScriptedSimulator:
         if _transferred(said):
             return TRANSFERRED
         if _ASKS_IDENTITY.search(said):
-            known = instructions.get("known_info") if isinstance(instructions, Mapping) else None
-            return _customer_text(known) or NO_DETAILS
+            return _customer_text(known_info(task)) or NO_DETAILS
         if _ASKS_CONFIRMATION.search(said):
             return GO_AHEAD
         return f"As I said: {reason}"

@@ -1,0 +1,276 @@
+"""Loading a configuration: a :class:`ConfigSchema` lists the sections it knows; it checks and builds them.
+
+Each layer composes the schema of what it knows: the rewards theirs (``rewardkit.rewards.config.REWARD_SCHEMA``,
+which accepts the sections of the multi-turn loop as reserved keys that only have to be mappings), the loop the
+whole file (``rewardkit.loop.config.RUN_SCHEMA``). Values come from the declared defaults, then the YAML file
+(``path`` or ``$REWARDKIT_CONFIG``), then ``overrides``; each source is checked on its own, and the merged result
+once more, so a message names the file (or ``overrides``) and the dotted key: an unknown key names the valid ones,
+a wrong type or range names the expected values, the default and the meaning, and NaN or infinity is refused
+anywhere.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import Any, TypeVar
+
+from jsonschema import Draft202012Validator
+
+from rewardkit.config.declare import (
+    ConfigError,
+    allowed,
+    check_declared,
+    defaults_of,
+    describe,
+    hints,
+    object_schema,
+    plain,
+    yaml_scalar,
+)
+from rewardkit.config.declare import build as build_section
+from rewardkit.config.read import read_config_file
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Config:
+    """A loaded configuration: the schema's top-level settings plus one instance of every section.
+
+    ``cfg.section(ThinkLengthConfig)`` is a section, typed; ``cfg.think_length`` is the same by key. The top-level
+    settings read as attributes too (``cfg.schema``, ``cfg.backend``), as in the YAML.
+    """
+
+    shared: Any  # an instance of the schema's top-level class, or None
+    sections: Mapping[str, Any]  # section key -> its dataclass instance
+
+    def section(self, cls: type[S]) -> S:
+        """The section that ``cls`` declares (``cls.SECTION``)."""
+        return typing.cast(S, self.sections[cls.SECTION])  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # pickle and copy probe for dunders on a bare instance
+            raise AttributeError(name)
+        sections = self.__dict__.get("sections", {})
+        if name in sections:
+            return sections[name]
+        shared = self.__dict__.get("shared")
+        if shared is not None and name in _field_names(type(shared)):
+            return getattr(shared, name)
+        raise AttributeError(f"{type(self).__name__} has no setting or section {name!r}")
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+class ConfigSchema:
+    """The sections one layer reads: ``shared`` (top-level keys), ``sections`` (``key:`` mappings, in the order
+    the reference lists them) and ``reserved`` (key -> meaning: sections owned by a higher layer, accepted here as
+    any mapping). ``reference`` is the file that lists every key, named in messages."""
+
+    def __init__(
+        self,
+        *,
+        shared: type | None = None,
+        sections: Sequence[type] = (),
+        reserved: Mapping[str, str] | None = None,
+        reference: str = "",
+        config_class: type[Config] = Config,
+    ) -> None:
+        for cls in (*([shared] if shared is not None else []), *sections):
+            check_declared(cls)
+        keys = [getattr(cls, "SECTION", None) for cls in sections]
+        if not all(keys):
+            raise TypeError("every section needs @config_section(key)")
+        top = list(_field_names(shared)) if shared is not None else []
+        names = [*top, *keys, *(reserved or {})]
+        clash = sorted({k for k in names if names.count(k) > 1})
+        if clash:
+            raise TypeError(f"config keys {clash} are declared twice")
+        self.shared = shared
+        self.sections: tuple[type, ...] = tuple(sections)
+        self.reserved: dict[str, str] = dict(reserved or {})
+        self.reference = reference
+        self.config_class = config_class
+
+    def __repr__(self) -> str:
+        return f"ConfigSchema({', '.join(c.SECTION for c in self.sections)})"  # type: ignore[attr-defined]
+
+    @cached_property
+    def json_schema(self) -> dict[str, Any]:
+        schema = object_schema(self.shared) if self.shared is not None else _empty_object()
+        for cls in self.sections:
+            schema["properties"][cls.SECTION] = object_schema(cls)
+        for key in self.reserved:
+            schema["properties"][key] = {"type": "object"}
+        return schema
+
+    @cached_property
+    def _validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.json_schema)
+
+    @cached_property
+    def _defaults(self) -> dict[str, Any]:
+        out = defaults_of(self.shared) if self.shared is not None else {}
+        out.update({cls.SECTION: defaults_of(cls) for cls in self.sections})
+        out.update({key: {} for key in self.reserved})
+        return out
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Every key with its default, as the YAML data it is written as (a copy)."""
+        return copy.deepcopy(self._defaults)
+
+    # ----------------------------------------------------------------------------------------------------------------
+
+    def load(self, overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None) -> Any:
+        """Defaults <- YAML file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides``, checked at each step."""
+        raw = self.defaults
+        loaded, source = read_config_file(path)
+        if loaded:
+            self.validate(loaded, source)
+            raw = merge(raw, loaded)
+        if overrides:
+            self.validate(overrides, "overrides")
+            raw = merge(raw, overrides)
+        self.validate(raw, source)
+        return self.build(raw)
+
+    def of(self, *parts: Any) -> Any:
+        """The defaults with whole sections replaced by ``parts`` (instances of the top-level class or of a
+        section), checked like a file; never reads ``$REWARDKIT_CONFIG``."""
+        raw = self.defaults
+        for part in parts:
+            if self.shared is not None and isinstance(part, self.shared):
+                raw.update(plain(part))
+            else:
+                raw[type(part).SECTION] = plain(part)
+        self.validate(raw, "code")
+        return self.build(raw)
+
+    def section(self, cls: type[S], raw: Any, source: str) -> S:
+        """One section from its own mapping ``raw`` (a file's ``key:`` block; None: the defaults), checked as if
+        it stood in a file named ``source``."""
+        if cls not in self.sections:
+            raise TypeError(f"{cls.__qualname__} is not a section of {self!r}")
+        key = cls.SECTION  # type: ignore[attr-defined]
+        if raw is None:
+            raw = {}
+        self.validate({key: raw}, source)
+        merged = merge(self._defaults[key], raw)
+        self.validate({key: merged}, source)
+        return build_section(cls, merged)
+
+    def build(self, raw: Mapping[str, Any]) -> Any:
+        """The config from a complete, validated mapping."""
+        built = {cls.SECTION: build_section(cls, raw[cls.SECTION]) for cls in self.sections}
+        shared = None
+        if self.shared is not None:
+            shared = build_section(self.shared, {k: raw[k] for k in _field_names(self.shared)})
+        return self.config_class(shared=shared, sections=built)
+
+    # ----------------------------------------------------------------------------------------------------------------
+
+    def validate(self, raw: Mapping[str, Any], source: str) -> None:
+        """Raise one ConfigError, naming ``source`` and the dotted key, for the first thing wrong in ``raw``."""
+        bad = _non_finite(raw)
+        if bad is not None:
+            key, value = bad
+            raise _fail(source, key, f"{value!r} is not a finite number; every numeric setting must be finite")
+        for error in sorted(self._validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path))):
+            path = list(map(str, error.absolute_path))
+            if error.validator == "additionalProperties":
+                known = error.schema.get("properties", {})
+                extra = sorted((str(k) for k in error.instance if k not in known), key=str)
+                raise _fail(source, ".".join([*path, *extra[:1]]), f"unknown key; valid keys here are {sorted(known)}")
+            raise _fail(source, ".".join(path), f"{error.message}; {self._expected(path)}")
+        classes = [*self.sections, *([self.shared] if self.shared is not None else [])]
+        for cls in classes:
+            section = raw.get(cls.SECTION, {}) if cls.SECTION else raw
+            check = getattr(cls, "check", None)
+            found = check(section) if check is not None and isinstance(section, Mapping) else None
+            if found is not None:
+                key, message = found
+                raise _fail(source, f"{cls.SECTION}.{key}" if cls.SECTION else key, message)
+
+    def field_at(self, path: Sequence[str]) -> tuple[type, dataclasses.Field[Any]] | type | None:
+        """What a dotted path names: (owner class, field) for a setting, the class for a section, else None."""
+        if not path:
+            return None
+        by_key = {cls.SECTION: cls for cls in self.sections}
+        cls: Any = by_key.get(path[0])
+        rest = list(path[1:])
+        if cls is None:
+            cls, rest = self.shared, list(path)
+        if cls is None:
+            return None
+        if not rest:
+            return cls
+        for i, name in enumerate(rest):
+            fields = {f.name: f for f in dataclasses.fields(cls)}
+            if name not in fields:
+                return None
+            if i == len(rest) - 1:
+                return cls, fields[name]
+            cls = hints(cls)[name]
+            if not dataclasses.is_dataclass(cls):
+                return None
+        return None
+
+    def _expected(self, path: list[str]) -> str:
+        where = f"every key, its default and its meaning are in {self.reference or 'the reference'}"
+        found = self.field_at(path)
+        if found is None:
+            return where
+        if isinstance(found, type):
+            return f"expected {describe(object_schema(found))}; {where}"
+        owner, f = found
+        return f"expected {allowed(owner, f)} (default {yaml_scalar(plain(f.default))}): {f.metadata['doc']}"
+
+
+def _empty_object() -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "properties": {}}
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` laid over it, mappings merged key by key (both left unchanged)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _fail(source: str, key: str, message: str) -> ConfigError:
+    return ConfigError(f"{source}: {key or '<root>'}: {message}")
+
+
+def _non_finite(value: Any, path: tuple[str, ...] = (), seen: frozenset[int] = frozenset()) -> tuple[str, Any] | None:
+    """The dotted key and value of the first NaN or infinity under ``value``, if any.
+
+    JSON Schema's ``number`` admits NaN and infinities, and NaN passes every
+    ``minimum``/``maximum`` (all comparisons are false): only this catches them.
+    ``seen`` guards against YAML anchors that make a list contain itself.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".".join(path), value
+    if id(value) in seen or not isinstance(value, (Mapping, list)):
+        return None
+    seen = seen | {id(value)}
+    items = value.items() if isinstance(value, Mapping) else enumerate(value)
+    for key, item in items:
+        found = _non_finite(item, (*path, str(key)), seen)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,153 @@
+"""One run specification: the CLI's flags map onto a RunSpec and back, the tau2 chain builds the same
+RunSpec its old command lines gave, runs/ and pipelines/ never touch argparse, and every infrastructure
+ending (``EXCLUDED``, ``env_error`` included) earns the ``--resume`` hint of ``synth tau2`` and ``eval tau2``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from rewardkit.cli import build_parser, main
+from rewardkit.cli.synth import _run_spec
+from rewardkit.envs.termination import EXCLUDED
+from rewardkit.recipes import recipe_path
+from rewardkit.runs.spec import RunSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+HINT = "episode(s) hit an infrastructure error; rerun with --resume to retry them"
+PROMPT = recipe_path("tau2/tiny_system_prompt.txt")
+OUTPUTS = {"synth": ["--out", "sft.jsonl"], "eval": ["--out-dir", "d"]}
+
+
+def parsed(command: str, *options: str) -> RunSpec:
+    return _run_spec(build_parser().parse_args([command, "tau2", *options, *OUTPUTS[command]]))
+
+
+TINY_LOOP = RunSpec(agent="gold", split="train", tasks=("10", "57"), tools=False, system_prompt=PROMPT,
+                    max_tokens=128, max_turns=4)  # fmt: skip
+EVERY_FIELD = RunSpec(
+    agent="http://127.0.0.1:1/v1", agent_model="m", temperature=0.7, agent_retries=0, agent_timeout=5.5,
+    user="http://127.0.0.1:2/v1", user_model="u", user_retries=1, user_timeout=2.0, user_cache=Path("c.sqlite"),
+    mcp="python server.py", split="test", limit=3, trials=2, rule="mua-rl", workers=2,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "spec"),
+    [("synth", RunSpec(agent="gold", split="train")), ("eval", RunSpec(agent="gold", split="test", trials=4)),
+     ("synth", TINY_LOOP), ("eval", EVERY_FIELD)],
+    ids=["synth-defaults", "eval-defaults", "tiny-loop", "every-field"],
+)  # fmt: skip
+def test_the_options_of_a_spec_parse_back_to_it(command: str, spec: RunSpec) -> None:
+    assert parsed(command, *spec.options()) == spec
+
+
+def test_the_cli_defaults_are_the_spec_defaults() -> None:
+    # --split and --trials are the two defaults that differ between synth and eval.
+    assert parsed("synth", "--agent", "gold") == RunSpec(agent="gold", split="train", trials=1)
+    assert parsed("eval", "--agent", "gold") == RunSpec(agent="gold", split="test", trials=4)
+
+
+@pytest.mark.parametrize(("tasks", "expected"), [("10, 57,", ("10", "57")), ("", None), (",", None)])
+def test_tasks_are_split_on_commas_and_none_means_all(tasks: str, expected: tuple[str, ...] | None) -> None:
+    assert parsed("synth", "--agent", "gold", "--tasks", tasks).tasks == expected
+    assert RunSpec(agent="gold", split="train", tasks=list(expected or [])).tasks == expected
+
+
+def test_the_tau2_chain_builds_the_spec_its_command_lines_gave() -> None:
+    from rewardkit.pipelines.tau2 import Options, Tau2Pipeline
+
+    loop = ["--max-tokens", "128", "--max-turns", "4", "--system-prompt", str(PROMPT), "--no-tools"]
+    chain = Tau2Pipeline(Options(eval_tasks=2))
+    synth = chain.run_spec(agent="gold", user="scripted", split="train", tasks=["24", "50"])
+    assert synth == parsed("synth", "--agent", "gold", "--user", "scripted", "--split", "train",
+                           "--tasks", "24,50", *loop)  # fmt: skip
+    evaluation = chain.run_spec(agent="m", user="scripted", split="test", limit=2, trials=1)
+    assert evaluation == parsed("eval", "--agent", "m", "--user", "scripted", *loop, "--split", "test",
+                                "--limit", "2", "--trials", "1")  # fmt: skip
+
+
+def test_the_tau2_data_stage_synthesises_in_process(tmp_path: Path) -> None:
+    import io
+
+    from rewardkit.pipelines.stages import Context, run_stages
+    from rewardkit.pipelines.tau2 import Options, Tau2Pipeline
+
+    chain, ctx = Tau2Pipeline(Options()), Context(workdir=tmp_path, echo=io.StringIO())
+    [data] = run_stages(chain.stages()[:1], ctx).values()
+    log = ctx.echo.getvalue()
+    n = len(data["tasks"])
+    assert n == len(chain.train_tasks()) > 0 and data["kept"] == data["grpo_rows"] == n  # gold completes every task
+    assert (
+        f"[data] rewardkit synth tau2 --agent gold --max-tokens 128 --split train --tasks {','.join(data['tasks'])}"
+        in log
+    )
+    assert f"[data] read {n}  kept {n} ({n} of {n} tasks)  rejected: none" in log
+    report = json.loads((tmp_path / "data" / "synth_report.json").read_text(encoding="utf-8"))
+    assert report["run"] == build_plan_meta(chain.run_spec(agent="gold", split="train", tasks=data["tasks"]))["run"]
+
+
+def build_plan_meta(spec: RunSpec) -> dict:
+    from rewardkit.runs.spec import build_plan
+
+    return build_plan(spec)[1]
+
+
+@pytest.mark.parametrize("folder", ["src/rewardkit/runs", "src/rewardkit/pipelines"])
+def test_runs_and_pipelines_never_import_argparse(folder: str) -> None:
+    files = sorted((ROOT / folder).glob("*.py"))
+    assert files
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert "argparse" not in names, path
+            assert "rewardkit.cli" not in names and not any(n.startswith("rewardkit.cli.") for n in names), path
+
+
+# -- the --resume hint ---------------------------------------------------------------------------------------
+@pytest.fixture
+def unreachable_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retail domain with a tools' server that cannot be reached: every episode ends in env_error."""
+    import rewardkit.runs.spec as spec_module
+
+    def unreachable(db_path: object) -> object:
+        raise ConnectionError("tools' server at 127.0.0.1:1 refused the connection")
+
+    real = spec_module.get_domain
+    monkeypatch.setattr(spec_module, "get_domain", lambda name: dataclasses.replace(real(name), make_env=unreachable))
+
+
+@pytest.mark.parametrize("command", ["synth", "eval"])
+@pytest.mark.parametrize("broken", [True, False], ids=["env_error", "healthy"])
+def test_an_env_error_episode_earns_the_resume_hint(
+    command: str, broken: bool, request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if broken:
+        request.getfixturevalue("unreachable_tools")
+    out = ["--out", str(tmp_path / "sft.jsonl"), "--report", str(tmp_path / "r.json")]
+    argv = ["synth", "tau2", "--tasks", "10", *out] if command == "synth" else ["eval", "tau2", "--split", "test",
+            "--limit", "1", "--trials", "1", "--out-dir", str(tmp_path / "d")]  # fmt: skip
+    assert main([*argv, "--agent", "gold", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert (f"1 {HINT}" in err) is broken, err
+    if command == "synth":
+        report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+        assert report["rejected"] == ({"env_error": 1} if broken else {})
+    else:
+        summary = json.loads((tmp_path / "d" / "summary.json").read_text(encoding="utf-8"))
+        assert summary["episodes"]["infra_error"] == int(broken)
+        assert summary["termination"].get("env_error", 0) == int(broken)
+
+
+def test_every_excluded_ending_counts_as_infrastructure() -> None:
+    from rewardkit.runs.synthesis import infrastructure_errors
+
+    rejected = {t.value: 1 for t in EXCLUDED} | {"task_failed": 5, "duplicate": 2}
+    assert infrastructure_errors({"rejected": rejected}) == len(EXCLUDED) == 3
+    assert infrastructure_errors({"rejected": {"task_failed": 5}}) == 0

@@ -1,0 +1,86 @@
+"""One task validator (rewardkit.envs.tasks): the builder, the rewards and the scheduler judge a task alike."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+from rewardkit.envs import get_domain
+from rewardkit.envs.retail.domain import tasks
+from rewardkit.envs.scenario import opening_turn
+from rewardkit.envs.tasks import TaskError, instructions, known_info, reason_for_call, task_problem
+from rewardkit.loop.user_sim.base import Progress, Turn
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+from rewardkit.rewards import TaskCompletion
+
+TASK = tasks()["0"]
+TOOLS = frozenset(get_domain("retail").tools)
+
+
+def changed(path: str, value: Any) -> dict[str, Any]:
+    """Task 0 with the value at ``path`` ("a.b.c") replaced."""
+    out = copy.deepcopy(TASK)
+    *parents, last = path.split(".")
+    node = out
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return out
+
+
+BAD = [
+    ("evaluation_criteria", "abc", "bad_evaluation_criteria", "evaluation_criteria: must be an object"),
+    ("evaluation_criteria.actions", [{"name": "nope"}], "bad_evaluation_criteria", "tool 'nope' does not exist"),
+    ("evaluation_criteria.actions", [{"name": "calculate", "compare_args": "x"}], "bad_evaluation_criteria",
+     "actions[0]: 'compare_args' must be a list"),
+    ("evaluation_criteria.communicate_info", "17.5", "bad_evaluation_criteria", "wrap the string in a list"),
+    ("user_scenario.instructions", 5, "bad_user_scenario", "instructions: must be an object or a string"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "value", "reason", "fragment"), BAD)
+def test_builder_and_rewards_give_the_same_detail(tmp_path: Path, path: str, value: Any, reason: str, fragment: str):
+    bad = changed(path, value) | {"id": "x"}
+    found = task_problem(bad, TOOLS, "retail")
+    assert found is not None and found[0] == reason and fragment in found[1], found
+    # The builder counts it under that reason, with that detail ...
+    (tasks_file := tmp_path / "t.json").write_text(json.dumps([bad]), encoding="utf-8")
+    (split := tmp_path / "s.json").write_text(json.dumps({"s": ["x"]}), encoding="utf-8")
+    rows, report = build_tau2_grpo(Tau2Options(split="s", tasks_file=tasks_file, split_file=split))
+    assert rows == [] and report.rejected == {reason: 1}
+    assert report.rejects[0]["detail"] == found[1]
+    # ... and a reward given the row raises with the same detail, naming the column and row.
+    with pytest.raises(TaskError) as info:
+        TaskCompletion()(["x"], messages=[[]], task=[bad], domain=["retail"])
+    assert str(info.value).startswith(f"column 'task' row 0: {found[1]}; ")
+
+
+FREE_TEXT = changed("user_scenario.instructions", "You want to return order #W1.")
+
+
+@pytest.mark.parametrize(
+    ("task", "kind", "reason", "known"),
+    [
+        (TASK, dict, TASK["user_scenario"]["instructions"]["reason_for_call"],
+         TASK["user_scenario"]["instructions"]["known_info"]),
+        (FREE_TEXT, str, "You want to return order #W1.", None),  # free text is all request
+        (changed("user_scenario", None), type(None), None, None),
+    ],
+)  # fmt: skip
+def test_instructions_read_one_way(task: dict[str, Any], kind: type, reason: str | None, known: str | None) -> None:
+    assert isinstance(instructions(task), kind)
+    assert reason_for_call(task) == reason
+    assert known_info(task) == known
+
+
+def test_free_text_instructions_open_alike_in_the_builder_and_the_scripted_user() -> None:
+    # The builder's opening turn and the scripted user's first reply come from the same reason_for_call.
+    opening = opening_turn(instructions(FREE_TEXT))
+    assert opening == "I want to return order #W1."
+    first = ScriptedSimulator().reply(FREE_TEXT, [Turn("agent", "Hi! How can I help?")], Progress())
+    assert first == opening
