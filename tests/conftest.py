@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -67,3 +68,17 @@ def tiny_agent_model(tmp_path_factory: pytest.TempPathFactory):
     from _tiny_agent import tiny_agent
 
     return tiny_agent(tmp_path_factory.mktemp("tiny_agent"))
+
+
+def tau2_task(task_id: Any, path: str = "", value: Any = None) -> dict[str, Any]:
+    """Retail task 0 under another id, with the value at ``path`` ("a.b.c") replaced."""
+    from rewardkit.envs.retail.domain import tasks
+
+    out = {**copy.deepcopy(tasks()["0"]), "id": task_id}
+    if path:
+        *parents, last = path.split(".")
+        node = out
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return out

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import E5
+from conftest import tau2_task as task
 
 from rewardkit.cli import main
 from rewardkit.data_builders._io import BuildError
@@ -16,7 +16,6 @@ from rewardkit.data_builders.planning._common import InputSpec
 from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
 from rewardkit.data_builders.planning.sft import SftOptions, build_sft
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-from rewardkit.envs.retail import DATA_DIR
 
 STEP = {"专家": "数据分析专家", "处理问题": ["查看经营周报"]}
 THINK = "用户想查看经营周报，这属于数据分析专家的职责，问题明确不需要拆解。"
@@ -193,21 +192,6 @@ def test_cli_rejects_file_keeps_the_raw_line(tmp_path: Path) -> None:
 
 
 # --- tau2 -------------------------------------------------------------------------
-
-TASK0 = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))[0]
-
-
-def task(task_id: Any, path: str = "", value: Any = None) -> dict[str, Any]:
-    """Task 0 under another id, with the value at ``path`` ("a.b.c") replaced."""
-    out = {**copy.deepcopy(TASK0), "id": task_id}
-    if path:
-        *parents, last = path.split(".")
-        node = out
-        for key in parents:
-            node = node[key]
-        node[last] = value
-    return out
-
 
 TAU2_BAD = [
     # a task that is not an object, or has no usable id: it can never be named by a split

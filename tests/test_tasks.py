@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import tau2_task
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.envs import get_domain
@@ -23,14 +23,7 @@ TOOLS = frozenset(get_domain("retail").tools)
 
 
 def changed(path: str, value: Any) -> dict[str, Any]:
-    """Task 0 with the value at ``path`` ("a.b.c") replaced."""
-    out = copy.deepcopy(TASK)
-    *parents, last = path.split(".")
-    node = out
-    for key in parents:
-        node = node[key]
-    node[last] = value
-    return out
+    return tau2_task("0", path, value)
 
 
 BAD = [
