@@ -48,7 +48,7 @@ def write(path: Path, *records: Any) -> InputSpec:
 # Lines that are not a record at all: (raw line, detail fragment). "malformed" for every builder.
 MALFORMED = [
     (b"{not json", "not valid JSON"),  # broken JSON
-    (b"[1, 2]", "a record must be a JSON object, got a list"),  # JSON, but not an object
+    (b"[1, 2]", "expected a JSON object per line, got a list"),  # JSON, but not an object
     (b'"abc"', "got a string"),  # a bare string
     (b"null", "got null"),  # a bare null
     (b'{"query": NaN}', "NaN is not valid JSON"),  # Python's json would accept it; JSON does not
@@ -57,7 +57,7 @@ MALFORMED = [
     (b'{"query": ' + b"9" * 5000 + b"}", "not valid JSON"),  # beyond Python's int digit limit
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     (b'{"query": "\\ud800"}', "lone surrogate"),  # decodes, but cannot be written as UTF-8
-    (b'{"query": "\xff\xfe"}', "not valid UTF-8 (byte 0xff"),  # one bad byte costs only this line
+    (b'{"query": "\xff\xfe"}', "not UTF-8 text (byte 0xff at column 12)"),  # one bad byte costs only this line
     (b'{"query": "x"}', "missing field(s)"),
 ]
 
@@ -202,23 +202,23 @@ TAU2_BAD = [
     # a repeated id: the first one is kept
     (task("good"), "duplicate_task_id", "task id 'good' is already used by item 0"),
     # evaluation_criteria the rewards could not read
-    (task("x", "evaluation_criteria", "abc"), "bad_evaluation_criteria", "must be an object, got a string"),
-    (task("x", "evaluation_criteria.actions", "abc"), "bad_evaluation_criteria", "actions must be a list"),
-    (task("x", "evaluation_criteria.actions", [1]), "bad_evaluation_criteria", "item 0 must be an object"),
+    (task("x", "evaluation_criteria", "abc"), "bad_evaluation_criteria", "evaluation_criteria: must be an object, got a string"),
+    (task("x", "evaluation_criteria.actions", "abc"), "bad_evaluation_criteria", "actions: must be a list"),
+    (task("x", "evaluation_criteria.actions", [1]), "bad_evaluation_criteria", "actions[0]: must be an object"),
     (task("x", "evaluation_criteria.actions", [{"name": 5}]), "bad_evaluation_criteria", "got name a number"),
-    (task("x", "evaluation_criteria.actions", [{"name": "nope"}]), "bad_evaluation_criteria", "unknown tool 'nope'"),
+    (task("x", "evaluation_criteria.actions", [{"name": "nope"}]), "bad_evaluation_criteria", "tool 'nope' does not exist"),
     (
         task("x", "evaluation_criteria.actions", [{"name": "calculate", "arguments": "1+1"}]),
         "bad_evaluation_criteria",
-        "must have arguments as an object",
+        "'arguments' must be an object",
     ),
-    (task("x", "evaluation_criteria.communicate_info", "17.5"), "bad_evaluation_criteria", "communicate_info must"),
-    (task("x", "evaluation_criteria.nl_assertions", [1]), "bad_evaluation_criteria", "nl_assertions must be"),
+    (task("x", "evaluation_criteria.communicate_info", "17.5"), "bad_evaluation_criteria", "communicate_info: must"),
+    (task("x", "evaluation_criteria.nl_assertions", [1]), "bad_evaluation_criteria", "nl_assertions: must be"),
     (task("x", "evaluation_criteria", None), "no_evaluation_criteria", "no evaluation_criteria"),
     # the scenario the opening turn is made from
-    (task("x", "user_scenario", "abc"), "bad_user_scenario", "user_scenario must be an object"),
-    (task("x", "user_scenario.instructions", 5), "bad_user_scenario", "instructions must be an object or a string"),
-    (task("x", "user_scenario.instructions.known_info", ["x"]), "bad_user_scenario", "known_info must be a string"),
+    (task("x", "user_scenario", "abc"), "bad_user_scenario", "user_scenario: must be an object"),
+    (task("x", "user_scenario.instructions", 5), "bad_user_scenario", "instructions: must be an object or a string"),
+    (task("x", "user_scenario.instructions.known_info", ["x"]), "bad_user_scenario", "known_info: must be a string"),
     (task("x", "user_scenario.instructions.reason_for_call", 5), "no_reason_for_call", "reason_for_call must"),
     (task("x", "user_scenario.instructions.reason_for_call", "\ud800"), "bad_task", "lone surrogate"),
     # nothing left for the opening turn once the simulator-only sentences are dropped

@@ -60,11 +60,10 @@ def _scenario_problem(task: Mapping[str, Any]) -> str | None:
     found = (scenario or {}).get("instructions")
     if found is not None and not isinstance(found, Mapping | str):
         return f"user_scenario.instructions: must be an object or a string, got {kind(found)}"
-    if isinstance(found, Mapping):
-        for key in ("reason_for_call", "known_info"):
-            if found.get(key) is not None and not isinstance(found[key], str):
-                return f"user_scenario.instructions.{key}: must be a string, got {kind(found[key])}"
-    return None
+    info = found.get("known_info") if isinstance(found, Mapping) else None
+    if info is not None and not isinstance(info, str):
+        return f"user_scenario.instructions.known_info: must be a string, got {kind(info)}"
+    return None  # a missing or non-text reason_for_call is the builder's no_reason_for_call
 
 
 def task_problem(task: Any, tools: Collection[str] | None = None, domain: str | None = None) -> tuple[str, str] | None:
