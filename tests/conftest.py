@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,3 +84,21 @@ def tau2_task(task_id: Any, path: str = "", value: Any = None) -> dict[str, Any]
             node = node[key]
         node[last] = value
     return out
+
+
+def ctx_for(workdir: Path) -> Any:
+    """A pipeline context over ``workdir`` whose echo is kept in memory."""
+    from rewardkit.pipelines.stages import Context
+
+    return Context(workdir=workdir, echo=io.StringIO())
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workdir where the model and build stages ran once."""
+    from rewardkit.pipelines.planning import Options, PlanningPipeline
+    from rewardkit.pipelines.stages import run_stages
+
+    workdir = tmp_path_factory.mktemp("planning")
+    run_stages(PlanningPipeline(Options()).stages()[:2], ctx_for(workdir))
+    return workdir

@@ -4,23 +4,17 @@ are derived from it, and this file fails when any of them drifts (issue 11, "Eac
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import pickle
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 import yaml
-from conftest import E5, completion
 
 from rewardkit.cli import config as cli_config
 from rewardkit.cli import main as cli_main
-from rewardkit.config import ConfigError, ConfigSchema, config_section, read_config_file, setting
-from rewardkit.config import read as config_read
+from rewardkit.config import ConfigError, ConfigSchema, config_section, setting
 from rewardkit.config.reference import (
     TABLE_BEGIN,
     TABLE_END,
@@ -32,16 +26,13 @@ from rewardkit.config.reference import (
 )
 from rewardkit.loop.config import RUN_SCHEMA, RolloutLimits, load_rollout_limits, load_run_config
 from rewardkit.loop.user_sim import UserSimConfig
-from rewardkit.rewards import REWARDS, ExpertMatch, PlanCoverage, ThinkQuality
+from rewardkit.rewards import REWARDS
 from rewardkit.rewards.config import (
     REWARD_SCHEMA,
-    ExpertMatchConfig,
-    RewardConfig,
     RewriteSimilarityConfig,
     SharedConfig,
     TaskCompletionConfig,
     ThinkLengthConfig,
-    ThinkQualityConfig,
     load_config,
     load_section,
 )
@@ -270,124 +261,3 @@ class TestDerivedValidation:
         assert load_rollout_limits(None, "x") == load_rollout_limits({}, "x") == RolloutLimits()
         assert load_rollout_limits({"max_turns": 4}, "x") == RolloutLimits(max_turns=4)
         assert RolloutLimits.max_turns == 30  # the class attribute is the default (runs.spec's --max-turns)
-
-
-class TestEnvironmentFile:
-    def test_the_file_is_read_once_per_version(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        path = tmp_path / "rk.yaml"
-        path.write_text("think_length:\n  max: 120\n", encoding="utf-8")
-        monkeypatch.setenv("REWARDKIT_CONFIG", str(path))
-        reads: list[Path] = []
-        real = config_read._read_yaml
-        monkeypatch.setattr(config_read, "_read_yaml", lambda file, name: reads.append(file) or real(file, name))
-        assert [load_config().think_length.max for _ in range(3)] == [120] * 3
-        assert load_run_config().think_length.max == 120
-        assert reads == [path]  # four configs of two schemas, one read
-        path.write_text("think_length:\n  max: 140\n", encoding="utf-8")
-        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a new version
-        assert load_config().think_length.max == 140 and len(reads) == 2
-
-    def test_callers_get_their_own_copy(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        path = tmp_path / "rk.yaml"
-        path.write_text("user_sim:\n  kind: scripted\n", encoding="utf-8")
-        first, _ = read_config_file(path)
-        first["user_sim"]["kind"] = "changed"
-        assert read_config_file(path)[0] == {"user_sim": {"kind": "scripted"}}
-
-    def test_explicit_config_ignores_the_environment(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        path = tmp_path / "rk.yaml"
-        path.write_text("think_quality:\n  repetition_ngram: 1\n", encoding="utf-8")
-        monkeypatch.setenv("REWARDKIT_CONFIG", str(path))
-        assert load_config().think_quality.repetition_ngram == 1
-        assert RewardConfig.of(SharedConfig(schema="en")).think_quality == ThinkQualityConfig()
-        with pytest.raises(ConfigError, match=r"code: think_quality\.repetition_ngram"):
-            RewardConfig.of(ThinkQualityConfig(repetition_ngram=0))
-
-
-# Run in a fresh interpreter: what building and calling a planning reward imports.
-ONLY_PLANNING = """
-import importlib.util, sys, types
-# rewardkit.rewards/__init__.py imports every reward (the tau2 ones too) to build REWARDS; stand in for it, so
-# that what remains is what the planning rewards and their config need themselves.
-spec = importlib.util.find_spec("rewardkit.rewards")
-package = types.ModuleType("rewardkit.rewards")
-package.__path__ = list(spec.submodule_search_locations)
-sys.modules["rewardkit.rewards"] = package
-from rewardkit.rewards.strict_format import StrictFormat
-from rewardkit.rewards.think_length import ThinkLength
-assert StrictFormat()(["x"]) == [0.0]
-assert ThinkLength(config={"think_length": {"min": 0}}).cfg.min == 0
-found = [m for m in sys.modules if m.startswith(("rewardkit.envs", "rewardkit.rewards.task_completion",
-                                                  "rewardkit.rewards._episodes", "rewardkit.loop"))]
-assert not found, found
-"""
-WITH_PACKAGE = """
-import sys
-from rewardkit.rewards.strict_format import StrictFormat
-assert StrictFormat()(["x"]) == [0.0]
-found = [m for m in sys.modules if m.startswith(("rewardkit.envs.retail", "rewardkit.loop"))]
-assert not found, found
-"""
-
-
-@pytest.mark.parametrize("code", [ONLY_PLANNING, WITH_PACKAGE], ids=["planning-modules", "through-the-package"])
-def test_a_planning_reward_imports_no_tau2_environment(code: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "REWARDKIT_CONFIG"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-class TestSharedExpertThreshold:
-    # One setting, expert_match.fuzzy_threshold (ExpertMatchConfig in rewards/_experts.py), decides for both rewards
-    # whether a near-miss name is the row's expert.
-    GOLD = json.dumps({"补全后的问题": "分析营收", "plan": [{"专家": "数据分析专家", "处理问题": ["分析上月营收"]}]},
-                      ensure_ascii=False)  # fmt: skip
-    # "数据分析专" vs "数据分析专家": rapidfuzz ratio 90.9, so it resolves at 85 and not at 95.
-    NEAR = completion(
-        "拆解。", {"补全后的问题": "分析营收", "plan": [{"专家": "数据分析专", "处理问题": ["分析上月营收"]}]}
-    )
-
-    # At 95 the predicted item's expert stays unresolved, so its similarity is 1.0 * cross_expert 0.5, which still
-    # matches (match_threshold 0.5): coverage 1, quality 0.5, diversity 1 -> (0.4 + 0.3 * 0.5 + 0.1) / 0.8.
-    @pytest.mark.parametrize(("threshold", "expert_match", "plan_coverage"), [(85, 1.0, 1.0), (95, 0.0, 0.8125)])
-    def test_both_rewards_use_it(self, threshold: float, expert_match: float, plan_coverage: float) -> None:
-        cfg = {"expert_match": {"fuzzy_threshold": threshold}}
-        columns = {"solution": [self.GOLD], "experts": [E5]}
-        assert ExpertMatch(config=cfg)([self.NEAR], **columns) == [expert_match]
-        reward = PlanCoverage(config=cfg)
-        assert reward([self.NEAR], **columns) == [pytest.approx(plan_coverage)]
-        assert reward.experts_cfg == ExpertMatchConfig(fuzzy_threshold=threshold)
-
-
-class TestBuilderConfig:
-    def test_sft_build_does_not_depend_on_the_environment(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        from rewardkit.data_builders.planning._common import InputSpec
-        from rewardkit.data_builders.planning.sft import SftOptions, build_sft
-
-        inputs = [InputSpec(REPO / "examples/planning/teacher_p1.jsonl", None)]
-        opts = SftOptions(on_error="skip")
-        rows, report = build_sft(inputs, opts)
-        assert rows, "the example teacher data keeps some rows"
-
-        env = tmp_path / "rk.yaml"
-        env.write_text("think_quality:\n  banned: [专家]\n  repetition_ngram: 1\n  min_distinct_ratio: 1.0\n",
-                       encoding="utf-8")  # fmt: skip
-        monkeypatch.setenv("REWARDKIT_CONFIG", str(env))
-        # The file would change the filter if it were read: every think names an expert.
-        texts = [row["messages"][-1]["content"] for row in rows]
-        assert set(ThinkQuality()(texts)) == {0.0}
-        rows_env, report_env = build_sft(inputs, opts)
-        assert rows_env == rows
-        assert (report_env.read, report_env.written, report_env.rejected) == (report.read, report.written,
-                                                                              report.rejected)  # fmt: skip
-
-    def test_sft_filter_settings_are_explicit_options(self, tmp_path: Path) -> None:
-        from rewardkit.data_builders.planning._common import InputSpec
-        from rewardkit.data_builders.planning.sft import SftOptions, build_sft
-
-        inputs = [InputSpec(REPO / "examples/planning/teacher_p1.jsonl", None)]
-        strict = SftOptions(on_error="skip", think_quality=ThinkQualityConfig(banned=("专家",)))
-        _, report = build_sft(inputs, strict)
-        assert report.rejected["think_quality"] > 0
