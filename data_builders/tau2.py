@@ -18,9 +18,10 @@ share, "if the agent asks …" reactions, conversational tactics) are dropped, a
 are ``unknown_info`` and ``task_instructions``: a single opening turn cannot act
 them out, and showing them to the policy would leak what the customer withholds.
 
-Rejected: ``missing_task`` (split names an id the tasks file lacks),
-``no_evaluation_criteria``, ``no_reason_for_call``, and the malformed tasks listed in
-``tau2_tasks`` (``bad_task``, ``duplicate_task_id``, ``bad_evaluation_criteria``,
+Rejected: ``missing_task`` (split names an id the tasks file lacks), ``duplicate_in_split``
+(the split names an id a second time: one row per task), ``no_evaluation_criteria``,
+``no_reason_for_call``, and the malformed tasks listed in ``tau2_tasks`` (``bad_task``,
+``duplicate_task_id``, ``bad_evaluation_criteria``, ``bad_gold_arguments``, ``gold_fails``,
 ``bad_user_scenario``).
 """
 
@@ -62,14 +63,20 @@ def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildRepor
         report.read += 1
         report.reject(source, reason, detail, raw=item)
     rows: list[dict[str, Any]] = []
-    for task_id in src.ids:
+    first_at: dict[str, int] = {}
+    for at, task_id in enumerate(src.ids):
         report.read += 1
         source = f"{opts.domain}/{opts.split}/task {task_id}"
+        if task_id in first_at:
+            detail = f"the split lists task id {task_id!r} again (item {at}; first at item {first_at[task_id]})"
+            report.reject(source, "duplicate_in_split", detail)
+            continue
+        first_at[task_id] = at
         task = src.by_id.get(task_id)
         if task is None:
             report.reject(source, "missing_task", "the split names it but the tasks file has no such id")
             continue
-        problem = task_problem(task, src.tool_names, opts.domain)
+        problem = task_problem(task, src.domain)
         opening = ""
         if problem is None:
             opening = MULTI_TURN_PLACEHOLDER if opts.multi_turn else opening_turn(instructions(task))

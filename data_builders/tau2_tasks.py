@@ -5,7 +5,9 @@ unknown split) raises BuildError. A single task that cannot be used is a counted
 reject: a tasks-file item that is not an object with a string or integer ``id``
 (``bad_task``, so it can never be named by a split), a repeated id
 (``duplicate_task_id``), and, for the tasks a split names, an
-``evaluation_criteria`` that the rewards could not read (``bad_evaluation_criteria``)
+``evaluation_criteria`` that the rewards could not read (``bad_evaluation_criteria``),
+gold arguments that the tool's schema refuses (``bad_gold_arguments``), a gold write
+that fails when the gold actions are replayed on a fresh database (``gold_fails``),
 or instructions of the wrong type (``bad_user_scenario``).
 """
 
@@ -22,6 +24,7 @@ from rewardkit.files.jsonl import encodable, json_problem, kind
 
 if TYPE_CHECKING:
     from rewardkit.data_builders.tau2 import Tau2Options
+    from rewardkit.envs.domain import Domain
 
 
 @dataclass
@@ -30,7 +33,7 @@ class Sources:
     ids: list[str]  # the split's task ids, in order
     policy: str
     tools: list[dict[str, Any]]  # the domain's OpenAI specs
-    tool_names: frozenset[str]
+    domain: Domain
     unusable: list[tuple[str, Any, str, str]] = field(default_factory=list)  # (source, item, reason, detail)
 
 
@@ -80,7 +83,7 @@ def load_sources(opts: Tau2Options) -> Sources:
         data = get_domain(opts.domain)
     except ValueError as exc:
         raise BuildError(str(exc)) from None
-    sources = Sources({}, [], "", data.tool_specs(), frozenset(data.tools))
+    sources = Sources({}, [], "", data.tool_specs(), data)
     if opts.tasks_file is None:
         sources.by_id = dict(data.tasks())
     else:
@@ -112,13 +115,15 @@ def load_sources(opts: Tau2Options) -> Sources:
     return sources
 
 
-def task_problem(task: Mapping[str, Any], tool_names: frozenset[str], domain: str) -> tuple[str, str] | None:
+def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | None:
     """(reason, detail) when a task the split names cannot become a row, else None.
 
-    Besides the task checks every consumer shares (:func:`rewardkit.envs.tasks.task_problem`), a row needs a
-    request to open the conversation with, and a task that can be written back as UTF-8.
+    Besides the task checks every consumer shares (:func:`rewardkit.envs.tasks.task_problem` with the tools'
+    schemas, then :func:`~rewardkit.envs.tasks.gold_problem` on a replay of the gold actions on a fresh copy of
+    the database), a row needs a request to open the conversation with, and a task that can be written back as
+    UTF-8.
     """
-    found = tasks.task_problem(task, tool_names, domain)
+    found = tasks.task_problem(task, domain.tools, domain.name)
     if found is not None:
         return found
     reason = tasks.reason_for_call(task)
@@ -126,4 +131,7 @@ def task_problem(task: Mapping[str, Any], tool_names: frozenset[str], domain: st
         return "no_reason_for_call", "user_scenario.instructions.reason_for_call must be a non-empty string"
     if not encodable(task):
         return "bad_task", f"the task {SURROGATE}"
-    return None
+    with domain.make_env(None) as env:  # once per task: the builder reads each task once
+        results = env.replay(tasks.gold_actions(task))
+    replayed = [(r.ok, None if r.ok else tasks.error_text(r)) for r in results]
+    return tasks.gold_problem(task, replayed, domain.write_tools)

@@ -18,7 +18,9 @@ trains only the assistant side (text and calls); user and tool messages carry no
 
 ``sft_row`` returns the reason instead of a row when a trajectory must not be taught:
 ``malformed_tool_call`` (a call that does not decode: the model would learn to emit it) and
-``empty_assistant_turn`` (a message with neither text nor calls).
+``empty_assistant_turn`` (a message with neither text nor calls) and ``no_agent_turn`` (no assistant
+message at all, as when the simulated user stops before the agent speaks: a row of prompts only
+would teach nothing).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from rewardkit.envs.tool_calls import tool_calls, user_facing_texts
 
 MALFORMED = "malformed_tool_call"
 EMPTY_TURN = "empty_assistant_turn"
+NO_AGENT_TURN = "no_agent_turn"
 
 
 def sft_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]] | str:
@@ -63,6 +66,8 @@ def sft_row(messages: Sequence[Mapping[str, Any]], tools_json: str | None) -> di
     converted = sft_messages(messages)
     if isinstance(converted, str):
         return converted
+    if not any(m["role"] in ("assistant", "tool_call") for m in converted):
+        return NO_AGENT_TURN
     row: dict[str, Any] = {"messages": converted}
     if tools_json is not None:
         row["tools"] = tools_json

@@ -21,7 +21,7 @@ from typing import Any
 from swift.rollout.multi_turn import MultiTurnScheduler
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.tasks import TaskError, read_task
+from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_rollout_limits
 from rewardkit.loop.episode import Episode
@@ -34,7 +34,7 @@ from rewardkit.plugins.tokens import (
     strip_end,
 )
 from rewardkit.rewards.config import read_config_file
-from rewardkit.rewards.episodes import gold_outcome
+from rewardkit.rewards.episodes import checked_task, gold_outcome
 
 
 class SimulatorUnavailable(RuntimeError):
@@ -141,8 +141,8 @@ class Tau2UserScheduler(MultiTurnScheduler):
                 f"tau2_user needs dataset columns {missing}; build rows with `rewardkit build tau2-grpo --multi-turn`"
             )
         domain = get_domain(row["domain"])
-        # Gold actions must name the domain's tools.
-        task = read_task(row["task"], "column 'task'", domain.tools, domain.name)
+        # Gold actions must name the domain's tools and fit their schemas, and the gold writes must succeed.
+        task = checked_task(row["task"], "column 'task'", domain.name)
         gold = gold_outcome(domain.name, task).state_hash
         episode = Episode(domain, task, self.simulator, self.limits, gold_state=gold)
         old = self.episodes.pop(req.uuid, None)

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.envs import get_domain, make_env
 from rewardkit.envs.harness import IDEMPOTENCY_KEY, ResultCode
-from rewardkit.envs.tasks import TaskError, gold_actions, read_task
+from rewardkit.envs.tasks import (
+    TaskError,
+    error_text,
+    gold_actions,
+    gold_problem,
+    read_task,
+    task_error,
+    task_problem,
+)
 from rewardkit.envs.termination import EXCLUDED, NATURAL
 from rewardkit.envs.tool_calls import tool_calls, user_facing_texts
 from rewardkit.rewards._base import Reward
@@ -35,6 +43,7 @@ class Call:
     name: str
     arguments: Mapping[str, Any]  # without the idempotency key
     ok: bool
+    error: str | None = field(default=None, compare=False)  # "CODE: message" of a failed replayed call
 
 
 @dataclass(frozen=True)
@@ -46,14 +55,35 @@ class Outcome:
 EPISODE_ROWS = RowCache()  # (task, domain) cells -> the checked task
 
 
+def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
+    """``(reason, detail)`` of what is wrong with ``task`` in ``domain``, else None: the shared task checks with the
+    domain's tool schemas, then the gold replay (a failed gold write is ``gold_fails``). The replay is the cached
+    gold outcome, so each task replays once per process. For a run that selects tasks and counts bad ones."""
+    found = get_domain(domain)
+    problem = task_problem(task, found.tools, domain)
+    if problem is None:
+        replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
+        problem = gold_problem(task, replayed, found.write_tools)
+    return problem
+
+
+def checked_task(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
+    """The task in ``cell`` (an object or its JSON), checked by :func:`task_check`; a TaskError names ``at``."""
+    task = read_task(cell, at, get_domain(domain).tools, domain)
+    problem = task_check(task, domain)
+    if problem is not None:
+        raise task_error(at, problem)
+    return task
+
+
 def _check_row(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
     if not isinstance(domain, str):
         raise TaskError(f"{where('domain', row)}: must be a domain name such as 'retail'; got {domain!r:.80}")
     try:
-        tools = get_domain(domain).tools
+        get_domain(domain)
     except ValueError as exc:
         raise TaskError(f"{where('domain', row)}: {exc}") from exc
-    return read_task(task, where("task", row), tools, domain)
+    return checked_task(task, where("task", row), domain)
 
 
 def row_task(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
@@ -109,7 +139,10 @@ def replay(domain: str, calls: Sequence[Any]) -> Outcome:
         audit = env.audit()
         return Outcome(
             env.state_hash(),
-            tuple(Call(a["tool"], _strip_key(a["arguments"]), r.ok) for a, r in zip(audit, results, strict=True)),
+            tuple(
+                Call(a["tool"], _strip_key(a["arguments"]), r.ok, None if r.ok else error_text(r))
+                for a, r in zip(audit, results, strict=True)
+            ),
         )
 
 

@@ -7,9 +7,13 @@ limits are exercised through the same SDK code path as against vLLM or ``swift d
         sim = OpenAISimulator(server.base_url, "sim")
         ...
         server.requests     # JSON bodies received, in arrival order
+        server.played       # the fault each of them got ("ok" when none)
         server.max_in_flight
 
-A "down" endpoint is simply ``free_port()`` with nothing listening.
+The same server plays each misbehaviour of a real one by schedule (``faults``: a list by arrival
+order, or ``body -> name``; see :data:`FAULTS`), and with ``models`` it serves ``GET /v1/models``
+and answers a request for another model with vLLM's 404. A "down" endpoint is simply
+``free_port()`` with nothing listening.
 """
 
 from __future__ import annotations
@@ -18,11 +22,38 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = Callable[[dict[str, Any]], "str | None"] | str | None
+Faults = Callable[[dict[str, Any]], str] | Sequence[str] | None
+
+# Transport and server faults: what a client must retry, then count as infrastructure.
+SERVER_FAULTS = {
+    "http_500": "status 500 with an error body",
+    "not_json": "status 200, a body that is not JSON",
+    "no_choices": "status 200, a JSON object without choices",
+    "slow": "answers after slow_s, longer than the client's timeout",
+    "die": "sends the headers, then closes the connection without the body",
+}
+# What a model can send through a healthy server: the client must read it and the episode score it.
+MODEL_FAULTS = {
+    "empty": 'content ""',
+    "null": "content null",
+    "length": 'content "", finish_reason length',
+    "length_text": "the reply's first half, finish_reason length",
+    "tool_calls_string": 'tool_calls "get_user_details" (a string)',
+    "tool_calls_strings": 'tool_calls ["get_user_details"] (a list of strings)',
+    "tool_calls_dict": "tool_calls one call object, not a list",
+    "content_parts": 'content as OpenAI content parts [{"type": "text", "text": ...}, ...]',
+    "content_number": "content 42",
+    "tokens_nan": "usage.completion_tokens NaN",
+    "tokens_negative": "usage.completion_tokens -5",
+    "tokens_string": 'usage.completion_tokens "12"',
+}
+FAULTS = {"ok": "the reply", "unknown_model": "vLLM's 404 for a model it does not serve"}
+FAULTS |= SERVER_FAULTS | MODEL_FAULTS
 
 
 def default_reply(body: dict[str, Any]) -> str:
@@ -43,11 +74,49 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128  # the default 5 would drop simultaneous connects of a concurrency test
 
 
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind}}
+
+
+def _body(fault: str, content: str | None, model: str, n: int) -> tuple[dict[str, Any], str]:
+    """A chat completion with ``fault`` played on it, and its finish reason."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    usage: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    finish = "stop"
+    text = content or ""
+    if fault in ("empty", "length"):
+        message["content"] = ""
+    elif fault == "null":
+        message["content"] = None
+    elif fault == "length_text":
+        message["content"] = text[: len(text) // 2]
+    elif fault.startswith("tool_calls_"):
+        message["content"] = ""
+        call = {"id": "c1", "type": "function", "function": {"name": "get_user_details", "arguments": "{}"}}
+        message["tool_calls"] = {"tool_calls_string": "get_user_details", "tool_calls_strings": ["get_user_details"],
+                                 "tool_calls_dict": call}[fault]  # fmt: skip
+    elif fault == "content_parts":
+        half = len(text) // 2
+        message["content"] = [{"type": "text", "text": text[:half]}, {"type": "text", "text": text[half:]}]
+    elif fault == "content_number":
+        message["content"] = 42
+    elif fault.startswith("tokens_"):
+        usage["completion_tokens"] = {"tokens_nan": float("nan"), "tokens_negative": -5, "tokens_string": "12"}[fault]
+    if fault in ("length", "length_text"):
+        finish = "length"
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    body = {"id": f"chatcmpl-sim-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [choice], "usage": usage}  # fmt: skip
+    return body, finish
+
+
 class SimServer:
-    """Chat completions with optional delay, first-N failures and hangs; counts what it sees.
+    """Chat completions with optional delay, first-N failures, hangs and scheduled faults; counts what it sees.
 
     ``reply(body)`` may return None or "" to test empty-reply handling. ``hang_s`` sleeps that
     long (longer than the client's timeout) before answering; closing the server wakes sleepers.
+    ``faults`` names the fault each request gets (by arrival order, "ok" past its end, or from the
+    request body); ``models``: the names it serves (None: any, and no model list).
     """
 
     def __init__(
@@ -59,6 +128,10 @@ class SimServer:
         reply: Reply = None,
         hang_s: float = 0.0,
         message: str = "simulated failure",
+        faults: Faults = None,
+        models: Sequence[str] | None = None,
+        list_models: bool = True,
+        slow_s: float = 3.0,
     ) -> None:
         self.delay_s = delay_s
         self.message = message
@@ -66,7 +139,11 @@ class SimServer:
         self.status = status
         self.reply = reply if reply is not None else default_reply
         self.hang_s = hang_s
+        self.faults, self.slow_s = faults, slow_s
+        self.models = list(models) if models is not None else None
+        self.list_models = list_models
         self.requests: list[dict[str, Any]] = []
+        self.played: list[str] = []  # the fault each request got, in arrival order
         self.failed = 0  # requests answered with ``status``
         self.in_flight = 0
         self.max_in_flight = 0
@@ -96,32 +173,51 @@ class SimServer:
         self._httpd.server_close()
         self._thread.join()
 
-    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _fault(self, body: dict[str, Any], n: int) -> str:
+        if self.models is not None and body.get("model") not in self.models:
+            return "unknown_model"
+        if callable(self.faults):
+            fault = self.faults(body)
+        else:
+            fault = self.faults[n - 1] if self.faults is not None and n <= len(self.faults) else "ok"
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; one of {sorted(FAULTS)}")
+        return fault
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any] | bytes | None]:
+        """The status and the body: an object (JSON), raw bytes, or None to die after the headers."""
         with self._lock:
             self.requests.append(body)
             n = len(self.requests)
+            fault = self._fault(body, n)
+            self.played.append(fault)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            self._closing.wait(self.hang_s or self.delay_s)  # returns early when the server closes
-            if n <= self.fail_first:
+            wait = self.slow_s if fault == "slow" else self.hang_s or self.delay_s
+            self._closing.wait(wait)  # returns early when the server closes
+            if n <= self.fail_first or fault == "http_500":
                 with self._lock:
                     self.failed += 1
-                return self.status, {"error": {"message": f"{self.message} {n}", "type": "server_error"}}
+                return (self.status if n <= self.fail_first else 500), _error(f"{self.message} {n}", "server_error")
+            if fault == "unknown_model":
+                return 404, _error(f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+            if fault == "not_json":
+                return 200, b"<html><body>502 Bad Gateway</body></html>"
+            if fault == "no_choices":
+                return 200, {"id": f"chatcmpl-sim-{n}", "object": "chat.completion", "model": body.get("model")}
+            if fault == "die":
+                return 200, None
             content = self.reply if isinstance(self.reply, str) else self.reply(body)
-            return 200, {
-                "id": f"chatcmpl-sim-{n}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "sim"),
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                ],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-            }
+            return 200, _body(fault, content, body.get("model", "sim"), n)[0]
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    def _model_list(self) -> tuple[int, dict[str, Any]]:
+        if self.models is None or not self.list_models:
+            return 404, _error("no route /v1/models", "not_found")
+        return 200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "sim"} for m in self.models]}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -129,27 +225,37 @@ class SimServer:
         class Handler(BaseHTTPRequestHandler):
             # HTTP/1.0: one request per connection, so a closed server cannot keep answering
             # over a pooled keep-alive connection.
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") != "/v1/models":
+                    self._send(404, _error(f"no route {self.path}", "not_found"))
+                    return
+                self._send(*server._model_list())
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 if self.path.rstrip("/") != "/v1/chat/completions":
-                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    self._send(404, _error(f"no route {self.path}", "not_found"))
                     return
                 try:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except json.JSONDecodeError as exc:
-                    self._send(400, {"error": {"message": f"bad JSON: {exc}", "type": "invalid_request_error"}})
+                    self._send(400, _error(f"bad JSON: {exc}", "invalid_request_error"))
                     return
                 self._send(*server._answer(body))
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict[str, Any] | bytes | None) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                    self.send_header("Content-Length", str(len(data) if payload is not None else 4096))
                     self.end_headers()
+                    if payload is None:  # die mid-reply: the client waits for 4096 bytes that never come
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
+                except (BrokenPipeError, ConnectionResetError, OSError):
                     pass  # the client gave up (its timeout): nothing to answer
 
             def log_message(self, format: str, *args: Any) -> None:

@@ -88,3 +88,92 @@ class TestFactory:
     def test_anything_else_is_refused_naming_the_three_forms(self, spec: str) -> None:
         with pytest.raises(ValueError, match="not 'gold', not an http"):
             make_agent_factory(spec, [])
+
+
+# --- what the model sent is the model's: scored, never retried, never a traceback -----------------------
+DONE = "Everything you asked for is done."  # on task 57 a whole reply like this one completes the task (1.0)
+
+
+class TestRepliesAreTheModels:
+    @pytest.mark.parametrize(
+        ("fault", "termination"),
+        [
+            ("empty", "empty_reply"),  # content "", finish_reason stop: nothing said, nothing called
+            ("null", "empty_reply"),  # content null: the same
+            ("content_number", "empty_reply"),  # content 42 is no text: read as empty
+            ("length", "length"),  # cut off before a word: tau2's length ending
+            ("length_text", "length"),  # cut mid-reply: scored 0 although half of DONE was said
+        ],
+    )
+    def test_an_empty_or_cut_reply_is_a_scored_ending(self, fault: str, termination: str) -> None:
+        # Before: retried, then agent_error (excluded, rerun by --resume forever). Task 57 would score 1.0 after
+        # any whole reply, so 0.0 here is the ending's own score.
+        with SimServer(faults=[fault], reply=DONE) as server:
+            record = episode(OpenAIAgent(server.base_url, [], model="m", **FAST))
+        assert (record["status"], record["termination"], record["reward"]) == ("ok", termination, 0.0)
+        assert server.count == 1  # taken at once: never retried
+
+    @pytest.mark.parametrize(
+        ("fault", "text", "n_tokens"),
+        [
+            ("content_parts", DONE, 0),  # OpenAI's content parts: the text parts, joined
+            ("tokens_nan", DONE, 0),  # completion_tokens NaN, -5 or "12": not a count, 0
+            ("tokens_negative", DONE, 0),
+            ("tokens_string", DONE, 0),
+            ("empty", "", 0),
+            ("content_number", "", 0),
+        ],
+    )
+    def test_odd_shapes_are_read_as_plain_values(self, fault: str, text: str, n_tokens: int) -> None:
+        with SimServer(faults=[fault], reply=DONE) as server:
+            reply = OpenAIAgent(server.base_url, [], model="m", **FAST)([{"role": "user", "content": "hi"}])
+        assert (reply.text, reply.n_tokens, reply.tool_calls) == (text, n_tokens, None)
+
+    @pytest.mark.parametrize("fault", ["content_parts", "tokens_nan", "tokens_negative", "tokens_string"])
+    def test_odd_shapes_of_a_whole_reply_still_complete_the_task(self, fault: str) -> None:
+        with SimServer(faults=[fault], reply=DONE) as server:
+            record = episode(OpenAIAgent(server.base_url, [], model="m", **FAST))
+        assert (record["status"], record["termination"], record["reward"]) == ("ok", "user_stop", 1.0)
+
+    # tool_calls as a string, a list of strings, one object instead of a list: each is one malformed call,
+    # answered with an error like a call whose arguments are not JSON; the next reply (DONE) ends the episode,
+    # and the failed call changed nothing, so task 57 still scores 1.0.
+    @pytest.mark.parametrize("fault", ["tool_calls_string", "tool_calls_strings", "tool_calls_dict"])
+    def test_a_malformed_tool_call_is_a_failed_call(self, fault: str) -> None:
+        with SimServer(faults=[fault], reply=DONE) as server:
+            record = episode(OpenAIAgent(server.base_url, [], model="m", **FAST))
+        assert (record["status"], record["termination"], record["reward"]) == ("ok", "user_stop", 1.0)
+        assert (record["tool_calls"], record["tool_errors"]) == (1, 1) and "OK" not in record["call_codes"]
+        # what went back to the server is a well-formed call and its answer, so the next request is valid
+        *_, sent, answer = server.requests[1]["messages"]
+        (call,) = sent["tool_calls"]
+        assert call["type"] == "function" and isinstance(call["function"]["arguments"], str)
+        assert answer["role"] == "tool" and answer["tool_call_id"] == call["id"]
+
+
+# --- a body that is not a chat completion is the server's: retried, then infrastructure ------------------
+class TestServerFaults:
+    @pytest.mark.parametrize("fault", ["not_json", "no_choices", "die", "http_500"])
+    def test_retried_then_infrastructure_naming_the_endpoint(self, fault: str) -> None:
+        # Before: one non-JSON 200 stopped the run (exit 2) with a message about input files.
+        with SimServer(faults=[fault, fault], reply=DONE) as server:
+            record = episode(OpenAIAgent(server.base_url, [], model="m", **FAST))
+        assert (record["status"], record["termination"], record["reward"]) == ("infra_error", "agent_error", None)
+        assert server.count == 2 and f"agent endpoint {server.base_url}" in record["error"]  # 1 try + 1 retry
+
+    @pytest.mark.parametrize("fault", ["not_json", "no_choices", "die", "slow"])
+    def test_one_bad_body_then_a_good_one_completes(self, fault: str) -> None:
+        with SimServer(faults=[fault], reply=DONE, slow_s=10) as server:
+            record = episode(OpenAIAgent(server.base_url, [], model="m", **{**FAST, "timeout_s": 1.0}))
+        assert (record["status"], record["termination"], record["reward"]) == ("ok", "user_stop", 1.0)
+        assert server.count == 2
+
+    def test_an_unknown_model_stops_at_the_first_404(self) -> None:
+        from rewardkit.loop.endpoint import EndpointConfigError
+
+        # The server lists no models, so nothing could check the name before the run: its 404 stops the run.
+        with SimServer(models=["m"], list_models=False) as server:
+            agent = OpenAIAgent(server.base_url, [], model="x", **FAST)
+            with pytest.raises(EndpointConfigError, match=rf"agent endpoint {server.base_url}: HTTP 404 .*'x'"):
+                episode(agent)
+        assert server.count == 1  # not retried

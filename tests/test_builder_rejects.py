@@ -215,6 +215,28 @@ TAU2_BAD = [
     (task("x", "evaluation_criteria.communicate_info", "17.5"), "bad_evaluation_criteria", "communicate_info: must"),
     (task("x", "evaluation_criteria.nl_assertions", [1]), "bad_evaluation_criteria", "nl_assertions: must be"),
     (task("x", "evaluation_criteria", None), "no_evaluation_criteria", "no evaluation_criteria"),
+    # gold arguments the tool's schema refuses: the harness would run nothing, and doing nothing would match
+    (
+        task("x", "evaluation_criteria.actions", [{"name": "cancel_pending_order", "arguments": {"order_id": "#W1"}}]),
+        "bad_gold_arguments",
+        "the arguments of 'cancel_pending_order' do not fit its schema (arguments: 'reason' is a required property)",
+    ),
+    (
+        task("x", "evaluation_criteria.actions", [{"name": "get_order_details", "arguments": {"order_id": 5}}]),
+        "bad_gold_arguments",
+        "(order_id: 5 is not of type 'string')",
+    ),
+    # a gold write that fails when the gold replays on a fresh database (no such order): the gold state lacks it
+    (
+        task(
+            "x",
+            "evaluation_criteria.actions",
+            [{"name": "cancel_pending_order", "arguments": {"order_id": "#W0000000", "reason": "no longer needed"}}],
+        ),
+        "gold_fails",
+        "actions[0]: the gold write 'cancel_pending_order' fails when the gold actions are replayed on a fresh "
+        "database (NOT_FOUND: Order not found)",
+    ),
     # the scenario the opening turn is made from
     (task("x", "user_scenario", "abc"), "bad_user_scenario", "user_scenario: must be an object"),
     (task("x", "user_scenario.instructions", 5), "bad_user_scenario", "instructions: must be an object or a string"),

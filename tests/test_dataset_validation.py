@@ -180,7 +180,21 @@ TAU2_CASES = [
     ("{not json", "retail", "column 'task' row 1: holds a string that is not JSON"),
     (TASK, "airline", "column 'domain' row 1: unknown domain 'airline'; known domains: retail"),
     (TASK, None, "column 'domain' row 1: must be a domain name"),
-]
+    # Gold arguments the tool's schema refuses: the gold call ran nothing, so doing nothing matched the gold.
+    (task_with(actions=[action(name="cancel_pending_order", arguments={"order_id": "#W6779827"})]), "retail",
+     "actions[0]: the arguments of 'cancel_pending_order' do not fit its schema (arguments: 'reason' is a required"),
+    (task_with(actions=[action(arguments={"order_id": 5})]), "retail", "actions[0]: the arguments of "
+     "'get_order_details' do not fit its schema (order_id: 5 is not of type 'string')"),
+    # A gold write that fails on a fresh database: the same hack, with arguments that fit the schema.
+    (task_with(actions=[action(name="cancel_pending_order", arguments={"order_id": "#W0000000", "reason":
+     "no longer needed"})]), "retail", "actions[0]: the gold write 'cancel_pending_order' fails when the gold "
+     "actions are replayed on a fresh database (NOT_FOUND: Order not found)"),
+    # Bundled tau2 tasks 64 and 105 (_retail_gold.py): their gold writes fail too.
+    (tasks()["105"], "retail", "actions[0]: the gold write 'exchange_delivered_order_items' fails when the gold "
+     "actions are replayed on a fresh database (INSUFFICIENT_FUNDS: "),
+    (tasks()["64"], "retail", "actions[6]: the gold write 'exchange_delivered_order_items' fails when the gold "
+     "actions are replayed on a fresh database (PRECONDITION_FAILED: "),
+]  # fmt: skip
 
 
 class TestTau2Rows:

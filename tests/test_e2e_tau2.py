@@ -34,7 +34,7 @@ def assert_tools_reach_the_prompt(model: Path, row: dict) -> None:
 @pytest.mark.compat
 def test_grpo_on_tau2_rows_scores_task_completion(tmp_path: Path) -> None:
     rows, report = build_tau2_grpo(Tau2Options(split="train"))
-    assert report.written == 74
+    assert report.written == 73 and report.rejected == {"gold_fails": 1}  # train task 105's gold write fails
     chosen = [r for r in rows if json.loads(r["task"])["id"] in (ALWAYS, NEVER)]
     data = tmp_path / "tau2.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen), encoding="utf-8")

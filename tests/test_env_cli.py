@@ -119,6 +119,8 @@ class TestReplay:
         (["--task", "no-such-task"], "no task 'no-such-task'"),
         (["--actions", "{missing}"], "not found"),
         (["--actions", "{bad_json}"], "not readable JSON"),
+        # an integer over Python's 4300-digit limit: a ValueError that is no JSONDecodeError (was a traceback)
+        (["--actions", "{huge_int}"], "is not readable JSON: Exceeds the limit (4300 digits)"),
         (["--actions", "{not_list}"], "must hold a JSON list"),
         (["--actions", "{no_name}"], "item 1 must be an object with a string 'name'"),
         (["--task", "0", "--db", "{missing}"], "database"),
@@ -132,10 +134,15 @@ def test_usage_errors_exit_2_with_a_message(tmp_path: Path, args: list[str], mes
         "bad_json": tmp_path / "bad.json",
         "not_list": write_json(tmp_path / "obj.json", {"name": "get_user_details"}),
         "no_name": write_json(tmp_path / "noname.json", [{"name": "calculate"}, {"arguments": {}}]),
+        "huge_int": tmp_path / "huge.json",
     }
+    files["huge_int"].write_text('[{"name": "calculate", "arguments": {"expression": ' + "9" * 5000 + "}}]")
     files["bad_json"].write_text("[{", encoding="utf-8")
     export = tmp_path / "out.json"
     out = run("replay", *[a.format(**files) for a in args], "--export", str(export))
     assert out.returncode == 2, out.stdout
     assert message in out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr  # one line, no traceback
+    if "{" in " ".join(args):  # a file's problem names the file
+        assert str(tmp_path) in out.stderr
     assert not export.exists()

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import pytest
+from _retail_gold import GOLD_FAILS, VALID
 from openai.types.chat import ChatCompletionMessageToolCall
 
 from rewardkit.envs import get_domain
@@ -278,7 +279,9 @@ class TestInfos:
 
 @pytest.fixture(scope="module")
 def gold_runs() -> list[EpisodeResult]:
-    return run_episodes(RETAIL, list(TASKS.values()), GoldAgent, ScriptedSimulator(), RolloutLimits(), workers=4)
+    # The 112 valid tasks: 64 and 105 have gold writes that fail (_retail_gold.py), a dataset bug the rewards refuse.
+    tasks = [TASKS[tid] for tid in VALID]
+    return run_episodes(RETAIL, tasks, GoldAgent, ScriptedSimulator(), RolloutLimits(), workers=4)
 
 
 def _score(reward: Any, runs: Sequence[EpisodeResult], **changes: Any) -> list[float | None]:
@@ -288,16 +291,17 @@ def _score(reward: Any, runs: Sequence[EpisodeResult], **changes: Any) -> list[f
 
 
 class TestGoldAgent:
-    def test_all_114_tasks_score_one(self, gold_runs: list[EpisodeResult]) -> None:
-        assert [r.task_id for r in gold_runs] == list(TASKS) and len(gold_runs) == 114
-        assert _score(TaskCompletion(), gold_runs) == [1.0] * 114
-        assert _score(TaskCompletionRate(), gold_runs) == [1.0] * 114
+    def test_all_112_valid_tasks_score_one(self, gold_runs: list[EpisodeResult]) -> None:
+        # Was all 114: tasks 64 and 105 scored 1.0 against gold states that lack their failed gold writes.
+        assert [r.task_id for r in gold_runs] == VALID and len(gold_runs) == 112 == len(TASKS) - len(GOLD_FAILS)
+        assert _score(TaskCompletion(), gold_runs) == [1.0] * 112
+        assert _score(TaskCompletionRate(), gold_runs) == [1.0] * 112
         endings = Counter(r.infos["termination"] for r in gold_runs)
         assert set(endings) <= {"user_stop", "agent_transfer"} and endings["agent_transfer"] > 0
 
     def test_the_ending_decides_before_the_state(self, gold_runs: list[EpisodeResult]) -> None:
-        assert _score(TaskCompletion(), gold_runs, termination="max_turns") == [0.0] * 114  # tau2: no proper ending
-        assert _score(TaskCompletion(), gold_runs, termination="user_sim_error") == [None] * 114  # left out
+        assert _score(TaskCompletion(), gold_runs, termination="max_turns") == [0.0] * 112  # tau2: no proper ending
+        assert _score(TaskCompletion(), gold_runs, termination="user_sim_error") == [None] * 112  # left out
 
     def test_mua_rl_variant_ignores_unsaid_outputs(self, gold_runs: list[EpisodeResult]) -> None:
         run = next(r for r in gold_runs if r.task_id == "59")

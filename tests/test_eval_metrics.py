@@ -17,12 +17,11 @@ from rewardkit.runs.metrics import (
     TaskStats,
     compare,
     pass_hat_k,
-    read_run,
     summarize_episodes,
     task_stats,
-    write_task_table,
 )
 from rewardkit.runs.plots import plot_compare, plot_eval
+from rewardkit.runs.tables import read_run, write_task_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

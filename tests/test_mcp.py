@@ -3,11 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shlex
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -23,6 +19,7 @@ pytest.importorskip("mcp")  # the optional extra: rewardkit[mcp]
 import anyio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp_servers import STDIO, http_server
 from sim_server import free_port
 
 from rewardkit.cli import main
@@ -39,9 +36,6 @@ from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
 from rewardkit.runs.metrics import summarize_episodes
 
-ROOT = Path(__file__).resolve().parents[1]
-SERVE = [sys.executable, "-m", "rewardkit.cli", "env", "serve", "--domain", "retail", "--mcp"]
-STDIO = shlex.join(SERVE)
 RETAIL = get_domain("retail")
 TASKS = RETAIL.tasks()
 GOLD = {tid: t["evaluation_criteria"]["actions"] for tid, t in TASKS.items() if t["evaluation_criteria"].get("actions")}
@@ -61,28 +55,6 @@ def over_mcp(
 ) -> tuple[str, list[tuple[ResultCode, str]], list[dict[str, Any]]]:
     results = env.replay(calls)
     return env.state_hash(), [(r.code, r.text()) for r in results], env.audit()
-
-
-@contextlib.contextmanager
-def http_server(port: int, log: Path) -> Iterator[str]:
-    """`rewardkit env serve --mcp --transport http` on ``port``; yields its URL once it listens."""
-    with log.open("w") as err:
-        cmd = [*SERVE, "--transport", "http", "--port", str(port)]
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"the server exited: {log.read_text()}"
-            assert time.monotonic() < deadline, f"the server did not listen: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

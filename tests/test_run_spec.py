@@ -53,10 +53,21 @@ def test_the_cli_defaults_are_the_spec_defaults() -> None:
     assert parsed("eval", "--agent", "gold") == RunSpec(agent="gold", split="test", trials=4)
 
 
-@pytest.mark.parametrize(("tasks", "expected"), [("10, 57,", ("10", "57")), ("", None), (",", None)])
+@pytest.mark.parametrize(("tasks", "expected"), [("10, 57,", ("10", "57")), (" 3 ", ("3",))])
 def test_tasks_are_split_on_commas_and_none_means_all(tasks: str, expected: tuple[str, ...] | None) -> None:
     assert parsed("synth", "--agent", "gold", "--tasks", tasks).tasks == expected
+    assert parsed("synth", "--agent", "gold").tasks is None  # no --tasks: the whole split
     assert RunSpec(agent="gold", split="train", tasks=list(expected or [])).tasks == expected
+    assert RunSpec(agent="gold", split="train", tasks=[]).tasks is None  # the API's "every task"
+
+
+# "" and "," once meant the whole split, silently; an option that names no task is now an error.
+@pytest.mark.parametrize("tasks", ["", ",", " , ", "\t"])
+def test_a_tasks_option_without_ids_is_an_error(tasks: str) -> None:
+    from rewardkit.runs.episode_log import RunError
+
+    with pytest.raises(RunError, match=r"^--tasks .* names no task id; give comma-separated ids"):
+        parsed("synth", "--agent", "gold", "--tasks", tasks)
 
 
 def test_the_tau2_chain_builds_the_spec_its_command_lines_gave() -> None:

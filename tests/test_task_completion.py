@@ -1,4 +1,7 @@
-"""TaskCompletion and TaskCompletionRate on all 114 tau2 retail tasks and on hand-computed cases."""
+"""TaskCompletion and TaskCompletionRate on the 112 valid tau2 retail tasks and on hand-computed cases.
+
+The other two (64 and 105, ``_retail_gold.py``) have gold writes that fail on a fresh database: the rewards refuse
+them as dataset bugs (TaskError) instead of scoring against a gold state that lacks those writes."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from _retail_gold import VALID
 
 from rewardkit.envs import make_env
 from rewardkit.envs.retail.domain import tasks
@@ -101,7 +105,7 @@ def mutations(action: Action) -> list[Action]:
     return out
 
 
-@pytest.mark.parametrize("task_id", sorted(TASKS, key=int))
+@pytest.mark.parametrize("task_id", sorted(VALID, key=int))
 class TestEveryTask:
     def test_gold_trajectories_score_one_in_both_forms(self, task_id: str) -> None:
         task = TASKS[task_id]

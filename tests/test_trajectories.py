@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rewardkit.data_builders.trajectories import EMPTY_TURN, MALFORMED, sft_row
+from rewardkit.data_builders.trajectories import EMPTY_TURN, MALFORMED, NO_AGENT_TURN, sft_row
 from rewardkit.envs import get_domain
 from rewardkit.loop.gold import hermes_call
 from rewardkit.runs.synthesis import select
@@ -101,6 +101,13 @@ def test_sft_row_rejects(bad: dict[str, Any], reason: str) -> None:
     assert sft_row([SYSTEM, USER, assistant(HERMES), RESULT, bad, REPLY], TOOLS_JSON) == reason
 
 
+# The simulated user said ###STOP### before the agent spoke: prompts only, nothing to teach.
+@pytest.mark.parametrize("messages", [[SYSTEM], [SYSTEM, USER], [USER], [], [SYSTEM, USER, RESULT]])
+def test_a_trajectory_without_an_agent_turn_is_rejected(messages: list[dict[str, Any]]) -> None:
+    assert sft_row(messages, TOOLS_JSON) == NO_AGENT_TURN
+    assert isinstance(sft_row([*messages, REPLY], TOOLS_JSON), dict)  # one assistant turn makes it a row
+
+
 @pytest.mark.parametrize("role", ["function", "developer", "tool_call", None])
 def test_sft_row_unknown_role_raises(role: str | None) -> None:
     with pytest.raises(ValueError, match=f"role {role!r}"):
@@ -179,3 +186,12 @@ def test_select_keeps_the_first_trial_of_a_duplicate() -> None:
 def test_select_of_nothing() -> None:
     rows, report = select([], TOOLS_JSON)
     assert rows == [] and report["read"] == report["kept"] == 0 and report["per_task"] == {}
+
+
+def test_select_counts_episodes_without_an_agent_turn() -> None:
+    # Both scored 1.0 (a task with nothing to change, and a user who left at once): still not rows.
+    records = [rec("1", 0, [SYSTEM]), rec("1", 1, [SYSTEM, USER]), rec("2", 0, convo(2))]
+    rows, report = select(records, None)
+    # read 3 = kept 1 + rejected 2
+    assert (report["read"], report["kept"], report["rejected"]) == (3, 1, {"no_agent_turn": 2})
+    assert report["per_task"]["1"]["rejected"] == {"no_agent_turn": 2} and rows == [sft_row(convo(2), None)]

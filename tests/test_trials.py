@@ -38,7 +38,13 @@ RECORD_KEYS = {
 
 
 def record(task_id: str, trial: int = 0, status: str = "ok", run: str = RUN, **extra: Any) -> dict[str, Any]:
-    return {"run": run, "task_id": task_id, "trial": trial, "status": status, **extra}
+    """A whole record, as ``Scorer.record`` writes one (a log's records are checked field by field on resume;
+    this helper once wrote only run, task_id, trial and status, which a resumed log now refuses)."""
+    infra = status != "ok"
+    return {"run": run, "task_id": task_id, "trial": trial, "status": status, "reward": None if infra else 1.0,
+            "tcr": None if infra else 1.0, "termination": "user_sim_error" if infra else "user_stop", "turns": 1,
+            "tool_calls": 0, "tool_errors": 0, "tools": {}, "call_codes": {}, "error": "down" if infra else None,
+            "state_hash": "h", "messages": [{"role": "system", "content": "p"}], **extra}  # fmt: skip
 
 
 def write_lines(path: Path, lines: Sequence[str], newline_at_end: bool = True) -> None:
@@ -68,6 +74,7 @@ def test_append_writes_one_line_per_record_and_resume_reads_them(tmp_path: Path)
     log.append(record("1", 1, status="infra_error"))
     lines = path.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line) for line in lines] == [record("1", 0), record("1", 1, status="infra_error")]
+    log.close()  # one writer at a time: the lock is released before the log is opened again
     again = EpisodeLog(path, RUN, resume=True)
     assert sorted((r["task_id"], r["trial"]) for r in again.records()) == [("1", 0), ("1", 1)]
 
@@ -151,7 +158,7 @@ class CountingFactory:
 
 def plan(task_ids: list[str], trials: int, factory: CountingFactory, simulator: Any = None) -> TrialPlan:
     return TrialPlan(
-        domain=DOMAIN, tasks=select_tasks(DOMAIN, "train", task_ids, None), trials=trials, make_agent=factory,
+        domain=DOMAIN, tasks=select_tasks(DOMAIN, "train", task_ids, None)[0], trials=trials, make_agent=factory,
         simulator=simulator or ScriptedSimulator(), limits=RolloutLimits(), workers=4,
     )  # fmt: skip
 
@@ -299,7 +306,11 @@ def test_infrastructure_failures_are_infra_errors_and_rerun_on_resume(
 # --- select_tasks ----------------------------------------------------------------------------------
 
 
-TRAIN = DOMAIN.splits()["train"]
+# Train task 105's only gold write fails (INSUFFICIENT_FUNDS), so a do-nothing agent would match its gold:
+# a run leaves it out and says why; the test split's 64 likewise (a gold exchange of a pending order).
+GOLD_FAILS = {"train": {"105"}, "test": {"64"}}
+TRAIN = [i for i in DOMAIN.splits()["train"] if i not in GOLD_FAILS["train"]]
+TEST = [i for i in DOMAIN.splits()["test"] if i not in GOLD_FAILS["test"]]
 
 
 @pytest.mark.parametrize(
@@ -310,12 +321,15 @@ TRAIN = DOMAIN.splits()["train"]
         ("train", ["10", "0", "2"], None, ["0", "2", "10"]),  # split order, not the order asked
         ("train", ["10", "0", "2"], 2, ["0", "2"]),
         ("train", None, 10_000, TRAIN),
-        ("test", None, None, DOMAIN.splits()["test"]),
+        ("test", None, None, TEST),
     ],
 )
 def test_select_tasks(split: str, task_ids: list[str] | None, limit: int | None, expected: list[str]) -> None:
-    tasks = select_tasks(DOMAIN, split, task_ids, limit)
+    tasks, unusable = select_tasks(DOMAIN, split, task_ids, limit)
     assert [str(t["id"]) for t in tasks] == list(expected)
+    # Unusable tasks are reported whatever the limit, and only those the selection looked at.
+    assert set(unusable) == (GOLD_FAILS[split] if task_ids is None else set())
+    assert all(why.startswith("gold_fails: ") for why in unusable.values())
     assert all(t is DOMAIN.tasks()[str(t["id"])] or t == DOMAIN.tasks()[str(t["id"])] for t in tasks)
 
 
@@ -329,12 +343,13 @@ TEST_ONLY = next(i for i in DOMAIN.splits()["test"] if i not in set(TRAIN))
         ("train", ["0", "no-such-task"], None, "--tasks: no-such-task not in the train split of retail"),
         ("train", [TEST_ONLY], None, f"--tasks: {TEST_ONLY} not in the train split of retail"),
         ("train", None, 0, "no tasks selected from the train split of retail"),
+        ("train", ["0", "105"], None, "--tasks: task 105 of retail cannot be judged (gold_fails: "),
     ],
 )
 def test_select_tasks_errors(split: str, task_ids: list[str] | None, limit: int | None, message: str) -> None:
     with pytest.raises(RunError) as info:
         select_tasks(DOMAIN, split, task_ids, limit)
-    assert str(info.value) == message
+    assert str(info.value).startswith(message) and (message.endswith(": ") or str(info.value) == message)
 
 
 @pytest.mark.parametrize("line", ["[1, 2]", '"text"', '{"run": "r"}'])

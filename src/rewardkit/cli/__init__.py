@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -166,15 +169,65 @@ def _command(args: argparse.Namespace) -> str:
     return f"{args.command} {sub}" if sub else args.command
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.debug:
-        return int(args.func(args))
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: it stops a run on the same path as Ctrl-C (exit 143, not 130)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` while a command runs (main thread only; the old handler comes back)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return int(args.func(args))
-    except Exception as exc:
-        message = user_error(exc, args)
-        if message is None:
-            raise  # a bug in rewardkit: the traceback is what a report needs
-        print(f"rewardkit {_command(args)}: {_one_line(message)}", file=sys.stderr)
-        return 2
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _notes(exc: BaseException) -> str:
+    """What a run added on its way out (``--resume`` hint), as a tail for the one line."""
+    return "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
+
+
+def _quiet_stdout() -> None:
+    """Stdout's reader went away (``| head``): send what is left to /dev/null, so exiting cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _flushed(code: int) -> int:
+    sys.stdout.flush()  # here, not at exit: a closed pipe is then a BrokenPipeError that main can handle
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A user error is one line and exit 2; Ctrl-C exits 130 and SIGTERM 143, with one line
+    (a run's ``--resume`` hint included); a closed stdout (``rewardkit rewards | head -1``) exits 141 quietly,
+    as a process killed by SIGPIPE does."""
+    args = build_parser().parse_args(argv)
+    try:
+        with _sigterm_stops():
+            if args.debug:
+                return _flushed(int(args.func(args)))
+            try:
+                return _flushed(int(args.func(args)))
+            except Exception as exc:
+                message = user_error(exc, args)
+                if message is None or isinstance(exc, BrokenPipeError):
+                    raise  # a bug in rewardkit: the traceback is what a report needs
+                print(f"rewardkit {_command(args)}: {_one_line(message + _notes(exc))}", file=sys.stderr)
+                return 2
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+    except KeyboardInterrupt as exc:
+        why = "stopped by SIGTERM" if isinstance(exc, Terminated) else "interrupted"
+        print(f"rewardkit {_command(args)}: {_one_line(why + _notes(exc))}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130

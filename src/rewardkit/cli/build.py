@@ -48,6 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tau2.add_argument("--tasks-file", type=Path, help="tau2 tasks.json (default: the domain's vendored copy)")
     tau2.add_argument("--split-file", type=Path, help="tau2 split_tasks.json (default: the vendored copy)")
     tau2.add_argument("--policy-file", type=Path, help="system prompt (default: the domain's policy.md)")
+    tau2.add_argument("--rejects", type=Path, help="write the rejected tasks with their reasons here")
     tau2.add_argument("--report", type=Path, help="write the counts as JSON here")
     tau2.add_argument(
         "--multi-turn",
@@ -113,12 +114,17 @@ def _write(args: argparse.Namespace, rows: list, report: BuildReport) -> None:
 
 def cmd_build_tau2(args: argparse.Namespace) -> int:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+    from rewardkit.envs import get_domain
 
     opts = Tau2Options(domain=args.domain, split=args.split, multi_turn=args.multi_turn, tasks_file=args.tasks_file,
                        split_file=args.split_file, policy_file=args.policy_file)  # fmt: skip
     files = (("--tasks-file", args.tasks_file), ("--split-file", args.split_file), ("--policy-file", args.policy_file))
     try:
-        check_outputs([(flag, path) if path else None for flag, path in files], _outputs(args))
+        try:
+            bundled = get_domain(args.domain).input_files()  # read by default, and by the gold replays
+        except ValueError as exc:  # an unknown domain
+            raise BuildError(str(exc)) from None
+        check_outputs([*((flag, path) if path else None for flag, path in files), *bundled], _outputs(args))
         rows, report = build_tau2_grpo(opts)
         _write(args, rows, report)
     except (BuildError, OutputError) as exc:

@@ -99,8 +99,8 @@ def _file_actions(path: Path) -> list[Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise _Usage(f"actions file {path} not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _Usage(f"actions file {path} is not readable JSON: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, UTF-8, or an int over 4300 digits
+        raise _Usage(f"actions file {path} is not readable JSON: {getattr(exc, 'strerror', None) or exc}") from None
     if not isinstance(data, list):
         raise _Usage(f'actions file {path} must hold a JSON list of {{"name", "arguments"}} objects')
     calls = []
@@ -122,20 +122,24 @@ def _message(value: Any) -> str:
 
 
 def cmd_env_replay(args: argparse.Namespace) -> int:
-    from rewardkit.envs import make_env
+    from rewardkit.envs import get_domain, make_env
+    from rewardkit.envs.domain import DomainDataError
 
     try:
-        # The export may be neither input, and must be writable: checked before anything is read.
+        # The export may be no input (the domain's own data included), and must be writable: checked before
+        # anything is read.
         inputs = [("--actions", args.actions) if args.actions else None, ("--db", args.db) if args.db else None]
-        check_outputs(inputs, [("--export", args.export)])
+        check_outputs([*inputs, *get_domain(args.domain).input_files()], [("--export", args.export)])
         calls = _gold_actions(args.domain, args.task) if args.task is not None else _file_actions(args.actions)
         if args.db is not None and not args.db.is_file():
             raise _Usage(f"database {args.db} not found")
         try:
             env = make_env(args.domain, args.db)
-        except (OSError, ValueError, KeyError, TypeError, sqlite3.Error) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, sqlite3.Error) as exc:
+            if args.db is None:  # the domain's own database: its message names the file
+                raise _Usage(f"the {args.domain} database is not usable: {exc}") from None
             raise _Usage(f"database {args.db} is not a valid {args.domain} db ({type(exc).__name__}: {exc})") from None
-    except (_Usage, OutputError) as exc:
+    except (_Usage, OutputError, DomainDataError) as exc:
         print(f"rewardkit env replay: {exc}", file=sys.stderr)
         return 2
     with env:

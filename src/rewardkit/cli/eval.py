@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.cli.synth import _add_run_options, _retry_hint, _run_spec
-from rewardkit.files.outputs import atomic_write_text, check_outputs
+from rewardkit.cli.synth import _add_run_options, _resume_hint, _retry_hint, _run_inputs, _run_spec
+from rewardkit.files.outputs import OutputSet, check_outputs
 from rewardkit.runs.evaluation import FILES, evaluate_run, headline
-from rewardkit.runs.metrics import EvalError, compare, read_run
+from rewardkit.runs.metrics import EvalError, compare
+from rewardkit.runs.tables import read_run
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -44,10 +45,10 @@ def _add_tau2(actions: argparse._SubParsersAction) -> None:
 
 def cmd_eval_tau2(args: argparse.Namespace) -> int:
     out: Path = args.out_dir
-    inputs = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
-    check_outputs(inputs, [("--out-dir", out / name) for name in FILES])
+    check_outputs(_run_inputs(args), [("--out-dir", out / name) for name in FILES])
     spec = _run_spec(args)
-    summary = evaluate_run(spec, out, resume=args.resume, progress=not args.no_progress, title=args.title)
+    with _resume_hint():
+        summary = evaluate_run(spec, out, resume=args.resume, progress=not args.no_progress, title=args.title)
     print(headline(summary))
     _retry_hint(summary["episodes"]["infra_error"])  # status infra_error: every ending in EXCLUDED
     return 0
@@ -90,10 +91,15 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
           f"{len(result['only_in_b'])}, no valid trial {len(result['no_valid_trial'])}")  # fmt: skip
     print(f"improved  ({len(result['improved'])}): {_ids(result['improved'])}")
     print(f"regressed ({len(result['regressed'])}): {_ids(result['regressed'])}")
-    if args.out:
-        atomic_write_text(args.out, json.dumps(result, ensure_ascii=False, indent=2) + "\n", "--out")
-    if args.png:
-        from rewardkit.runs.plots import plot_compare
+    text = json.dumps(result, ensure_ascii=False, indent=2, allow_nan=False) + "\n"  # NaN here is a bug
+    png = None
+    if args.png:  # drawn before anything is written: --out and --png land together or not at all
+        from rewardkit.runs.plots import render_compare
 
-        plot_compare(result, args.png, f"{b_path} against {a_path}", (a_path.name, b_path.name), "--png")
+        png = render_compare(result, f"{b_path} against {a_path}", (a_path.name, b_path.name), f"--png {args.png}")
+    with OutputSet() as staged:
+        if args.out:
+            staged.write_text(args.out, text, "--out")
+        if png is not None:
+            staged.write_bytes(args.png, png, "--png")
     return 0

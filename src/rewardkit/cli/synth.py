@@ -8,12 +8,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from rewardkit.envs import domain_names
+from rewardkit.envs import domain_names, get_domain
 from rewardkit.files.outputs import check_outputs
-from rewardkit.runs.spec import RULES, RunSpec
+from rewardkit.runs.episode_log import resume_hint
+from rewardkit.runs.spec import RULES, RunSpec, task_ids
 
 
 def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
@@ -52,9 +55,17 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """Every file a synth or eval run reads, so that no output can be one of them: the prompt, the domain's
+    bundled data and the simulator's reply cache (read before it is written)."""
+    found = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
+    found += list(get_domain(args.domain).input_files())
+    return found + ([("--user-cache", args.user_cache)] if args.user_cache else [])
+
+
 def _run_spec(args: argparse.Namespace) -> RunSpec:
     """The flags of ``_add_run_options`` as a RunSpec (``--resume`` and ``--no-progress`` are the command's)."""
-    tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else None
+    tasks = task_ids(args.tasks)  # --tasks ' , ' names no task: an error, not the whole split
     return RunSpec(
         agent=args.agent, agent_model=args.agent_model, temperature=args.temperature, max_tokens=args.max_tokens,
         agent_retries=args.agent_retries, agent_timeout=args.agent_timeout,
@@ -64,6 +75,17 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         system_prompt=args.system_prompt, tools=not args.no_tools, max_turns=args.max_turns, rule=args.rule,
         workers=args.workers,
     )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _resume_hint() -> Iterator[None]:
+    """A run stopped part-way (Ctrl-C, SIGTERM, a full disk) ends its one line with the ``--resume`` hint."""
+    try:
+        yield
+    except BaseException as exc:
+        if (hint := resume_hint(exc)) is not None:
+            exc.add_note(hint)
+        raise
 
 
 def _retry_hint(infrastructure: int) -> None:
@@ -94,12 +116,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def cmd_synth_tau2(args: argparse.Namespace) -> int:
     from rewardkit.runs.synthesis import headline, infrastructure_errors, synthesize_run
 
+    inputs = _run_inputs(args)
+    check_outputs(inputs, [("--out", args.out)])  # first: a directory has no name to derive the log's from
     episodes = args.episodes or args.out.with_suffix(".episodes.jsonl")
-    inputs = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
     report = ("--report", args.report) if args.report else None
     check_outputs(inputs, [("--out", args.out), report, ("--episodes", episodes)])
     spec = _run_spec(args)
-    report = synthesize_run(spec, args.out, args.report, episodes, resume=args.resume, progress=not args.no_progress)
+    with _resume_hint():
+        report = synthesize_run(spec, args.out, args.report, episodes, resume=args.resume,
+                                progress=not args.no_progress)  # fmt: skip
     print(headline(report), file=sys.stderr)
     _retry_hint(infrastructure_errors(report))
     return 0

@@ -13,6 +13,8 @@ Every caller goes through the domain registry (:mod:`rewardkit.envs.domain`).
   database per MCP session (``rewardkit env serve --mcp``; needs the optional ``mcp`` package);
 - ``mcp_env.py`` and ``mcp_domain.py``: an MCP server's tools as an environment, and as a registered domain
   (``MCPEnvironment``, ``mcp_domain``; needs ``mcp``, imported only when these modules are).
+- ``mcp_quiet.py``: the SDK's log records silenced while a connection is attempted; ``schemas.py``: tool
+  arguments against JSON Schemas, worded as the harness words them (gold actions on any domain's tools).
 
 - ``tasks.py``: tau2 tasks, read and checked one way for every consumer; ``scenario.py``: the
   customer's words from a task's scenario; ``termination.py``: how an episode may end, and which

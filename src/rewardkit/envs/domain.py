@@ -38,6 +38,10 @@ class StatefulEnvironment(ABC):
         """Release what the environment holds (a database connection, a server session)."""
 
 
+class DomainDataError(ValueError):
+    """A file the domain ships (or was pointed at) cannot be read as what it must hold; names the file."""
+
+
 @dataclass(frozen=True)
 class Domain:
     """A registered tool-use domain. ``make_env(db_path)`` returns a fresh, private environment."""
@@ -49,6 +53,13 @@ class Domain:
     splits: Callable[[], dict[str, list[str]]]  # split name -> task ids
     policy: Callable[[], str]  # the agent's system prompt
     stop_tools: frozenset[str] = frozenset()  # a successful call ends the episode (a transfer to a human)
+    data_files: tuple[Path, ...] = ()  # every bundled file the domain reads: no command may write over one
+
+    def input_files(self) -> list[tuple[str, Path]]:
+        """The domain's bundled files, labelled for ``check_outputs``: they are inputs of every command that
+        uses the domain (read by default: the database, the tasks, the splits, the policy, the simulator's
+        guidelines), so no output may be one of them."""
+        return [(f"{self.name} domain data", path) for path in self.data_files]
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The OpenAI function specs, as ms-swift's ``tools`` column wants them."""

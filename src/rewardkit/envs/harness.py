@@ -23,9 +23,9 @@ from enum import Enum
 from typing import Any, ClassVar, Literal
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 
 from rewardkit.envs.domain import StatefulEnvironment
+from rewardkit.envs.schemas import first_error
 from rewardkit.envs.tool_calls import ToolCall
 
 HARNESS_SCHEMA = """
@@ -78,11 +78,7 @@ class ToolSpec:
         object.__setattr__(self, "_validator", Draft202012Validator(self.parameters))
 
     def violation(self, arguments: Mapping[str, Any]) -> str | None:
-        error = best_match(self._validator.iter_errors(arguments))  # type: ignore[attr-defined]
-        if error is None:
-            return None
-        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-        return f"{where}: {error.message[:300]}"
+        return first_error(self._validator, arguments)  # type: ignore[attr-defined]
 
     def openai(self) -> dict[str, Any]:
         """The OpenAI function spec (what goes into a dataset's ``tools`` column)."""

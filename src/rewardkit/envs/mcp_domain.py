@@ -48,6 +48,7 @@ def mcp_domain(server: str, base: str | Domain = "retail", name: str | None = No
             splits=base_domain.splits,
             policy=base_domain.policy,
             stop_tools=base_domain.stop_tools & frozenset(tools),
+            data_files=base_domain.data_files,  # the tasks, splits and policy are read from there
         )
         try:
             register_domain(domain)

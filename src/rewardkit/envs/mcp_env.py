@@ -31,7 +31,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from rewardkit.envs.harness import IDEMPOTENCY_KEY, CallingEnvironment, ResultCode, ToolResult, _unencodable
+from rewardkit.envs.mcp_quiet import attempt
 from rewardkit.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI, decode_result
+from rewardkit.envs.schemas import schema_violation
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
@@ -40,7 +42,6 @@ else:  # anyio's dependency on Python 3.10
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
-MAX_EVENT_BYTES = 256 * 2**20  # one message from an HTTP server (a whole database export)
 SERVER_ERROR = ResultCode.PRECONDITION_FAILED  # a failed call from a server that sends no rewardkit code
 _TRANSPORT = (CONNECTION_CLOSED, REQUEST_TIMEOUT)  # MCPError codes that mean the link, not the tool, failed
 _SERVE_HINT = "e.g. `rewardkit env serve --domain retail --mcp` (stdio) or `... --transport http --port 8765`"
@@ -76,6 +77,11 @@ class MCPToolSpec:
             "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
         }
 
+    def violation(self, arguments: Mapping[str, Any]) -> str | None:
+        """What the listed JSON Schema refuses in ``arguments`` (the task checks' use; the server validates
+        calls itself). A schema the validator cannot read checks nothing here."""
+        return schema_violation(self.parameters, arguments)
+
     @classmethod
     def from_mcp(cls, tool: types.Tool) -> MCPToolSpec:
         hints = tool.annotations
@@ -102,8 +108,8 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 def _link(server: str) -> Any:
     """The SDK transport for ``server``: streamable HTTP for a URL, else a subprocess speaking stdio."""
-    if server.startswith(("http://", "https://")):  # a state export is over the SDK's 1 MiB default per event
-        return streamable_http_client(server, max_sse_event_size=MAX_EVENT_BYTES)
+    if server.startswith(("http://", "https://")):  # the SDK's defaults: rewardkit's server answers plain JSON
+        return streamable_http_client(server)
     argv = shlex.split(server)
     if not argv:
         raise MCPServerError("no MCP server given: pass an http(s):// URL or a command line that serves over stdio")
@@ -142,9 +148,11 @@ class MCPEnvironment(CallingEnvironment):
 
     async def _hold(self, link: Any) -> None:
         """Open the session and keep it open until close(): the SDK's contexts must exit in the task that entered."""
+        quiet = attempt()  # the SDK's tracebacks about a server that is not MCP: rewardkit's one line says it
         try:
             async with Client(link, cache=None, read_timeout_seconds=self.timeout) as client:
                 self._client = client
+                quiet.quiet = False
                 self._ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:

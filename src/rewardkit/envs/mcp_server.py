@@ -10,6 +10,8 @@ Every MCP session gets its own fresh environment (``domain.make_env(None)``): ov
 one per process, over streamable HTTP one per ``Mcp-Session-Id``, so concurrent clients
 never share a database. The state is exposed as resources, not tools, so that the agent's
 tool list stays the domain's: :data:`STATE_HASH_URI`, :data:`STATE_EXPORT_URI`, :data:`AUDIT_URI`.
+Over HTTP every answer is a plain JSON body (the SDK's JSON response mode), never a server-sent
+event, so a client with default limits reads a whole export.
 :func:`encode_result` and :func:`decode_result` are the result format both sides share.
 
 Requires the optional ``mcp`` package (``pip install 'rewardkit[mcp]'``).
@@ -234,7 +236,11 @@ def http_app(domain: Domain, host: str = "127.0.0.1", path: str = "/mcp") -> tup
     sessions = Sessions(domain)
     server = build_server(domain, sessions)
     server.add_request_handler("server/discover", types.RequestParams, _no_discover)
-    app = server.streamable_http_app(streamable_http_path=path, host=host, session_idle_timeout=IDLE_S)
+    # JSON responses, not server-sent events: a state export (about 2 MB for retail) is one plain HTTP body, which
+    # any MCP client reads with its default settings (the SDK caps one SSE event at 1 MiB by default).
+    app = server.streamable_http_app(
+        streamable_http_path=path, host=host, session_idle_timeout=IDLE_S, json_response=True
+    )
     return _ForgetClosedSessions(app, sessions), sessions
 
 

@@ -4,19 +4,22 @@ A task is tau2-bench's JSON object. What rewardkit reads of it:
 
 - ``evaluation_criteria.actions``: the gold tool calls, each ``{"name", "arguments", "compare_args"?}``;
   every name must be one of the domain's tools (an unknown one fails on replay, and doing nothing
-  would then match the gold);
+  would then match the gold), and, given the domain's tool specs, every action's arguments must fit
+  the tool's JSON Schema (``bad_gold_arguments``);
 - ``evaluation_criteria.communicate_info`` and ``nl_assertions``: lists of strings;
 - ``user_scenario.instructions``: tau2's structured mapping (``reason_for_call``, ``known_info``, ...)
   or free text, which the user simulators act out.
 
 :func:`task_problem` says what is wrong with a task as ``(reason, detail)``; the builder counts the
 reason, and :func:`read_task` raises :class:`TaskError` with the detail and where the task came from.
+:func:`gold_problem` judges a replay of the gold actions on a fresh database: a gold write that fails
+(``gold_fails``) would leave the gold state without it, and an agent that does less would match it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from rewardkit.files.jsonl import kind
@@ -66,11 +69,26 @@ def _scenario_problem(task: Mapping[str, Any]) -> str | None:
     return None  # a missing or non-text reason_for_call is the builder's no_reason_for_call
 
 
-def task_problem(task: Any, tools: Collection[str] | None = None, domain: str | None = None) -> tuple[str, str] | None:
+def _arguments_problem(criteria: Mapping[str, Any], tools: Mapping[str, Any]) -> str | None:
+    """The first gold action whose arguments the tool's schema refuses (the harness would answer
+    SCHEMA_VIOLATION and run nothing), given specs with a ``violation(arguments)`` check."""
+    for i, action in enumerate(criteria.get("actions") or []):
+        check = getattr(tools.get(action["name"]), "violation", None)
+        problem = check(dict(action.get("arguments") or {})) if check is not None else None
+        if problem:
+            return (f"evaluation_criteria.actions[{i}]: the arguments of {action['name']!r} do not fit its schema "
+                    f"({problem}), so the gold call would run nothing")  # fmt: skip
+    return None
+
+
+def task_problem(
+    task: Any, tools: Collection[str] | Mapping[str, Any] | None = None, domain: str | None = None
+) -> tuple[str, str] | None:
     """``(reason, detail)`` when ``task`` cannot be judged or acted out, else None.
 
     Reasons: ``bad_task`` (not an object), ``no_evaluation_criteria``, ``bad_evaluation_criteria``,
-    ``bad_user_scenario``. With ``tools``, every gold action must name one of them.
+    ``bad_gold_arguments``, ``bad_user_scenario``. With ``tools``, every gold action must name one of
+    them; when ``tools`` maps names to specs (``Domain.tools``), its arguments must fit the tool's schema.
     """
     if not isinstance(task, Mapping):
         return "bad_task", f"a task must be an object, got {kind(task)}"
@@ -79,12 +97,48 @@ def task_problem(task: Any, tools: Collection[str] | None = None, domain: str | 
     problem = _criteria_problem(task["evaluation_criteria"], tools, domain)
     if problem:
         return "bad_evaluation_criteria", problem
+    problem = _arguments_problem(task["evaluation_criteria"], tools) if isinstance(tools, Mapping) else None
+    if problem:
+        return "bad_gold_arguments", problem
     problem = _scenario_problem(task)
     return ("bad_user_scenario", problem) if problem else None
 
 
+def gold_problem(
+    task: Mapping[str, Any], replayed: Sequence[tuple[bool, str | None]], write_tools: Collection[str]
+) -> tuple[str, str] | None:
+    """``("gold_fails", detail)`` when a gold write failed in ``replayed``, else None.
+
+    ``replayed`` holds ``(ok, error)`` per gold action, in order, from replaying the gold actions on a
+    fresh database (a checked task: :func:`task_problem` found nothing). A failed write is left out of the
+    gold state, which then cannot tell the task's outcome from doing less (with every write failing, an
+    agent that does nothing matches it). Failed reads change nothing and are allowed (a lookup that finds
+    no such user is part of several tau2 tasks).
+    """
+    for i, (action, (ok, error)) in enumerate(zip(gold_actions(task), replayed, strict=True)):
+        if not ok and action["name"] in write_tools:
+            return "gold_fails", (
+                f"evaluation_criteria.actions[{i}]: the gold write {action['name']!r} fails when the gold actions "
+                f"are replayed on a fresh database ({error}), so the gold state cannot judge the task"
+            )
+    return None
+
+
+def error_text(result: Any) -> str:
+    """``CODE: message`` of a failed harness result (what :func:`gold_problem` reports)."""
+    value = getattr(result, "value", None)
+    error = value.get("error") if isinstance(value, Mapping) else None
+    message = error.get("message") if isinstance(error, Mapping) else result.text()
+    return f"{result.code.value}: {message}"
+
+
+def task_error(at: str, found: tuple[str, str]) -> TaskError:
+    """The :class:`TaskError` for a problem of the task at ``at``."""
+    return TaskError(f"{at}: {found[1]}; fix the task in the dataset (`rewardkit build tau2-grpo` checks tasks)")
+
+
 def read_task(
-    cell: Any, at: str = "task", tools: Collection[str] | None = None, domain: str | None = None
+    cell: Any, at: str = "task", tools: Collection[str] | Mapping[str, Any] | None = None, domain: str | None = None
 ) -> Mapping[str, Any]:
     """A task object, or its JSON text, checked by :func:`task_problem`; :class:`TaskError` names ``at``."""
     task = cell
@@ -95,7 +149,7 @@ def read_task(
             raise TaskError(f"{at}: holds a string that is not JSON: {cell[:80]!r}") from exc
     found = task_problem(task, tools, domain)
     if found is not None:
-        raise TaskError(f"{at}: {found[1]}; fix the task in the dataset (`rewardkit build tau2-grpo` checks tasks)")
+        raise task_error(at, found)
     return task
 
 

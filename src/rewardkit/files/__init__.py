@@ -1,1 +1,2 @@
-"""Files: the one JSONL reader (``jsonl.py``) and outputs that are never half-written (``outputs.py``)."""
+"""Files: the one JSONL reader (``jsonl.py``), outputs that are never half-written (``outputs.py``), and one
+writer per file (``lock.py``)."""

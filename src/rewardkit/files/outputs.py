@@ -18,7 +18,7 @@ import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 Labelled = tuple[str, "Path | str"]
 PathArg = Path | str | Labelled | None
@@ -131,18 +131,36 @@ class OutputSet:
 
     @contextlib.contextmanager
     def open(self, path: Path | str, flag: str = "output") -> Iterator[TextIO]:
+        """A UTF-8 text handle on the output's temporary."""
+        with self._stage(path, flag, binary=False) as f:
+            yield f
+
+    def write_text(self, path: Path | str, text: str, flag: str = "output") -> None:
+        with self.open(path, flag) as f:
+            f.write(text)
+
+    def write_bytes(self, path: Path | str, data: bytes, flag: str = "output") -> None:
+        """A binary output (a PNG rendered in memory), staged like the others."""
+        with self._stage(path, flag, binary=True) as f:
+            f.write(data)
+
+    @contextlib.contextmanager
+    def _stage(self, path: Path | str, flag: str, binary: bool) -> Iterator[Any]:
         path = Path(path)
+        mode, encoding = ("wb", None) if binary else ("w", "utf-8")
         try:
             if _is_special(path):  # /dev/null, a FIFO: nothing to tear, and replacing it would be wrong
-                with path.open("w", encoding="utf-8") as special:
+                with path.open(mode, encoding=encoding) as special:
                     yield special
                 return
             target = path.resolve()  # through a symlink: the link stays, its target gets the new content
+            if target.is_dir():
+                raise OutputError(f"cannot write {flag} {path}: it is a directory; give a file path")
             if target.parent.exists() and not target.parent.is_dir():
                 raise OutputError(f"cannot write {flag} {path}: {target.parent} is not a directory")
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, kept on disk until commit
-                "w", encoding="utf-8", dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=".tmp"
+                mode, encoding=encoding, dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=".tmp"
             )
             self._staged.append((Path(tmp.name), target))  # registered first: abort removes it whatever happens
             with tmp:
@@ -157,17 +175,14 @@ class OutputSet:
         except OSError as exc:
             raise OutputError(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
 
-    def write_text(self, path: Path | str, text: str, flag: str = "output") -> None:
-        with self.open(path, flag) as f:
-            f.write(text)
-
     def commit(self) -> None:
+        target = None
         try:
             for tmp, target in self._staged:
                 os.replace(tmp, target)
         except OSError as exc:
             self.abort()
-            raise OutputError(f"cannot rename into place: {exc.strerror or exc}") from None
+            raise OutputError(f"cannot rename {target} into place: {exc.strerror or exc}") from None
         for directory in {target.parent for _, target in self._staged}:
             _fsync_dir(directory)
         self._staged.clear()

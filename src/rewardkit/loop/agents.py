@@ -5,17 +5,23 @@ its next message: a plain string, or an :class:`AgentReply` when it knows more (
 parsed tool calls, why generation stopped, how many tokens it took). An endpoint that fails
 after its retries raises :class:`AgentError`: the episode then ends as ``agent_error``, an
 infrastructure failure that reports count apart and never score as a failed task.
+
+A reply the endpoint delivered is the model's, whatever its shape: empty or null content, content
+parts (their text is read), tool calls that are not a list of call objects (each malformed one
+becomes a call the harness refuses, a failed call), a token count that is not a count (0). The
+episode scores it; nothing here raises on it.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.loop.endpoint import ChatEndpoint, ContextOverflow, only_model
+from rewardkit.loop.endpoint import ChatEndpoint, ContextOverflow, message_text, only_model, token_count
 from rewardkit.loop.gold import GoldAgent
 
 
@@ -43,10 +49,41 @@ def as_reply(out: str | AgentReply) -> AgentReply:
 
 
 def _openai_calls(native: Any) -> list[dict[str, Any]] | None:
-    if not native:
+    """The endpoint's ``tool_calls`` as well-formed OpenAI calls, or None when there are none.
+
+    Anything that is not a list of call objects with a string name (a string, an object, a list of
+    strings, a ``function`` that is not an object) is the model's malformed call: it becomes a call
+    with no name whose arguments hold what was sent, which the harness answers with an error.
+    """
+    if native is None or native == [] or native == "" or native == {}:
         return None
-    calls = [c.model_dump() if hasattr(c, "model_dump") else dict(c) for c in native]
-    return [{k: v for k, v in c.items() if k in ("id", "type", "function")} for c in calls]
+    if not isinstance(native, list):  # one malformed call, as rewardkit.envs.tool_calls reads it
+        return [_malformed(native)]
+    return [_openai_call(c.model_dump() if hasattr(c, "model_dump") else c) for c in native]
+
+
+def _malformed(sent: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": "", "arguments": _dump(sent)}}
+
+
+def _openai_call(call: Any) -> dict[str, Any]:
+    fn = call.get("function", call) if isinstance(call, Mapping) else None  # flat {"name", "arguments"} too
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+        return _malformed(call)
+    arguments = fn.get("arguments")
+    if arguments is not None and not isinstance(arguments, (str, Mapping)):  # still refused, but sendable
+        arguments = _dump(arguments)
+    out: dict[str, Any] = {"type": "function", "function": {"name": fn["name"], "arguments": arguments}}
+    if isinstance(call, Mapping) and isinstance(call.get("id"), str) and call["id"]:
+        out["id"] = call["id"]
+    return out
+
+
+def _dump(value: Any) -> str:
+    try:
+        return json.dumps(value, default=repr)
+    except (ValueError, RecursionError):  # nested too deeply to write back
+        return repr(value)[:200]
 
 
 class OpenAIAgent:
@@ -87,21 +124,16 @@ class OpenAIAgent:
         request: dict[str, Any] = {**self.params}
         if self.tools:
             request["tools"] = self.tools
-        try:
-            response = self._endpoint.complete(messages, _has_message, **request)
+        try:  # every reply is taken: an empty one is the model's (the episode ends it, scored)
+            reply = self._endpoint.complete(messages, **request)
         except ContextOverflow:  # the conversation outgrew the context: the policy's ending, scored 0
             return AgentReply("", finish_reason="length")
-        choice, usage = response.choices[0], getattr(response, "usage", None)
         return AgentReply(
-            text=choice.message.content or "",
-            tool_calls=_openai_calls(choice.message.tool_calls),
-            finish_reason=choice.finish_reason,
-            n_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            text=reply.text,
+            tool_calls=_openai_calls(reply.tool_calls),
+            finish_reason=reply.finish_reason,
+            n_tokens=reply.completion_tokens,
         )
-
-
-def _has_message(choice: Any) -> bool:
-    return bool((choice.message.content or "").strip() or choice.message.tool_calls)
 
 
 def _only_model(base_url: str, api_key: str) -> str:
@@ -146,9 +178,9 @@ class CheckpointAgent:
             return AgentReply("", finish_reason="length")
         choice = response.choices[0]
         return AgentReply(
-            text=choice.message.content or "",
+            text=message_text(choice.message.content),
             finish_reason=choice.finish_reason,
-            n_tokens=int(response.usage.completion_tokens),
+            n_tokens=token_count(response.usage.completion_tokens),
         )
 
 

@@ -6,8 +6,10 @@ the gold-agent check, the benchmarks, and trajectory synthesis and evaluation.
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,14 @@ class EpisodeResult:
     infos: dict[str, Any]  # what the scheduler puts in rollout_infos
 
 
+GRACE_S = 1.0  # how long a stopped run waits for the episodes in flight to finish
+_POLL_S = 0.1  # the caller's thread wakes this often, so a signal is handled at once
+
+
+class _Abandoned(Exception):
+    """Raised inside an in-flight episode of a stopped run, at its next agent turn."""
+
+
 def run_episode(
     domain: Domain,
     task: Mapping[str, Any],
@@ -34,8 +44,10 @@ def run_episode(
     simulator: UserSimulator,
     limits: RolloutLimits,
     system: str | None = None,
+    stop: threading.Event | None = None,
 ) -> EpisodeResult:
-    """One conversation; ``system`` replaces the domain's policy as the agent's system prompt.
+    """One conversation; ``system`` replaces the domain's policy as the agent's system prompt. Once ``stop``
+    is set the episode makes no further agent call: it raises ``_Abandoned`` (``run_episodes`` drops it).
 
     Infrastructure failures end the episode, named, instead of raising: the simulator's (``user_sim_error``),
     the agent endpoint's (``agent_error``) and the tools' server's (``env_error``: a ``ConnectionError``, such
@@ -52,6 +64,8 @@ def run_episode(
         if opening is not None:
             messages.append({"role": "user", "content": opening})
         while not episode.done:
+            if stop is not None and stop.is_set():
+                raise _Abandoned(str(task.get("id")))
             try:
                 reply = as_reply(agent(messages))
             except AgentError as exc:  # infrastructure: the episode is excluded, not failed
@@ -59,11 +73,8 @@ def run_episode(
                 break
             message = _assistant(reply)
             messages.append(message)
-            try:
-                answer = episode.agent_turn(reply.text, reply.finish_reason, reply.n_tokens, reply.tool_calls)
-            except ConnectionError as exc:
-                episode.end(Termination.ENV_ERROR, str(exc))
-                break
+            # A lost tool server ends the episode as env_error inside the episode's own guard.
+            answer = episode.agent_turn(reply.text, reply.finish_reason, reply.n_tokens, reply.tool_calls)
             if answer:
                 episode.user_turn()
             messages += _answer_ids(message, episode.take_pending())
@@ -95,22 +106,93 @@ def run_episodes(
     workers: int = 8,
     system: str | None = None,
     on_result: Callable[[int, EpisodeResult], None] | None = None,
+    grace_s: float = GRACE_S,
 ) -> list[EpisodeResult]:
     """One episode per item of ``tasks`` (a task listed twice runs twice), ``workers`` at a time.
 
     Simulator and agent calls wait on the network, not the CPU, hence threads. ``on_result(i, result)`` runs
     in the caller's thread as each episode ends (``i`` indexes ``tasks``); the results come back in task order.
+
+    Stopping. When the caller's thread is interrupted (KeyboardInterrupt, or the CLI's SIGTERM raised as one),
+    when ``on_result`` raises (a full disk), or when an episode raises (a bug: infrastructure failures end
+    their episode instead of raising), no queued episode starts and every episode in flight makes no further
+    agent call. Those that finish within ``grace_s`` seconds are still handed to ``on_result``; the others are
+    abandoned (threads cannot be killed: each stops at its next agent turn, its result dropped, so a resumed
+    run runs it again). Then the exception propagates: a run stops within about ``grace_s`` seconds, having
+    handed over every episode that finished. The workers are daemon threads, not a ``ThreadPoolExecutor``'s,
+    whose threads the interpreter joins at exit: an agent call in flight cannot hold the process.
     """
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in range(len(tasks)):
+        todo.put(i)
+    finished: queue.SimpleQueue[tuple[int, EpisodeResult | None, BaseException | None]] = queue.SimpleQueue()
+    stop = threading.Event()
 
-    def one(task: Mapping[str, Any]) -> EpisodeResult:
-        return run_episode(domain, task, make_agent(task), simulator, limits, system)
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                result = run_episode(domain, tasks[i], make_agent(tasks[i]), simulator, limits, system, stop)
+            except _Abandoned:
+                finished.put((i, None, None))
+            except BaseException as exc:  # a bug in one episode stops the run, in the caller's thread
+                stop.set()  # now: this worker and the others take nothing more from the queue
+                finished.put((i, None, exc))
+            else:
+                finished.put((i, result, None))
 
+    threads = [threading.Thread(target=work, name=f"rewardkit-episode-{n}", daemon=True)
+               for n in range(max(1, min(workers, len(tasks))))]  # fmt: skip
+    for thread in threads:
+        thread.start()
     results: list[EpisodeResult | None] = [None] * len(tasks)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(one, task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            i = futures[future]
-            results[i] = future.result()
+    try:
+        for _ in range(len(tasks)):
+            i, result, error = _next(finished)
+            if error is not None:
+                raise error
+            results[i] = result
             if on_result is not None:
-                on_result(i, results[i])
+                on_result(i, result)  # type: ignore[arg-type]  # None only once stopped
+    except BaseException:
+        stop.set()
+        _finish_in_flight(finished, threads, results, on_result, grace_s)
+        raise
+    for thread in threads:
+        thread.join()
     return results  # type: ignore[return-value]  # every slot is filled
+
+
+def _next(finished: queue.SimpleQueue[Any]) -> Any:
+    """The next finished episode; a short poll keeps the caller's thread responsive to signals."""
+    while True:
+        try:
+            return finished.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+
+
+def _finish_in_flight(
+    finished: queue.SimpleQueue[Any], threads: Sequence[threading.Thread], results: list[EpisodeResult | None],
+    on_result: Callable[[int, EpisodeResult], None] | None, grace_s: float,
+) -> None:  # fmt: skip
+    """After a stop: hand over the episodes that finish within ``grace_s``; abandon the rest."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            i, result, _ = finished.get(timeout=min(_POLL_S, max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            if not any(thread.is_alive() for thread in threads):
+                return
+            continue
+        if result is None or results[i] is not None:
+            continue
+        results[i] = result
+        if on_result is not None:
+            try:
+                on_result(i, result)
+            except Exception:  # the exception that stopped the run is the one to report
+                continue

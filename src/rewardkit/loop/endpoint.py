@@ -1,22 +1,36 @@
 """One OpenAI-compatible chat endpoint with the retry policy every caller here shares.
 
 The user simulator and the HTTP agent both call chat models behind ``swift deploy``, vLLM or a
-hosted API. Transient failures (timeouts, refused connections, 429 and 5xx, malformed or empty
-replies) are retried with jittered exponential backoff; anything else fails at once. What finally
-fails is raised as the caller's own error class, naming the endpoint, so a report can say "the
-simulator was down" rather than "the task failed".
+hosted API. Every call goes through :meth:`ChatEndpoint.complete`, one guard with retries:
 
-The client is synchronous on purpose: ms-swift runs each multi-turn hook under a fresh event loop,
-and an async client cached across calls would be bound to a loop that is already closed.
+- transport failures and server errors (timeouts, refused or dropped connections, 429 and 5xx, and
+  a 200 whose body is not a chat completion: not JSON, no ``choices``) are retried with jittered
+  exponential backoff, then raised as the caller's own error class naming the endpoint, so a
+  report can say "the simulator was down" rather than "the task failed";
+- a configuration error that no retry can cure (HTTP 401, 403, 404: a wrong key, an unknown model
+  name, a wrong URL) raises :class:`EndpointConfigError`, which stops the run;
+- any other 4xx is the caller's error at once (a 400 about the context length is
+  :class:`ContextOverflow` where the caller asks for it).
+
+What the model wrote is read, never trusted: the reply comes back as a :class:`Completion` whose
+text, finish reason and token count are plain values whatever the server sent (content parts are
+joined, a count that is not a finite number >= 0 is 0); the tool calls are passed on as sent, for
+the caller to read as the model's. The client is synchronous on purpose: ms-swift runs each
+multi-turn hook under a fresh event loop, and an async client cached across calls would be bound
+to a loop that is already closed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -30,20 +44,73 @@ class ContextOverflow(Exception):
     """The request outgrew the model's context (an HTTP 400 saying so): the conversation's fault, not the server's."""
 
 
+class EndpointConfigError(ValueError):
+    """The endpoint refuses this client or model for good (401, 403, 404): stop the run, fix the options."""
+
+
 # How vLLM, SGLang, ms-swift and hosted APIs word a prompt longer than the context.
 _OVERFLOW = re.compile(r"context length|context window|maximum.{0,40}length|too long|max_model_len", re.IGNORECASE)
+_CONFIG = {401: "check the API key", 403: "check the API key", 404: "fix the model name or the URL"}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The first choice of a chat completion, as plain values."""
+
+    text: str  # the content as text: "" when empty, null or not text; content parts joined
+    tool_calls: Any  # as the server sent them (None when absent): the model's, any shape
+    finish_reason: str | None
+    completion_tokens: int  # 0 when absent or not a finite number >= 0
+
+
+def message_text(content: Any) -> str:
+    """A message's content as text: a string as is, OpenAI's content parts (``[{"type": "text", "text": …}]``,
+    or bare strings) joined, anything else (null, a number, an object without text) empty."""
+    if isinstance(content, str):
+        return content
+    parts = [content] if isinstance(content, Mapping) else content if isinstance(content, list) else []
+    texts = [p if isinstance(p, str) else p.get("text") if isinstance(p, Mapping) else None for p in parts]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def token_count(value: Any) -> int:
+    """A reported token count, or 0 where it is not a finite number >= 0 (NaN, negative, a string, a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if math.isfinite(value) and value >= 0 else 0
+
+
+def served_models(base_url: str, api_key: str = "EMPTY", timeout_s: float = 10.0) -> list[str]:
+    """The model names an endpoint lists (``GET /models``); raises ``openai.OpenAIError`` or ValueError."""
+    client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+    try:
+        return [str(m.id) for m in client.models.list()]
+    except (TypeError, AttributeError, KeyError) as exc:  # a listing that is not one
+        raise ValueError(f"malformed model list: {exc}") from exc
 
 
 def only_model(base_url: str, hint: str, api_key: str = "EMPTY", timeout_s: float = 10.0) -> str:
     """The one model an endpoint serves (``GET /models``); ValueError saying why not (``hint``: what to do)."""
-    client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
     try:
-        models = [m.id for m in client.models.list()]
-    except openai.OpenAIError as exc:
+        models = served_models(base_url, api_key, timeout_s)
+    except (openai.OpenAIError, ValueError) as exc:
         raise ValueError(f"cannot list its models ({exc}); is the server up?") from exc
     if len(models) != 1:
         raise ValueError(f"serves {len(models)} models {models}; {hint}")
     return models[0]
+
+
+def check_model(base_url: str, model: str, hint: str, api_key: str = "EMPTY", timeout_s: float = 10.0) -> None:
+    """ValueError ``serves no model 'x' (it serves [...]); <hint>`` when the endpoint lists its models and
+    ``model`` is not one of them. An endpoint that cannot list them passes: a server that is down is the
+    run's infrastructure failure (its episodes are rerun), and an unknown model still stops the run at its
+    first 404."""
+    try:
+        models = served_models(base_url, api_key, timeout_s)
+    except (openai.OpenAIError, ValueError):
+        return
+    if model not in models:
+        raise ValueError(f"serves no model {model!r} (it serves {models}); {hint}")
 
 
 class ChatEndpoint:
@@ -65,14 +132,19 @@ class ChatEndpoint:
         """``overflow``: raise :class:`ContextOverflow` for a 400 about the context length, not ``error``."""
         if concurrency < 1 or retries < 0:
             raise ValueError(f"need concurrency >= 1 and retries >= 0, got {concurrency} and {retries}")
+        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+            raise ValueError(f"the timeout must be a finite number of seconds > 0, got {timeout_s}")
         self.base_url, self.model, self.error = base_url, model, error
         self.retries, self.backoff_s, self.overflow = retries, backoff_s, overflow
-        # The SDK's own retries are off: ours also cover empty replies and share the backoff policy.
+        # The SDK's own retries are off: ours also cover malformed bodies and share the backoff policy.
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         self._slots = threading.BoundedSemaphore(concurrency)
 
-    def complete(self, messages: Sequence[dict[str, Any]], accept: Callable[[Any], bool], **params: Any) -> Any:
-        """A chat completion whose first choice ``accept`` takes; raises ``error(endpoint, why)``."""
+    def complete(
+        self, messages: Sequence[dict[str, Any]], accept: Callable[[Completion], bool] | None = None, **params: Any
+    ) -> Completion:
+        """The first choice of a chat completion, taken by ``accept`` (None: any); raises ``error(endpoint, why)``
+        after the retries, :class:`EndpointConfigError` at once."""
         attempts = self.retries + 1
         cause = ""
         for attempt in range(attempts):
@@ -80,38 +152,65 @@ class ChatEndpoint:
                 delay = self.backoff_s * 2 ** (attempt - 1)
                 time.sleep(delay + random.uniform(0, 0.1 * delay))
             try:
-                response = self._call(messages, params)
+                completion = self._call(messages, params)
             except _Retry as exc:
                 cause = str(exc)
                 continue
-            choice = response.choices[0]
-            if accept(choice):
-                return response
-            cause = f"empty reply (finish_reason={getattr(choice, 'finish_reason', None)!r})"
+            if accept is None or accept(completion):
+                return completion
+            cause = f"empty reply (finish_reason={completion.finish_reason!r})"
         raise self.error(self.base_url, f"no reply after {attempts} attempt(s); last error: {cause}")
 
-    def _call(self, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> Any:
+    def _call(self, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> Completion:
         try:
             with self._slots:
-                response = self._client.chat.completions.create(
+                raw = self._client.chat.completions.with_raw_response.create(
                     model=self.model,
                     messages=list(messages),  # type: ignore[arg-type]
                     **params,
                 )
+                body = raw.content
         except openai.APITimeoutError as exc:  # before APIConnectionError: it is a subclass
             raise _Retry(f"timed out: {exc}") from exc
         except openai.APIConnectionError as exc:
             raise _Retry(f"connection failed: {exc}") from exc
         except openai.APIStatusError as exc:
-            if exc.status_code == 429 or exc.status_code >= 500:
-                raise _Retry(f"HTTP {exc.status_code}: {exc.message}") from exc
-            if self.overflow and exc.status_code == 400 and _OVERFLOW.search(exc.message or ""):
-                raise ContextOverflow(exc.message) from exc
-            # Other 4xx (bad model name, context too long, auth): retrying cannot help.
-            raise self.error(self.base_url, f"HTTP {exc.status_code} (not retried): {exc.message}") from exc
-        except openai.APIResponseValidationError as exc:
-            raise _Retry(f"malformed response: {exc}") from exc
-        choices = getattr(response, "choices", None) or []
-        if not choices or choices[0].message is None:
-            raise _Retry("a response without choices")
-        return response
+            raise self._status(exc) from exc
+        return _completion(body)
+
+    def _status(self, exc: openai.APIStatusError) -> Exception:
+        code, message = exc.status_code, exc.message
+        if code == 429 or code >= 500:
+            return _Retry(f"HTTP {code}: {message}")
+        if self.overflow and code == 400 and _OVERFLOW.search(message or ""):
+            return ContextOverflow(message)
+        if code in _CONFIG:
+            served = ""
+            if code == 404:
+                with contextlib.suppress(openai.OpenAIError, ValueError):  # the list, where it can be had
+                    served = f"; it serves {served_models(self.base_url, self._client.api_key, 10.0)}"
+            why = f"HTTP {code} for model {self.model!r} (not retried): {message}{served}; {_CONFIG[code]}"
+            return EndpointConfigError(str(self.error(self.base_url, why)))
+        # Other 4xx (a context too long where the caller did not ask, a bad request): retrying cannot help.
+        return self.error(self.base_url, f"HTTP {code} (not retried): {message}")
+
+
+def _completion(body: bytes) -> Completion:
+    """A 200 body as a :class:`Completion`; one that is not a chat completion is the server's fault (retried)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError too
+        raise _Retry(f"malformed response body (not JSON: {exc}): {body[:80]!r}") from exc
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise _Retry(f"malformed response body (no choices[0].message): {body[:80]!r}")
+    usage = data.get("usage")
+    finish = choice.get("finish_reason")
+    return Completion(
+        text=message_text(message.get("content")),
+        tool_calls=message.get("tool_calls"),
+        finish_reason=finish if isinstance(finish, str) else None,
+        completion_tokens=token_count(usage.get("completion_tokens") if isinstance(usage, dict) else None),
+    )

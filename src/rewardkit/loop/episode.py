@@ -11,13 +11,18 @@ The caller alternates two steps:
 Tool calls are read from Hermes ``<tool_call>`` blocks in the text, or from the
 engine's parsed ``tool_calls`` when the text has none (one source, never both, so a
 call is not run twice). The simulator never sees tool turns, as in tau2-bench.
+
+Every use of the environment (tool calls, the state hash, the audit) goes through one guard,
+:meth:`Episode._env`: a ``ConnectionError`` (an MCP server that went away) ends this episode as
+``env_error`` instead of escaping into the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from rewardkit.envs import Domain
 from rewardkit.envs.termination import Termination
@@ -39,6 +44,11 @@ _USER_STOPS += ((OUT_OF_SCOPE, Termination.USER_OUT_OF_SCOPE),)
 
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
+T = TypeVar("T")
+
+
+class _EnvGone(Exception):
+    """The environment stopped answering; the episode has ended as env_error."""
 
 
 def _native_calls(native: Any) -> list[ToolCall]:
@@ -98,8 +108,13 @@ class Episode:
         self.agent_said.append(said)
         if finish_reason == "length":  # a cut-off message: its last call may be cut too, run none
             return self._end(Termination.LENGTH)
-        for call in calls:
-            self._run(call)
+        if not calls and not text.strip():  # nothing said, nothing called: the policy's own ending, scored 0
+            return self._end(Termination.EMPTY_REPLY)
+        try:
+            for call in calls:
+                self._run(call)
+        except _EnvGone:  # the server went away: the remaining calls cannot run either
+            return False
         if self.termination is not None:
             return False
         if not calls and STOP in said:
@@ -118,7 +133,11 @@ class Episode:
     def user_turn(self) -> None:
         """Ask the simulator for the user's next message (blocking: run it in a worker thread)."""
         try:
-            reply = self.simulator.reply(self.task, list(self.dialogue), self.progress())
+            progress = self.progress()
+        except _EnvGone:  # the state hash could not be read: the episode has ended as env_error
+            return
+        try:
+            reply = self.simulator.reply(self.task, list(self.dialogue), progress)
         except SimulatorError as exc:
             self.error = str(exc)
             self._end(Termination.USER_SIM_ERROR)
@@ -154,14 +173,24 @@ class Episode:
         from rewardkit.rewards.episodes import communicated_texts
 
         said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
-        return Progress(state_done=self.env.state_hash() == self.gold_state, outputs_said=said)
+        return Progress(state_done=self._env("the state hash", self.env.state_hash) == self.gold_state,
+                        outputs_said=said)  # fmt: skip
 
     def infos(self) -> dict[str, Any]:
-        """What the rewards and the logs need, JSON-serialisable (ms-swift's ``rollout_infos``)."""
-        unreachable = self.termination is Termination.ENV_ERROR  # asking its server again would fail again
+        """What the rewards and the logs need, JSON-serialisable (ms-swift's ``rollout_infos``).
+
+        A state that cannot be read at the end makes the episode ``env_error`` whatever ended it: its outcome
+        cannot be judged."""
+        state, audit = None, []
+        try:
+            if self.termination is not Termination.ENV_ERROR:  # asking its server again would fail again
+                state = self._env("the state hash", self.env.state_hash, force=True)
+            audit = self._env("the audit", self.env.audit, force=True)  # an MCP adapter's own record: no server
+        except _EnvGone:
+            state = None
         return {
-            "state_hash": None if unreachable else self.env.state_hash(),
-            "audit": self.env.audit(),
+            "state_hash": state,
+            "audit": audit,
             "termination": self.termination.value if self.termination else None,
             "turns": self.turns,
             "tool_calls": self.tool_calls,
@@ -183,12 +212,24 @@ class Episode:
         }  # fmt: skip
 
     def close(self) -> None:
-        self.env.close()
+        with contextlib.suppress(ConnectionError):  # a session whose server is gone: nothing is left to release
+            self.env.close()
 
     # --- internals -----------------------------------------------------------------
 
+    def _env(self, what: str, use: Callable[[], T], force: bool = False) -> T:
+        """The guard around every use of the environment: a lost connection ends the episode as env_error (with
+        ``force``, even one that had ended otherwise: its final state cannot be read) and raises _EnvGone."""
+        try:
+            return use()
+        except ConnectionError as exc:
+            if force and self.termination is not Termination.ENV_ERROR:
+                self.termination = None
+            self.end(Termination.ENV_ERROR, f"{what}: {exc}")
+            raise _EnvGone from exc
+
     def _run(self, call: ToolCall) -> None:
-        result = self.env.execute(call)
+        result = self._env(f"tool call {call.name or '?'}", lambda: self.env.execute(call))
         self.tool_calls += 1
         self.tool_errors += not result.ok
         content = result.text()

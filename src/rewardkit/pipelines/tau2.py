@@ -89,13 +89,13 @@ class Tau2Pipeline(Chain):
                        tools=self.preset.tools, **run)  # fmt: skip
 
     def train_tasks(self) -> list[str]:
+        """The train split's usable tasks (as ``synth`` selects them) with at most ``max_actions`` gold actions."""
         from rewardkit.envs import get_domain
+        from rewardkit.runs.episode_log import select_tasks
 
-        domain = get_domain("retail")
-        tasks = domain.tasks()
+        usable, _ = select_tasks(get_domain("retail"), "train", None, None)
         cap = self.preset.max_actions
-        return [i for i in domain.splits()["train"]
-                if cap is None or len(tasks[i]["evaluation_criteria"]["actions"]) <= cap]  # fmt: skip
+        return [str(t["id"]) for t in usable if cap is None or len(t["evaluation_criteria"]["actions"]) <= cap]
 
     # -- stages ------------------------------------------------------------------------------
     def data(self, ctx: Context) -> dict[str, Any]:

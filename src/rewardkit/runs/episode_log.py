@@ -17,14 +17,23 @@ Episode record (one JSON object per line)::
      "messages": [...]}                # the conversation as the agent saw it
 
 ``run`` fingerprints what makes episodes comparable (agent, user simulator, tasks' domain,
-system prompt, limits, completion rule); resuming a log written under another fingerprint
+system prompt, limits, completion rule, MCP server); resuming a log written under another fingerprint
 is refused rather than mixing two experiments.
+
+A log has one writer: ``EpisodeLog`` holds a lock beside it (``files.lock``) from opening to ``close``,
+and a second run meets a one-line error. Every record read back is checked field by field
+(``records.record_problem``) and named ``file:line`` when it fails. A last line without its newline is
+a write the crash cut short and is dropped (the episode runs again), unless it is a whole record: then
+it is kept and its line end added, whether the file's line ends are ``\n`` or ``\r\n``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
+import os
 import sys
 import threading
 from collections import Counter
@@ -35,11 +44,22 @@ from typing import Any
 
 from rewardkit.envs import Domain
 from rewardkit.envs.termination import EXCLUDED
+from rewardkit.files.jsonl import BOM, json_problem, kind
+from rewardkit.files.lock import WriterLock
 from rewardkit.loop.agents import Agent
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episodes
+from rewardkit.loop.endpoint import EndpointConfigError
 from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
+from rewardkit.runs.records import record_problem
+
+HINT = "rewardkit_resume_hint"  # the attribute of an exception that stopped run_trials: how to resume
+
+
+def resume_hint(exc: BaseException) -> str | None:
+    """What to tell the user about the episodes a stopped run kept, if ``exc`` stopped one."""
+    return getattr(exc, HINT, None)
 
 
 class RunError(ValueError):
@@ -51,52 +71,108 @@ def fingerprint(parts: Mapping[str, Any]) -> str:
 
 
 class EpisodeLog:
-    """An append-only JSONL of episode records; the last record of a (task, trial) wins."""
+    """An append-only JSONL of episode records; the last record of a (task, trial) wins. Held by one run:
+    use it as a context manager (or ``close`` it) to release the lock; ``choose`` ends the lock's message."""
 
-    def __init__(self, path: Path, run: str, resume: bool) -> None:
+    def __init__(self, path: Path, run: str, resume: bool, choose: str = "another --episodes file") -> None:
         self.path, self.run = path, run
         self._lock = threading.Lock()
         self._records: dict[tuple[str, int], dict[str, Any]] = {}
-        if path.exists() and path.stat().st_size > 0:
-            if not resume:
-                raise RunError(f"{path} already holds episodes; pass --resume to continue that run, or remove it")
-            self._load()
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = WriterLock(path, choose).acquire()  # before reading: the other run may be appending
+        try:
+            if path.exists() and path.stat().st_size > 0:
+                if not resume:
+                    raise RunError(f"{path} already holds episodes; pass --resume to continue that run, or remove it")
+                self._load()
+        except BaseException:
+            self._writer.release()
+            raise
+
+    def close(self) -> None:
+        self._writer.release()
+
+    def __enter__(self) -> EpisodeLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _bad(self, number: int, problem: str) -> RunError:
+        return RunError(f"{self.path}:{number}: not an episode record ({problem}); remove the line, or start over "
+                        "with a new log")  # fmt: skip
+
+    def _record(self, number: int, raw: bytes, last: bool) -> dict[str, Any] | None:
+        """The line's checked record; None for a blank line, or for a ``last`` line cut short by a crash."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if last:
+                return None  # cut inside a multi-byte character
+            raise self._bad(number, f"not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1})") from None
+        text = text.removeprefix(BOM) if number == 1 else text
+        if not text.strip():
+            return None
+        record, problem = json_problem(text)  # strict: NaN and Infinity are not JSON
+        if problem is not None:
+            if last:
+                return None
+            raise self._bad(number, problem)
+        if not isinstance(record, dict):
+            raise self._bad(number, f"expected a JSON object, got {kind(record)}")
+        if isinstance(record.get("run"), str) and record["run"] != self.run:
+            raise RunError(
+                f"{self.path}:{number} was written by another run (agent, user, tasks or limits differ); "
+                "resume with the same options, or write to a new file"
+            )
+        problem = record_problem(record, log=True)
+        if problem is not None:
+            raise self._bad(number, problem)
+        return record
 
     def _load(self) -> None:
-        lines = self.path.read_text(encoding="utf-8").split("\n")
-        torn = lines.pop()  # "" when the file ends with a newline; else a line cut by a crash mid-write
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RunError(f"{self.path}:{number}: not an episode record ({exc}); remove the line") from exc
-            if not isinstance(record, dict) or not {"run", "task_id", "trial", "status"} <= record.keys():
-                raise RunError(f"{self.path}:{number}: not an episode record; remove the line")
-            if record["run"] != self.run:
-                raise RunError(
-                    f"{self.path}:{number} was written by another run (agent, user, tasks or limits differ); "
-                    "resume with the same options, or write to a new file"
-                )
-            self._records[(record["task_id"], record["trial"])] = record
-        if torn.strip():  # the episode in flight when the run died: it runs again
-            with self.path.open("r+", encoding="utf-8") as f:
-                f.truncate(len("\n".join(lines).encode()) + (1 if lines else 0))
+        data = self.path.read_bytes()
+        lines = data.split(b"\n")  # \r\n too: the \r is whitespace to JSON
+        tail = lines.pop()  # b"" when the file ends with a line end; else the last write, maybe cut short
+        for number, raw in enumerate(lines, 1):
+            if (record := self._record(number, raw, last=False)) is not None:
+                self._records[(record["task_id"], record["trial"])] = record
+        if not tail.strip():
+            return
+        record = self._record(len(lines) + 1, tail, last=True)
+        if record is None:  # the episode in flight when the run died: dropped, it runs again
+            os.truncate(self.path, len(data) - len(tail))
+            return
+        self._records[(record["task_id"], record["trial"])] = record
+        with self.path.open("ab") as f:  # a whole record that lost only its line end (or the \n of \r\n)
+            f.write(b"\n")
 
     def done(self) -> set[tuple[str, int]]:
         return {key for key, r in self._records.items() if r["status"] == "ok"}
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
+        data = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
         with self._lock:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(line)
+            try:
+                with self.path.open("ab") as f:
+                    start = f.seek(0, os.SEEK_END)
+                    try:
+                        f.write(data)
+                        f.flush()
+                    except OSError:
+                        with contextlib.suppress(OSError):  # never leave half a line for the next append
+                            f.truncate(start)
+                        raise
+            except OSError as exc:
+                raise RunError(f"cannot append to the episode log {self.path}: {exc.strerror or exc}") from None
             self._records[(record["task_id"], record["trial"])] = record
 
     def records(self) -> list[dict[str, Any]]:
         return list(self._records.values())
+
+    def resume_hint(self) -> str:
+        return (f"{len(self._records)} finished episode(s) are kept in {self.path}; rerun the same command "
+                "with --resume to run the rest")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,6 +202,7 @@ class Scorer:
         columns = {"messages": [result.messages], "task": [task], "domain": [self.domain], "rollout_infos": [infos]}
         reward = None if excluded else self.completion([""], **columns)[0]
         tcr = None if excluded else self.rate([""], **columns)[0]
+        tcr = tcr if tcr is None or math.isfinite(tcr) else None  # an undefined rate is null, never NaN
         return {
             "run": run, "task_id": result.task_id, "trial": trial,
             "status": "infra_error" if excluded else "ok", "reward": reward, "tcr": tcr,
@@ -154,7 +231,14 @@ def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: s
 
         tasks = [task for task, _ in todo]
         limits, workers = plan.limits, plan.workers
-        run_episodes(plan.domain, tasks, plan.make_agent, plan.simulator, limits, workers, plan.system, logged)
+        try:
+            run_episodes(plan.domain, tasks, plan.make_agent, plan.simulator, limits, workers, plan.system, logged)
+        except EndpointConfigError:  # a wrong model name or key: the same command cannot resume, fix the options
+            raise
+        except BaseException as exc:  # interrupted, or a fault: every finished episode is in the log already
+            with contextlib.suppress(AttributeError):  # for the command to say (the tau2 chain reruns a stage whole)
+                setattr(exc, HINT, log.resume_hint())
+            raise
     return [r for r in log.records() if (r["task_id"], r["trial"]) in keys]
 
 
@@ -187,8 +271,16 @@ class _Bar:
         self.progress.stop()
 
 
-def select_tasks(domain: Domain, split: str, task_ids: Sequence[str] | None, limit: int | None) -> list[dict]:
-    """The split's tasks in split order, narrowed to ``task_ids`` and cut to the first ``limit``."""
+def select_tasks(
+    domain: Domain, split: str, task_ids: Sequence[str] | None, limit: int | None
+) -> tuple[list[dict], dict[str, str]]:
+    """The split's usable tasks in split order, narrowed to ``task_ids`` and cut to the first ``limit``; and the
+    unusable ones left out, id -> why (the task checks and the gold replay of ``rewardkit.rewards.episodes``).
+
+    A task named in ``task_ids`` that is unusable is an error: it was asked for by name.
+    """
+    from rewardkit.rewards.episodes import task_check
+
     splits = domain.splits()
     if split not in splits:
         raise RunError(f"--split {split!r}: {domain.name} has splits {', '.join(sorted(splits))}")
@@ -199,8 +291,17 @@ def select_tasks(domain: Domain, split: str, task_ids: Sequence[str] | None, lim
         if unknown:
             raise RunError(f"--tasks: {', '.join(unknown)} not in the {split} split of {domain.name}")
         ids = [i for i in ids if i in set(task_ids)]
+    unusable = {}
+    for i in ids:
+        problem = task_check(tasks[i], domain.name)
+        if problem is not None:
+            unusable[i] = f"{problem[0]}: {problem[1]}"
+    if task_ids and unusable:
+        first = next(iter(unusable))
+        raise RunError(f"--tasks: task {first} of {domain.name} cannot be judged ({unusable[first]}); leave it out")
+    ids = [i for i in ids if i not in unusable]
     if limit is not None:
         ids = ids[:limit]
     if not ids:
         raise RunError(f"no tasks selected from the {split} split of {domain.name}")
-    return [tasks[i] for i in ids]
+    return [tasks[i] for i in ids], unusable

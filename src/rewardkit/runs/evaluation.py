@@ -4,6 +4,11 @@ Writes into one directory: ``episodes.jsonl`` (the resumable log, one record per
 ``tasks.jsonl`` and ``tasks.csv`` (one row per task), ``summary.json`` (pass^k for k = 1..K,
 means, termination reasons, tool use, what was excluded) and ``eval.png``. Episodes that ended
 in an infrastructure error are excluded from every metric and counted, as tau2-bench does.
+
+The four reports land together or not at all: the plot is drawn in memory first, then every file is staged
+beside its target and renamed into place in one ``OutputSet``, so a failure (a ``--title`` matplotlib cannot
+draw, a full disk) leaves the previous run's reports as they were. The episode log is held by this run alone
+from start to end (``EpisodeLog``'s lock).
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardkit.files.outputs import atomic_write_text
+from rewardkit.files.outputs import OutputSet
 from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
-from rewardkit.runs.metrics import summarize_episodes, task_stats, write_task_table
+from rewardkit.runs.metrics import summarize_episodes, task_stats
 from rewardkit.runs.spec import RunSpec, build_plan
+from rewardkit.runs.tables import write_task_table
 
 FILES = ("episodes.jsonl", "tasks.jsonl", "tasks.csv", "summary.json", "eval.png")
 
@@ -25,15 +31,18 @@ def evaluate(
     plan: TrialPlan, log: EpisodeLog, out_dir: Path, meta: Mapping[str, Any], progress: bool = True,
     title: str = "agent evaluation",
 ) -> dict[str, Any]:  # fmt: skip
-    """Run the plan's missing episodes, then write the tables, the summary and the plot."""
-    from rewardkit.runs.plots import plot_eval
+    """Run the plan's missing episodes, then write the tables, the summary and the plot, all or none."""
+    from rewardkit.runs.plots import render_eval
 
     records = run_trials(plan, log, progress=progress, label="evaluation")
     stats = task_stats(records)
     summary = {**meta, **summarize_episodes(records, plan.trials)}
-    write_task_table(stats, out_dir / "tasks.jsonl", out_dir / "tasks.csv")
-    plot_eval(summary, stats, out_dir / "eval.png", title)
-    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n"  # NaN here is a bug
+    png = render_eval(summary, stats, title, str(out_dir / "eval.png"))  # before any output is replaced
+    with OutputSet() as outputs:
+        write_task_table(stats, out_dir / "tasks.jsonl", out_dir / "tasks.csv", outputs=outputs)
+        outputs.write_text(out_dir / "summary.json", text, "--out-dir")
+        outputs.write_bytes(out_dir / "eval.png", png, "--out-dir")
     return summary
 
 
@@ -43,8 +52,8 @@ def evaluate_run(
     """The whole of ``eval tau2`` after its options are checked: plan the spec, continue (``resume``) or
     start ``OUT_DIR/episodes.jsonl``, run, write the tables, the summary and the plot (titled the agent)."""
     plan, meta = build_plan(spec)
-    log = EpisodeLog(out_dir / "episodes.jsonl", meta["run"], resume)
-    return evaluate(plan, log, out_dir, meta, progress=progress, title=title or spec.agent)
+    with EpisodeLog(out_dir / "episodes.jsonl", meta["run"], resume, choose="another --out-dir") as log:
+        return evaluate(plan, log, out_dir, meta, progress=progress, title=title or spec.agent)
 
 
 def headline(summary: Mapping[str, Any]) -> str:

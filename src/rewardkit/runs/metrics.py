@@ -1,4 +1,4 @@
-"""Metrics of an agent evaluation: pass^k, per-task tables, run summaries and paired run comparisons.
+"""Metrics of an agent evaluation: pass^k, per-task statistics, run summaries and paired run comparisons.
 
 Pure functions over episode records, one per (task, trial), as ``rewardkit eval tau2`` writes them to
 ``episodes.jsonl`` (one JSON object per line)::
@@ -19,22 +19,18 @@ record, since a resumed run appends the retried episode. Task ids are compared a
 
 from __future__ import annotations
 
-import codecs
-import csv
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rewardkit.files.jsonl import read_jsonl
-from rewardkit.files.outputs import OutputSet
+from rewardkit.runs.records import record_problem
 
-STATUSES = ("ok", "infra_error")
+MAX_BOOT = 100_000  # bootstrap resamples: 10^5 puts a 95% interval's ends within ~0.1% of their limit
+_BOOT_CELLS = 2_000_000  # resampled task indices held at once (16 MB), whatever --boot and the task count
 SUCCESS = 1.0 - 1e-6  # a reward this high is a success (tau-bench's tolerance around 1.0)
 TABLE_COLUMNS = ("task_id", "trials", "successes", "infra_errors", "pass1", "mean_tcr", "mean_turns",
                  "mean_tool_calls")  # fmt: skip
@@ -84,30 +80,18 @@ def task_order(task_id: str) -> tuple[int, int, str]:
 
 
 def _mean(values: Iterable[Any]) -> float | None:
+    """The mean of the non-None values; None when there is none. Records are validated (finite numbers), so
+    the mean is finite; were it not, it would be None (null in JSON), never NaN."""
     kept = [float(v) for v in values if v is not None]
-    return float(np.mean(kept)) if kept else None
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _episode_problem(row: dict[str, Any]) -> str | None:
-    """Why a dict is not a usable episode record, or None."""
-    if "task_id" not in row or not isinstance(row.get("trial"), int) or isinstance(row.get("trial"), bool):
-        return "an episode record needs 'task_id' and an integer 'trial'"
-    if row.get("status") not in STATUSES:
-        return f"'status' must be one of {', '.join(STATUSES)}, got {row.get('status')!r}"
-    if row["status"] == "ok" and not _number(row.get("reward")):
-        return f"an ok episode needs a numeric 'reward', got {row.get('reward')!r}"
-    return None
+    mean = float(np.mean(kept)) if kept else None
+    return mean if mean is not None and math.isfinite(mean) else None
 
 
 def episodes(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records checked and deduplicated: the last record of each (task_id, trial) wins."""
     latest: dict[tuple[str, int], dict[str, Any]] = {}
     for row in records:
-        problem = _episode_problem(row)
+        problem = record_problem(row, log=False)
         if problem:
             raise EvalError(f"task {row.get('task_id')!r} trial {row.get('trial')!r}: {problem}")
         key = (str(row["task_id"]), row["trial"])
@@ -202,8 +186,12 @@ def compare(
 ) -> dict[str, Any]:
     """Run B against run A, paired by task: per task p = pass^1 (successes / valid trials); the diff is the
     mean of p_B - p_A over the tasks with a valid trial in both, with a paired-bootstrap percentile interval."""
-    if n_boot < 1 or not 0 < confidence < 1:
-        raise EvalError(f"need n_boot >= 1 and 0 < confidence < 1 (got {n_boot}, {confidence})")
+    if not 1 <= n_boot <= MAX_BOOT:
+        raise EvalError(f"--boot: need n_boot >= 1 and at most {MAX_BOOT} resamples, got {n_boot}")
+    if not 0 < confidence < 1:  # NaN fails too
+        raise EvalError(f"--confidence: need 0 < confidence < 1, got {confidence}")
+    if seed < 0:
+        raise EvalError(f"--seed must be an integer >= 0, got {seed}")
     sa, sb = _stats_by_id(a), _stats_by_id(b)
     common = sorted(sa.keys() & sb.keys(), key=task_order)
     paired = [t for t in common if sa[t].trials and sb[t].trials]
@@ -213,7 +201,9 @@ def compare(
     pb = np.array([sb[t].pass1 for t in paired], dtype=float)
     diffs = pb - pa
     rng = np.random.default_rng(seed)
-    boot = diffs[rng.integers(0, len(paired), size=(n_boot, len(paired)))].mean(axis=1)  # resampled tasks
+    rows = max(1, _BOOT_CELLS // len(paired))  # in batches: the same draws as one (n_boot, tasks) array
+    boot = np.concatenate([diffs[rng.integers(0, len(paired), size=(min(rows, n_boot - start), len(paired)))]
+                           .mean(axis=1) for start in range(0, n_boot, rows)])  # fmt: skip
     low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
     per_task = [{"task_id": t, "a": float(x), "b": float(y)} for t, x, y in zip(paired, pa, pb, strict=True)]
     return {
@@ -234,54 +224,3 @@ def compare(
         "no_valid_trial": [t for t in common if not (sa[t].trials and sb[t].trials)],
         "per_task": per_task,
     }
-
-
-def _line_number(path: Path, index: int) -> int:
-    """The file line of the index-th non-blank line, counted as ``read_jsonl`` counts them (errors only)."""
-    text = path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("utf-8")
-    return [n for n, line in enumerate(text.split("\n"), 1) if line.strip()][index]
-
-
-def _table_row(row: dict[str, Any]) -> TaskStats:
-    trials, successes = row.get("trials"), row.get("successes")
-    if "task_id" not in row:
-        raise ValueError("a task row needs 'task_id'")
-    if not (isinstance(trials, int) and isinstance(successes, int) and 0 <= successes <= trials):
-        raise ValueError(f"a task row needs integers 0 <= 'successes' <= 'trials', got {successes!r}, {trials!r}")
-    known = {f.name for f in fields(TaskStats)}
-    return TaskStats(**{**{k: v for k, v in row.items() if k in known}, "task_id": str(row["task_id"])})
-
-
-def read_run(path: str | Path) -> list[dict[str, Any]] | list[TaskStats]:
-    """Episode records, or ``TaskStats`` when the file is a per-task table (rows with task_id, trials, successes).
-
-    The first row decides which; any row that does not fit raises ``EvalError`` naming ``file:line``.
-    """
-    path = Path(path)
-    rows = read_jsonl(path)  # JsonlError with file:line for a line that is not a JSON object
-    table = bool(rows) and {"task_id", "trials", "successes"} <= rows[0].keys()
-    out: list[Any] = []
-    for i, row in enumerate(rows):
-        try:
-            if table:
-                out.append(_table_row(row))
-            elif problem := _episode_problem(row):
-                raise ValueError(problem)
-            else:
-                out.append(row)
-        except (ValueError, TypeError) as exc:
-            kind = "task table" if table else "episode file"
-            raise EvalError(f"{path}:{_line_number(path, i)}: {exc} (in a {kind})") from None
-    return out
-
-
-def write_task_table(stats: Sequence[TaskStats], jsonl_path: str | Path, csv_path: str | Path | None = None) -> None:
-    """The per-task table as JSONL (which ``read_run`` reads back) and CSV; both land together or not at all."""
-    with OutputSet() as outputs:
-        with outputs.open(jsonl_path) as f:
-            f.writelines(json.dumps(s.row(), ensure_ascii=False) + "\n" for s in stats)
-        if csv_path is not None:
-            with outputs.open(csv_path) as f:
-                writer = csv.DictWriter(f, fieldnames=TABLE_COLUMNS, lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(s.row() for s in stats)

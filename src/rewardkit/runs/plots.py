@@ -1,7 +1,10 @@
 """Figures of an agent evaluation (``metrics.summarize_episodes``) and of a run comparison (``metrics.compare``).
 
 matplotlib is imported inside the functions (Agg backend): importing this module costs nothing, and the
-CLI draws without a display. Each PNG replaces its path only once it is complete.
+CLI draws without a display. ``render_eval`` and ``render_compare`` return the PNG's bytes, so a caller can
+draw before it replaces any output and commit the figure with its other outputs (``OutputSet.write_bytes``);
+``plot_eval`` and ``plot_compare`` draw and write one file. A figure that cannot be drawn (a ``--title``
+with bad ``$...$`` math) raises ``PlotError`` before anything is written.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.files.outputs import atomic_writer
+from rewardkit.files.outputs import OutputSet
 from rewardkit.runs.metrics import TaskStats
+
+
+class PlotError(ValueError):
+    """A figure that matplotlib cannot draw from the text it was given (a title, a run's file name)."""
 
 
 def _pyplot() -> Any:
@@ -26,13 +33,22 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, png_path: str | Path, flag: str) -> Path:
+def _png(fig: Any, what: str) -> bytes:
+    """The figure as PNG bytes; text matplotlib cannot lay out (mathtext) is the caller's input at fault."""
     data = io.BytesIO()
-    fig.savefig(data, format="png", dpi=110)
-    _pyplot().close(fig)
-    with atomic_writer(png_path, flag) as f:  # a text handle over a binary file: the PNG goes to its buffer
-        f.flush()
-        f.buffer.write(data.getvalue())
+    try:
+        fig.tight_layout()
+        fig.savefig(data, format="png", dpi=110)
+    except ValueError as exc:  # mathtext: "ParseException ... Unknown symbol: \foo"
+        raise PlotError(f"cannot draw {what} ({exc}); in a title, $...$ is math: write \\$ for a dollar sign") from None
+    finally:
+        _pyplot().close(fig)
+    return data.getvalue()
+
+
+def _write(data: bytes, png_path: str | Path, flag: str) -> Path:
+    with OutputSet() as outputs:
+        outputs.write_bytes(png_path, data, flag)
     return Path(png_path)
 
 
@@ -43,7 +59,14 @@ def plot_eval(
     title: str = "agent evaluation",
     flag: str = "output",
 ) -> Path:
-    """pass^k against k, the per-task success rates, termination reasons, and calls per tool."""
+    """``render_eval`` written to ``png_path``."""
+    return _write(render_eval(summary, tasks, title, flag), png_path, flag)
+
+
+def render_eval(
+    summary: Mapping[str, Any], tasks: Sequence[TaskStats], title: str = "agent evaluation", flag: str = "output"
+) -> bytes:
+    """pass^k against k, the per-task success rates, termination reasons, and calls per tool, as PNG bytes."""
     plt = _pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
     ks = [e for e in summary["pass_hat_k"] if e["value"] is not None]
@@ -63,8 +86,7 @@ def plot_eval(
     _barh(axes[1][1], calls, "calls", "tool calls (valid episodes)", "tab:purple")
     episodes = summary["episodes"]
     fig.suptitle(f"{title}: {episodes['valid']} valid episodes, {episodes['infra_error']} infra errors excluded")
-    fig.tight_layout()
-    return _save(fig, png_path, flag)
+    return _png(fig, f"{flag} (title {title!r})")
 
 
 def _barh(ax: Any, counts: Mapping[str, float], xlabel: str, title: str, color: str, top: int = 20) -> None:
@@ -81,6 +103,13 @@ def plot_compare(
     labels: tuple[str, str] = ("A", "B"),
     flag: str = "output",
 ) -> Path:
+    """``render_compare`` written to ``png_path``."""
+    return _write(render_compare(result, title, labels, flag), png_path, flag)
+
+
+def render_compare(
+    result: Mapping[str, Any], title: str = "B against A", labels: tuple[str, str] = ("A", "B"), flag: str = "output"
+) -> bytes:
     """Per-task pass^1 of B against A (marker area = tasks at that point), and the mean diff with its interval."""
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [3, 2]})
@@ -104,5 +133,4 @@ def plot_compare(
     right.set(ylabel="mean pass^1 difference", xlim=(-1, 1),
               title=f"{diff:+.3f}, {result['confidence']:.0%} CI [{low:+.3f}, {high:+.3f}]")  # fmt: skip
     fig.suptitle(title)
-    fig.tight_layout()
-    return _save(fig, png_path, flag)
+    return _png(fig, f"{flag} (title {title!r}, labels {labels[0]!r}, {labels[1]!r})")

@@ -9,6 +9,7 @@ resumed log must match. The flags that fill a RunSpec live in the CLI (``rewardk
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -108,23 +109,79 @@ def _only_model(base_url: str) -> str:
         raise RunError(f"--user {base_url}: {exc}") from exc
 
 
+# Whole-number options and their least value; number options and whether 0 is allowed (a timeout of 0 fails
+# every call, a temperature of 0 is greedy decoding).
+_COUNTS = {"trials": 1, "workers": 1, "max_tokens": 1, "max_turns": 1, "limit": 1, "agent_retries": 0,
+           "user_retries": 0}  # fmt: skip
+_NUMBERS = {"agent_timeout": "> 0", "user_timeout": "> 0", "temperature": ">= 0"}
+
+
+def task_ids(text: str | None) -> tuple[str, ...] | None:
+    """``--tasks`` as ids: None when the option is absent (the whole split); an option with no id is an error."""
+    if text is None:
+        return None
+    ids = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not ids:
+        raise RunError(f"--tasks {text!r} names no task id; give comma-separated ids (--tasks 0,2), or leave "
+                       "--tasks out for the whole split")  # fmt: skip
+    return ids
+
+
+def _system_prompt(path: Path | None) -> str | None:
+    """The prompt file's text (a BOM is not part of it), each failure as one line naming the flag."""
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise RunError(f"--system-prompt {path}: not found; give the prompt's text file") from None
+    except IsADirectoryError:
+        raise RunError(f"--system-prompt {path} is a directory; give the prompt's text file") from None
+    except UnicodeDecodeError as exc:
+        raise RunError(f"--system-prompt {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise RunError(f"--system-prompt {path}: {exc.strerror or exc}") from None
+
+
 def _check(spec: RunSpec) -> None:
-    lows = {"trials": 1, "workers": 1, "max_tokens": 1, "max_turns": 1, "limit": 1, "agent_retries": 0,
-            "user_retries": 0}  # fmt: skip
-    for name, low in lows.items():
+    for name, low in _COUNTS.items():
         value = getattr(spec, name)
-        if value is not None and value < low:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RunError(f"--{name.replace('_', '-')} must be a whole number >= {low}, got {value!r}")
+        if value < low:
             raise RunError(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
+    for name, bound in _NUMBERS.items():
+        value = getattr(spec, name)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or not (value > 0 if bound == "> 0" else value >= 0):
+            raise RunError(f"--{name.replace('_', '-')} must be a finite number {bound}, got {value!r}")
     if spec.rule not in RULES:
         raise RunError(f"--rule {spec.rule!r}: choose from {', '.join(RULES)}")
+
+
+def _check_models(spec: RunSpec) -> None:
+    """A model name the endpoint does not serve stops the run before any episode (where it lists its models)."""
+    from rewardkit.loop.endpoint import check_model
+
+    named = [(spec.agent, spec.agent_model, "agent endpoint", "--agent-model", spec.agent_timeout),
+             (spec.user, spec.user_model, "--user", "--user-model", spec.user_timeout)]  # fmt: skip
+    for url, model, who, flag, timeout in named:
+        if model is not None and url.startswith(("http://", "https://")):
+            try:
+                check_model(url, model, f"fix {flag}", timeout_s=min(10.0, timeout))
+            except ValueError as exc:
+                raise RunError(f"{who} {url}: {exc}") from exc
 
 
 def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     """The run the spec describes, and its description (``meta["run"]`` is the fingerprint)."""
     _check(spec)
+    _check_models(spec)
     domain = _domain(spec)
-    system = spec.system_prompt.read_text(encoding="utf-8") if spec.system_prompt else None
-    tasks = select_tasks(domain, spec.split, list(spec.tasks) if spec.tasks else None, spec.limit)
+    system = _system_prompt(spec.system_prompt)
+    tasks, unusable = select_tasks(domain, spec.split, list(spec.tasks) if spec.tasks else None, spec.limit)
     try:
         tools = domain.tool_specs() if spec.tools else []
         endpoint = {"retries": spec.agent_retries, "timeout_s": spec.agent_timeout, "concurrency": spec.workers}
@@ -154,4 +211,7 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
         "limits": {"max_turns": limits.max_turns, "token_budget": limits.token_budget,
                    "error_budget": limits.error_budget},
     }  # fmt: skip
-    return plan, {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks)}
+    if spec.mcp is not None:  # only then: the fingerprints of runs without MCP stay what they were
+        described["mcp"] = spec.mcp
+    meta = {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks)}
+    return plan, {**meta, "unusable_tasks": unusable}  # left out of the split, id -> why

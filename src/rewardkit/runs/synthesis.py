@@ -9,7 +9,9 @@ episode that is not kept is counted under one reason, so ``read == kept + sum(re
   server failed (infrastructure, :data:`~rewardkit.envs.termination.EXCLUDED`, never a failed task;
   ``--resume`` runs these again);
 - ``duplicate``: the same conversation as an episode already kept (deterministic agents);
-- ``malformed_tool_call`` / ``empty_assistant_turn``: complete, but not something to teach.
+- ``malformed_tool_call`` / ``empty_assistant_turn``: complete, but not something to teach;
+- ``no_agent_turn``: the conversation holds no assistant turn at all (the simulated user stopped at once),
+  so there is nothing to train on.
 """
 
 from __future__ import annotations
@@ -97,9 +99,10 @@ def synthesize(
     with OutputSet() as outputs:
         with outputs.open(out, "--out") as f:
             for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
         if report_path is not None:
-            outputs.write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n", "--report")
+            text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+            outputs.write_text(report_path, text, "--report")
     return report
 
 
@@ -109,9 +112,9 @@ def synthesize_run(
     """The whole of ``synth tau2`` after its options are checked: plan the spec, continue (``resume``) or
     start the episode log at ``episodes``, run, write the kept rows to ``out`` and the report."""
     plan, meta = build_plan(spec)
-    log = EpisodeLog(episodes, meta["run"], resume)
     tools = json.dumps(plan.domain.tool_specs(), ensure_ascii=False) if spec.tools else None
-    return synthesize(plan, log, out, report_path, tools, meta, progress=progress)
+    with EpisodeLog(episodes, meta["run"], resume, choose="another --episodes file (or --out)") as log:
+        return synthesize(plan, log, out, report_path, tools, meta, progress=progress)
 
 
 def headline(report: Mapping[str, Any]) -> str:

@@ -6,29 +6,54 @@ import functools
 import json
 from typing import Any
 
-from rewardkit.envs.domain import Domain
+from rewardkit.envs.domain import Domain, DomainDataError
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.retail.env import RetailEnv
 from rewardkit.envs.retail.specs import TOOLS
 
+# Every file of data/ that some command reads (SOURCE.md and LICENSE are documentation).
+DATA_FILES = tuple(DATA_DIR / name for name in
+                   ("db.json", "tasks.json", "split_tasks.json", "policy.md", "simulation_guidelines.md"))  # fmt: skip
+_FIX = "restore the file (reinstall rewardkit) or pass your own file with the command's option"
+
+
+def _text(name: str) -> str:
+    path = DATA_DIR / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DomainDataError(f"{path}: cannot read the retail {name} ({getattr(exc, 'strerror', None) or exc}); "
+                              f"{_FIX}") from None  # fmt: skip
+
 
 @functools.cache
 def _read_json(name: str) -> Any:
-    return json.loads((DATA_DIR / name).read_text(encoding="utf-8"))
+    try:
+        return json.loads(_text(name))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, and ints over Python's digit limit
+        raise DomainDataError(f"{DATA_DIR / name}: not valid JSON ({exc}); {_FIX}") from None
 
 
 def tasks() -> dict[str, dict[str, Any]]:
     """The 114 tau2 retail tasks by id (the parsed, shared objects: do not mutate)."""
-    return {t["id"]: t for t in _read_json("tasks.json")}
+    raw = _read_json("tasks.json")
+    if not isinstance(raw, list) or not all(isinstance(t, dict) and "id" in t for t in raw):
+        raise DomainDataError(f"{DATA_DIR / 'tasks.json'}: not a tau2 tasks file (a JSON list of task objects with "
+                              f"an 'id'); {_FIX}")  # fmt: skip
+    return {t["id"]: t for t in raw}
 
 
 def splits() -> dict[str, list[str]]:
     """Task ids per split, as in tau2's split_tasks.json (train, test, base)."""
-    return _read_json("split_tasks.json")
+    raw = _read_json("split_tasks.json")
+    if not isinstance(raw, dict) or not all(isinstance(ids, list) for ids in raw.values()):
+        raise DomainDataError(f"{DATA_DIR / 'split_tasks.json'}: not a tau2 split file (a JSON object: split name "
+                              f"-> list of task ids); {_FIX}")  # fmt: skip
+    return raw
 
 
 def policy() -> str:
-    return (DATA_DIR / "policy.md").read_text(encoding="utf-8")
+    return _text("policy.md")
 
 
 RETAIL = Domain(
@@ -39,4 +64,5 @@ RETAIL = Domain(
     splits=splits,
     policy=policy,
     stop_tools=frozenset({"transfer_to_human_agents"}),
+    data_files=DATA_FILES,
 )

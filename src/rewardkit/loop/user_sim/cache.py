@@ -36,10 +36,40 @@ def cache_key(fingerprint: str, task: Mapping[str, Any], dialogue: Sequence[Turn
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-class CachedSimulator:
-    """``inner`` behind a reply cache; ``mode`` "read_write" (look up, call on a miss, store) or "replay"."""
+class ReplyCacheError(ValueError):
+    """The reply cache's path holds something that is not a SQLite reply cache (a user error, named)."""
 
-    def __init__(self, inner: UserSimulator, path: str | Path, mode: Literal["read_write", "replay"] = "read_write"):
+
+def _open(path: Path, mode: str, label: str) -> sqlite3.Connection:
+    """The cache's connection; a file that is not SQLite (or cannot be opened) is a one-line error naming it."""
+    db = None
+    try:
+        db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the header: "file is not a database"
+        if mode == "read_write":
+            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writing rank
+            db.execute(_SCHEMA)
+    except sqlite3.DatabaseError as exc:  # OperationalError included: a directory, no permission
+        if db is not None:
+            db.close()
+        raise ReplyCacheError(
+            f"{label} {path}: not a SQLite reply cache ({exc}); remove it or choose another path"
+        ) from None
+    return db
+
+
+class CachedSimulator:
+    """``inner`` behind a reply cache; ``mode`` "read_write" (look up, call on a miss, store) or "replay".
+
+    ``label`` names the cache's path in errors (the CLI's flag; the config key is ``user_sim.cache``)."""
+
+    def __init__(
+        self,
+        inner: UserSimulator,
+        path: str | Path,
+        mode: Literal["read_write", "replay"] = "read_write",
+        label: str = "--user-cache",
+    ):
         if mode not in ("read_write", "replay"):
             raise ValueError(f"cache mode must be 'read_write' or 'replay', got {mode!r}")
         self.inner = inner
@@ -55,10 +85,7 @@ class CachedSimulator:
         # One connection behind a lock: lookups take microseconds next to a model call, and
         # ms-swift's per-call event loops spawn short-lived threads that would each leak one.
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
-        if mode == "read_write":
-            self._db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writing rank
-            self._db.execute(_SCHEMA)
+        self._db = _open(self.path, mode, label)
 
     def fingerprint(self) -> str:
         return self._fingerprint  # the cache returns what inner would have said

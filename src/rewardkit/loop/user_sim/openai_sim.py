@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs.retail import DATA_DIR
-from rewardkit.loop.endpoint import ChatEndpoint
+from rewardkit.loop.endpoint import ChatEndpoint, Completion
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 
 GUIDELINES_FILE = DATA_DIR / "simulation_guidelines.md"  # tau2-bench's, MIT (see data/SOURCE.md)
@@ -107,13 +107,17 @@ class OpenAISimulator:
         return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode()).hexdigest()
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
-        """The customer's next message; ``progress`` is unused (a model judges completion itself)."""
+        """The customer's next message; ``progress`` is unused (a model judges completion itself).
+
+        The simulator is infrastructure, not the policy: a reply without text (empty, null, blank, only tool
+        calls, whatever its finish reason) is retried like a server error, then :class:`SimulatorError`.
+        Content parts are read as their joined text, as the agent's are.
+        """
         response = self._endpoint.complete(
             chat_messages(task, dialogue), _has_text, temperature=self.temperature, max_tokens=self.max_tokens
         )
-        return response.choices[0].message.content.strip()
+        return response.text.strip()
 
 
-def _has_text(choice: Any) -> bool:
-    content = choice.message.content
-    return isinstance(content, str) and bool(content.strip())
+def _has_text(reply: Completion) -> bool:
+    return bool(reply.text.strip())

@@ -1,0 +1,44 @@
+"""JSON Schema checks of tool arguments, as the harness words them (``ToolSpec.violation``).
+
+:func:`schema_violation` checks arguments against a schema that comes from elsewhere (an MCP server's
+tool listing), so that gold actions are checked against any domain's tools the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
+
+
+def first_error(validator: Draft202012Validator, arguments: Mapping[str, Any]) -> str | None:
+    """The most relevant error of ``arguments``, as ``path: message``; None when they fit."""
+    error = best_match(validator.iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"{where}: {error.message[:300]}"
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator | None:
+    schema = json.loads(schema_json)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        return None
+    return Draft202012Validator(schema)
+
+
+def schema_violation(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+    """What ``schema`` refuses in ``arguments``; None when it accepts them or is no schema the validator reads
+    (the server that listed it validates calls itself)."""
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True))
+    except (TypeError, ValueError, RecursionError):  # not JSON at all
+        return None
+    return None if validator is None else first_error(validator, arguments)

@@ -1,0 +1,22 @@
+"""The bundled tau2 retail tasks whose gold writes fail on a fresh database (tau2-bench's data, unchanged).
+
+Both are rejected as ``gold_fails`` by ``rewardkit build tau2-grpo`` and raise TaskError in the rewards: a
+failed gold write is missing from the gold state, so the state cannot tell the task's outcome from doing less.
+
+- 64: action 6, ``exchange_delivered_order_items`` on #W7464385, fails (PRECONDITION_FAILED: the order is
+  pending, not delivered); action 7 then modifies the same pending order, which succeeds.
+- 105: action 0, its only write, ``exchange_delivered_order_items`` on #W4316152, fails (INSUFFICIENT_FUNDS:
+  the new kettles cost 101.12 + 109.58, the old two 2 x 94.80, a difference of 21.10 against the gift card's
+  17.00), so its gold state is the untouched database and an agent that did nothing would score 1.0.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rewardkit.envs.retail import DATA_DIR
+
+# task id -> (index of the failing gold action, its result code)
+GOLD_FAILS = {"64": (6, "PRECONDITION_FAILED"), "105": (0, "INSUFFICIENT_FUNDS")}
+ALL_TASKS = [t["id"] for t in json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))]
+VALID = [tid for tid in ALL_TASKS if tid not in GOLD_FAILS]  # 112 of the 114

@@ -1,0 +1,146 @@
+"""MCP faults, on real servers: the export read by the SDK's own client with its defaults, a server that goes
+away during a user turn, and servers that do not speak MCP at all."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")  # the optional extra: rewardkit[mcp]
+
+import anyio
+from mcp import Client
+from mcp_servers import ROOT, http_process, http_server
+from sim_server import free_port
+
+from rewardkit.envs import get_domain
+from rewardkit.envs.mcp_domain import mcp_domain
+from rewardkit.envs.mcp_env import MCPEnvironment
+from rewardkit.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import run_episode
+from rewardkit.loop.gold import GoldAgent
+from rewardkit.loop.user_sim.base import Progress, Turn
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
+
+RETAIL = get_domain("retail")
+TASKS = RETAIL.tasks()
+DEFAULT_SSE_LIMIT = 1024 * 1024  # the SDK's max_sse_event_size
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with http_server(free_port(), tmp_path_factory.mktemp("mcp") / "server.log") as served:
+        yield served
+
+
+class TestExport:
+    def test_the_sdk_client_with_default_settings_reads_the_whole_export(self, url: str) -> None:
+        async def read() -> tuple[str, str]:
+            async with Client(url) as client:  # no option changed: the SDK's limits, as any client has them
+                await client.call_tool("cancel_pending_order", {"order_id": "#W8268610", "reason": "no longer needed"})
+                exported = await client.read_resource(STATE_EXPORT_URI)
+                hashed = await client.read_resource(STATE_HASH_URI)
+                return exported.contents[0].text, hashed.contents[0].text  # type: ignore[union-attr]
+
+        text, state_hash = anyio.run(read)
+        with RETAIL.make_env(None) as env:
+            env.call("cancel_pending_order", {"order_id": "#W8268610", "reason": "no longer needed"})
+            assert json.loads(text) == env.export() and state_hash == env.state_hash()
+        assert len(text.encode()) > DEFAULT_SSE_LIMIT  # what broke it: one answer larger than one SSE event may be
+
+    def test_rewardkit_reads_it_with_default_limits_too(self, url: str) -> None:
+        with MCPEnvironment(url) as env, RETAIL.make_env(None) as local:
+            assert env.export() == local.export()
+
+
+class KillsTheServer(ScriptedSimulator):
+    """The scripted customer, whose opening message is the last thing the server lives to see."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
+        text = super().reply(task, dialogue, progress)
+        if not any(turn.role == "user" for turn in dialogue):
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        return text
+
+
+class TestServerGoneDuringAUserTurn:
+    # Task 57 has no gold action: the agent's first turn is text, so the next step is a user turn, whose
+    # progress reads the state hash from the (dead) server. That read used to escape and end the whole run.
+    TASK = TASKS["57"]
+
+    def test_the_episode_ends_as_env_error(self, tmp_path: Path) -> None:
+        with http_process(free_port(), tmp_path / "server.log") as (served, proc):
+            domain = mcp_domain(served, name="mcp:retail-killed", timeout=20)
+            run = run_episode(domain, self.TASK, GoldAgent(self.TASK), KillsTheServer(proc), RolloutLimits())
+        assert run.infos["termination"] == "env_error" and run.infos["state_hash"] is None
+        assert run.infos["error"].startswith("the state hash: ") and served in run.infos["error"]
+        assert run.infos["turns"] == 1  # the agent's one turn happened; the user's answer could not
+
+    def test_the_run_records_it_and_goes_on(self, tmp_path: Path) -> None:
+        with http_process(free_port(), tmp_path / "server.log") as (served, proc):
+            domain = mcp_domain(served, name="mcp:retail-killed-run", timeout=20)
+            plan = TrialPlan(domain, [self.TASK], 1, GoldAgent, KillsTheServer(proc), RolloutLimits(), workers=1)
+            records = run_trials(plan, EpisodeLog(tmp_path / "episodes.jsonl", "run", resume=False), progress=False)
+        assert [(r["status"], r["termination"], r["reward"]) for r in records] == [("infra_error", "env_error", None)]
+        assert len((tmp_path / "episodes.jsonl").read_text(encoding="utf-8").splitlines()) == 1
+
+
+class _Html(BaseHTTPRequestHandler):
+    """A plain web server: every request gets a 200 HTML page."""
+
+    def _page(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = b"<html><body>hello</body></html>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_DELETE = _page
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Html)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "{web}",  # a web server: the SDK logged "Unexpected content type" once per request
+        shlex.join([sys.executable, "-c", "print('hello')"]),  # prints text: the SDK logged a traceback per line
+        shlex.join([sys.executable, "-c", "print('a'); print('b'); print('c')"]),
+    ],
+    ids=["web-page", "stdio-text", "stdio-lines"],
+)
+def test_a_server_that_is_not_mcp_is_one_line(tmp_path: Path, web: str, server: str) -> None:
+    cmd = [sys.executable, "-m", "rewardkit.cli", "eval", "tau2", "--agent", "gold", "--mcp", server.format(web=web)]
+    cmd += ["--tasks", "57", "--split", "train", "--trials", "1", "--out-dir", str(tmp_path / "eval"), "--no-progress"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr  # rewardkit's own line, and nothing of the SDK's
+    assert done.stderr.startswith("rewardkit eval tau2: cannot reach the MCP server")

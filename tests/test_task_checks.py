@@ -1,0 +1,154 @@
+"""The task checks every consumer shares: gold arguments against the tools' schemas, and the gold replay.
+
+Real components only: the retail harness on SQLite, the builder on real files, the rewards' cached gold
+outcomes. A gold call that cannot run leaves the gold state without it, so an agent that does less matches.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _retail_gold import ALL_TASKS, GOLD_FAILS, VALID
+from conftest import tau2_task as task
+
+from rewardkit.cli import main
+from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+from rewardkit.data_builders.tau2_tasks import task_problem as builder_problem
+from rewardkit.envs import Domain, get_domain, register_domain
+from rewardkit.envs.mcp_env import MCPToolSpec
+from rewardkit.envs.retail.env import RetailEnv
+from rewardkit.envs.tasks import TaskError, task_problem
+from rewardkit.rewards import TaskCompletion, _episodes
+from rewardkit.rewards.episodes import checked_task, task_check
+
+RETAIL = get_domain("retail")
+TASKS = RETAIL.tasks()
+CANCEL_MISSING = {"name": "cancel_pending_order", "arguments": {"order_id": "#W0000000", "reason": "no longer needed"}}
+
+
+def with_actions(actions: list[Any], task_id: str = "x") -> dict[str, Any]:
+    return task(task_id, "evaluation_criteria.actions", copy.deepcopy(actions))
+
+
+class TestBundledTasks:
+    def test_every_bundled_task_is_either_valid_or_a_known_gold_failure(self) -> None:
+        # 112 + 2 = 114: no bundled task is dropped unaccounted for.
+        assert len(VALID) == 112 and sorted(VALID + list(GOLD_FAILS), key=int) == sorted(ALL_TASKS, key=int)
+        for tid in VALID:  # the builder's check, and the rewards' (what a run selecting tasks calls)
+            assert builder_problem(TASKS[tid], RETAIL) is None and task_check(TASKS[tid], "retail") is None, tid
+        for tid, (index, code) in GOLD_FAILS.items():
+            reason, detail = builder_problem(TASKS[tid], RETAIL) or ("", "")
+            assert reason == "gold_fails" and f"actions[{index}]:" in detail and f"({code}: " in detail, detail
+            assert task_check(TASKS[tid], "retail") == (reason, detail)
+
+    def test_the_schema_check_alone_accepts_every_bundled_task(self) -> None:
+        # The two failures are failed writes on replay, not arguments the schemas refuse.
+        assert [tid for tid in ALL_TASKS if task_problem(TASKS[tid], RETAIL.tools, "retail")] == []
+
+
+class TestSchemas:
+    @pytest.mark.parametrize(
+        ("actions", "detail"),
+        [
+            # a required argument missing: SCHEMA_VIOLATION, nothing runs
+            ([{"name": "cancel_pending_order", "arguments": {"order_id": "#W6779827"}}],
+             "actions[0]: the arguments of 'cancel_pending_order' do not fit its schema (arguments: 'reason'"),
+            # a wrong type, on the second action
+            ([{"name": "calculate", "arguments": {"expression": "1+1"}},
+              {"name": "get_order_details", "arguments": {"order_id": 5}}],
+             "actions[1]: the arguments of 'get_order_details' do not fit its schema (order_id: 5 is not of type"),
+            # an argument the tool does not take (the schemas forbid additional properties)
+            ([{"name": "get_order_details", "arguments": {"order_id": "#W1", "force": True}}],
+             "actions[0]: the arguments of 'get_order_details' do not fit its schema"),
+        ],
+    )  # fmt: skip
+    @pytest.mark.parametrize("specs", ["harness", "mcp"])
+    def test_arguments_the_schema_refuses(self, actions: list[Any], detail: str, specs: str) -> None:
+        # The same check on the harness's ToolSpecs and on specs as an MCP server lists them.
+        tools: dict[str, Any] = dict(RETAIL.tools)
+        if specs == "mcp":
+            tools = {n: MCPToolSpec(n, s.description, dict(s.parameters), s.risk) for n, s in tools.items()}
+        found = task_problem(with_actions(actions), tools, "retail")
+        assert found is not None and found[0] == "bad_gold_arguments" and detail in found[1], found
+
+    def test_names_alone_check_no_arguments(self) -> None:
+        # A collection of names (no specs) keeps the old check: the name only.
+        bad = with_actions([{"name": "get_order_details", "arguments": {"order_id": 5}}])
+        assert task_problem(bad, frozenset(RETAIL.tools), "retail") is None
+
+
+class TestRewardsAndScheduler:
+    @pytest.mark.parametrize(
+        ("cell", "fragment"),
+        [
+            (with_actions([CANCEL_MISSING]), "actions[0]: the gold write 'cancel_pending_order' fails"),
+            (TASKS["105"], "(INSUFFICIENT_FUNDS: Insufficient gift card balance to pay for the price difference)"),
+            (json.dumps(TASKS["64"]), "actions[6]: the gold write 'exchange_delivered_order_items' fails"),
+        ],
+    )
+    def test_a_failing_gold_write_is_a_task_error(self, cell: Any, fragment: str) -> None:
+        # checked_task is what the tau2_user scheduler calls on each row; the rewards call it through _check_row.
+        with pytest.raises(TaskError, match="column 'task'") as info:
+            checked_task(cell, "column 'task'", "retail")
+        assert fragment in str(info.value) and "fix the task in the dataset" in str(info.value)
+
+    def test_doing_nothing_no_longer_scores_one(self) -> None:
+        # Task 105's only write fails, so its gold state was the untouched database: silence scored 1.0.
+        with pytest.raises(TaskError, match="gold write"):
+            TaskCompletion()(["ok"], messages=[[]], task=[TASKS["105"]], domain=["retail"])
+
+    def test_a_failing_gold_read_is_fine(self) -> None:
+        # Several tau2 tasks look up a user that does not exist; a read changes nothing.
+        found = with_actions([{"name": "get_order_details", "arguments": {"order_id": "#W0000000"}}])
+        assert checked_task(found, "t", "retail") == found
+
+    def test_each_task_replays_once_per_process(self) -> None:
+        opened: list[int] = []
+
+        def counting(db_path: Any) -> RetailEnv:
+            opened.append(1)
+            return RetailEnv(db_path)
+
+        domain = register_domain(Domain("retail-counted", counting, RETAIL.tools, RETAIL.tasks, RETAIL.splits,
+                                        RETAIL.policy, RETAIL.stop_tools))  # fmt: skip
+        _episodes.EPISODE_ROWS.clear()
+        for _ in range(3):  # three batches, two rewards' worth of rows: one gold replay for the one task
+            TaskCompletion()(["x"] * 2, messages=[[], []], task=[TASKS["59"]] * 2, domain=[domain.name] * 2)
+            checked_task(TASKS["59"], "t", domain.name)
+        # One gold replay, cached for the scores and the checks alike. (The rows say none of task 59's expected
+        # outputs, so TaskCompletion scores them 0 without replaying the agent's calls.)
+        assert len(opened) == 1
+
+
+class TestBuilder:
+    def test_a_split_listing_an_id_twice_counts_the_repeats(self, tmp_path: Path) -> None:
+        (tmp_path / "t.json").write_text(json.dumps([task("a"), task("b")]), encoding="utf-8")
+        (tmp_path / "s.json").write_text(json.dumps({"s": ["a", "b", "a", 1, "a"]}), encoding="utf-8")
+        rows, report = build_tau2_grpo(Tau2Options(split="s", tasks_file=tmp_path / "t.json",
+                                                   split_file=tmp_path / "s.json"))  # fmt: skip
+        assert [json.loads(r["task"])["id"] for r in rows] == ["a", "b"]
+        # read 5 = written 2 + duplicate_in_split 2 + missing_task 1 (id 1)
+        assert report.as_dict() == {"read": 5, "written": 2, "rejected": {"duplicate_in_split": 2, "missing_task": 1}}
+        assert [r["detail"] for r in report.rejects if r["reason"] == "duplicate_in_split"] == [
+            "the split lists task id 'a' again (item 2; first at item 0)",
+            "the split lists task id 'a' again (item 4; first at item 0)",
+        ]
+        report.check()
+
+    def test_the_cli_writes_gold_failures_to_rejects(self, tmp_path: Path) -> None:
+        tasks = [task("ok"), with_actions([CANCEL_MISSING], "broken")]
+        (tmp_path / "t.json").write_text(json.dumps(tasks), encoding="utf-8")
+        (tmp_path / "s.json").write_text(json.dumps({"s": ["ok", "broken"]}), encoding="utf-8")
+        out, rejects, report = tmp_path / "o.jsonl", tmp_path / "r.jsonl", tmp_path / "report.json"
+        argv = ["build", "tau2-grpo", "--split", "s", "--tasks-file", str(tmp_path / "t.json")]
+        argv += ["--split-file", str(tmp_path / "s.json"), "--out", str(out), "--rejects", str(rejects)]
+        argv += ["--report", str(report)]
+        assert main(argv) == 0
+        assert len(out.read_text(encoding="utf-8").splitlines()) == 1
+        (rejected,) = [json.loads(line) for line in rejects.read_text(encoding="utf-8").splitlines()]
+        assert rejected["reason"] == "gold_fails" and "NOT_FOUND" in rejected["detail"]
+        assert json.loads(report.read_text(encoding="utf-8"))["rejected"] == {"gold_fails": 1}

@@ -1,0 +1,78 @@
+"""The user simulator against a misbehaving server: it is infrastructure, so whatever it fails to say is its fault.
+
+The agent's empty reply is the agent's (a scored ending, tests/test_agents.py); the simulator's is a server
+failure: retried, then ``SimulatorError`` (the episode ends as ``user_sim_error``, excluded, rerun by
+``--resume``), however the emptiness is spelled. Content parts are read as text on both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sim_server import SimServer
+
+from rewardkit.envs import get_domain
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import run_episode
+from rewardkit.loop.endpoint import EndpointConfigError
+from rewardkit.loop.user_sim.base import GREETING, Progress, SimulatorError, Turn
+from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
+
+RETAIL = get_domain("retail")
+TASK = RETAIL.tasks()["57"]
+DIALOGUE = [Turn("agent", GREETING)]
+REPLY = "My email is a@b.c"
+
+
+def fast(base_url: str, model: str = "sim", **kw: Any) -> OpenAISimulator:
+    return OpenAISimulator(base_url, model, **{"retries": 1, "backoff_s": 0.01, "timeout_s": 1.0, **kw})
+
+
+# Every spelling of "said nothing": a retry, then (all attempts empty) the simulator's failure.
+EMPTY = ["empty", "null", "content_number", "length", "tool_calls_string", "tool_calls_dict"]
+# Bodies that are not a chat completion, and transport failures: the same.
+SERVER = ["not_json", "no_choices", "die", "slow", "http_500"]
+
+
+@pytest.mark.parametrize("fault", EMPTY + SERVER)
+def test_a_failed_reply_is_retried_and_the_retry_is_used(fault: str) -> None:
+    with SimServer(faults=[fault], reply=REPLY, slow_s=10) as server:
+        assert fast(server.base_url).reply(TASK, DIALOGUE, Progress()) == REPLY
+    assert server.count == 2  # the fault, then the retry
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [*[(f, "empty reply") for f in EMPTY], ("not_json", "malformed response body"),
+     ("no_choices", "malformed response body"), ("die", "connection failed"), ("slow", "timed out"),
+     ("http_500", "HTTP 500")],
+)  # fmt: skip
+def test_after_its_retries_it_is_a_simulator_error_naming_the_endpoint(fault: str, why: str) -> None:
+    sim_server = SimServer(faults=[fault, fault], reply=REPLY, slow_s=10)
+    with sim_server as server, pytest.raises(SimulatorError, match=why) as info:
+        fast(server.base_url, timeout_s=0.5).reply(TASK, DIALOGUE, Progress())
+    assert info.value.endpoint == server.base_url and f"user simulator {server.base_url}" in str(info.value)
+    assert server.count == 2
+
+
+@pytest.mark.parametrize(("fault", "reply"), [("content_parts", REPLY), ("tokens_nan", REPLY),
+                                              ("length_text", REPLY[: len(REPLY) // 2])])  # fmt: skip
+def test_a_reply_with_text_is_taken_whatever_else_is_odd(fault: str, reply: str) -> None:
+    # content parts are joined; a NaN count does not matter; a cut reply still has text (the customer said it)
+    with SimServer(faults=[fault], reply=REPLY) as server:
+        assert fast(server.base_url).reply(TASK, DIALOGUE, Progress()) == reply.strip()
+    assert server.count == 1
+
+
+def test_an_empty_simulator_ends_the_episode_as_user_sim_error() -> None:
+    with SimServer(faults=["empty", "null"], reply=REPLY) as server:
+        result = run_episode(RETAIL, TASK, lambda messages: "done", fast(server.base_url), RolloutLimits())
+    assert result.infos["termination"] == "user_sim_error" and server.base_url in result.infos["error"]
+
+
+def test_an_unknown_model_stops_at_its_404_naming_what_it_serves() -> None:
+    unknown = r"user simulator .*HTTP 404 for model 'x'.*it serves \['sim'\]"
+    with SimServer(models=["sim"]) as server, pytest.raises(EndpointConfigError, match=unknown):
+        fast(server.base_url, model="x").reply(TASK, DIALOGUE, Progress())
+    assert server.count == 1  # never retried
