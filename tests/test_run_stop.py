@@ -142,7 +142,9 @@ def command(kind: str, url: str, out: Path) -> list[str]:
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    """The complete records of a log that may be mid-append (a line is complete once its newline is written)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return [json.loads(line) for line in text.split("\n")[:-1]]
 
 
 @pytest.mark.parametrize(

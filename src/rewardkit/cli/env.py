@@ -99,7 +99,9 @@ def _file_actions(path: Path) -> list[Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise _Usage(f"actions file {path} not found") from None
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, UTF-8, or an int over 4300 digits
+    # ValueError: bad JSON, UTF-8, or an int over 4300 digits. JSON nested too deep (RecursionError) is left to the
+    # CLI's own handler, which names the input file in one line, and shows the traceback under --debug.
+    except (OSError, ValueError) as exc:
         raise _Usage(f"actions file {path} is not readable JSON: {getattr(exc, 'strerror', None) or exc}") from None
     if not isinstance(data, list):
         raise _Usage(f'actions file {path} must hold a JSON list of {{"name", "arguments"}} objects')
