@@ -1,0 +1,11 @@
+"""Runs of the loop and the rewards over many tasks or rows: what ``synth``, ``eval`` and ``score`` do.
+
+- ``spec.py``: the run specification (who plays agent and user, which tasks, the limits) and the plan
+  it builds;
+- ``episode_log.py``: the resumable episode log (one writer at a time), and running a plan's trials into it;
+  ``records.py``: the field-by-field check of every episode record read back;
+- ``synthesis.py``: verified trajectories -> SFT rows; ``evaluation.py``: pass^k and the report;
+- ``metrics.py``: pass^k, per-task statistics and the paired comparison; ``tables.py``: the per-task table
+  files and reading a run back; ``plots.py``: their figures;
+- ``scoring.py``: a reward set over rows of (completion, columns).
+"""
