@@ -40,7 +40,14 @@ LAYERS: tuple[tuple[Package, ...], ...] = (
         ),
     ),
     (Package("rewardkit.rewards", "rewards", "one reward per file, for ms-swift's `orms` (and TRL)"),),
-    (Package("rewardkit.recipes", "recipes", "native ms-swift YAML, their catalogue and generated reward lines"),),
+    (
+        Package("rewardkit.recipes", "recipes", "native ms-swift YAML, their catalogue and generated reward lines"),
+        Package(
+            "rewardkit.testing",
+            "src/rewardkit/testing",
+            "the reward contract as a library: checks, hostile inputs, gaming probes; the pytest plugin",
+        ),
+    ),
     (Package("rewardkit.data_builders", "data_builders", "raw data -> ms-swift JSONL, every reject counted"),),
     (
         Package(
@@ -66,6 +73,11 @@ LAYERS: tuple[tuple[Package, ...], ...] = (
             "rewardkit.pipelines",
             "src/rewardkit/pipelines",
             "`recipe run`: one stage skeleton, the planning and tau2 chains, the tiny model, reports",
+        ),
+        Package(
+            "rewardkit.lint",
+            "src/rewardkit/lint",
+            "`rewardkit lint`: a reward on your rows, a recipe's reward set on your dataset, where the loss falls",
         ),
     ),
     (Package("rewardkit.cli", "src/rewardkit/cli", "the `rewardkit` command: flags -> calls, one line per error"),),

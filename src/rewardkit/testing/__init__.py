@@ -1,0 +1,1 @@
+"""The reward contract as a library (see docs/testing.md)."""
