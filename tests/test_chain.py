@@ -38,12 +38,14 @@ def grpo_run(root: Path, steps: int = 1) -> Path:
         ("tau2", "check_model", {}, "path"),
         ("tau2", "check_sft", {}, "checkpoint"),
         ("tau2", "check_grpo", {"run_dir": "RUN"}, "checkpoint"),  # the tiny tau2 GRPO saves its last step
-        ("tau2", "check_eval", {"train": "d"}, "test"),
+        ("tau2", "check_eval", {"greedy_train": "d", "greedy_test": "d", "sampled_train": "d"}, "sampled_test"),
         ("tau2", "check_summary", {}, "summary"),
         ("planning", "check_model", {"data": str(EXAMPLES.resolve()), "path": "MODEL"}, "vocab"),
         ("planning", "check_build", {"data": str(EXAMPLES.resolve())}, "reports"),
         ("planning", "check_sft", {}, "checkpoint"),
         ("planning", "check_grpo", {}, "run_dir"),
+        ("planning", "check_grpo", {"run_dir": "RUN"}, "checkpoint"),  # every GRPO run saves: it is evaluated
+        ("planning", "check_eval", {}, "scores"),
         ("planning", "check_summary", {}, "summary"),
     ],
 )
@@ -62,8 +64,9 @@ def test_a_marker_without_a_key_is_broken_output_naming_the_key(
 @pytest.mark.parametrize(
     ("preset", "steps", "checkpoint", "error"),
     [
-        ("tiny", 2, None, None),  # tiny_grpo.yaml: save_strategy "no", so no checkpoint to check
-        ("tiny", 0, None, "has no logged GRPO step"),
+        ("tiny", 2, "good", None),  # tiny_grpo.yaml saves its last step, as every chain's GRPO recipe must
+        ("tiny", 0, "good", "has no logged GRPO step"),
+        ("tiny", 2, None, "its marker records no 'checkpoint'"),
         ("full", 2, "good", None),  # grpo.yaml saves: ms-swift saves the last step
         ("full", 2, None, "its marker records no 'checkpoint'"),
         ("full", 2, "gone", r"checkpoint .* is missing"),
@@ -92,7 +95,7 @@ def test_the_planning_grpo_check(
 
 @pytest.mark.parametrize(
     ("recipe", "saves"),
-    [("planning/tiny_grpo.yaml", False), ("planning/grpo.yaml", True), ("tau2/tiny_grpo.yaml", True),
+    [("planning/tiny_grpo.yaml", True), ("planning/grpo.yaml", True), ("tau2/tiny_grpo.yaml", True),
      ("tau2/grpo_multiturn.yaml", True), ("tau2/tiny_multiturn.yaml", False)],
 )  # fmt: skip
 def test_whether_a_grpo_recipe_saves_is_read_from_the_recipe(recipe: str, saves: bool) -> None:
@@ -102,38 +105,79 @@ def test_whether_a_grpo_recipe_saves_is_read_from_the_recipe(recipe: str, saves:
 class FakeSwift(Context):
     """Runs no command: records it and leaves what `swift rlhf` would (a run dir, and a checkpoint if asked)."""
 
-    def __init__(self, workdir: Path, saves: bool) -> None:
+    def __init__(self, workdir: Path) -> None:
         super().__init__(workdir=workdir, echo=io.StringIO())
-        self.saves, self.commands = saves, []
+        self.commands = []
 
     def run(self, stage: str, cmd, extra_env=None) -> None:  # type: ignore[override]
         self.commands.append((stage, list(cmd), dict(extra_env or {})))
         out = Path(cmd[cmd.index("--output_dir") + 1])
-        run = grpo_run(out, 2)
-        if self.saves:  # ms-swift saves into the run directory
-            shutil.copytree(self.workdir / "sft-ckpt", run / "checkpoint-2")
+        run = grpo_run(out, 2)  # ms-swift saves into the run directory
+        shutil.copytree(self.workdir / "sft-ckpt", run / "checkpoint-2")
+
+
+PLANNING_WEIGHTS = ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"]  # tiny_grpo.yaml's reward_weights
 
 
 @pytest.mark.parametrize(
-    ("chain", "stage", "model", "plugins", "config"),
+    ("chain", "stage", "model", "seed", "extra", "plugins", "config"),
     [
-        ("planning", "grpo", "sft", ["rewards"], "planning/tiny_reward_config.yaml"),
-        ("planning", "grpo_base", "base", ["rewards"], "planning/tiny_reward_config.yaml"),
-        ("planning", "grpo_control", "sft", ["rewards"], "planning/tiny_reward_config.yaml"),
-        ("tau2", "grpo", "sft", ["rewards", "tau2_user.py"], "tau2/tiny_config.yaml"),
-        ("tau2", "grpo_control", "sft", ["rewards", "tau2_user.py"], "tau2/tiny_config.yaml"),
+        ("planning", "grpo", "sft", 42, [], ["rewards"], "planning/tiny_reward_config.yaml"),
+        ("planning", "grpo_base", "base", 42, [], ["rewards"], "planning/tiny_reward_config.yaml"),
+        (
+            "planning",
+            "grpo_control",
+            "sft",
+            42,
+            ["--learning_rate", "1e-12"],
+            ["rewards"],
+            "planning/tiny_reward_config.yaml",
+        ),
+        # the sign test: every weight negated, so each group's advantages flip sign
+        (
+            "planning",
+            "grpo_inverted_s2",
+            "sft",
+            43,
+            ["--reward_weights", *(f"-{w}" for w in PLANNING_WEIGHTS)],
+            ["rewards"],
+            "planning/tiny_reward_config.yaml",
+        ),
+        ("tau2", "grpo", "sft", 42, [], ["rewards", "tau2_user.py"], "tau2/tiny_config.yaml"),
+        (
+            "tau2",
+            "grpo_control_s2",
+            "sft",
+            43,
+            ["--learning_rate", "1e-12"],
+            ["rewards", "tau2_user.py"],
+            "tau2/tiny_config.yaml",
+        ),
+        # tau2: weights 1, 0, 0 -> -1, -0, -0: the advantage of 1 - TaskCompletion
+        (
+            "tau2",
+            "grpo_inverted",
+            "sft",
+            42,
+            ["--reward_weights", "-1.0", "-0.0", "-0.0"],
+            ["rewards", "tau2_user.py"],
+            "tau2/tiny_config.yaml",
+        ),
     ],
 )
 def test_both_chains_launch_grpo_alike_and_check_what_it_left(
-    built: Path, tmp_path: Path, chain: str, stage: str, model: str, plugins: list[str], config: str
-) -> None:
-    pipeline = Tau2Pipeline(Tau2Options(grpo_steps=3)) if chain == "tau2" else PlanningPipeline(Options(grpo_steps=3))
+    built: Path, tmp_path: Path, chain: str, stage: str, model: str, seed: int, extra: list[str],
+    plugins: list[str], config: str,
+) -> None:  # fmt: skip
+    opts = {"grpo_steps": 3, "seeds": 2, "sign_test": True, "baseline": True}  # baseline: planning adds grpo_base
+    pipeline = Tau2Pipeline(Tau2Options(**opts)) if chain == "tau2" else PlanningPipeline(Options(**opts))
     shutil.copytree(built / "tiny-model", tmp_path / "sft-ckpt")
-    ctx = FakeSwift(tmp_path, saves=pipeline.grpo_saves())
+    ctx = FakeSwift(tmp_path)
     ctx.results = {"model": {"path": "BASE"}, "sft": {"checkpoint": "SFT"}}
-    result = getattr(pipeline, stage)(ctx)
+    stages = {s.name: s for s in pipeline.stages()}
+    result = stages[stage].run(ctx)
     pipeline.check_grpo(ctx, result)
-    assert ("checkpoint" in result) is (chain == "tau2")  # the tiny planning GRPO recipe saves nothing
+    assert result["seed"] == seed and Path(result["checkpoint"]).name == "checkpoint-2"
     [(ran, cmd, env)] = ctx.commands
     assert ran == stage and cmd[1:3] == ["rlhf", str(recipe_path(pipeline.preset.grpo))]
     assert cmd[cmd.index("--model") + 1] == {"sft": "SFT", "base": "BASE"}[model]
@@ -143,5 +187,22 @@ def test_both_chains_launch_grpo_alike_and_check_what_it_left(
     loaded = cmd[cmd.index("--external_plugins") + 1 : cmd.index("--external_plugins") + 1 + len(plugins)]
     assert [Path(p).parent.name if p.endswith("__init__.py") else Path(p).name for p in loaded] == plugins
     assert cmd[cmd.index("--external_plugins") + 1 + len(plugins)].startswith("--")  # and no other plugin
-    assert cmd[-2:] == ["--learning_rate", "1e-12"] if stage == "grpo_control" else "--learning_rate" not in cmd
+    assert cmd[cmd.index("--seed") + 1] == str(seed) and cmd[cmd.index("--seed") + 2 :] == extra
     assert env == {"REWARDKIT_CONFIG": str(recipe_path(config))}
+
+
+@pytest.mark.parametrize(
+    ("seeds", "baseline", "sign_test", "stages"),
+    [
+        (1, False, False, ["grpo"]),
+        (1, True, False, ["grpo", "grpo_control"]),
+        (1, False, True, ["grpo", "grpo_control", "grpo_inverted"]),  # the sign test needs its control
+        (2, True, False, ["grpo", "grpo_control", "grpo_s2", "grpo_control_s2"]),
+    ],
+)
+def test_the_grpo_runs_of_a_chain(seeds: int, baseline: bool, sign_test: bool, stages: list[str]) -> None:
+    from rewardkit.pipelines.chain import grpo_runs
+
+    runs = grpo_runs(Options(seeds=seeds, baseline=baseline, sign_test=sign_test))
+    assert [r.stage for r in runs] == stages
+    assert [r.seed for r in runs] == [42 + int(s.endswith("_s2")) for s in stages]

@@ -117,10 +117,10 @@ def test_compare_options_are_checked(
 
 
 def test_the_bootstrap_in_batches_draws_what_one_array_draws(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardkit.runs import metrics
+    from rewardkit.runs import paired
 
     whole = compare(run(A), run(B), n_boot=3001, seed=5)
-    monkeypatch.setattr(metrics, "_BOOT_CELLS", 70)  # 10 paired tasks: batches of 7 resamples, the last of 5
+    monkeypatch.setattr(paired, "_BOOT_CELLS", 70)  # 10 paired tasks: batches of 7 resamples, the last of 5
     assert compare(run(A), run(B), n_boot=3001, seed=5) == whole
 
 

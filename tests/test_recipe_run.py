@@ -1,8 +1,9 @@
 """`rewardkit recipe run planning --preset tiny`, shortened to a few steps per stage.
 
-The full-length run (`make demo`) is the measurement in
-docs/results.md#the-planning-chain-on-cpu-make-demo; here we check the chain itself: every
-stage ran, the summary has all seven rewards, reruns resume.
+The full-length runs are the measurements in docs/results.md; here we check the chain itself, with the
+sign test on: every stage ran, every GRPO run saved a model that was evaluated greedy and sampled on both
+splits, the summary has all seven rewards, the pairs with their intervals and the sign test's directions,
+reruns resume.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import pytest
 from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ["model", "build", "sft", "eval_sft", "grpo", "summary"]
+MODELS = ["base", "sft", "grpo", "grpo_control", "grpo_inverted"]
+ARGS = ["--sft-steps", "2", "--grpo-steps", "2", "--eval-rows", "3", "--eval-samples", "2", "--sign-test"]
+STAGES = ["model", "build", "sft", "grpo", "grpo_control", "grpo_inverted", *(f"eval_{m}" for m in MODELS), "summary"]
 
 
 def rewardkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -28,8 +31,7 @@ def rewardkit(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     workdir = tmp_path_factory.mktemp("planning")
-    args = ["--workdir", str(workdir), "--sft-steps", "2", "--grpo-steps", "2", "--eval-rows", "4"]
-    return workdir, rewardkit("recipe", "run", "planning", "--preset", "tiny", *args)
+    return workdir, rewardkit("recipe", "run", "planning", "--preset", "tiny", "--workdir", str(workdir), *ARGS)
 
 
 @pytest.mark.e2e
@@ -41,13 +43,36 @@ class TestRecipeRun:
         for command in ("swift sft", "swift infer", "swift rlhf"):
             assert command in proc.stdout
 
-    def test_summary_has_all_seven_rewards_and_a_plot(self, short_run) -> None:
+    def test_summary_has_every_model_greedy_and_sampled_with_all_seven_rewards(self, short_run) -> None:
         workdir, _ = short_run
         summary = json.loads((workdir / "summary.json").read_text())
+        assert list(summary["models"]) == MODELS
+        for model in MODELS:
+            for mode in ("greedy", "sampled"):
+                for split in ("train", "test"):
+                    assert set(PLANNER_WEIGHTS) | {"weighted", "think_mean", "think_sd"} <= set(
+                        summary["models"][model][mode][split]
+                    )
+        scores = [json.loads(line) for line in (workdir / "eval" / "grpo" / "scores.jsonl").read_text().splitlines()]
+        # 3 rows per split x 2 splits, greedy once and sampled twice: 6 + 12 completions
+        assert len(scores) == 18 and sum(r["mode"] == "sampled" for r in scores) == 12
         names = {REWARDS[k].__name__ for k in PLANNER_WEIGHTS}
-        assert names <= set(summary["grpo"]["first"]) and names <= set(summary["grpo"]["last"])
-        assert set(PLANNER_WEIGHTS) <= set(summary["eval"]["sft"])
-        assert Path(summary["grpo"]["plot"]).stat().st_size > 10_000
+        for stage in ("grpo", "grpo_control", "grpo_inverted"):
+            assert names <= set(summary["grpo"][stage]["first"]) and names <= set(summary["grpo"][stage]["last"])
+            share = summary["grpo"][stage]["zero_std_share"]  # ms-swift's frac_reward_zero_std, per logged step
+            assert share and all(0.0 <= v <= 1.0 for v in share)
+            assert Path(summary["grpo"][stage]["plot"]).stat().st_size > 10_000
+        assert Path(summary["plot"]).stat().st_size > 10_000
+
+    def test_summary_pairs_the_kinds_and_records_the_sign_test(self, short_run) -> None:
+        workdir, _ = short_run
+        summary = json.loads((workdir / "summary.json").read_text())
+        assert set(summary["paired"]) == {"sft_vs_base", "grpo_vs_sft", "grpo_vs_control", "inverted_vs_control"}
+        pair = summary["paired"]["grpo_vs_control"]["sampled_test"]
+        assert pair["items"] == 3 and pair["ci"][0] <= pair["diff"] <= pair["ci"][1]
+        sign = summary["sign_test"]
+        assert set(sign["directions"].values()) <= {"up", "down", "flat"} and isinstance(sign["opposite"], bool)
+        assert summary["weighted"]["sampled"]["train"]["grpo"]["runs"] == 1  # one seed
 
     def test_build_counts_reconcile(self, short_run) -> None:
         workdir, _ = short_run
@@ -58,7 +83,7 @@ class TestRecipeRun:
 
     def test_rerun_skips_and_force_redoes_from_a_stage(self, short_run) -> None:
         workdir, _ = short_run
-        proc = rewardkit("recipe", "run", "planning", "--workdir", str(workdir), "--force", "summary")
+        proc = rewardkit("recipe", "run", "planning", "--workdir", str(workdir), *ARGS, "--force", "summary")
         assert proc.returncode == 0, proc.stderr[-3000:]
         for stage in STAGES[:-1]:
             assert f"[{stage}] done earlier, skipped" in proc.stdout

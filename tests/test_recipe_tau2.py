@@ -1,8 +1,8 @@
 """`rewardkit recipe run tau2 --preset tiny`, shortened: synthesis -> SFT -> GRPO -> evaluation -> summary.
 
-The full-length run (`make demo-tau2`) is the measurement in
-docs/results.md#the-tau2-chain-on-cpu-make-demo-tau2; here we check the chain: every stage ran, the
-summary holds the three models on both task sets, the data counts reconcile, a rerun resumes.
+The full-length runs are the measurements in docs/results.md; here we check the chain with the control and two
+seeds: every stage ran, the summary holds the four kinds of model on both task sets, greedy and sampled, with
+two runs per GRPO kind and the paired intervals, the data counts reconcile, a rerun resumes.
 """
 
 from __future__ import annotations
@@ -15,8 +15,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ["data", "model", "sft", "grpo", "eval_base", "eval_sft", "eval_grpo", "summary"]
-MODELS = ["base", "sft", "grpo"]
+MODELS = ["base", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2"]
+STAGES = ["data", "model", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2", *(f"eval_{m}" for m in MODELS),
+          "summary"]  # fmt: skip
+ARGS = [
+    "--sft-steps",
+    "4",
+    "--grpo-steps",
+    "1",
+    "--eval-tasks",
+    "2",
+    "--eval-samples",
+    "2",
+    "--baseline",
+    "--seeds",
+    "2",
+]
+CELLS = ["greedy_train", "greedy_test", "sampled_train", "sampled_test"]
 
 
 def rewardkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -27,8 +42,7 @@ def rewardkit(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     workdir = tmp_path_factory.mktemp("tau2")
-    args = ["--workdir", str(workdir), "--sft-steps", "4", "--grpo-steps", "1", "--eval-tasks", "2"]
-    return workdir, rewardkit("recipe", "run", "tau2", "--preset", "tiny", *args)
+    return workdir, rewardkit("recipe", "run", "tau2", "--preset", "tiny", "--workdir", str(workdir), *ARGS)
 
 
 @pytest.mark.e2e
@@ -41,22 +55,36 @@ class TestTau2Chain:
         for command in ("synth tau2", "swift sft", "swift rlhf", "eval tau2"):
             assert command in proc.stdout
         assert "--multi_turn_scheduler" not in proc.stdout  # the recipe file sets it, not the command line
-        assert "pass^1 (greedy)" in proc.stdout  # the closing table
+        assert "grpo_vs_control (sampled, train)" in proc.stdout  # the closing table
 
-    def test_summary_has_the_three_models_on_both_task_sets(self, short_run) -> None:
+    def test_summary_has_every_model_on_both_task_sets_greedy_and_sampled(self, short_run) -> None:
         workdir, _ = short_run
         summary = json.loads((workdir / "summary.json").read_text())
         assert list(summary["models"]) == MODELS
+        train = len(summary["train_tasks"])
         for model in MODELS:
-            for split in ("train", "test"):
-                metrics = summary["models"][model][split]
-                assert metrics["episodes"]["total"] == 2  # --eval-tasks 2, one greedy trial each
+            for cell in CELLS:
+                metrics = summary["models"][model][cell]
+                # greedy: one trial per task; sampled: --eval-samples 2; held-out: --eval-tasks 2
+                tasks = train if cell.endswith("train") else 2
+                assert metrics["episodes"]["total"] == tasks * (2 if cell.startswith("sampled") else 1), cell
                 assert metrics["episodes"]["infra_error"] == 0  # scripted user: nothing is infrastructure
                 assert 0.0 <= metrics["pass_hat_k"]["1"] <= 1.0
                 assert metrics["valid_tool_calls"] <= metrics["tool_calls"]
-        assert summary["grpo"]["grpo"]["steps"] == [1, 1]
-        assert {"sft_vs_base_train", "grpo_vs_sft_test"} <= set(summary["paired"])
-        assert Path(summary["plot"]).stat().st_size > 10_000
+        assert summary["grpo"]["grpo_s2"]["steps"] == [1, 1] and summary["models"]["grpo_s2"]["seed"] == 43
+        assert Path(summary["plot"]).stat().st_size > 10_000 and Path(summary["bars"]).stat().st_size > 10_000
+
+    def test_two_seeds_give_two_runs_per_kind_and_paired_intervals(self, short_run) -> None:
+        workdir, _ = short_run
+        summary = json.loads((workdir / "summary.json").read_text())
+        assert summary["seeds"] == 2 and summary["sign_test"] is None  # no --sign-test here
+        for kind, models in {"grpo": ["grpo", "grpo_s2"], "control": ["grpo_control", "grpo_control_s2"]}.items():
+            cell = summary["pass1"]["sampled"]["train"][kind]
+            assert cell["runs"] == 2 and cell["models"] == models
+            assert cell["min"] <= cell["mean"] <= cell["max"]
+        pair = summary["paired"]["grpo_vs_control"]["sampled_train"]
+        assert pair["seeds"] == [2, 2] and pair["items"] == len(summary["train_tasks"])
+        assert pair["ci"][0] <= pair["diff"] <= pair["ci"][1]
 
     def test_synthesis_counts_reconcile_and_rows_are_agent_format(self, short_run) -> None:
         workdir, _ = short_run
@@ -73,6 +101,6 @@ class TestTau2Chain:
 
     def test_rerun_skips_every_stage(self, short_run) -> None:
         workdir, _ = short_run
-        proc = rewardkit("recipe", "run", "tau2", "--workdir", str(workdir), "--eval-tasks", "2")
+        proc = rewardkit("recipe", "run", "tau2", "--workdir", str(workdir), *ARGS)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.count("done earlier, skipped") == len(STAGES)

@@ -29,7 +29,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--force", action="append", default=[], metavar="STAGE", help="redo STAGE and the ones after")
     run.add_argument("--sft-steps", type=int, help="override the SFT length (steps)")
     run.add_argument("--grpo-steps", type=int, help="override the GRPO length (steps)")
-    run.add_argument("--eval-rows", type=int, help="planning: evaluate on the first N test rows only")
+    run.add_argument("--eval-rows", type=int, default=40,
+                     help="planning: evaluate on the first N test rows and N training rows (default: 40)")  # fmt: skip
+    run.add_argument("--eval-samples", type=int,
+                     help="sampled completions (planning) or trials (tau2) per prompt at the GRPO temperature "
+                          "(default: 8)")  # fmt: skip
+    run.add_argument("--seeds", type=int, default=1, help="repeat the GRPO runs under N seeds (default: 1)")
+    run.add_argument("--sign-test", action="store_true",
+                     help="also GRPO on the inverted reward, and the control: they must move apart")  # fmt: skip
     tau2 = run.add_argument_group("tau2")
     tau2.add_argument("--agent", default="gold", help="who synthesises the cold-start data: gold, or a teacher URL")
     tau2.add_argument("--user", default="scripted", help="the user simulator: scripted, or a URL")
@@ -57,31 +64,39 @@ def cmd_recipe_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cell(spread: dict | None) -> str:
+    if not spread or spread["mean"] is None:
+        return "-"
+    return f"{spread['mean']:.3f}" + (f" ± {spread['sd']:.3f}" if spread["runs"] > 1 else "")
+
+
+def _evidence(summary: dict, figures: dict, metric: str) -> list[str]:
+    """The kinds' figures (mean ± sd over seeds), GRPO against the control, and the sign test."""
+    cells = [(mode, split) for mode in ("greedy", "sampled") for split in ("train", "test")]
+    lines = [f"{metric:<22}" + "".join(f"{mode + ' ' + split:>20}" for mode, split in cells)]
+    for kind in figures["greedy"]["train"]:
+        lines.append(f"{kind:<22}" + "".join(f"{_cell(figures[mode][split].get(kind)):>20}" for mode, split in cells))
+    for name, pair in summary["paired"].items():
+        p = pair["sampled_train"]
+        lines.append(f"{name} (sampled, train): {p['diff']:+.3f} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] "
+                     f"over {p['items']} items")  # fmt: skip
+    sign = summary.get("sign_test")
+    if sign:
+        moves = sign["directions"]
+        verdict = "the gradient points the right way" if sign["opposite"] else "NOT opposite: check the gradient path"
+        lines.append(f"sign test ({sign['metric']}): GRPO {moves['grpo']}, inverted {moves['inverted']}: {verdict}")
+    return lines
+
+
 def _table(summary: dict) -> str:
-    lines = []
-    ev = summary["eval"]
-    keys = [k for k in ev["base"] if k != "weighted"] + ["weighted"]
-    lines.append(f"{'test split':<20}" + "".join(f"{k[:12]:>13}" for k in keys))
-    for name in ("base", "sft"):
-        lines.append(f"{name:<20}" + "".join(f"{ev[name][k]:>13.3f}" for k in keys))
-    for stage in ("grpo", "grpo_base", "grpo_control"):
-        if stage in summary:
-            s = summary[stage]
-            lines.append(f"{stage} weighted reward: first logged step {s['first']['reward']:.3f}, "
-                         f"last {s['last']['reward']:.3f}; first quarter {s['first_quarter']['reward']:.3f} "
-                         f"-> last quarter {s['last_quarter']['reward']:.3f}")  # fmt: skip
+    lines = _evidence(summary, summary["weighted"], "weighted reward")
+    sft = summary["models"]["sft"]["greedy"]["test"]
+    lines.append("SFT on the test split, greedy: " + ", ".join(f"{k} {v:.3f}" for k, v in sft.items()))
     return "\n".join(lines)
 
 
 def _tau2_table(summary: dict) -> str:
-    lines = [f"{'pass^1 (greedy)':<16}{'train tasks':>12}{'held-out':>10}{'valid calls':>13}"]
-    for model, splits in summary["models"].items():
-        train, test = splits["train"], splits["test"]
-        lines.append(f"{model:<16}{train['pass_hat_k']['1']:>12.3f}{test['pass_hat_k']['1']:>10.3f}"
-                     f"{train['valid_tool_calls']:>8}/{train['tool_calls']:<4}")  # fmt: skip
-    for name, p in summary["paired"].items():
-        lines.append(f"{name}: {p['diff']:+.3f} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] over {p['paired_tasks']} tasks")
-    return "\n".join(lines)
+    return "\n".join(_evidence(summary, summary["pass1"], "pass^1"))
 
 
 def _pipeline(args: argparse.Namespace):
@@ -92,11 +107,14 @@ def _pipeline(args: argparse.Namespace):
         return Tau2Pipeline(Tau2Options(
             preset=args.preset, model=args.model, agent=args.agent, user=args.user, eval_user=args.eval_user,
             sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, eval_tasks=args.eval_tasks, baseline=args.baseline,
+            seeds=args.seeds, sign_test=args.sign_test, eval_samples=args.eval_samples,
         ))  # fmt: skip
     from rewardkit.pipelines.planning import Options, PlanningPipeline
 
+    samples = {"eval_samples": args.eval_samples} if args.eval_samples else {}  # else the chain's default
     opts = Options(preset=args.preset, data=args.data, model=args.model, sft_steps=args.sft_steps,
-                   grpo_steps=args.grpo_steps, eval_rows=args.eval_rows, baseline=args.baseline)  # fmt: skip
+                   grpo_steps=args.grpo_steps, eval_rows=args.eval_rows, baseline=args.baseline, seeds=args.seeds,
+                   sign_test=args.sign_test, **samples)  # fmt: skip
     return PlanningPipeline(opts)
 
 

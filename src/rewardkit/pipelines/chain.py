@@ -2,9 +2,13 @@
 
 A chain has options and a preset, checked before any stage runs; on the tiny preset it builds the
 offline tiny Qwen3 (one size, :data:`TINY_MODEL`) and trains it on CPU; it runs the SFT, then GRPO
-from a model, and with ``--baseline`` the no-learning control: the same GRPO at a learning rate of
-1e-12 (:data:`NO_LEARNING`), which sees the same prompts in the same order and learns nothing. The
-output checks of those stages live here too; a marker that lacks a key fails its check naming the key.
+from a model. With ``--baseline`` it also runs the no-learning control: the same GRPO at a learning rate
+of 1e-12 (:data:`NO_LEARNING`), which sees the same prompts in the same order and learns nothing. With
+``--sign-test`` it adds the inverted run: the same GRPO with every reward weight negated, so each
+advantage flips sign; it must move the measured reward down where the normal run moves it up.
+``--seeds N`` repeats these runs under N seeds (:func:`grpo_runs`). Every GRPO run saves its weights
+(a LoRA adapter merged) so that the chains can evaluate it. The output checks of those stages live
+here too; a marker that lacks a key fails its check naming the key.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from rewardkit.pipelines.stages import (
     BrokenOutput,
     Context,
     PipelineError,
+    Stage,
     check_checkpoint,
     check_model_dir,
     last_checkpoint,
     latest_run_dir,
+    merged,
     plugin_file,
     read_output,
     run_sft,
@@ -34,6 +40,16 @@ from rewardkit.recipes import recipe_path
 TINY_MODEL = {"vocab_size": 2048, "hidden_size": 256, "num_layers": 2}
 # The control's learning rate: every step runs, nothing moves.
 NO_LEARNING = ("--learning_rate", "1e-12")
+BASE_SEED = 42  # the recipes' seed: seed i of --seeds N is BASE_SEED + i
+# What each kind of GRPO run is called; a later seed's stage adds _s2, _s3, ...
+KIND_STAGES = {"grpo": "grpo", "control": "grpo_control", "inverted": "grpo_inverted"}
+
+
+@dataclass(frozen=True)
+class GrpoRun:
+    stage: str  # its stage, output directory and model name: grpo, grpo_control_s2, ...
+    kind: str  # grpo (learns the reward), control (learns nothing), inverted (learns the negated reward)
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,16 @@ class ChainOptions:
     sft_steps: int | None = None
     grpo_steps: int | None = None
     baseline: bool = False  # also the control runs
+    seeds: int = 1  # the GRPO runs (and their controls) under this many seeds
+    sign_test: bool = False  # also GRPO on the inverted reward (implies the control)
+
+
+def grpo_runs(opts: ChainOptions) -> list[GrpoRun]:
+    """The GRPO runs of a chain, seed by seed: the normal run, the control (``--baseline`` or
+    ``--sign-test``), the inverted run (``--sign-test``)."""
+    kinds = ["grpo", *(["control"] if opts.baseline or opts.sign_test else []), *(["inverted"] * opts.sign_test)]
+    return [GrpoRun(KIND_STAGES[kind] + (f"_s{i + 1}" if i else ""), kind, BASE_SEED + i)
+            for i in range(opts.seeds) for kind in kinds]  # fmt: skip
 
 
 def marker_value(result: Mapping[str, Any], key: str) -> Any:
@@ -71,10 +97,25 @@ def marker_path(result: Mapping[str, Any], key: str) -> Path:
 def recipe_saves(recipe: Path) -> bool:
     """Whether ``swift`` running ``recipe`` leaves a checkpoint: unless ``save_strategy`` is ``no``,
     ms-swift saves at the last step (its DefaultFlowCallbackNew), whatever ``--max_steps`` says."""
+    strategy = str(_recipe(recipe).get("save_strategy", "steps")).lower()
+    return strategy not in ("no", "false")  # YAML reads a bare no as False
+
+
+def _recipe(recipe: Path) -> dict[str, Any]:
     import yaml
 
-    config = yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}
-    return str(config.get("save_strategy", "steps")).lower() not in ("no", "false")  # YAML reads bare no as False
+    return yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}
+
+
+def inverted_weights(recipe: Path) -> list[str]:
+    """The recipe's ``reward_weights`` negated (ms-swift's default: 1 per reward): the weighted sum flips sign,
+    and so does every group's normalised advantage, whatever its mean and spread."""
+    config = _recipe(recipe)
+    funcs = config.get("reward_funcs") or []
+    weights = config.get("reward_weights") or [1.0] * len(funcs)
+    if not weights:
+        raise PipelineError(f"{recipe}: no reward_funcs to invert for --sign-test")
+    return [repr(-float(w)) for w in weights]
 
 
 def _read_json(path: Path) -> Any:
@@ -92,6 +133,11 @@ class Chain:
         self.opts, self.preset = opts, presets[opts.preset]
         if not self.preset.tiny and not opts.model:
             raise PipelineError("--model is required for the full preset (a local path or hub id of the base model)")
+        if opts.seeds < 1:
+            raise PipelineError(f"--seeds: need at least 1 seed, got {opts.seeds}")
+        if not recipe_saves(recipe_path(self.preset.grpo)):
+            raise PipelineError(f"{self.preset.grpo} saves no checkpoint (save_strategy: no): the chain evaluates it")
+        self.grpo_runs = grpo_runs(opts)
 
     def base_model(self, ctx: Context) -> str:
         return ctx.results["model"]["path"] if self.preset.tiny else str(self.opts.model)
@@ -110,33 +156,38 @@ class Chain:
         ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
         return {"checkpoint": str(ckpt)}
 
-    def grpo_saves(self) -> bool:
-        return recipe_saves(recipe_path(self.preset.grpo))
-
-    def run_grpo(self, ctx: Context, stage: str, model: str, *extra: str) -> dict[str, Any]:
+    def run_grpo(self, ctx: Context, run: GrpoRun, model: str) -> dict[str, Any]:
         """``swift rlhf`` of the preset's GRPO recipe from ``model`` on ``WORKDIR/data/grpo.jsonl`` into
-        ``WORKDIR/STAGE``; its run directory, and its checkpoint when the recipe saves one."""
+        ``WORKDIR/STAGE`` under the run's seed; its run directory and its (merged) checkpoint."""
+        recipe = recipe_path(self.preset.grpo)
+        extra = ["--seed", str(run.seed)]
+        if run.kind == "control":
+            extra += NO_LEARNING
+        elif run.kind == "inverted":
+            extra += ["--reward_weights", *inverted_weights(recipe)]
         # The plugins' file forms, absolute: they load on every ms-swift whatever the cwd. The files are
         # located, not imported: the tau2 scheduler's entry file imports ms-swift at module level.
         plugins = [plugin_file(module) for module in self.grpo_plugins]
-        out = ctx.workdir / stage
-        cmd = [SWIFT, "rlhf", str(recipe_path(self.preset.grpo)), "--model", model,
+        out = ctx.workdir / run.stage
+        cmd = [SWIFT, "rlhf", str(recipe), "--model", model,
                "--dataset", str(ctx.workdir / "data" / "grpo.jsonl"), "--output_dir", str(out),
                "--external_plugins", *plugins, "--log_completions", "true"]  # fmt: skip
         if self.opts.grpo_steps:  # a shortened run saves (if its recipe saves at all) once, at its end
             cmd += ["--max_steps", str(self.opts.grpo_steps), "--save_steps", str(self.opts.grpo_steps)]
-        ctx.run(stage, [*cmd, *extra], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.grpo_config))})
-        result = {"run_dir": str(latest_run_dir(out))}
-        if self.grpo_saves():
-            result["checkpoint"] = str(last_checkpoint(out))
-        return result
+        ctx.run(run.stage, [*cmd, *extra], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.grpo_config))})
+        checkpoint = merged(ctx, run.stage, last_checkpoint(out))
+        return {"run_dir": str(latest_run_dir(out)), "checkpoint": str(checkpoint), "kind": run.kind, "seed": run.seed}
 
-    def grpo(self, ctx: Context) -> dict[str, Any]:
-        return self.run_grpo(ctx, "grpo", ctx.results["sft"]["checkpoint"])
+    def grpo_stages(self) -> list[Stage]:
+        """One stage per GRPO run, each from the SFT checkpoint. The control tells learning apart from later
+        batches simply holding easier prompts; the inverted run tells a gradient that points the right way
+        from one that does not."""
 
-    def grpo_control(self, ctx: Context) -> dict[str, Any]:
-        # Later batches may simply hold easier prompts: the control tells that apart from learning.
-        return self.run_grpo(ctx, "grpo_control", ctx.results["sft"]["checkpoint"], *NO_LEARNING)
+        def stage(run: GrpoRun) -> Stage:
+            return Stage(run.stage, lambda ctx: self.run_grpo(ctx, run, ctx.results["sft"]["checkpoint"]),
+                         self.check_grpo)  # fmt: skip
+
+        return [stage(run) for run in self.grpo_runs]
 
     # -- output checks: run before a stage's marker is written, and before a marker is trusted on a rerun --
     def check_model(self, ctx: Context, result: Mapping[str, Any]) -> None:
@@ -154,8 +205,7 @@ class Chain:
         log = marker_path(result, "run_dir") / "logging.jsonl"
         if not read_output(log, grpo_steps):
             raise BrokenOutput(f"{log} has no logged GRPO step")
-        if self.grpo_saves():  # the recipe saves at the last step: that checkpoint must be whole
-            check_checkpoint(marker_path(result, "checkpoint"))
+        check_checkpoint(marker_path(result, "checkpoint"))
 
     def check_summary(self, ctx: Context, result: Mapping[str, Any]) -> None:
         path = marker_path(result, "summary")

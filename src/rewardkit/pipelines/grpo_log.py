@@ -56,7 +56,8 @@ def _window_mean(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def summarize_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """First and last logged steps, plus means over the first and last quarter of the run.
+    """First and last logged steps, means over the first and last quarter of the run, and per logged step
+    the share of groups whose rewards had no variance (no gradient: ms-swift's ``frac_reward_zero_std``).
 
     A logged step averages only a few prompts' groups, so single points are
     noisy; the quarter windows are what "the reward went up" should rest on.
@@ -70,10 +71,16 @@ def summarize_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "last": {"reward": steps[-1]["reward"], **reward_means(steps[-1])},
         "first_quarter": _window_mean(steps[:k]),
         "last_quarter": _window_mean(steps[-k:]),
+        "zero_std_share": [s.get("frac_reward_zero_std") for s in steps],
     }
 
 
-def plot(steps: Sequence[Mapping[str, Any]], thinks: Mapping[int, float], out: Path, title: str) -> Path:
+def plot(
+    steps: Sequence[Mapping[str, Any]], thinks: Mapping[int, float], out: Path, title: str,
+    think_band: tuple[float, float] | None = None,
+) -> Path:  # fmt: skip
+    """The rewards' curves (full names) and the weighted total; the mean think length per step, with the
+    band that ThinkLength scores 1.0 shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,8 +95,11 @@ def plot(steps: Sequence[Mapping[str, Any]], thinks: Mapping[int, float], out: P
     axes[0].set(xlabel="GRPO step", ylabel="mean reward", ylim=(-0.02, 1.02), title="rewards")
     axes[0].legend(fontsize=7, loc="lower right")
     if thinks:
-        axes[1].plot(list(thinks), list(thinks.values()), color="tab:purple")
-    axes[1].set(xlabel="GRPO step", ylabel="characters", title="mean think length")
+        axes[1].plot(list(thinks), list(thinks.values()), color="tab:purple", label="mean think length")
+    if think_band:
+        axes[1].axhspan(*think_band, color="tab:green", alpha=0.15, label="ThinkLength band (scores 1.0)")
+        axes[1].legend(fontsize=7)
+    axes[1].set(xlabel="GRPO step", ylabel="characters", title="think length")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

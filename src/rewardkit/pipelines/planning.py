@@ -1,16 +1,19 @@
 """`rewardkit recipe run planning`: build → SFT → GRPO for the merchant planner.
 
 Stages: ``model`` (tiny preset: build the offline tiny Qwen3), ``build`` (datasets
-from the teacher and annotated records), ``sft``, ``eval_sft`` (test-split rewards
-of the base and the SFT model), ``grpo``, ``grpo_base`` (with ``--baseline``: the
-same GRPO from the untrained model, and ``grpo_control``: the same GRPO from the SFT
-model with a learning rate of 1e-12, which sees the same prompts in the same order
-but learns nothing) and ``summary``.
+from the teacher and annotated records), ``sft``, the GRPO runs from the SFT model
+(``grpo``; with ``--baseline`` also ``grpo_control``, the same GRPO at a learning rate
+of 1e-12, which sees the same prompts in the same order but learns nothing, and
+``grpo_base``, the same GRPO from the untrained model; with ``--sign-test``
+``grpo_inverted``, the same GRPO on the negated weighted reward; with ``--seeds N``
+each run again under the next seeds, ``grpo_s2``, ...), one ``eval_<model>`` stage per
+model (base, SFT, every GRPO run from SFT: greedy and sampled, on a slice of the
+training rows and on the test split; see :mod:`rewardkit.pipelines.planning_report`),
+and ``summary``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,17 +21,18 @@ from typing import Any
 
 from rewardkit.data_builders import InputSpec, write_jsonl
 from rewardkit.files.jsonl import read_jsonl
-from rewardkit.files.outputs import atomic_write_text, atomic_writer
+from rewardkit.files.outputs import atomic_writer
 from rewardkit.pipelines.chain import (
     TINY_MODEL,
     Chain,
     ChainOptions,
     ChainPreset,
+    GrpoRun,
     marker_path,
     marker_value,
 )
+from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import (
-    SWIFT,
     BrokenOutput,
     Context,
     PipelineError,
@@ -36,8 +40,7 @@ from rewardkit.pipelines.stages import (
     StageError,
     check_jsonl,
 )
-from rewardkit.recipes import EXAMPLES
-from rewardkit.runs.scoring import score_rows
+from rewardkit.recipes import EXAMPLES, recipe_path
 
 __all__ = ["TINY_MODEL", "CorpusError", "Options", "PlanningPipeline", "planning_corpus"]
 
@@ -50,7 +53,8 @@ PRESETS = {
 @dataclass(frozen=True)
 class Options(ChainOptions):
     data: Path = EXAMPLES  # the packaged copy of examples/planning: no checkout or cwd needed
-    eval_rows: int | None = None
+    eval_rows: int | None = 40  # the first N test rows, and as many GRPO training rows
+    eval_samples: int = 8  # sampled completions per prompt, at the GRPO recipe's temperature
     max_new_tokens: int = 160
 
 
@@ -96,13 +100,17 @@ class PlanningPipeline(Chain):
         missing = [pattern for pattern in needed if not any(self.data.glob(pattern))]
         if missing:
             raise PipelineError(f"--data {self.data}: no {', '.join(missing)} there (teacher and annotated records)")
+        if opts.eval_samples < 1 or (opts.eval_rows is not None and opts.eval_rows < 1):
+            raise PipelineError("--eval-rows and --eval-samples need at least 1")
+        self.kinds = model_kinds(self.grpo_runs)
 
     def stages(self) -> list[Stage]:
         stages = [Stage("model", self.model, self.check_model)] if self.preset.tiny else []
         stages += [Stage("build", self.build, self.check_build), Stage("sft", self.sft, self.check_sft)]
-        stages += [Stage("eval_sft", self.eval_sft, self.check_eval), Stage("grpo", self.grpo, self.check_grpo)]
-        if self.opts.baseline:
-            stages += [Stage(name, getattr(self, name), self.check_grpo) for name in ("grpo_base", "grpo_control")]
+        stages += self.grpo_stages()
+        if self.opts.baseline:  # the same GRPO from the untrained model: what SFT is for
+            stages.append(Stage("grpo_base", self.grpo_base, self.check_grpo))
+        stages += [Stage(f"eval_{m}", self._eval_stage(m), self.check_eval) for m in self.kinds]
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
     # -- stages ---------------------------------------------------------------------------------
@@ -132,51 +140,39 @@ class PlanningPipeline(Chain):
             print(f"[build] {name}: {report.render()}", file=ctx.echo)
         return {"dir": str(out), "data": str(self.data), "reports": reports}
 
-    def _evaluate(self, ctx: Context, model: str, name: str) -> dict[str, float]:
-        test = read_jsonl(ctx.workdir / "data" / "test.jsonl")[: self.opts.eval_rows]
-        path = ctx.workdir / "eval" / f"{name}.input.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_writer(path) as f:
-            write_jsonl(test, f)
-        result = ctx.workdir / "eval" / f"{name}.jsonl"
-        result.unlink(missing_ok=True)
-        ctx.run(f"eval_{name}", [SWIFT, "infer", "--model", model, "--val_dataset", str(path),
-                                 "--result_path", str(result), "--infer_backend", "transformers",
-                                 "--max_new_tokens", str(self.opts.max_new_tokens), "--temperature", "0",
-                                 "--max_batch_size", "16", "--enable_thinking", "true"])  # fmt: skip
-        responses = [r["response"] for r in read_jsonl(result)]
-        rows = [
-            {"completion": c, "solution": t["solution"], "experts": t["experts"]}
-            for c, t in zip(responses, test, strict=True)
-        ]
-        table = score_rows(rows)
-        means = dict(zip(table.keys, table.means(), strict=True))
-        means["weighted"] = table.mean_total()
-        return means
+    def checkpoint(self, ctx: Context, model: str) -> str:
+        return self.base_model(ctx) if model == "base" else ctx.results[model]["checkpoint"]
 
-    def eval_sft(self, ctx: Context) -> dict[str, Any]:
-        return {"base": self._evaluate(ctx, self.base_model(ctx), "base"),
-                "sft": self._evaluate(ctx, ctx.results["sft"]["checkpoint"], "sft")}  # fmt: skip
+    def reward_config(self) -> dict[str, Any]:
+        import yaml
+
+        return yaml.safe_load(recipe_path(self.preset.grpo_config).read_text(encoding="utf-8")) or {}
+
+    def _eval_stage(self, model: str):  # returns a Stage.run callable
+        def run(ctx: Context) -> dict[str, Any]:
+            import yaml
+
+            from rewardkit.pipelines.planning_report import evaluate_model
+
+            data, n = ctx.workdir / "data", self.opts.eval_rows
+            sets = {"train": read_jsonl(data / "grpo.jsonl")[:n], "test": read_jsonl(data / "test.jsonl")[:n]}
+            grpo = yaml.safe_load(recipe_path(self.preset.grpo).read_text(encoding="utf-8")) or {}
+            return evaluate_model(ctx, model, self.checkpoint(ctx, model), sets, samples=self.opts.eval_samples,
+                                  temperature=float(grpo.get("temperature", 1.0)),
+                                  max_new_tokens=self.opts.max_new_tokens, config=self.reward_config())  # fmt: skip
+
+        return run
 
     def grpo_base(self, ctx: Context) -> dict[str, Any]:
-        return self.run_grpo(ctx, "grpo_base", self.base_model(ctx))
+        return self.run_grpo(ctx, GrpoRun("grpo_base", "grpo", self.grpo_runs[0].seed), self.base_model(ctx))
 
     def summary(self, ctx: Context) -> dict[str, Any]:
-        from rewardkit.pipelines.grpo_log import grpo_steps, plot, summarize_steps, think_lengths
+        from rewardkit.pipelines.planning_report import write_summary
+        from rewardkit.rewards.config import ThinkLengthConfig
 
-        evals = {k: ctx.results["eval_sft"][k] for k in ("base", "sft")}
-        report: dict[str, Any] = {"preset": self.opts.preset, "eval": evals}
-        for stage in ("grpo", "grpo_base", "grpo_control"):
-            if stage not in ctx.results:
-                continue
-            run = Path(ctx.results[stage]["run_dir"])
-            steps = grpo_steps(run / "logging.jsonl")
-            report[stage] = summarize_steps(steps)
-            png = plot(steps, think_lengths(run / "completions.jsonl"), ctx.workdir / f"{stage}_curves.png",
-                       f"planning {self.opts.preset}: {stage}")  # fmt: skip
-            report[stage]["plot"] = str(png)
-        atomic_write_text(ctx.workdir / "summary.json", json.dumps(report, ensure_ascii=False, indent=2) + "\n")
-        return {"summary": str(ctx.workdir / "summary.json")}
+        band = {**vars(ThinkLengthConfig()), **self.reward_config().get("think_length", {})}
+        path = write_summary(ctx, self.opts.preset, self.kinds, (band["min"], band["max"]))
+        return {"summary": str(path)}
 
     # -- output checks (the model, SFT, GRPO and summary ones are the chain's) --------------------------------
     def _same_data(self, result: Mapping[str, Any]) -> None:
@@ -198,9 +194,14 @@ class PlanningPipeline(Chain):
                 raise BrokenOutput(f"{name}.jsonl has {rows} rows, the build wrote {written}")
 
     def check_eval(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        for name in ("base", "sft"):
-            if not isinstance(result.get(name), Mapping) or "weighted" not in result[name]:
-                raise BrokenOutput(f"its marker has no {name!r} scores")
+        check_jsonl(marker_path(result, "scores"))
+        figures = marker_value(result, "means")
+        for mode in ("greedy", "sampled"):
+            for split in ("train", "test"):
+                if "weighted" not in figures.get(mode, {}).get(split, {}):
+                    raise BrokenOutput(f"its marker has no {mode} {split} scores")
 
     def summary_lacks(self, summary: Mapping[str, Any]) -> str | None:
-        return None if "eval" in summary else "has no 'eval' section"
+        models = summary.get("models")
+        missing = [m for m in self.kinds if not isinstance(models, Mapping) or m not in models]
+        return f"lacks the model(s) {', '.join(missing)}" if missing else None

@@ -251,9 +251,14 @@ def run_sft(ctx: Context, recipe: Path, model: str, dataset: Path, steps: int | 
     if steps:
         cmd += ["--max_steps", str(steps), "--save_strategy", "steps", "--save_steps", str(steps)]
     ctx.run("sft", cmd)
-    ckpt = last_checkpoint(out)
-    if (ckpt / "adapter_config.json").is_file():
-        merged = ctx.workdir / "sft-merged"
-        ctx.run("sft", [SWIFT, "export", "--adapters", str(ckpt), "--merge_lora", "true", "--output_dir", str(merged)])
-        ckpt = merged
-    return ckpt
+    return merged(ctx, "sft", last_checkpoint(out))
+
+
+def merged(ctx: Context, stage: str, checkpoint: Path) -> Path:
+    """``checkpoint`` itself when it holds whole weights; a LoRA adapter is merged into its base model first
+    (``swift export --merge_lora``) into ``WORKDIR/STAGE-merged``: what the next stage trains or evaluates."""
+    if not (checkpoint / "adapter_config.json").is_file():
+        return checkpoint
+    out = ctx.workdir / f"{stage}-merged"
+    ctx.run(stage, [SWIFT, "export", "--adapters", str(checkpoint), "--merge_lora", "true", "--output_dir", str(out)])
+    return out

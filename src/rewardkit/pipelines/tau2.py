@@ -3,8 +3,10 @@
 Stages: ``data`` (``synth tau2``, in this process, on the train tasks, plus the multi-turn GRPO rows), ``model``
 (tiny preset: the offline tiny Qwen3), ``sft`` (the cold start), ``grpo`` (``tau2_user``
 scheduler, the user simulator in the loop), ``grpo_control`` (with ``--baseline``: the same GRPO
-with a learning rate of 1e-12, which sees the same rollouts and learns nothing), one ``eval_<model>``
-stage per model (``eval tau2`` on the training tasks and on the held-out split), and ``summary``.
+with a learning rate of 1e-12, which sees the same rollouts and learns nothing), ``grpo_inverted``
+(with ``--sign-test``: the same GRPO trained on 1 - TaskCompletion), each again per extra seed
+(``--seeds N``: ``grpo_s2``, ...), one ``eval_<model>`` stage per model (``eval tau2`` on the
+training tasks and on the held-out split, greedy and sampled at the GRPO temperature), and ``summary``.
 
 The tiny preset runs on CPU: the gold agent and the scripted user make the data, the model is a
 tiny random Qwen3 with a one-line system prompt and no tools column (short sequences), and the
@@ -23,11 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
+from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
 from rewardkit.recipes import recipe_path
 from rewardkit.runs.spec import RunSpec
 
-MODELS = ("base", "sft", "grpo", "grpo_control")
 MAX_POSITIONS = 4096  # the tiny model's: multi-turn conversations are longer than planning's prompts
 
 
@@ -36,16 +38,16 @@ class Preset(ChainPreset):
     system_prompt: str | None  # None: the domain's policy
     tools: bool
     max_actions: int | None  # train tasks with at most this many gold actions (None: all)
-    eval_trials: int
+    eval_trials: int  # sampled trials per task (pass^k for k up to it); greedy runs one
     max_tokens: int
     max_turns: int
 
 
 PRESETS = {
     "tiny": Preset("tau2/tiny_sft.yaml", "tau2/tiny_grpo.yaml", "tau2/tiny_config.yaml", True,
-                   "tau2/tiny_system_prompt.txt", False, 1, 1, 128, 4),
+                   "tau2/tiny_system_prompt.txt", False, 1, 8, 128, 4),
     "full": Preset("tau2/cold_start_sft.yaml", "tau2/grpo_multiturn.yaml", "tau2/mua_rl_config.yaml", False,
-                   None, True, None, 4, 2048, 30),
+                   None, True, None, 8, 2048, 30),
 }  # fmt: skip
 
 
@@ -55,6 +57,7 @@ class Options(ChainOptions):
     user: str = "scripted"  # the simulator during synthesis
     eval_user: str | None = None  # the simulator during evaluation (MUA-RL: another one); default --user
     eval_tasks: int | None = None  # the first N tasks of the held-out split only
+    eval_samples: int | None = None  # sampled trials per task (default: the preset's)
 
 
 def _echo(ctx: Context, stage: str, line: str) -> None:
@@ -70,14 +73,16 @@ class Tau2Pipeline(Chain):
         self.preset: Preset = PRESETS[opts.preset]
         if not self.preset.tiny and (opts.agent == "gold" or opts.user == "scripted"):
             raise PipelineError("the full preset synthesises with a teacher: pass --agent URL and --user URL")
-        self.models = [m for m in MODELS if opts.baseline or m != "grpo_control"]
+        self.kinds = model_kinds(self.grpo_runs)
+        self.samples = opts.eval_samples or self.preset.eval_trials
+        if self.samples < 1:
+            raise PipelineError(f"--eval-samples: need at least 1, got {self.samples}")
 
     def stages(self) -> list[Stage]:
         stages = [Stage("data", self.data, self.check_data)]
         stages += [Stage("model", self.model, self.check_model)] if self.preset.tiny else []
-        stages += [Stage("sft", self.sft, self.check_sft), Stage("grpo", self.grpo, self.check_grpo)]
-        stages += [Stage("grpo_control", self.grpo_control, self.check_grpo)] if self.opts.baseline else []
-        stages += [Stage(f"eval_{m}", self._eval_stage(m), self.check_eval) for m in self.models]
+        stages += [Stage("sft", self.sft, self.check_sft), *self.grpo_stages()]
+        stages += [Stage(f"eval_{m}", self._eval_stage(m), self.check_eval) for m in self.kinds]
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
     # -- what `synth tau2` and `eval tau2` share ---------------------------------------------
@@ -140,22 +145,29 @@ class Tau2Pipeline(Chain):
     def _eval_stage(self, model: str):  # returns a Stage.run callable
         def run(ctx: Context) -> dict[str, Any]:
             # In-process (`rewardkit eval tau2`'s own code): one interpreter start instead of one per split.
+            import yaml
+
+            from rewardkit.pipelines.tau2_report import MODES, SPLITS
             from rewardkit.runs.evaluation import evaluate_run, headline
 
             user = self.opts.eval_user or self.opts.user
             limit = self.opts.eval_tasks or None
             sets = {"train": {"split": "train", "tasks": ctx.results["data"]["tasks"]}, "test": {"split": "test"}}
+            grpo = yaml.safe_load(recipe_path(self.preset.grpo).read_text(encoding="utf-8")) or {}
+            modes = {"greedy": (0.0, 1), "sampled": (float(grpo.get("temperature", 1.0)), self.samples)}
             out = {}
-            for name, which in sets.items():
-                target = ctx.workdir / "eval" / model / name
-                spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limit,
-                                     trials=self.preset.eval_trials, **which)  # fmt: skip
-                command = shlex.join([*spec.options(), "--out-dir", str(target)])
-                _echo(ctx, f"eval_{model}", f"rewardkit eval tau2 {command}")
-                (target / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
-                summary = evaluate_run(spec, target, progress=False, title=f"{model} on {name} tasks")
-                _echo(ctx, f"eval_{model}", f"{name}: {headline(summary)}")
-                out[name] = str(target)
+            for mode in MODES:
+                temperature, trials = modes[mode]
+                for name in SPLITS:
+                    target = ctx.workdir / "eval" / model / f"{mode}_{name}"
+                    spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limit, trials=trials,
+                                         temperature=temperature, **sets[name])  # fmt: skip
+                    command = shlex.join([*spec.options(), "--out-dir", str(target)])
+                    _echo(ctx, f"eval_{model}", f"rewardkit eval tau2 {command}")
+                    (target / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
+                    summary = evaluate_run(spec, target, progress=False, title=f"{model} on {name} tasks, {mode}")
+                    _echo(ctx, f"eval_{model}", f"{mode} {name}: {headline(summary)}")
+                    out[f"{mode}_{name}"] = str(target)
             return out
 
         return run
@@ -163,7 +175,7 @@ class Tau2Pipeline(Chain):
     def summary(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.pipelines.tau2_report import write_summary
 
-        path = write_summary(ctx, self.opts.preset, self.models)
+        path = write_summary(ctx, self.opts.preset, self.kinds)
         return {"summary": str(path)}
 
     # -- output checks (the model, SFT, GRPO and summary ones are the chain's) ---------------------------
@@ -177,7 +189,7 @@ class Tau2Pipeline(Chain):
             raise BrokenOutput(f"{data / 'grpo.jsonl'} does not hold {grpo_rows} rows")
 
     def check_eval(self, ctx: Context, result: Mapping[str, Any]) -> None:
-        for name in ("train", "test"):
+        for name in ("greedy_train", "greedy_test", "sampled_train", "sampled_test"):
             path = marker_path(result, name) / "summary.json"
             summary = read_output(path, lambda p: json.loads(p.read_text(encoding="utf-8")))
             if not isinstance(summary, dict) or "pass_hat_k" not in summary:
@@ -185,5 +197,5 @@ class Tau2Pipeline(Chain):
 
     def summary_lacks(self, summary: Mapping[str, Any]) -> str | None:
         models = summary.get("models")
-        missing = [m for m in self.models if not isinstance(models, Mapping) or m not in models]
+        missing = [m for m in self.kinds if not isinstance(models, Mapping) or m not in models]
         return f"lacks the model(s) {', '.join(missing)}" if missing else None

@@ -1,4 +1,5 @@
-"""The tau2 chain's summary: each model on the training tasks and the held-out split, GRPO's curves, a PNG."""
+"""The tau2 chain's summary: each model on the training tasks and the held-out split, greedy and sampled; each
+kind's pass^1 over the seeds; GRPO against its control paired by task; the sign test; GRPO's curves; PNGs."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import atomic_write_text
+from rewardkit.pipelines import evidence
 from rewardkit.pipelines.stages import Context
-from rewardkit.runs.metrics import compare, episodes, task_order
+from rewardkit.runs.metrics import episodes, task_order, task_stats
 
 BAD_CALLS = ("SCHEMA_VIOLATION", "UNKNOWN_TOOL")  # a call the harness could not even run
 SPLITS = ("train", "test")  # the training tasks and the held-out split
+MODES = ("greedy", "sampled")  # one trial at temperature 0; the preset's trials at the GRPO temperature
 
 
 def _valid_calls(record: Mapping[str, Any]) -> int:
@@ -48,31 +51,37 @@ def _grpo_curve(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _paired(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    result = compare(a, b, n_boot=10_000, seed=0)
-    keep = ("paired_tasks", "diff", "ci", "share_boot_positive", "improved", "regressed")
-    return {k: result[k] for k in keep}
+def _per_task(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    return {t.task_id: t.pass1 for t in task_stats(records) if t.trials}
 
 
-def write_summary(ctx: Context, preset: str, models: Sequence[str]) -> Path:
+def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str]) -> Path:
     data = ctx.results["data"]
     report = json.loads((Path(data["dir"]) / "synth_report.json").read_text(encoding="utf-8"))
-    dirs = {(m, split): Path(ctx.results[f"eval_{m}"][split]) for m in models for split in SPLITS}
+    cells = [(m, f"{mode}_{split}") for m in kinds for mode in MODES for split in SPLITS]
+    dirs = {(m, cell): Path(ctx.results[f"eval_{m}"][cell]) for m, cell in cells}
     runs = {key: episodes(read_jsonl(d / "episodes.jsonl")) for key, d in dirs.items()}  # each log read once
+    models = {m: {"kind": k, **({"seed": ctx.results[m]["seed"]} if k not in ("base", "sft") else {}),
+                  **{cell: model_metrics(dirs[m, cell], runs[m, cell]) for mm, cell in cells if mm == m}}
+              for m, k in kinds.items()}  # fmt: skip
+    per_task = {key: _per_task(records) for key, records in runs.items()}
+    pass1 = {mode: {split: evidence.per_kind({m: models[m][f"{mode}_{split}"]["pass_hat_k"]["1"] for m in kinds},
+                                             kinds) for split in SPLITS} for mode in MODES}  # fmt: skip
     summary: dict[str, Any] = {
         "preset": preset,
+        "seeds": sum(k == "grpo" for k in kinds.values()),
         "train_tasks": data["tasks"],
         "synthesis": {k: report[k] for k in ("read", "kept", "rejected", "terminations")},
-        "models": {m: {split: model_metrics(dirs[m, split], runs[m, split]) for split in SPLITS} for m in models},
-        "grpo": {s: _grpo_curve(Path(ctx.results[s]["run_dir"])) for s in ("grpo", "grpo_control") if s in models},
-        "paired": {
-            f"{b}_vs_{a}_{split}": _paired(runs[a, split], runs[b, split])
-            for a, b in (("base", "sft"), ("sft", "grpo"), ("grpo_control", "grpo"))
-            if b in models and a in models
-            for split in SPLITS
-        },
+        "models": models,
+        "pass1": pass1,
+        "grpo": {m: _grpo_curve(Path(ctx.results[m]["run_dir"])) for m in kinds if m in ctx.results},
+        "paired": evidence.paired_by_kind(kinds, per_task, list(dict.fromkeys(c for _, c in cells))),
     }
+    summary["sign_test"] = evidence.sign_test_of(summary["paired"], "sampled_train", "pass^1, sampled, training tasks")
     summary["plot"] = str(plot(summary, ctx.workdir / "tau2.png"))
+    title = f"tau2 retail {preset}: each model, sampled"
+    summary["bars"] = str(evidence.bar_chart(pass1["sampled"], "pass^1 (sampled, mean over seeds)", title,
+                                             ctx.workdir / "tau2_bars.png"))  # fmt: skip
     path = ctx.workdir / "summary.json"
     atomic_write_text(path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return path
@@ -85,15 +94,14 @@ def plot(summary: Mapping[str, Any], out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     models = list(summary["models"])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    width = 0.38
-    for i, split in enumerate(("train", "test")):
-        values = [summary["models"][m][split]["pass_hat_k"]["1"] or 0.0 for m in models]
-        xs = [x + (i - 0.5) * width for x in range(len(models))]
-        bars = axes[0].bar(xs, values, width, label=f"{split} tasks")
-        axes[0].bar_label(bars, fmt="%.2f", fontsize=8)
-    axes[0].set_xticks(range(len(models)), models)
-    axes[0].set(ylabel="pass^1", ylim=(0, 1.05), title="task completion, greedy")
+    fig, axes = plt.subplots(1, 2, figsize=(max(12, 1.1 * len(models) + 6), 4.2))
+    width = 0.2
+    for i, cell in enumerate(f"{mode}_{split}" for mode in MODES for split in SPLITS):
+        values = [summary["models"][m][cell]["pass_hat_k"]["1"] or 0.0 for m in models]
+        xs = [x + (i - 1.5) * width for x in range(len(models))]
+        axes[0].bar(xs, values, width, label=cell.replace("_", ", ") + " tasks")
+    axes[0].set_xticks(range(len(models)), models, fontsize=7, rotation=20)
+    axes[0].set(ylabel="pass^1", ylim=(0, 1.05), title="task completion per model")
     axes[0].legend(fontsize=8)
     for stage, curve in summary["grpo"].items():
         axes[1].plot(range(1, len(curve["task_completion"]) + 1), curve["task_completion"], label=stage)

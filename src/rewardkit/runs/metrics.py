@@ -27,16 +27,15 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.runs.paired import PairingError, bootstrap
 from rewardkit.runs.records import record_problem
 
-MAX_BOOT = 100_000  # bootstrap resamples: 10^5 puts a 95% interval's ends within ~0.1% of their limit
-_BOOT_CELLS = 2_000_000  # resampled task indices held at once (16 MB), whatever --boot and the task count
 SUCCESS = 1.0 - 1e-6  # a reward this high is a success (tau-bench's tolerance around 1.0)
 TABLE_COLUMNS = ("task_id", "trials", "successes", "infra_errors", "pass1", "mean_tcr", "mean_turns",
                  "mean_tool_calls")  # fmt: skip
 
 
-class EvalError(ValueError):
+class EvalError(PairingError):
     """Episode records or a task table that cannot be used; the message names the file and line when known."""
 
 
@@ -186,12 +185,6 @@ def compare(
 ) -> dict[str, Any]:
     """Run B against run A, paired by task: per task p = pass^1 (successes / valid trials); the diff is the
     mean of p_B - p_A over the tasks with a valid trial in both, with a paired-bootstrap percentile interval."""
-    if not 1 <= n_boot <= MAX_BOOT:
-        raise EvalError(f"--boot: need n_boot >= 1 and at most {MAX_BOOT} resamples, got {n_boot}")
-    if not 0 < confidence < 1:  # NaN fails too
-        raise EvalError(f"--confidence: need 0 < confidence < 1, got {confidence}")
-    if seed < 0:
-        raise EvalError(f"--seed must be an integer >= 0, got {seed}")
     sa, sb = _stats_by_id(a), _stats_by_id(b)
     common = sorted(sa.keys() & sb.keys(), key=task_order)
     paired = [t for t in common if sa[t].trials and sb[t].trials]
@@ -200,22 +193,18 @@ def compare(
     pa = np.array([sa[t].pass1 for t in paired], dtype=float)
     pb = np.array([sb[t].pass1 for t in paired], dtype=float)
     diffs = pb - pa
-    rng = np.random.default_rng(seed)
-    rows = max(1, _BOOT_CELLS // len(paired))  # in batches: the same draws as one (n_boot, tasks) array
-    boot = np.concatenate([diffs[rng.integers(0, len(paired), size=(min(rows, n_boot - start), len(paired)))]
-                           .mean(axis=1) for start in range(0, n_boot, rows)])  # fmt: skip
-    low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
+    ci, positive = bootstrap(diffs, n_boot, seed, confidence)
     per_task = [{"task_id": t, "a": float(x), "b": float(y)} for t, x, y in zip(paired, pa, pb, strict=True)]
     return {
         "paired_tasks": len(paired),
         "a": {"pass1": float(pa.mean()), "tasks": len(sa)},
         "b": {"pass1": float(pb.mean()), "tasks": len(sb)},
         "diff": float(diffs.mean()),
-        "ci": [float(low), float(high)],
+        "ci": ci,
         "confidence": confidence,
         "n_boot": n_boot,
         "seed": seed,
-        "share_boot_positive": float(np.mean(boot > 0)),  # one-sided indication that B beats A, not a p-value
+        "share_boot_positive": positive,  # one-sided indication that B beats A, not a p-value
         "improved": [row for row in per_task if row["b"] > row["a"]],
         "regressed": [row for row in per_task if row["b"] < row["a"]],
         "unchanged": int(np.sum(diffs == 0)),

@@ -1,0 +1,130 @@
+"""The planning chain's evaluation and summary.
+
+Each model (base, SFT, every GRPO run) answers the held-out test rows and a slice of the GRPO training rows
+twice: greedy, and ``samples`` times at the GRPO recipe's temperature (what GRPO optimises: the sampling
+distribution). Every completion is scored with the seven rewards under the GRPO run's reward config, into
+``eval/<model>/scores.jsonl``. The summary gives each kind's mean and seed spread, GRPO against its control
+paired by prompt with a bootstrap interval, the sign test, the think length's mean and standard deviation,
+the zero-variance group share of every GRPO step, and two figures.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rewardkit.data_builders import write_jsonl
+from rewardkit.files.jsonl import read_jsonl
+from rewardkit.files.outputs import atomic_write_text, atomic_writer
+from rewardkit.pipelines import evidence
+from rewardkit.pipelines.stages import SWIFT, Context
+from rewardkit.rewards.answers import parse
+from rewardkit.runs.scoring import score_rows
+
+SPLITS = ("train", "test")  # a slice of the GRPO training rows, and the held-out test split
+MODES = ("greedy", "sampled")
+
+
+def evaluate_model(
+    ctx: Context, name: str, model: str, sets: Mapping[str, Sequence[Mapping[str, Any]]], *, samples: int,
+    temperature: float, max_new_tokens: int, config: Mapping[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """``swift infer`` of ``model`` on every row of ``sets``, greedy and sampled; the scores file and the means
+    per mode and split."""
+    out = ctx.workdir / "eval" / name
+    out.mkdir(parents=True, exist_ok=True)
+    scored: list[dict[str, Any]] = []
+    for mode, temp, n in (("greedy", 0.0, 1), ("sampled", temperature, samples)):
+        rows = [(split, i, row) for split in SPLITS for i, row in enumerate(sets[split]) for _ in range(n)]
+        inputs, result = out / f"{mode}.input.jsonl", out / f"{mode}.jsonl"
+        with atomic_writer(inputs) as f:
+            write_jsonl([row for _, _, row in rows], f)
+        result.unlink(missing_ok=True)
+        ctx.run(f"eval_{name}", [SWIFT, "infer", "--model", model, "--val_dataset", str(inputs),
+                                 "--result_path", str(result), "--infer_backend", "transformers",
+                                 "--max_new_tokens", str(max_new_tokens), "--temperature", str(temp), "--seed", "0",
+                                 "--max_batch_size", "64", "--enable_thinking", "true"])  # fmt: skip
+        responses = [r["response"] for r in read_jsonl(result)]
+        table = score_rows([{"completion": c, "solution": r["solution"], "experts": r["experts"]}
+                            for c, (_, _, r) in zip(responses, rows, strict=True)], config=config)  # fmt: skip
+        for i, ((split, row, _), text) in enumerate(zip(rows, responses, strict=True)):
+            scores = dict(zip(table.keys, table.scores[i], strict=True))
+            think = len(parse(str(text)).think or "")
+            scored.append({"mode": mode, "split": split, "row": row, **scores, "weighted": table.total(i),
+                           "think_chars": think})  # fmt: skip
+    path = out / "scores.jsonl"
+    with atomic_writer(path) as f:
+        write_jsonl(scored, f)
+    return {"scores": str(path), "means": means(scored)}
+
+
+def means(scored: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """{mode: {split: {reward key | weighted | think_mean | think_sd: value}}}, None scores left out."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for mode in MODES:
+        for split in SPLITS:
+            cells = [r for r in scored if r["mode"] == mode and r["split"] == split]
+            if not cells:
+                continue
+            keys = [k for k in cells[0] if k not in ("mode", "split", "row", "think_chars")]
+            figures = {k: statistics.fmean(v) for k in keys if (v := [r[k] for r in cells if r[k] is not None])}
+            thinks = [r["think_chars"] for r in cells]
+            figures["think_mean"] = statistics.fmean(thinks)
+            figures["think_sd"] = statistics.pstdev(thinks)
+            out.setdefault(mode, {})[split] = figures
+    return out
+
+
+def per_row(scores: Path, mode: str, split: str, key: str = "weighted") -> dict[str, float]:
+    """{row index: the mean of ``key`` over the row's completions} of one model, mode and split."""
+    rows: dict[str, list[float]] = {}
+    for r in read_jsonl(scores):
+        if r["mode"] == mode and r["split"] == split and r[key] is not None:
+            rows.setdefault(str(r["row"]), []).append(float(r[key]))
+    return {row: statistics.fmean(values) for row, values in rows.items()}
+
+
+def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str], think_band: tuple[float, float]) -> Path:
+    from rewardkit.pipelines.grpo_log import grpo_steps, plot, summarize_steps, think_lengths
+
+    evals = {m: ctx.results[f"eval_{m}"] for m in kinds}
+    grpo_models = [m for m, k in kinds.items() if k not in ("base", "sft")]
+    models = {m: {"kind": k, **({"seed": ctx.results[m]["seed"]} if m in grpo_models else {}), **evals[m]["means"]}
+              for m, k in kinds.items()}  # fmt: skip
+    figures = {mode: {split: evidence.per_kind({m: evals[m]["means"][mode][split]["weighted"] for m in kinds}, kinds)
+                      for split in SPLITS} for mode in MODES}  # fmt: skip
+    rows = {(m, f"{mode}_{split}"): per_row(Path(evals[m]["scores"]), mode, split)
+            for m in kinds for mode in MODES for split in SPLITS}  # fmt: skip
+
+    report: dict[str, Any] = {
+        "preset": preset,
+        "seeds": len([k for k in kinds.values() if k == "grpo"]),
+        "models": models,
+        "weighted": figures,
+        "paired": evidence.paired_by_kind(kinds, rows, [f"{mode}_{split}" for mode in MODES for split in SPLITS]),
+        "think_band_chars": list(think_band),
+        "grpo": {},
+    }
+    report["sign_test"] = evidence.sign_test_of(
+        report["paired"], "sampled_train", "weighted reward, sampled, training rows"
+    )
+    for stage in grpo_models + (["grpo_base"] if "grpo_base" in ctx.results else []):
+        run = Path(ctx.results[stage]["run_dir"])
+        steps = grpo_steps(run / "logging.jsonl")
+        png = plot(steps, think_lengths(run / "completions.jsonl"), ctx.workdir / f"{stage}_curves.png",
+                   f"planning {preset}: {stage}", think_band)  # fmt: skip
+        report["grpo"][stage] = {**summarize_steps(steps), "plot": str(png)}
+    report["plot"] = str(
+        evidence.bar_chart(
+            figures["sampled"],
+            "weighted reward (sampled, mean over seeds)",
+            f"planning {preset}: each model, sampled",
+            ctx.workdir / "planning.png",
+        )
+    )
+    path = ctx.workdir / "summary.json"
+    atomic_write_text(path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    return path
