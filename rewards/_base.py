@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Mapping, Sized
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from rewardkit.rewards._completions import completion_texts
@@ -16,6 +17,16 @@ DATASET_FORMAT = (
     "GRPO rows need, next to 'messages': 'solution' (the gold answer as a JSON string in the "
     "configured schema) and 'experts' (the list of expert names offered in that row's prompt)"
 )
+
+
+# Why a reward may score a gaming probe of rewardkit.testing like the gold (see ``Reward.gameable``).
+FORMAT_ONLY = "a format reward: it scores the layout alone; JsonValid and the content rewards of its set score the rest"
+THINK_ONLY = "it reads the first think block alone; JsonValid and the content rewards of its set score the answer"
+
+
+def known_gaps(reason: str, *probes: str) -> Mapping[str, str]:
+    """A read-only ``gameable`` declaration: each probe name (or ``"*"``, every probe) -> ``reason``."""
+    return MappingProxyType(dict.fromkeys(probes, reason))
 
 
 class MissingColumnError(KeyError):
@@ -46,6 +57,11 @@ class Reward:
     # Whether score() reads the completions' text. Those that do raise on a completion shape they cannot
     # read; the others (the tau2 ones read 'messages') keep any shape, as they only count completions.
     reads_completions: ClassVar[bool] = False
+    # What the reward promises, read by rewardkit.testing (docs/testing.md): scores in ``range``, None only when
+    # ``may_return_none``; ``gameable`` names the gaming probes it knowingly scores like the gold, and why.
+    range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    may_return_none: ClassVar[bool] = True
+    gameable: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Reward:
         # Checked here, not in __init__: a subclass __init__ may swallow **kwargs without passing them up.

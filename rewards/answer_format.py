@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._base import FORMAT_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards.strict_format import _SUFFIX, _body_ends
 
 ANSWER_ONLY_PATTERN = re.compile(r"^<answer>\n.*?\n</answer>$", re.DOTALL)
@@ -35,6 +35,9 @@ class AnswerFormat(PlanningReward):
         >>> AnswerFormat()([answer, "<think>\n查看周报\n</think>\n\n" + answer])  # a think is not allowed
         [1.0, 0.0]
     """
+
+    may_return_none = False
+    gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated")
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         return [1.0 if matches_answer_only(c) else 0.0 for c in completions]

@@ -30,5 +30,7 @@ class JsonValid(PlanningReward):
         [1.0, 0.0, 0.0]
     """
 
+    may_return_none = False
+
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         return [0.0 if read_plan(c, self.schema) is None else 1.0 for c in completions]

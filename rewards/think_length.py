@@ -10,7 +10,7 @@ from typing import Any
 from scipy.special import expit
 
 from rewardkit.config import ConfigError
-from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._base import THINK_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import DatasetError, parse, where
 from rewardkit.rewards._rows import RowCache, cells_key
 from rewardkit.rewards.config import ThinkLengthConfig
@@ -85,6 +85,9 @@ class ThinkLength(PlanningReward):
         >>> [round(r, 3) for r in reference([think(20), think(21), think(25)])]  # 21: S(|21-15|/10) = S(0.6)
         [1.0, 0.378, 0.076]
     """
+
+    may_return_none = False
+    gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length")
 
     optional_columns = ("think_min", "think_max")
 

@@ -10,7 +10,7 @@ from typing import Any
 import ahocorasick
 
 from rewardkit.config import ConfigError
-from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._base import THINK_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import ANSWER_CLOSE, ANSWER_OPEN, parse
 from rewardkit.rewards._text import nfkc, unit_sequence
 from rewardkit.rewards.config import ThinkQualityConfig
@@ -95,6 +95,9 @@ class ThinkQuality(PlanningReward):
         ... ])]
         [1.0, 0.0, 0.0, 0.103]
     """
+
+    may_return_none = False
+    gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length")
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rewardkit.envs.termination import Termination
-from rewardkit.rewards._base import Reward
+from rewardkit.rewards._base import Reward, known_gaps
 from rewardkit.rewards._episodes import termination
 
 
@@ -26,6 +26,9 @@ class UserSimFailure(Reward):
         >>> UserSimFailure()(["", "", ""], rollout_infos=infos)
         [1.0, 0.0, 0.0]
     """
+
+    may_return_none = False
+    gameable = known_gaps("a weight-0 metric of rollout_infos: it never reads the completion", "*")
 
     optional_columns = ("rollout_infos",)
 

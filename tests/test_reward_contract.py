@@ -3,15 +3,18 @@
 Each reward in ``rewardkit.rewards.REWARDS`` is called on one batch built from the
 columns it declares (``columns``, always passed, and ``optional_columns``, passed
 here too), taken from ``CELLS`` below: one small fixture per column, five rows.
-The checks, for every reward:
 
-- one score per completion, each in the range its docstring states
-  (``Range: {0.0, 1.0}`` or ``Range: [0, 1]``) and finite, or None where the
-  docstring allows it; and the batch's scores are the pinned ones;
-- a pickled copy (fresh, and after a call has filled the caches) scores the same;
-- 64 calls from threads score the same as one serial call;
-- unknown keyword arguments (the other rewards' columns, ms-swift's and TRL's
-  extras) are ignored;
+The generic checks are rewardkit.testing's, the very kit users run on their own rewards
+(docs/testing.md), so the two cannot drift: shape, values in the declared ``range`` with
+None only where ``may_return_none``, determinism, independence of the batch, no mutation,
+extra columns ignored, a missing column named, pickling, 64 threads, TRL's conversational
+completions, the hostile inputs and, on the rows whose completion is the reward's gold,
+the gaming probes (a probe the reward declares ``gameable`` is reported as waived). Here,
+on top of the kit:
+
+- the batch's scores are the pinned ones, and a reward documented ``Range: {0.0, 1.0}`` is binary;
+- the ``range`` and ``may_return_none`` a reward declares agree with its docstring;
+- the other rewards' columns (and ms-swift's and TRL's extras) are ignored;
 - a missing declared column raises MissingColumnError naming it and how to build rows;
 - a column of the wrong length, or a scalar in place of a column, raises naming it.
 
@@ -23,10 +26,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
-import pickle
 import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -35,6 +35,7 @@ from conftest import E5, GOLD, GOOD, THINK, answer, completion, step
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.rewards import REWARDS
 from rewardkit.rewards._base import MissingColumnError, Reward
+from rewardkit.testing import check_names, check_reward, declared
 
 TASKS = tasks()
 N = 5
@@ -100,6 +101,8 @@ EXPECTED: dict[str, list[float | None]] = {
 }
 KEYS = list(REWARDS)
 COLUMNS = [(key, name) for key in KEYS for name in REWARDS[key].columns]
+GOLD_SCORE = 0.9  # a row is the reward's gold, for the gaming probes, when its pinned score is at least this
+GENERIC_CHECKS = [name for name in check_names() if not name.startswith("gaming")]
 ALL_COLUMNS = [(key, name) for key in KEYS for name in (*REWARDS[key].columns, *REWARDS[key].optional_columns)]
 
 
@@ -114,6 +117,18 @@ def batch(key: str) -> dict[str, Any]:
 
 def call(reward: Any, key: str, **extra: Any) -> list[float | None]:
     return reward(list(COMPLETIONS), **batch(key), **extra)
+
+
+def rows(key: str, only: list[int] | None = None) -> list[dict[str, Any]]:
+    """The contract batch as the kit's rows: the declared columns' cells plus ``completion``."""
+    return [
+        {**{name: CELLS[name][i] for name in read(REWARDS[key])}, "completion": COMPLETIONS[i]}
+        for i in (range(N) if only is None else only)
+    ]
+
+
+def gold_rows(key: str) -> list[int]:
+    return [i for i, e in enumerate(EXPECTED[key]) if e is not None and e >= GOLD_SCORE]
 
 
 def documented_range(cls: type) -> tuple[str, bool]:
@@ -152,33 +167,35 @@ def test_documented_columns_are_declared(key: str) -> None:
 
 @pytest.mark.parametrize("key", KEYS)
 class TestEveryReward:
-    def test_scores_in_the_documented_range(self, key: str) -> None:
-        cls = REWARDS[key]
-        values, none_ok = documented_range(cls)
-        scores = call(cls(), key)
-        assert len(scores) == len(COMPLETIONS)
-        for s in scores:
-            if s is None:
-                assert none_ok, f"{cls.__name__} documents that it never returns None"
-                continue
-            assert isinstance(s, float) and math.isfinite(s), s
-            assert s in (0.0, 1.0) if values == "{0.0, 1.0}" else 0.0 <= s <= 1.0, s
+    def test_scores_are_the_pinned_ones(self, key: str) -> None:
+        values, _ = documented_range(REWARDS[key])
+        scores = call(REWARDS[key](), key)
         assert scores == [None if e is None else pytest.approx(e, abs=1e-6) for e in EXPECTED[key]]
+        if values == "{0.0, 1.0}":
+            assert all(s in (0.0, 1.0) for s in scores if s is not None), scores
 
-    def test_pickled_copy_scores_the_same(self, key: str) -> None:
-        reward = REWARDS[key]()
-        fresh = pickle.loads(pickle.dumps(reward))
-        expected = call(reward, key)
-        used = pickle.loads(pickle.dumps(reward))  # after a call has filled the caches
-        assert call(fresh, key) == expected
-        assert call(used, key) == expected
+    def test_the_declaration_matches_the_docstring(self, key: str) -> None:
+        # Both documented ranges are inside [0, 1]; "Never returns None" <-> may_return_none = False.
+        cls = REWARDS[key]
+        _, none_ok = documented_range(cls)
+        found = declared(cls())
+        assert (found.range, found.allow_none, found.tool_use) == ((0.0, 1.0), none_ok, "messages" in cls.columns)
 
-    def test_threads_agree_with_serial(self, key: str) -> None:
-        reward = REWARDS[key]()
-        expected = call(reward, key)
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            results = list(pool.map(lambda _: call(reward, key), range(64)))
-        assert all(r == expected for r in results)
+    def test_the_testing_kit_passes(self, key: str) -> None:
+        report = check_reward(REWARDS[key](), rows(key), checks=GENERIC_CHECKS)
+        report.raise_for_failures()
+        assert [c.name for c in report.checks] == GENERIC_CHECKS  # every generic and hostile check ran
+
+    def test_gaming_probes_stay_below_the_gold(self, key: str) -> None:
+        golds = gold_rows(key)
+        assert golds, f"{key} has no gold row in the contract batch (pinned score >= {GOLD_SCORE})"
+        report = check_reward(REWARDS[key](), rows(key, golds), checks=["gaming"])
+        report.raise_for_failures()
+        gaps = REWARDS[key].gameable
+        waived = {c.name.removeprefix("gaming:") for c in report.checks if c.detail.startswith("waived")}
+        assert len(report.checks) >= 5 and all(name in gaps or "*" in gaps for name in waived), waived
+        stale = set(gaps) - waived - {"*"}  # a declared gap that the reward no longer has
+        assert not stale, f"{key} declares gameable probes that score below its gold: {sorted(stale)}"
 
     def test_unknown_kwargs_are_ignored(self, key: str) -> None:
         reward = REWARDS[key]()

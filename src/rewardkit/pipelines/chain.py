@@ -156,9 +156,10 @@ class Chain:
         ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
         return {"checkpoint": str(ckpt)}
 
-    def run_grpo(self, ctx: Context, run: GrpoRun, model: str) -> dict[str, Any]:
+    def run_grpo(self, ctx: Context, run: GrpoRun, model: str, *overrides: str) -> dict[str, Any]:
         """``swift rlhf`` of the preset's GRPO recipe from ``model`` on ``WORKDIR/data/grpo.jsonl`` into
-        ``WORKDIR/STAGE`` under the run's seed; its run directory and its (merged) checkpoint."""
+        ``WORKDIR/STAGE`` under the run's seed (``overrides``: more ``swift`` flags, last); its run directory
+        and its (merged) checkpoint."""
         recipe = recipe_path(self.preset.grpo)
         extra = ["--seed", str(run.seed)]
         if run.kind == "control":
@@ -174,7 +175,7 @@ class Chain:
                "--external_plugins", *plugins, "--log_completions", "true"]  # fmt: skip
         if self.opts.grpo_steps:  # a shortened run saves (if its recipe saves at all) once, at its end
             cmd += ["--max_steps", str(self.opts.grpo_steps), "--save_steps", str(self.opts.grpo_steps)]
-        ctx.run(run.stage, [*cmd, *extra], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.grpo_config))})
+        ctx.run(run.stage, [*cmd, *extra, *overrides], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.grpo_config))})
         checkpoint = merged(ctx, run.stage, last_checkpoint(out))
         return {"run_dir": str(latest_run_dir(out)), "checkpoint": str(checkpoint), "kind": run.kind, "seed": run.seed}
 

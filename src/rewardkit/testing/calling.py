@@ -1,0 +1,118 @@
+"""Calling any reward the same way, and reading what it declares.
+
+A reward is a callable scoring a batch: ms-swift's ``reward(completions, **columns)``, TRL's
+``fn(completions, **kwargs)`` or ``fn(prompts, completions, **kwargs)``, a function or an instance.
+A *row* is a dict of dataset columns plus ``completion``. :func:`score` turns rows into the keyword
+columns a trainer passes: ``completion`` -> ``completions``, every other key -> a list of that key's
+cells, and ``prompts`` (from ``prompt``, else ``messages``) for a reward whose signature names it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Row = Mapping[str, Any]
+DEFAULT_RANGE = (0.0, 1.0)
+
+
+def _parameters(reward: Callable[..., Any]) -> dict[str, inspect.Parameter] | None:
+    try:
+        return dict(inspect.signature(reward).parameters)
+    except (TypeError, ValueError):  # a builtin or an odd callable: call it positionally
+        return None
+
+
+def columns_of(rows: Sequence[Row]) -> dict[str, list[Any]]:
+    """Every column the rows carry (``completion`` and ``prompt`` included), one cell per row, None where absent."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    return {name: [row.get(name) for row in rows] for name in names}
+
+
+def call(reward: Callable[..., Any], completions: list[Any], columns: Mapping[str, list[Any]]) -> Any:
+    """``reward`` on ``completions`` with ``columns`` as keyword arguments, as a trainer calls it.
+
+    ``completions`` goes by keyword when the signature names it (TRL's way), else first and positional
+    (ms-swift's); ``prompts`` is added only for a reward whose signature names it.
+    """
+    params = _parameters(reward)
+    kwargs = {k: v for k, v in columns.items() if k not in ("completion", "prompt")}
+    if params is not None and "prompts" in params and "prompts" not in kwargs:
+        kwargs["prompts"] = _prompts(columns, len(completions))
+    if params is not None and "completions" in params:
+        return reward(completions=completions, **kwargs)
+    return reward(completions, **kwargs)
+
+
+def _prompts(columns: Mapping[str, list[Any]], n: int) -> list[Any]:
+    for name in ("prompt", "messages"):
+        if name in columns:
+            return list(columns[name])
+    return [""] * n
+
+
+def score(reward: Callable[..., Any], rows: Sequence[Row]) -> list[float | None]:
+    """The reward's scores for ``rows`` in one batch (whatever it returns, unchecked: :func:`check_reward`
+    checks it)."""
+    cols = columns_of(rows)
+    return call(reward, list(cols.get("completion", [""] * len(rows))), cols)
+
+
+def name_of(reward: Any) -> str:
+    name = getattr(reward, "__name__", None)
+    return name if isinstance(name, str) else type(reward).__name__
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a reward promises, from the kit's arguments, else its attributes, else the defaults."""
+
+    range: tuple[float, float] = DEFAULT_RANGE
+    allow_none: bool = True
+    tool_use: bool = False
+    gameable: Mapping[str, str] = field(default_factory=dict)  # probe name (or "*") -> why it may score as gold
+    columns: tuple[str, ...] = ()  # the columns it says it needs
+
+
+def declared(
+    reward: Any,
+    range: tuple[float, float] | None = None,  # shadows the builtin: the public keyword
+    allow_none: bool | None = None,
+    tool_use: bool | None = None,
+    gameable: Mapping[str, str] | None = None,
+) -> Declared:
+    """Read the declaration: ``range`` and ``may_return_none`` class attributes (rewardkit's ``Reward`` has both),
+    ``columns``, and ``gameable``; a reward reads ``messages`` (and gets tool-use probes) when it declares that
+    column or names it as a parameter."""
+    lo, hi = range if range is not None else getattr(reward, "range", DEFAULT_RANGE)
+    if not (isinstance(lo, int | float) and isinstance(hi, int | float) and math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"a reward's range must be two finite numbers; got {(lo, hi)!r}")
+    if lo > hi:
+        raise ValueError(f"a reward's range must be (low, high) with low <= high; got {(lo, hi)!r}")
+    none = allow_none if allow_none is not None else getattr(reward, "may_return_none", True)
+    cols = getattr(reward, "columns", ())
+    cols = tuple(cols) if isinstance(cols, Iterable) and not isinstance(cols, str) else ()
+    params = _parameters(reward) or {}
+    named = list(params.items())
+    if "completions" not in params:  # called positionally: the first parameter takes the completions
+        named = named[1:]
+    required = tuple(
+        name
+        for name, p in named
+        if name not in ("completions", "prompts")
+        and p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    )
+    if tool_use is None:
+        tool_use = "messages" in cols or "messages" in params
+    gaps = gameable if gameable is not None else getattr(reward, "gameable", {})
+    return Declared(
+        range=(float(lo), float(hi)),
+        allow_none=bool(none),
+        tool_use=bool(tool_use),
+        gameable=dict(gaps or {}),
+        columns=tuple(dict.fromkeys((*cols, *required))),
+    )

@@ -1,0 +1,189 @@
+"""Gaming probes: cheap completions a policy could find that must not score like the gold.
+
+Built from one row. For a reward that reads the completion, each probe replaces ``completion``; for a
+tool-use reward (one that reads ``messages``) each replaces the agent's part of ``messages`` (everything after
+the last user turn that precedes the first assistant turn) and ``completion`` becomes the probe's last
+assistant text. A live environment's record of the gold episode (``state_hash``, ``audit`` and ``agent_said``
+in ``rollout_infos``) is dropped from a probe's row, since it describes the gold, not the probe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+MAX_CHARS = 16_384  # the "maximum length" probe: a generation cut at the length limit
+TAG = re.compile(r"<[^<>\s]{1,64}>")
+TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
+RECORDED = ("state_hash", "audit", "agent_said")
+TRANSFER = "transfer_to_human_agents"
+
+COMPLETION_PROBES = ("empty", "tags_only", "truncated", "repeated", "prompt_copy", "max_length")
+TOOL_USE_PROBES = ("empty", "truncated", "prompt_copy", "say_only", "no_op", "transfer", "every_write")
+
+
+def _tags_only(gold: str) -> str:
+    """The gold's tags and the whitespace between them, every other character removed."""
+    parts = TAG.split(gold)
+    tags = TAG.findall(gold)
+    out = [re.sub(r"\S", "", parts[0])]
+    for tag, text in zip(tags, parts[1:], strict=True):
+        out += [tag, re.sub(r"\S", "", text)]
+    return "".join(out)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def prompt_text(row: Mapping[str, Any]) -> str | None:
+    """The prompt's last user text (``prompt`` as a string or messages, else ``messages``), or None."""
+    for name in ("prompt", "messages"):
+        cell = row.get(name)
+        if isinstance(cell, str) and name == "prompt":
+            return cell
+        if isinstance(cell, list):
+            users = [_text(m.get("content")) for m in cell if isinstance(m, Mapping) and m.get("role") == "user"]
+            if users:
+                return users[-1]
+    return None
+
+
+def completion_probes(row: Mapping[str, Any]) -> dict[str, str]:
+    gold = row.get("completion")
+    gold = gold if isinstance(gold, str) else _text(gold[-1].get("content")) if isinstance(gold, list) and gold else ""
+    out = {
+        "empty": "",
+        "tags_only": _tags_only(gold),
+        "truncated": gold[: len(gold) // 2],
+        "repeated": "\n".join([gold] * 3),
+        "max_length": ("\n".join([gold] * (MAX_CHARS // max(len(gold), 1) + 2)))[:MAX_CHARS],
+    }
+    prompt = prompt_text(row)
+    if prompt is not None:
+        out["prompt_copy"] = prompt
+    return {name: out[name] for name in COMPLETION_PROBES if name in out}
+
+
+def _split(messages: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(the prompt turns, the agent's turns): the agent's part starts at the first assistant message."""
+    for i, m in enumerate(messages):
+        if isinstance(m, Mapping) and m.get("role") == "assistant":
+            return messages[:i], messages[i:]
+    return messages, []
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def _calls(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    from rewardkit.envs.tool_calls import tool_calls
+
+    return [(c.name, dict(c.arguments)) for c in tool_calls(messages) if c.name]
+
+
+def _invoke(name: str, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
+    call = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
+    return [_said(f"<tool_call>\n{call}\n</tool_call>"), {"role": "tool", "content": "{}"}]
+
+
+def _write_tools(row: Mapping[str, Any], gold_names: list[str]) -> dict[str, tuple[set[str], set[str]] | None]:
+    """Write tool name -> (its parameters, the required ones), from the row's registered ``domain`` when it has
+    one; else the tools the gold calls, parameters unknown (None)."""
+    domain = row.get("domain")
+    if isinstance(domain, str):
+        try:
+            from rewardkit.envs import get_domain
+
+            found = get_domain(domain)
+        except (ValueError, KeyError, ImportError, OSError):
+            found = None
+        if found is not None:
+            out: dict[str, tuple[set[str], set[str]] | None] = {}
+            for name in sorted(found.write_tools):
+                schema = found.tools[name].parameters
+                out[name] = (set(schema.get("properties", {})), set(schema.get("required", [])))
+            return out
+    return dict.fromkeys(sorted(set(gold_names)))
+
+
+def _every_write(row: Mapping[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The gold's calls, then every write tool once per gold call, its arguments taken from that call and
+    filled from the others': the spray a recall-only reward would pay for."""
+    merged: dict[str, Any] = {}
+    for _, arguments in calls:
+        for key, value in arguments.items():
+            merged.setdefault(key, value)
+    seen = {json.dumps([n, a], sort_keys=True, default=str) for n, a in calls}
+    turns: list[dict[str, Any]] = []
+    for name, params in _write_tools(row, [n for n, _ in calls]).items():
+        for _, arguments in calls:
+            wanted = set(arguments) | set(merged) if params is None else params[0]
+            args = {k: arguments.get(k, merged.get(k)) for k in sorted(wanted) if k in arguments or k in merged}
+            key = json.dumps([name, args], sort_keys=True, default=str)
+            if key in seen or (params is not None and not params[1] <= set(args)):
+                continue
+            seen.add(key)
+            turns += _invoke(name, args)
+    return turns
+
+
+def tool_use_probes(row: Mapping[str, Any]) -> dict[str, list[Any]]:
+    messages = row.get("messages")
+    messages = list(messages) if isinstance(messages, list) else []
+    prompt, agent = _split(messages)
+    texts = [
+        TOOL_CALL.sub("", _text(m.get("content"))).strip()
+        for m in agent
+        if isinstance(m, Mapping) and m.get("role") == "assistant"
+    ]
+    calls = _calls(agent)
+    gold_turns: list[dict[str, Any]] = []
+    for name, arguments in calls:
+        gold_turns += _invoke(name, arguments)
+    last_said = next((t for t in reversed(texts) if t), "Done.")
+    return {
+        "empty": [*prompt, _said("")],
+        "truncated": [*prompt, *agent[: len(agent) // 2]] if len(agent) > 1 else [*prompt, _said("")],
+        "prompt_copy": [*prompt, _said(prompt_text(row) or "")],
+        "say_only": [*prompt, _said(" ".join(t for t in texts if t) or "Done.")],
+        "no_op": [*prompt, _said("I have taken care of everything.")],
+        "transfer": [*prompt, *_invoke(TRANSFER, {"summary": prompt_text(row) or ""}), _said("Transferring you.")],
+        "every_write": [*prompt, *gold_turns, *_every_write(row, calls), _said(last_said)],
+    }
+
+
+def _without_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    infos = out.get("rollout_infos")
+    if isinstance(infos, Mapping) and any(k in infos for k in RECORDED):
+        out["rollout_infos"] = {k: v for k, v in infos.items() if k not in RECORDED}
+    return out
+
+
+def probes(row: Mapping[str, Any], *, tool_use: bool) -> dict[str, dict[str, Any]]:
+    """Probe name -> a copy of ``row`` whose ``completion`` (or, for ``tool_use``, ``messages``) is the probe.
+
+    Completion probes: ``empty``, ``tags_only`` (the gold's tags and whitespace), ``truncated`` (its first half),
+    ``repeated`` (three times), ``prompt_copy`` (the prompt's last user text; only when the row has a prompt) and
+    ``max_length`` (the gold repeated up to 16 384 characters, cut there). Tool-use probes: ``empty``,
+    ``truncated`` (the agent's first half of turns), ``prompt_copy``, ``say_only`` (everything the gold said, no
+    tool call), ``no_op`` (claims success, does nothing), ``transfer`` (hands over to a human at once) and
+    ``every_write`` (the gold's calls, then every write tool on the gold's arguments).
+    """
+    if not tool_use:
+        return {name: {**row, "completion": text} for name, text in completion_probes(row).items()}
+    out = {}
+    for name, messages in tool_use_probes(row).items():
+        probe = _without_record(row)
+        probe["messages"] = messages
+        probe["completion"] = _text(messages[-1].get("content")) if messages else ""
+        out[name] = probe
+    return out
