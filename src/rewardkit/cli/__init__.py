@@ -17,6 +17,7 @@ from rewardkit.cli import build as cli_build
 from rewardkit.cli import config as cli_config
 from rewardkit.cli import env as cli_env
 from rewardkit.cli import eval as cli_eval
+from rewardkit.cli import lint as cli_lint
 from rewardkit.cli import recipe as cli_recipe
 from rewardkit.cli import synth as cli_synth
 from rewardkit.cli import tiny_model as cli_tiny_model
@@ -117,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
     # Each module adds its subcommands, in help order.
-    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_config):
+    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_config, cli_lint):
         module.add_parsers(sub)
     return parser
 

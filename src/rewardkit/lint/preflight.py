@@ -1,0 +1,185 @@
+"""``rewardkit lint RECIPE.yaml``: a recipe's whole reward set on your own rows, before a GPU hour is spent.
+
+1. Every reward scores the gold of every row and every gaming probe of it (``rewardkit.testing.probes``), one
+   completion per call: its error, None and NaN rates and its p50/p99 latency per completion.
+2. Per probe: the weighted score (``reward_weights``) against the gold's, averaged over the rows. A probe whose
+   mean is within ``margin`` x (the sum of the weights) of the gold's gets through; the report names the
+   rewards that let it through: those (weight > 0) that score the probe at least as high as the gold on some rows
+   (with the number of rows).
+3. With SFT samples (``--sft``): GRPO groups of ``num_generations`` samples per prompt, and the predicted share of
+   groups with zero reward variance (no advantage, no gradient), weighted and per reward.
+4. The correlation matrix between the rewards, over the SFT samples (else over the golds and the probes).
+
+A failure: a reward raised (error rate > 0) or returned NaN, a p99 latency over ``time_limit_s``, a probe that
+gets through, or (with ``max_zero_variance``) too many zero-variance groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rewardkit.files.jsonl import JsonlError, read_jsonl
+from rewardkit.lint.gold import with_gold
+from rewardkit.lint.recipe import Recipe, build_rewards, read_recipe
+from rewardkit.lint.samples import correlation, expand, rates, score_all, weighted, zero_variance
+
+
+@dataclass(frozen=True)
+class Options:
+    margin: float = 0.1  # a probe within margin x sum(weights) of the gold gets through
+    time_limit_s: float = 2.0  # p99 latency per completion
+    group_by: str | None = None  # --sft rows: the prompt column (default: every column but the completion)
+    max_zero_variance: float | None = None  # fail when more groups than this share have zero variance
+    config: str | None = None  # --config
+
+
+@dataclass
+class RecipeLint:
+    recipe: Recipe
+    rows: int
+    gold_from: str
+    rewards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    zero_variance: dict[str, Any] | None = None
+    correlation: dict[str, Any] = field(default_factory=dict)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c["passed"] for c in self.checks)
+
+    def check(self, name: str, passed: bool, detail: str) -> None:
+        self.checks.append({"name": name, "passed": bool(passed), "detail": detail})
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.recipe
+        return {
+            "recipe": str(r.path),
+            "config": str(r.config) if r.config is not None else None,
+            "config_from": r.config_from,
+            "num_generations": r.num_generations,
+            "rows": self.rows,
+            "gold": self.gold_from,
+            "passed": self.passed,
+            "checks": self.checks,
+            "rewards": self.rewards,
+            "probes": self.probes,
+            "zero_variance": self.zero_variance,
+            "correlation": self.correlation,
+        }
+
+
+def _rows(path: str | Path, what: str) -> list[dict[str, Any]]:
+    path = Path(path)
+    if not path.is_file():
+        raise JsonlError(f"{what} {path}: not found")
+    rows = read_jsonl(path)
+    if not rows:
+        raise JsonlError(f"{what} {path}: no rows")
+    return rows
+
+
+def lint_recipe(
+    recipe: str | Path, dataset: str | Path, sft: str | Path | None = None, opts: Options = Options()
+) -> RecipeLint:
+    from rewardkit.rewards import EPISODE_REWARDS
+    from rewardkit.rewards.answers import load_schema
+    from rewardkit.testing import probes
+
+    spec = read_recipe(recipe, opts.config)
+    rewards, cfg = build_rewards(spec)
+    weights = dict(zip(spec.keys, spec.weights, strict=True))
+    tool_use = any(k in EPISODE_REWARDS for k in spec.keys)
+    schema = load_schema(cfg.schema, cfg.schema_keys)
+    rows, gold_from = with_gold(_rows(dataset, "--dataset"), tool_use=tool_use, schema=schema, where=str(dataset))
+    out = RecipeLint(spec, len(rows), gold_from)
+
+    # Sample 0..n-1: the golds; then each probe of each row; then the SFT samples.
+    samples: list[dict[str, Any]] = list(rows)
+    labels = [f"row {i + 1} gold" for i in range(len(rows))]
+    probe_index: dict[str, list[tuple[int, int]]] = {}  # probe -> (gold sample, probe sample)
+    for i, row in enumerate(rows):
+        for name, probe in probes(row, tool_use=tool_use).items():
+            probe_index.setdefault(name, []).append((i, len(samples)))
+            samples.append(probe)
+            labels.append(f"row {i + 1} probe {name}")
+    groups: list[list[int]] = []
+    if sft is not None:
+        for group in expand(_rows(sft, "--sft"), opts.group_by, tool_use, spec.num_generations):
+            groups.append(list(range(len(samples), len(samples) + len(group))))
+            samples.extend(group)
+            labels += [f"--sft group {len(groups)} sample {j + 1}" for j in range(len(group))]
+    cells = score_all(rewards, samples)
+
+    for key in spec.keys:
+        stats = rates(cells[key], labels)
+        gold = [cells[key][i].number() for i in range(len(rows))]
+        out.rewards[key] = {"weight": weights[key], **stats, "gold_mean": sum(gold) / len(gold)}
+        out.check(
+            f"errors:{key}",
+            stats["error_rate"] == 0,
+            f"{stats['error_rate']:.1%} of {len(samples)} calls raised"
+            + (f"; first: {stats['first_error']}" if stats["first_error"] else ""),
+        )
+        out.check(f"nan:{key}", stats["nan_rate"] == 0, f"{stats['nan_rate']:.1%} NaN")
+        out.check(
+            f"latency:{key}",
+            stats["p99_ms"] <= opts.time_limit_s * 1000,
+            f"p99 {stats['p99_ms']:.2f} ms per completion (limit {opts.time_limit_s * 1000:g} ms)",
+        )
+
+    limit = opts.margin * spec.total_weight
+    for name, pairs in probe_index.items():
+        gold_mean = sum(weighted(cells, weights, g) for g, _ in pairs) / len(pairs)
+        probe_mean = sum(weighted(cells, weights, p) for _, p in pairs) / len(pairs)
+        through = _through(cells, weights, pairs)
+        gap = gold_mean - probe_mean
+        flagged = gap < limit
+        out.probes[name] = {
+            "rows": len(pairs),
+            "gold": gold_mean,
+            "probe": probe_mean,
+            "gap": gap,
+            "flagged": flagged,
+            "let_through_by": through,
+        }
+        named = ", ".join(f"{k} ({n} of {len(pairs)} rows)" for k, n in through.items())
+        who = f"; let through by {named}" if through else ""
+        out.check(
+            f"probe:{name}",
+            not flagged,
+            f"probe {name} scores {probe_mean:.3f} against the gold's {gold_mean:.3f} (gap {gap:.3f}, "
+            f"margin {limit:.3f}){who}",
+        )
+
+    if groups:
+        zv = zero_variance(groups, cells, weights)
+        out.zero_variance = zv
+        if opts.max_zero_variance is not None:
+            out.check(
+                "zero_variance",
+                zv["weighted"] <= opts.max_zero_variance,
+                f"{zv['weighted']:.1%} of {zv['groups']} groups of {spec.num_generations} have zero variance "
+                f"(limit {opts.max_zero_variance:.1%})",
+            )
+    # Over the SFT samples when there are some (what the policy writes), else over the golds and the probes.
+    picked = [i for g in groups for i in g] or list(range(len(samples)))
+    out.correlation = correlation({k: [c[i] for i in picked] for k, c in cells.items()})
+    return out
+
+
+def _through(
+    cells: Mapping[str, Sequence[Any]], weights: Mapping[str, float], pairs: Sequence[tuple[int, int]]
+) -> dict[str, int]:
+    """Reward (weight > 0) -> the rows on which it scores the probe at least as high as the gold, most first."""
+    keys = [k for k, w in weights.items() if w > 0]
+    counts = {k: sum(cells[k][p].number() >= cells[k][g].number() for g, p in pairs) for k in keys}
+    return dict(sorted(((k, n) for k, n in counts.items() if n), key=lambda kn: -kn[1]))
+
+
+def flagged_probes(result: RecipeLint) -> Mapping[str, list[str]]:
+    """Probe -> the rewards that let it through, for every probe that got through."""
+    return {name: list(p["let_through_by"]) for name, p in result.probes.items() if p["flagged"]}

@@ -1,0 +1,188 @@
+"""``rewardkit lint RECIPE.yaml --dataset FILE``: the bundled reward sets pass; weak ones fail, naming the probe.
+
+Rows come from the bundled builders, as `rewardkit build planning-grpo` and `build tau2-grpo` write them: the
+planning gold is formed from each row's `solution`, the tau2 gold trajectory from the task's gold actions.
+Run in this process through ``rewardkit.cli.main``; the probes are rewardkit.testing's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rewardkit.recipes import EXAMPLES, recipe_path
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def planning_rows() -> list[dict]:
+    from rewardkit.data_builders import InputSpec
+    from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
+
+    rows, _ = build_grpo([InputSpec(EXAMPLES / "annotated_p1.jsonl", None)], GrpoOptions())
+    assert len(rows) == 160
+    return rows
+
+
+@pytest.fixture(scope="module")
+def tau2_rows() -> list[dict]:
+    from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+
+    rows, _ = build_tau2_grpo(Tau2Options(split="train"))
+    assert len(rows) == 73  # the 74 train tasks but one whose gold write fails (gold_fails)
+    return rows
+
+
+def lint(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tuple[int, dict, str]:
+    from rewardkit.cli import main
+
+    report = tmp_path / "lint.json"
+    capsys.readouterr()
+    code = main(["lint", *args, "--json", str(report)])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    return code, json.loads(report.read_text(encoding="utf-8")), out
+
+
+@pytest.mark.parametrize(
+    ("recipe", "data", "gold", "config"),
+    [
+        ("planning/tiny_grpo.yaml", "planning", "solution", "tiny_reward_config.yaml"),
+        ("planning/grpo.yaml", "planning", "solution", "reward_config.yaml"),
+        ("tau2/rewards.yaml", "tau2", "gold actions", None),
+        ("tau2/tiny_grpo.yaml", "tau2", "gold actions", "tiny_config.yaml"),
+    ],
+)
+def test_the_bundled_sets_pass(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    recipe: str,
+    data: str,
+    gold: str,
+    config: str | None,
+) -> None:
+    rows = request.getfixturevalue(f"{data}_rows")
+    dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
+    code, report, out = lint(capsys, tmp_path, str(recipe_path(recipe)), "--dataset", str(dataset))
+    assert code == 0, [c for c in report["checks"] if not c["passed"]]
+    assert report["passed"] and report["gold"] == gold and report["rows"] == len(rows)
+    assert (report["config"] or "").endswith(config or "") and (config is None) == (report["config"] is None)
+    for key, r in report["rewards"].items():
+        assert r["error_rate"] == 0 and r["nan_rate"] == 0, key
+        if r["weight"] > 0:  # the gold scores (nearly) full marks on every trained reward
+            assert r["gold_mean"] > 0.99, (key, r["gold_mean"])
+    assert report["probes"] and not any(p["flagged"] for p in report["probes"].values())
+    assert "all" in out and "checks passed" in out
+
+
+def test_a_weak_set_fails_naming_the_probe_and_the_reward(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planning_rows: list[dict], tau2_rows: list[dict]
+) -> None:
+    cases = [
+        # Planning, format-heavy weights: tags_only (the gold's tags, nothing inside) and repeated (the gold three
+        # times) keep strict_format = 1 and get json_valid = 0, so each scores 0.95 * 1 + 0.05 * 0 = 0.95 against the
+        # gold's 1.0: a gap of 0.05, under the margin 0.1 * (0.95 + 0.05) = 0.1. With 0.5 / 0.5 they score 0.5: a gap
+        # of 0.5, and they pass.
+        (
+            "planning",
+            planning_rows[:20],
+            ["strict_format", "json_valid"],
+            ["0.95", "0.05"],
+            None,
+            ("tags_only", "repeated"),
+            "strict_format",
+        ),
+        # tau2 with MUA-RL's rule (task_completion.require_outputs: false): every_write (the gold's calls, then
+        # every write tool on the gold's arguments, which the database refuses) leaves the gold state, so it scores
+        # 1.0 on most rows and nothing makes the agent say what it must; tau2's rule (the default) pays 0 for it.
+        (
+            "tau2",
+            tau2_rows[:20],
+            ["task_completion"],
+            ["1"],
+            "task_completion:\n  require_outputs: false\n",
+            ("every_write",),
+            "task_completion",
+        ),
+    ]
+    for name, rows, keys, weights, config, flagged, reward in cases:
+        recipe = tmp_path / f"{name}.yaml"
+        recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(weights)}\n")
+        extra = []
+        if config is not None:
+            (tmp_path / f"{name}_config.yaml").write_text(config)
+            extra = ["--config", str(tmp_path / f"{name}_config.yaml")]
+        dataset = write_jsonl(tmp_path / f"{name}.jsonl", rows)
+        code, report, out = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset), *extra)
+        assert code == 1, name
+        failed = [c for c in report["checks"] if not c["passed"]]
+        assert [c["name"] for c in failed] == [f"probe:{p}" for p in flagged], failed
+        for check, probe in zip(failed, flagged, strict=True):
+            assert reward in check["detail"] and reward in report["probes"][probe]["let_through_by"]
+            assert probe in out
+        assert "FAIL" in out
+        # The same rows with the strong setting pass: balanced weights, or tau2's own rule.
+        recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(['0.5'] * len(keys))}\n")
+        code, report, _ = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset))
+        assert code == 0 and not any(report["probes"][p]["flagged"] for p in flagged), name
+
+
+def test_a_reward_that_raises_is_an_error_rate_not_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planning_rows: list[dict]
+) -> None:
+    rows = [dict(r) for r in planning_rows[:3]]
+    gold_expert = json.loads(rows[1]["solution"])["plan"][0]["专家"]
+    rows[1]["experts"] = [e for e in rows[1]["experts"] if e != gold_expert]  # the gold names an expert not offered
+    dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
+    code, report, out = lint(capsys, tmp_path, str(recipe_path("planning/tiny_grpo.yaml")), "--dataset", str(dataset))
+    assert code == 1
+    # 3 rows x (the gold + 6 probes) = 21 calls per reward; row 2's 7 raise GoldError in the rewards that check the
+    # gold: 7 / 21 = 1/3. The others never read the experts and score all 21.
+    raising = {"rewrite_similarity", "expert_match", "plan_coverage"}
+    for key, r in report["rewards"].items():
+        assert r["error_rate"] == pytest.approx(1 / 3 if key in raising else 0), key
+    failed = {c["name"] for c in report["checks"] if not c["passed"]}
+    assert failed == {f"errors:{k}" for k in raising}
+    assert "row 2 gold: GoldError" in report["rewards"]["expert_match"]["first_error"]
+    assert len(report["probes"]) == 6  # the run went on: every probe was still scored and compared
+    assert "33.3%" in out
+
+
+@pytest.mark.parametrize("form", ["rows", "completions_list"])
+def test_zero_variance_of_sft_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str], form: str) -> None:
+    samples = [json.loads(line) for line in (EXAMPLES / "completions.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(samples) == 10  # ten completions of one prompt (the README's demo table)
+    if form == "completions_list":
+        sft = [
+            {
+                "solution": samples[0]["solution"],
+                "experts": samples[0]["experts"],
+                "completions": [s["completion"] for s in samples],
+            }
+        ]
+    else:
+        sft = samples  # one row per completion, grouped by every column but completion and name
+    dataset = write_jsonl(tmp_path / "rows.jsonl", samples[:1])  # the "perfect" completion is the gold
+    sft_file = write_jsonl(tmp_path / "sft.jsonl", sft)
+    recipe = str(recipe_path("planning/tiny_grpo.yaml"))  # num_generations: 8
+    args = [recipe, "--dataset", str(dataset), "--sft", str(sft_file), "--max-zero-variance", "0.4"]
+    code, report, _ = lint(capsys, tmp_path, *args)
+    zv = report["zero_variance"]
+    # 10 samples in groups of 8: [1..8] and [9, 10]. The first varies (0.737-ish mix of scores); the last two
+    # ("broken JSON", "two answer blocks") both score 0.300 with the same per-reward scores: 1 of 2 groups is flat.
+    assert (zv["groups"], zv["samples"]) == (2, 10)
+    assert zv["weighted"] == 0.5
+    # json_valid is 1 on each of the first eight and 0 on the last two: flat in both groups.
+    assert zv["per_reward"]["json_valid"] == 1.0 and zv["per_reward"]["expert_match"] == 0.5
+    assert code == 1 and [c["name"] for c in report["checks"] if not c["passed"]] == ["zero_variance"]
+    corr = report["correlation"]  # over the 10 SFT samples
+    assert corr["samples"] == 10 and corr["keys"][0] == "strict_format"
+    i, j = corr["keys"].index("rewrite_similarity"), corr["keys"].index("json_valid")
+    assert corr["matrix"][i][i] == 1.0 and -1.0 <= corr["matrix"][i][j] <= 1.0
