@@ -117,6 +117,7 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str], think_ban
         png = plot(steps, think_lengths(run / "completions.jsonl"), ctx.workdir / f"{stage}_curves.png",
                    f"planning {preset}: {stage}", think_band)  # fmt: skip
         report["grpo"][stage] = {**summarize_steps(steps), "plot": str(png)}
+    report["think_plot"] = str(think_plot(evals, kinds, think_band, ctx.workdir / "think_length.png", preset))
     report["plot"] = str(
         evidence.bar_chart(
             figures["sampled"],
@@ -128,3 +129,31 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str], think_ban
     path = ctx.workdir / "summary.json"
     atomic_write_text(path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
     return path
+
+
+def think_plot(
+    evals: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str], band: tuple[float, float], out: Path,
+    preset: str,
+) -> Path:  # fmt: skip
+    """The think lengths of the sampled test completions before GRPO (SFT) and after it (every GRPO seed), with
+    each one's mean and standard deviation, and the band ThinkLength scores 1.0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for kind, colour in (("sft", "tab:blue"), ("grpo", "tab:orange")):
+        lengths = [r["think_chars"] for m, k in kinds.items() if k == kind for r in read_jsonl(Path(evals[m]["scores"]))
+                   if r["mode"] == "sampled" and r["split"] == "test"]  # fmt: skip
+        if lengths:
+            label = f"{evidence.LABELS[kind]}: {statistics.fmean(lengths):.0f} ± {statistics.pstdev(lengths):.0f}"
+            ax.hist(lengths, bins=range(0, 400, 10), density=True, alpha=0.5, color=colour, label=label)
+    ax.axvspan(*band, color="tab:green", alpha=0.12, label=f"ThinkLength band {band[0]:g}-{band[1]:g}")
+    ax.set(xlabel="think length (characters)", ylabel="density of sampled test completions",
+           title=f"planning {preset}: think length before and after GRPO (mean ± sd)")  # fmt: skip
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
