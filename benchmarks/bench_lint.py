@@ -14,21 +14,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import best_of
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def best_of(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def bench_recipe(tmp: Path) -> tuple[str, float, float, int]:

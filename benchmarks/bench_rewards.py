@@ -10,20 +10,11 @@ from __future__ import annotations
 
 import random
 import re
-import time
-from collections.abc import Callable
+
+from _timing import best_of
 
 from rewardkit.rewards.strict_format import REFERENCE_PATTERN, matches_strict_format
 from rewardkit.rewards.think_quality import BannedMatcher
-
-
-def best_of(fn: Callable[[], object], repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def bench_strict_format() -> tuple[str, float, float]:

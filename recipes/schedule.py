@@ -25,6 +25,7 @@ CLAIM = re.compile(
     r" (?P<rows>\d+) (?:rows|tasks) -> (?P<optimizer_steps>\d+) optimizer steps",
     re.MULTILINE,
 )
+DEFAULT_GENERATIONS = 8  # ms-swift's default num_generations, for a recipe that sets none
 
 
 def grpo_schedule(config: Mapping[str, Any], gpus: int, rows: int) -> dict[str, int]:
@@ -32,7 +33,7 @@ def grpo_schedule(config: Mapping[str, Any], gpus: int, rows: int) -> dict[str, 
     ``rows`` prompts, computed as ms-swift computes them."""
     per_device = int(config.get("per_device_train_batch_size", 8))
     accumulation = int(config.get("gradient_accumulation_steps", 1))
-    generations = int(config.get("num_generations", 8))
+    generations = int(config.get("num_generations", DEFAULT_GENERATIONS))
     completions = per_device * gpus * accumulation
     if completions % generations:
         raise ValueError(f"per_device_train_batch_size x GPUs x gradient_accumulation_steps = {completions} "

@@ -82,56 +82,54 @@ def test_the_bundled_sets_pass(
     assert "all" in out and "checks passed" in out
 
 
-def test_a_weak_set_fails_naming_the_probe_and_the_reward(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], planning_rows: list[dict], tau2_rows: list[dict]
-) -> None:
-    cases = [
+@pytest.mark.parametrize(
+    ("data", "keys", "weights", "config", "flagged", "reward"),
+    [
         # Planning, format-heavy weights: tags_only (the gold's tags, nothing inside) and repeated (the gold three
         # times) keep strict_format = 1 and get json_valid = 0, so each scores 0.95 * 1 + 0.05 * 0 = 0.95 against the
         # gold's 1.0: a gap of 0.05, under the margin 0.1 * (0.95 + 0.05) = 0.1. With 0.5 / 0.5 they score 0.5: a gap
         # of 0.5, and they pass.
-        (
-            "planning",
-            planning_rows[:20],
-            ["strict_format", "json_valid"],
-            ["0.95", "0.05"],
-            None,
-            ("tags_only", "repeated"),
-            "strict_format",
-        ),
+        ("planning", ["strict_format", "json_valid"], ["0.95", "0.05"], None, ("tags_only", "repeated"),
+         "strict_format"),
         # tau2 with MUA-RL's rule (task_completion.require_outputs: false): every_write (the gold's calls, then
         # every write tool on the gold's arguments, which the database refuses) leaves the gold state, so it scores
         # 1.0 on most rows and nothing makes the agent say what it must; tau2's rule (the default) pays 0 for it.
-        (
-            "tau2",
-            tau2_rows[:20],
-            ["task_completion"],
-            ["1"],
-            "task_completion:\n  require_outputs: false\n",
-            ("every_write",),
-            "task_completion",
-        ),
-    ]
-    for name, rows, keys, weights, config, flagged, reward in cases:
-        recipe = tmp_path / f"{name}.yaml"
-        recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(weights)}\n")
-        extra = []
-        if config is not None:
-            (tmp_path / f"{name}_config.yaml").write_text(config)
-            extra = ["--config", str(tmp_path / f"{name}_config.yaml")]
-        dataset = write_jsonl(tmp_path / f"{name}.jsonl", rows)
-        code, report, out = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset), *extra)
-        assert code == 1, name
-        failed = [c for c in report["checks"] if not c["passed"]]
-        assert [c["name"] for c in failed] == [f"probe:{p}" for p in flagged], failed
-        for check, probe in zip(failed, flagged, strict=True):
-            assert reward in check["detail"] and reward in report["probes"][probe]["let_through_by"]
-            assert probe in out
-        assert "FAIL" in out
-        # The same rows with the strong setting pass: balanced weights, or tau2's own rule.
-        recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(['0.5'] * len(keys))}\n")
-        code, report, _ = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset))
-        assert code == 0 and not any(report["probes"][p]["flagged"] for p in flagged), name
+        ("tau2", ["task_completion"], ["1"], "task_completion:\n  require_outputs: false\n", ("every_write",),
+         "task_completion"),
+    ],
+    ids=["planning-format-heavy", "tau2-mua-rl-rule"],
+)  # fmt: skip
+def test_a_weak_set_fails_naming_the_probe_and_the_reward(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    data: str,
+    keys: list[str],
+    weights: list[str],
+    config: str | None,
+    flagged: tuple[str, ...],
+    reward: str,
+) -> None:
+    rows = request.getfixturevalue(f"{data}_rows")[:20]
+    recipe = tmp_path / "weak.yaml"
+    recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(weights)}\n")
+    extra = []
+    if config is not None:
+        (tmp_path / "config.yaml").write_text(config)
+        extra = ["--config", str(tmp_path / "config.yaml")]
+    dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
+    code, report, out = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset), *extra)
+    assert code == 1
+    failed = [c for c in report["checks"] if not c["passed"]]
+    assert [c["name"] for c in failed] == [f"probe:{p}" for p in flagged], failed
+    for check, probe in zip(failed, flagged, strict=True):
+        assert reward in check["detail"] and reward in report["probes"][probe]["let_through_by"]
+        assert probe in out
+    assert "FAIL" in out
+    # The same rows with the strong setting pass: balanced weights, or tau2's own rule.
+    recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(['0.5'] * len(keys))}\n")
+    code, report, _ = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset))
+    assert code == 0 and not any(report["probes"][p]["flagged"] for p in flagged)
 
 
 def test_a_reward_that_raises_is_an_error_rate_not_the_end(
@@ -186,3 +184,58 @@ def test_zero_variance_of_sft_groups(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert corr["samples"] == 10 and corr["keys"][0] == "strict_format"
     i, j = corr["keys"].index("rewrite_similarity"), corr["keys"].index("json_valid")
     assert corr["matrix"][i][i] == 1.0 and -1.0 <= corr["matrix"][i][j] <= 1.0
+
+
+def fails(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """``rewardkit lint ARGS``'s one stderr line, the run a usage error (exit 2)."""
+    from rewardkit.cli import main
+
+    capsys.readouterr()
+    code = main(["lint", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize(
+    ("generations", "flags", "sft", "message"),
+    [
+        (0, [], None, "{recipe}: num_generations must be an integer greater than 1 for GRPO; got 0"),
+        (-3, [], None, "{recipe}: num_generations must be an integer greater than 1 for GRPO; got -3"),
+        ("many", [], None, "{recipe}: num_generations must be an integer greater than 1 for GRPO; got 'many'"),
+        (8, ["--max-zero-variance", "0.4"], None, "--max-zero-variance needs --sft"),
+        (8, ["--group-by", "solution"], None, "--group-by needs --sft"),
+        (8, ["--max-zero-variance", "1.5"], 2, "--max-zero-variance must be a share from 0 to 1; got 1.5"),
+        (8, ["--max-zero-variance", "-0.1"], 2, "--max-zero-variance must be a share from 0 to 1; got -0.1"),
+        # One sample of one prompt: no group of two to compare.
+        (8, [], 1, "--sft {sft}: no prompt has 2 or more samples (grouped by every column but the completion); "
+         "pass --group-by COLUMN"),
+        # Two samples, each its own prompt by --group-by name: still no group.
+        (8, ["--group-by", "name"], 2, "--sft {sft}: no prompt has 2 or more samples (grouped by --group-by name)"),
+        (8, [], 0, "--sft {sft}: no rows (the file is empty)"),
+        (8, ["--config", "nope.yaml"], None, "--config: reward config nope.yaml not found (from {cwd}, tried "
+         "nope.yaml, {tmp}/nope.yaml, {tmp.parent}/nope.yaml, "),  # every folder above the recipe's, in order
+        (8, ["--dataset", "{tmp}/missing.jsonl"], None, "--dataset {tmp}/missing.jsonl not found"),  # the last wins
+    ],
+    ids=["generations-0", "generations-negative", "generations-text", "zero-variance-no-sft", "group-by-no-sft",
+         "share-above-1", "share-below-0", "sft-one-sample", "sft-no-group", "sft-empty", "config-missing",
+         "dataset-missing"],
+)  # fmt: skip
+def test_usage_errors_exit_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    generations: object,
+    flags: list[str],
+    sft: int | None,
+    message: str,
+) -> None:
+    samples = [json.loads(line) for line in (EXAMPLES / "completions.jsonl").read_text(encoding="utf-8").splitlines()]
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"reward_funcs: [strict_format]\nnum_generations: {generations}\n", encoding="utf-8")
+    args = [str(recipe), "--dataset", str(write_jsonl(tmp_path / "rows.jsonl", samples[:1]))]
+    sft_file = tmp_path / "sft.jsonl"
+    if sft is not None:
+        args += ["--sft", str(write_jsonl(sft_file, samples[:sft]))]
+    names = {"recipe": recipe, "sft": sft_file, "tmp": tmp_path, "cwd": Path.cwd()}
+    err = fails(capsys, *args, *(f.format(**names) for f in flags))
+    assert message.format(**names) in err, err

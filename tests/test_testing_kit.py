@@ -6,9 +6,11 @@ rewards go through the same kit in ``tests/test_reward_contract.py``. No mocks: 
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import broken_rewards as broken
@@ -18,7 +20,7 @@ from test_reward_contract import CELLS
 from rewardkit.rewards import TaskCompletion
 from rewardkit.testing import HOSTILE, Check, Report, check_names, check_reward, declared, probes, score
 from rewardkit.testing.hostile import bounded, shrink
-from rewardkit.testing.probes import MAX_CHARS
+from rewardkit.testing.probes import COMPLETION_PROBES, MAX_CHARS
 
 ROWS = broken.ROWS
 FAST = 0.3  # time limit for the toy rewards: each answers in microseconds, the regex bomb never
@@ -95,11 +97,31 @@ def positional(outputs: list[str], solution: list[str]) -> list[float]:
     return [float(o == s) for o, s in zip(outputs, solution, strict=True)]
 
 
+TRL_ROWS = [{"prompt": "hi", "completion": "hi there"}, {"prompt": "yo", "completion": "no"}]
+
+
+@pytest.mark.parametrize(
+    ("reward", "rows", "detail"),
+    [
+        # Names prompts: it gets the rows' real prompts ("hi", "yo"), never an empty extra one. With prompts = ""
+        # row 1 would score float("" in "no") = 1.0 instead of float("yo" in "no") = 0.0.
+        (trl_style, TRL_ROWS, "with extra columns ['completion_ids', 'rewardkit_extra_column', 'trainer_state']"),
+        (broken.exact_answer, ROWS, "with extra columns ['completion_ids', 'prompts', 'rewardkit_extra_column', "
+         "'trainer_state']"),  # does not name it: prompts is one more extra
+    ],
+    ids=["trl-prompts", "completions-only"],
+)  # fmt: skip
+def test_extra_columns_leaves_prompts_to_a_reward_that_names_it(reward: Any, rows: list[dict], detail: str) -> None:
+    assert check_reward(reward, rows, checks=["extra_columns"]).get("extra_columns") == Check(
+        "extra_columns", True, detail
+    )
+
+
 @pytest.mark.parametrize(
     ("reward", "rows", "expected"),
     [
         (broken.exact_answer, ROWS, [1.0, 1.0, 0.0]),  # ms-swift / TRL: completions + columns
-        (trl_style, [{"prompt": "hi", "completion": "hi there"}, {"prompt": "yo", "completion": "no"}], [1.0, 0.0]),
+        (trl_style, TRL_ROWS, [1.0, 0.0]),
         (positional, [{"solution": "a", "completion": "a"}, {"solution": "a", "completion": "b"}], [1.0, 0.0]),
     ],
     ids=["keywords", "trl-prompts", "positional"],
@@ -124,9 +146,66 @@ GOLD = "<think>\nab\n</think>\n<answer>\n42\n</answer>"  # 7+1+2+1+8+1 + 8+1+2+1
 )
 def test_completion_probes(probe: str, expected: str) -> None:
     built = probes({"prompt": "what is 6 * 7?", "solution": "42", "completion": GOLD}, tool_use=False)
-    assert list(built) == ["empty", "tags_only", "truncated", "repeated", "prompt_copy", "max_length"]
     assert built[probe] == {"prompt": "what is 6 * 7?", "solution": "42", "completion": expected}
-    assert "prompt_copy" not in probes({"completion": GOLD}, tool_use=False)  # no prompt, no copy
+
+
+@pytest.mark.parametrize(
+    ("row", "names"),
+    [
+        ({"prompt": "what is 6 * 7?", "completion": GOLD}, COMPLETION_PROBES),
+        ({"completion": GOLD}, tuple(n for n in COMPLETION_PROBES if n != "prompt_copy")),  # no prompt, no copy
+    ],
+    ids=["with-prompt", "without-prompt"],
+)
+def test_which_completion_probes_a_row_gets(row: dict[str, Any], names: tuple[str, ...]) -> None:
+    assert tuple(probes(row, tool_use=False)) == names
+
+
+def scores_anything(completions: list[Any], **kwargs: Any) -> list[float]:
+    """1.0 for whatever it is given, odd cells included: every probe scores as the gold."""
+    return [1.0] * len(completions)
+
+
+class Unlistable(Mapping):
+    """A ``rollout_infos`` that says it holds every key and cannot list them: building the probes raises."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("cannot list its keys")
+
+    def __len__(self) -> int:
+        return 1
+
+
+ODD_TURNS = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("row", "tool_use", "check", "fragment"),
+    [
+        # The gold's text is "" (its last item is no message), so every probe is built from "" and scores 1.
+        ({"completion": [1]}, False, "gaming:max_length", "row 0: scores 1, its gold 1 (needs <= 0.9"),
+        # truncated keeps half of the 4 agent items: the assistant turn and 1, which is no message.
+        ({"messages": ODD_TURNS, "completion": "ok"}, True, "gaming:truncated", "row 0: scores 1, its gold 1 (needs"),
+        ({"messages": ODD_TURNS, "rollout_infos": Unlistable(), "completion": "ok"}, True, "gaming",
+         "building its probes raised RuntimeError: cannot list its keys"),
+    ],
+    ids=["completion-not-messages", "messages-not-dicts", "probes-cannot-be-built"],
+)  # fmt: skip
+def test_odd_rows_fail_a_check_instead_of_raising(row: dict, tool_use: bool, check: str, fragment: str) -> None:
+    report = check_reward(scores_anything, [row], checks=["gaming"], tool_use=tool_use)
+    failed = {c.name: c.detail for c in report.failed()}
+    assert check in failed and fragment in failed[check], report.summary()
+
+
+def test_a_probe_ending_in_no_message_has_an_empty_completion() -> None:
+    truncated = probes({"messages": ODD_TURNS, "completion": "ok"}, tool_use=True)["truncated"]
+    assert truncated["messages"] == ODD_TURNS[:3] and truncated["completion"] == ""  # the user turn + 4 // 2 items
 
 
 def test_tool_use_probes_all_score_zero_where_the_gold_scores_one() -> None:
@@ -155,7 +234,7 @@ def test_bounded_kills_a_hang_and_reports_a_raise() -> None:
     raised = bounded(lambda: 1 / 0, lambda v: None, 1.0)
     assert (raised.status, raised.problem) == ("raised", "ZeroDivisionError: division by zero")
     judged = bounded(lambda: [2.0], lambda v: "too high" if v[0] > 1 else None, 1.0, isolate=False)
-    assert judged.failed and judged.problem == "too high"
+    assert (judged.status, judged.problem) == ("ok", "too high")
 
 
 def test_shrink_finds_a_small_failing_string() -> None:
@@ -164,19 +243,29 @@ def test_shrink_finds_a_small_failing_string() -> None:
     assert shrink("abc", lambda s: s == "abc") == "abc"  # nothing smaller fails: unchanged
 
 
-def test_checks_selects_and_rejects_unknown_names() -> None:
+def test_checks_selects_by_name_and_group() -> None:
     report = check_reward(broken.exact_answer, ROWS, checks=["shape", "hostile"], time_limit_s=FAST)
     assert [c.name for c in report.checks] == ["shape", *(f"hostile:{n}" for n in HOSTILE)]
-    with pytest.raises(ValueError, match="unknown check"):
-        check_reward(broken.exact_answer, ROWS, checks=["shap"])
 
 
 @pytest.mark.parametrize(
-    ("rows", "message"), [([], "at least one row"), ([{"solution": "1"}], "must be a dict with a 'completion'")]
+    ("rows", "options", "message"),
+    [
+        ([], {}, "at least one row"),
+        ([{"solution": "1"}], {}, "must be a dict with a 'completion'"),
+        (["not a dict"], {}, "must be a dict with a 'completion'"),
+        (ROWS, {"margin": -0.1}, "margin must be >= 0"),
+        (ROWS, {"time_limit_s": 0}, "time_limit_s > 0"),
+        (ROWS, {"range": (1.0, 0.0)}, "low <= high"),
+        (ROWS, {"range": (0.0, math.inf)}, "two finite numbers"),
+        (ROWS, {"range": (0.0,)}, "two finite numbers"),  # not a pair
+        (ROWS, {"checks": ["shap"]}, "unknown check"),
+    ],
+    ids=["no-rows", "no-completion", "not-a-dict", "margin", "time-limit", "reversed", "infinite", "one", "checks"],
 )
-def test_rows_are_checked(rows: list[dict[str, Any]], message: str) -> None:
+def test_unusable_arguments_raise(rows: list[Any], options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        check_reward(broken.exact_answer, rows)
+        check_reward(broken.exact_answer, rows, **options)
 
 
 def test_report() -> None:

@@ -49,6 +49,59 @@ def test_a_users_test_passes_for_a_good_reward_and_names_the_check_for_a_bad_one
     assert "FAILED test_user_reward.py::test_good" not in out
 
 
+# The module's marker sets checks and a range exact's 1.0 falls outside; a class marker and a test's own marker
+# override it, the closest one winning key by key (checks stays the module's).
+MARKED_TEST = """
+import pytest
+
+pytestmark = pytest.mark.reward_contract(checks=["values"], range=(0.0, 0.1))
+
+def exact(completions, solution, **kwargs):
+    return [float(c == f"<answer>{s}</answer>") for c, s in zip(completions, solution)]
+
+ROWS = [{"solution": "42", "completion": "<answer>42</answer>"}]
+
+def test_module_marker(reward_contract):
+    reward_contract(exact, rows=ROWS)
+
+@pytest.mark.reward_contract(range=(0.0, 1.0))
+def test_own_marker_over_module(reward_contract):
+    reward_contract(exact, rows=ROWS)
+
+@pytest.mark.reward_contract(range=(0.0, 1.0))
+class TestClassMarker:
+    def test_class_over_module(self, reward_contract):
+        reward_contract(exact, rows=ROWS)
+
+    @pytest.mark.reward_contract(range=(0.0, 0.5))
+    def test_own_marker_over_class(self, reward_contract):
+        report = reward_contract(exact, rows=ROWS, range=(0.0, 2.0))
+        assert [c.name for c in report.checks] == ["values"]
+        assert report.checks[0].detail == "finite, in [0.0, 2.0], None allowed"
+
+    @pytest.mark.reward_contract(range=(0.0, 0.5))
+    def test_own_marker_over_class_fails(self, reward_contract):
+        reward_contract(exact, rows=ROWS)
+"""
+
+
+def test_the_closest_marker_wins(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_marked=MARKED_TEST)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-rA")
+    result.assert_outcomes(passed=3, failed=2)
+    out = result.stdout.str()
+    for line in (
+        "PASSED test_marked.py::test_own_marker_over_module",
+        "PASSED test_marked.py::TestClassMarker::test_class_over_module",
+        "PASSED test_marked.py::TestClassMarker::test_own_marker_over_class",  # the call's own range: [0, 2]
+        "  values: value 0 is 1.0, outside the declared range [0.0, 0.1]",  # the module's, where nothing is closer
+        "  values: value 0 is 1.0, outside the declared range [0.0, 0.5]",  # the test's, over its class's [0, 1]
+        "FAILED test_marked.py::test_module_marker",
+        "FAILED test_marked.py::TestClassMarker::test_own_marker_over_class_fails",
+    ):
+        assert line in out, out
+
+
 def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.reward_contract(**options)*"])

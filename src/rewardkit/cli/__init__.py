@@ -76,18 +76,12 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from rewardkit.files.jsonl import JsonlError, read_jsonl
+    from rewardkit.files.jsonl import read_rows
     from rewardkit.rewards import REWARDS, MissingColumnError
     from rewardkit.runs.scoring import score_rows
 
     path = Path(args.data)
-    if not path.exists():
-        print(f"rewardkit {args.command}: {path} not found (pass --data FILE.jsonl)", file=sys.stderr)
-        return 2
-    rows = read_jsonl(path, required=("completion",))
-    if not rows:
-        why = "the file is empty" if path.stat().st_size == 0 else "only blank lines"
-        raise JsonlError(f"{path}: no rows to score ({why})")
+    rows = read_rows(path, "--data", required=("completion",))
     try:
         table = score_rows(rows)
     except MissingColumnError as exc:  # the reward names the column; the user needs the file too

@@ -110,6 +110,12 @@ def _lint_recipe(args: argparse.Namespace) -> int:
     from rewardkit.lint.render import recipe_view
 
     _check_flags("recipe", args, ("dataset",))
+    if args.sft is None:
+        for name in ("group_by", "max_zero_variance"):
+            if getattr(args, name) is not None:
+                raise LintUsageError(f"--{name.replace('_', '-')} needs --sft (it applies to the --sft samples)")
+    if args.max_zero_variance is not None and not 0 <= args.max_zero_variance <= 1:
+        raise LintUsageError(f"--max-zero-variance must be a share from 0 to 1; got {args.max_zero_variance:g}")
     opts = Options(
         margin=args.margin,
         time_limit_s=args.time_limit,
@@ -124,16 +130,12 @@ def _lint_recipe(args: argparse.Namespace) -> int:
 
 
 def _lint_tokens(args: argparse.Namespace) -> int:
-    from rewardkit.files.jsonl import JsonlError, read_jsonl
+    from rewardkit.files.jsonl import read_rows
     from rewardkit.lint.render import highlighted, tokens_view
     from rewardkit.lint.tokens import lint_rows, load_template, summary
 
     _check_flags("tokens", args, ("model", "data"))
-    if not args.data.is_file():
-        raise JsonlError(f"--data {args.data}: not found")
-    rows = read_jsonl(args.data)
-    if not rows:
-        raise JsonlError(f"--data {args.data}: no rows")
+    rows = read_rows(args.data, "--data")
     template = load_template(
         args.model,
         template_type=args.template,

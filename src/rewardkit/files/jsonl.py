@@ -3,7 +3,8 @@
 Lines are split on ``\\n`` only (bytes), as JSONL defines them: a stray ``\\r`` or U+2028 stays inside
 its line. A leading BOM is dropped (at the start of a file, or of one concatenated onto it); blank
 lines are skipped. :func:`lines` yields every non-blank line with its value or its problem, for callers
-that count bad lines (the builders); :func:`read_jsonl` raises on the first one.
+that count bad lines (the builders); :func:`read_jsonl` raises on the first one; :func:`read_rows` also on a
+missing file and on one without rows (every command's ``--data``-style input).
 """
 
 from __future__ import annotations
@@ -116,6 +117,20 @@ def read_jsonl(path: str | Path, required: Sequence[str] = (), strict: bool = Fa
         if missing:
             raise JsonlError(f"{line.where(path)}: no {missing[0]!r} column (rows need {', '.join(required)})")
         rows.append(line.value)
+    return rows
+
+
+def read_rows(path: str | Path, flag: str = "", required: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """:func:`read_jsonl` of an input that must hold rows: a missing file and a file without a row (empty, or
+    only blank lines) raise :class:`JsonlError` too, naming the input as ``flag path`` (``--data rows.jsonl``)."""
+    path = Path(path)
+    name = f"{flag} {path}" if flag else str(path)
+    if not path.exists():
+        raise JsonlError(f"{name} not found")
+    rows = read_jsonl(path, required)
+    if not rows:
+        why = "the file is empty" if path.stat().st_size == 0 else "only blank lines"
+        raise JsonlError(f"{name}: no rows ({why})")
     return rows
 
 

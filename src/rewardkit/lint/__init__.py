@@ -7,6 +7,7 @@
 - ``tokens.py``: ``lint tokens``, where the loss falls under ms-swift's own template and encoder;
 - ``render.py``: the rich tables and the highlighted tokens.
 
-May import every lower layer (files, config, envs, rewards, recipes, testing, data_builders, loop, runs), never
-its peer ``rewardkit.pipelines``, ``rewardkit.cli`` or ``rewardkit.plugins``; ms-swift only inside functions.
+May import every lower layer (files, config, envs, rewards, recipes, testing, data_builders, loop, runs) but the
+entry point ``rewardkit.plugins`` in runs' layer (nothing imports an entry point: ``rewardkit.layers.ENTRY_POINTS``),
+never its peer ``rewardkit.pipelines`` nor ``rewardkit.cli`` above it; ms-swift only inside functions.
 """

@@ -1,7 +1,8 @@
 """The gold a lint compares every probe with: the row's ``completion``, or one formed from the row.
 
-- A row with a ``completion`` column: that is the gold (a string; for a tool-use reward set the gold trajectory is
-  the row's ``messages``, which must then hold the agent's turns).
+- A row with a ``completion`` column: that is the gold (a string). For a tool-use reward set the gold trajectory is
+  the row's ``messages``, which must then hold the agent's turns, and ``completion`` becomes the content of its
+  last assistant message, as for a tau2 row.
 - A planning row without one (``rewardkit build planning-grpo`` output: ``messages``, ``solution``, ``experts``):
   the gold is ``<think>`` + a short think written from the solution + ``</think>`` + ``<answer>`` + the solution's
   JSON + ``</answer>``.
@@ -50,6 +51,13 @@ def _has_agent_turn(messages: Any) -> bool:
     return isinstance(messages, list) and any(isinstance(m, Mapping) and m.get("role") == "assistant" for m in messages)
 
 
+def _last_said(messages: Sequence[Any]) -> str:
+    """A trajectory's ``completion``: the content of its last assistant message ("" when that is not text)."""
+    said = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    content = said[-1].get("content") if said else None
+    return content if isinstance(content, str) else ""
+
+
 def tau2_gold(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The row's prompt followed by the gold agent's turns (the task's gold calls, then what it must say)."""
     task = row["task"]
@@ -68,7 +76,7 @@ def with_gold(
     :data:`FROM_GOLD_ACTIONS`). Every row must take its gold the same way."""
     if tool_use:
         if all(_has_agent_turn(r.get("messages")) for r in rows):
-            return [dict(r) for r in rows], COMPLETION
+            return [{**r, COMPLETION: _last_said(r["messages"])} for r in rows], COMPLETION
         if all("task" in r and isinstance(r.get("messages"), list) for r in rows):
             out = []
             for i, r in enumerate(rows):
@@ -76,7 +84,7 @@ def with_gold(
                     raise GoldError(f"{where}: row {i + 1} holds agent turns and others do not; use one kind of row")
                 out.append({**r, "messages": tau2_gold(r)})
             for r in out:
-                r["completion"] = r["messages"][-1]["content"]
+                r[COMPLETION] = _last_said(r["messages"])
             return out, FROM_GOLD_ACTIONS
         raise GoldError(
             f"{where}: a tool-use reward set needs rows whose 'messages' hold the gold trajectory, or tau2 rows "

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardkit.files.jsonl import JsonlError, read_jsonl
-from rewardkit.lint.gold import with_gold
-from rewardkit.lint.recipe import Recipe, build_rewards, read_recipe
+from rewardkit.files.jsonl import read_rows
+from rewardkit.lint.gold import GoldError, with_gold
+from rewardkit.lint.recipe import Recipe, RecipeError, build_rewards, read_recipe
 from rewardkit.lint.samples import correlation, expand, rates, score_all, weighted, zero_variance
 
 
@@ -72,16 +72,6 @@ class RecipeLint:
         }
 
 
-def _rows(path: str | Path, what: str) -> list[dict[str, Any]]:
-    path = Path(path)
-    if not path.is_file():
-        raise JsonlError(f"{what} {path}: not found")
-    rows = read_jsonl(path)
-    if not rows:
-        raise JsonlError(f"{what} {path}: no rows")
-    return rows
-
-
 def lint_recipe(
     recipe: str | Path, dataset: str | Path, sft: str | Path | None = None, opts: Options = Options()
 ) -> RecipeLint:
@@ -94,7 +84,7 @@ def lint_recipe(
     weights = dict(zip(spec.keys, spec.weights, strict=True))
     tool_use = any(k in EPISODE_REWARDS for k in spec.keys)
     schema = load_schema(cfg.schema, cfg.schema_keys)
-    rows, gold_from = with_gold(_rows(dataset, "--dataset"), tool_use=tool_use, schema=schema, where=str(dataset))
+    rows, gold_from = with_gold(read_rows(dataset, "--dataset"), tool_use=tool_use, schema=schema, where=str(dataset))
     out = RecipeLint(spec, len(rows), gold_from)
 
     # Sample 0..n-1: the golds; then each probe of each row; then the SFT samples.
@@ -102,16 +92,26 @@ def lint_recipe(
     labels = [f"row {i + 1} gold" for i in range(len(rows))]
     probe_index: dict[str, list[tuple[int, int]]] = {}  # probe -> (gold sample, probe sample)
     for i, row in enumerate(rows):
-        for name, probe in probes(row, tool_use=tool_use).items():
+        try:
+            built = probes(row, tool_use=tool_use)
+        except Exception as exc:  # a row the probes cannot be built from is the dataset's fault
+            raise GoldError(f"--dataset {dataset}: row {i + 1}: cannot build its gaming probes ({exc})") from exc
+        for name, probe in built.items():
             probe_index.setdefault(name, []).append((i, len(samples)))
             samples.append(probe)
             labels.append(f"row {i + 1} probe {name}")
     groups: list[list[int]] = []
     if sft is not None:
-        for group in expand(_rows(sft, "--sft"), opts.group_by, tool_use, spec.num_generations):
+        for group in expand(read_rows(sft, "--sft"), opts.group_by, tool_use, spec.num_generations):
             groups.append(list(range(len(samples), len(samples) + len(group))))
             samples.extend(group)
             labels += [f"--sft group {len(groups)} sample {j + 1}" for j in range(len(group))]
+        if not groups:
+            by = f"--group-by {opts.group_by}" if opts.group_by else "every column but the completion"
+            raise RecipeError(
+                f"--sft {sft}: no prompt has 2 or more samples (grouped by {by}); pass --group-by COLUMN naming "
+                "the column that holds the prompt, or give each prompt's samples as one row's 'completions' list"
+            )
     cells = score_all(rewards, samples)
 
     for key in spec.keys:
@@ -124,7 +124,7 @@ def lint_recipe(
             f"{stats['error_rate']:.1%} of {len(samples)} calls raised"
             + (f"; first: {stats['first_error']}" if stats["first_error"] else ""),
         )
-        out.check(f"nan:{key}", stats["nan_rate"] == 0, f"{stats['nan_rate']:.1%} NaN")
+        out.check(f"nan:{key}", stats["nan_rate"] == 0, f"{stats['nan_rate']:.1%} NaN or infinite")
         out.check(
             f"latency:{key}",
             stats["p99_ms"] <= opts.time_limit_s * 1000,
@@ -178,8 +178,3 @@ def _through(
     keys = [k for k, w in weights.items() if w > 0]
     counts = {k: sum(cells[k][p].number() >= cells[k][g].number() for g, p in pairs) for k in keys}
     return dict(sorted(((k, n) for k, n in counts.items() if n), key=lambda kn: -kn[1]))
-
-
-def flagged_probes(result: RecipeLint) -> Mapping[str, list[str]]:
-    """Probe -> the rewards that let it through, for every probe that got through."""
-    return {name: list(p["let_through_by"]) for name, p in result.probes.items() if p["flagged"]}

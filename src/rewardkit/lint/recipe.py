@@ -18,8 +18,7 @@ from typing import Any
 import yaml
 
 from rewardkit.config import ENV_VAR
-
-DEFAULT_GENERATIONS = 8  # ms-swift's default num_generations
+from rewardkit.recipes.schedule import DEFAULT_GENERATIONS
 
 
 class RecipeError(ValueError):
@@ -48,14 +47,17 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def _resolve(name: str, recipe: Path) -> Path | None:
+def _search(name: str, recipe: Path) -> list[Path]:
+    """Where a reward config ``name`` is looked for, in order: as it is (an absolute path, or from the working
+    directory), then from the recipe's folder and each folder above it."""
     path = Path(name)
-    if path.is_absolute() or path.is_file():
-        return path if path.is_file() else None
-    for folder in (recipe.parent, *recipe.parent.parents):
-        if (folder / path).is_file():
-            return folder / path
-    return None
+    if path.is_absolute():
+        return [path]
+    tried = [path, *(folder / path for folder in (recipe.parent, *recipe.parent.parents))]
+    seen: dict[Path, Path] = {}
+    for candidate in tried:  # a relative recipe's folders end at the working directory: name each place once
+        seen.setdefault(candidate.absolute(), candidate)
+    return list(seen.values())
 
 
 def find_config(recipe: Path, env_block: Mapping[str, Any], given: str | None) -> tuple[Path | None, str]:
@@ -66,9 +68,11 @@ def find_config(recipe: Path, env_block: Mapping[str, Any], given: str | None) -
         (env_block.get(ENV_VAR), "the recipe's ENV"),
     ):
         if value:
-            found = _resolve(str(value), recipe)
+            tried = _search(str(value), recipe)
+            found = next((p for p in tried if p.is_file()), None)
             if found is None:
-                raise RecipeError(f"{source}: reward config {value} not found (from {Path.cwd()} or {recipe.parent})")
+                where = ", ".join(str(p) for p in tried)
+                raise RecipeError(f"{source}: reward config {value} not found (from {Path.cwd()}, tried {where})")
             return found, source
     return None, "defaults"
 
@@ -99,13 +103,16 @@ def read_recipe(path: str | Path, config: str | None = None) -> Recipe:
         raise RecipeError(f"{path}: reward_weights must be numbers; got {raw_weights}") from exc
     if len(weights) != len(keys):
         raise RecipeError(f"{path}: {len(keys)} reward_funcs but {len(weights)} reward_weights")
-    try:
-        generations = int(data.get("num_generations", DEFAULT_GENERATIONS))
-    except (TypeError, ValueError) as exc:
-        raise RecipeError(f"{path}: num_generations must be an integer") from exc
+    raw = data.get("num_generations", DEFAULT_GENERATIONS)
+    try:  # a string of digits too: ms-swift parses the YAML's values as its command line's
+        generations = int(raw) if isinstance(raw, int | str) and not isinstance(raw, bool) else 0
+    except ValueError:
+        generations = 0
+    if generations < 2:  # ms-swift: "num_generations must be greater than 1 for GRPO"
+        raise RecipeError(f"{path}: num_generations must be an integer greater than 1 for GRPO; got {raw!r}")
     env = data.get("ENV") if isinstance(data.get("ENV"), Mapping) else {}
     found, source = find_config(path, env, config)
-    return Recipe(path, tuple(keys), weights, max(generations, 1), found, source)
+    return Recipe(path, tuple(keys), weights, generations, found, source)
 
 
 def build_rewards(recipe: Recipe) -> tuple[dict[str, Any], Any]:

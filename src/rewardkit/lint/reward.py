@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.files.jsonl import JsonlError, read_jsonl
+from rewardkit.files.jsonl import read_rows
 
 
 class RewardSpecError(ValueError):
@@ -61,16 +61,6 @@ def load_reward(spec: str) -> Any:
     return obj
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    path = Path(path)
-    if not path.is_file():
-        raise JsonlError(f"--data {path}: not found")
-    rows = read_jsonl(path, required=("completion",))
-    if not rows:
-        raise JsonlError(f"--data {path}: no rows")
-    return rows
-
-
 def lint_reward(
     spec: str, data: str | Path, *, margin: float = 0.1, time_limit_s: float = 2.0, checks: Sequence[str] | None = None
 ) -> Any:
@@ -78,8 +68,5 @@ def lint_reward(
     from rewardkit.testing import check_reward
 
     reward = load_reward(spec)
-    rows = read_rows(data)
-    report = check_reward(reward, rows, margin=margin, time_limit_s=time_limit_s, checks=checks)
-    if not report.reward:
-        report.reward = split_spec(spec)[1]
-    return report
+    rows = read_rows(data, "--data", required=("completion",))
+    return check_reward(reward, rows, margin=margin, time_limit_s=time_limit_s, checks=checks)

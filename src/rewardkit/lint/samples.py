@@ -16,6 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.testing.calling import Declared, declared, score
+from rewardkit.testing.checks import shape_problem, value_problem
+from rewardkit.testing.totals import counted, weighted_total
+
 ERROR = "error"
 # Columns that are not part of a prompt's identity when samples are grouped by everything else.
 SAMPLE_COLUMNS = ("completion", "completions", "name")
@@ -24,7 +28,8 @@ TRAJECTORY_COLUMNS = ("messages", "rollout_infos")
 
 @dataclass(frozen=True)
 class Cell:
-    """One reward on one sample: its value (None, NaN or a float) or the error it raised, and the call's time."""
+    """One reward on one sample: its value (None, a float, or NaN or an infinity: ``nan``) or the error it raised
+    or the kit's verdict on what it returned, and the call's time."""
 
     value: float | None
     error: str | None
@@ -36,41 +41,51 @@ class Cell:
             return ERROR
         if self.value is None:
             return "none"
-        return "nan" if math.isnan(self.value) else "ok"
+        return "ok" if math.isfinite(self.value) else "nan"
+
+    def score(self) -> float | None:
+        """The score a trainer would add: the value, None for an error."""
+        return None if self.error is not None else self.value
 
     def number(self) -> float:
-        """What the weighted sum adds: the value, or 0 for None, NaN and an error (ms-swift's nansum)."""
-        return self.value if self.kind == "ok" else 0.0  # type: ignore[return-value]
+        """What the weighted sum adds: the value, or 0 for None, NaN, an infinity and an error (ms-swift's nansum,
+        :func:`rewardkit.testing.totals.counted`)."""
+        return counted(self.score())
 
 
-def score_one(reward: Any, sample: Mapping[str, Any]) -> Cell:
-    """``reward`` on one sample, through the kit's uniform call; an exception or a bad return is an error."""
-    from rewardkit.testing import score
-
+def score_one(reward: Any, sample: Mapping[str, Any], promised: Declared | None = None) -> Cell:
+    """``reward`` on one sample, through the kit's uniform call, judged by the kit's own ``shape`` and ``values``
+    rules (``promised``: what the reward declares, default :func:`~rewardkit.testing.declared`). An exception, a
+    return of the wrong shape (an int, a bool, two values) or a value outside the declared range (or a None it
+    declares it never returns) is an error; NaN and an infinity are ``nan``."""
     start = time.perf_counter()
     try:
         out = score(reward, [sample])
     except Exception as exc:  # reported as the reward's error rate
         return Cell(None, f"{type(exc).__name__}: {str(exc)[:160]}", time.perf_counter() - start)
     seconds = time.perf_counter() - start
-    try:
-        (value,) = list(out)
-    except (TypeError, ValueError):
-        return Cell(None, f"returned {type(out).__name__} {str(out)[:60]}, not one score per completion", seconds)
-    if value is None:
-        return Cell(None, None, seconds)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return Cell(None, f"returned a {type(value).__name__}, not a number or None", seconds)
-    return Cell(float(value), None, seconds)
+    problem = shape_problem(out, 1)
+    if problem is not None:
+        return Cell(None, problem, seconds)
+    value = out[0]
+    if value is not None and not math.isfinite(value):
+        return Cell(value, None, seconds)
+    problem = value_problem(out, promised if promised is not None else declared(reward))
+    return Cell(value, None, seconds) if problem is None else Cell(None, problem, seconds)
 
 
 def score_all(rewards: Mapping[str, Any], samples: Sequence[Mapping[str, Any]]) -> dict[str, list[Cell]]:
     """Reward key -> one cell per sample."""
-    return {key: [score_one(reward, s) for s in samples] for key, reward in rewards.items()}
+    out = {}
+    for key, reward in rewards.items():
+        promised = declared(reward)
+        out[key] = [score_one(reward, s, promised) for s in samples]
+    return out
 
 
 def weighted(cells: Mapping[str, Sequence[Cell]], weights: Mapping[str, float], i: int) -> float:
-    return sum(w * cells[k][i].number() for k, w in weights.items())
+    """Sample ``i``'s weighted total, as ms-swift adds it."""
+    return weighted_total(weights.values(), [cells[k][i].score() for k in weights])
 
 
 def rates(cells: Sequence[Cell], labels: Sequence[str] | None = None) -> dict[str, Any]:

@@ -20,7 +20,6 @@ ms-swift is imported inside the functions only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,7 +256,3 @@ def summary(results: Sequence[RowTokens]) -> dict[str, Any]:
             for p in r.problems
         ],
     }
-
-
-def dumps(report: Mapping[str, Any]) -> str:
-    return json.dumps(report, ensure_ascii=False, indent=2) + "\n"

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.files.jsonl import JsonlError, read_jsonl
+from rewardkit.testing.calling import score
+from rewardkit.testing.totals import weighted_total
 
 __all__ = ["JsonlError", "ScoreTable", "read_jsonl", "score_rows"]
 
@@ -20,8 +22,8 @@ class ScoreTable:
     weights: list[float]
 
     def total(self, row: int) -> float:
-        """Weighted sum over the rewards that scored the row (None counts as 0, as NaN-sum does in ms-swift)."""
-        return sum(w * s for w, s in zip(self.weights, self.scores[row], strict=True) if s is not None)
+        """The row's weighted sum as ms-swift adds it (a None or NaN score counts 0: its nansum)."""
+        return weighted_total(self.weights, self.scores[row])
 
     def mean_total(self) -> float:
         """The weighted total averaged over rows (NaN with no rows)."""
@@ -48,7 +50,7 @@ def score_rows(
 ) -> ScoreTable:
     """Score every row's ``completion`` with the rewards ``keys`` (default: all seven).
 
-    All rows go through each reward as one batch, as in a GRPO step.
+    All rows go through each reward as one batch, as in a GRPO step, called by :func:`rewardkit.testing.score`.
     """
     from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 
@@ -57,10 +59,12 @@ def score_rows(
     unknown = [k for k in keys if k not in REWARDS]
     if unknown:
         raise ValueError(f"unknown reward keys {unknown}; run `rewardkit rewards` for the list")
-    completions = [str(r["completion"]) for r in rows]
-    # Columns named like a reward's own parameters would collide with them in the call below.
-    columns = {k: [r.get(k) for r in rows] for k in {k for r in rows for k in r} - _NOT_COLUMNS}
-    per_reward = [REWARDS[k](config=config)(completions, **columns) for k in keys]
+    # The kit's call, as a trainer makes it. Columns named like a reward's own parameters would collide with
+    # them in that call, and the completion is scored as text.
+    batch = [
+        {**{k: v for k, v in r.items() if k not in _NOT_COLUMNS}, "completion": str(r["completion"])} for r in rows
+    ]
+    per_reward = [score(REWARDS[k](config=config), batch) for k in keys]
     scores = [list(col) for col in zip(*per_reward, strict=True)] if rows else []
     names = [str(r.get("name", i)) for i, r in enumerate(rows)]
     return ScoreTable(names, keys, scores, [weights.get(k, 0.0) for k in keys])

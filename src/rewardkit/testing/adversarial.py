@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.testing.checks import Context, shape_problem, short, value_problem
+from rewardkit.testing.checks import Context, guarded, shape_problem, short, value_problem
 from rewardkit.testing.hostile import HOSTILE, bounded, describe, show, shrink
 from rewardkit.testing.probes import probes
 from rewardkit.testing.report import Check
@@ -15,7 +15,8 @@ SHRINK_ATTEMPTS = 24
 
 
 def context_row(ctx: Context) -> dict[str, Any]:
-    """The row hostile inputs are put into: the first whose own completion scores a number."""
+    """The row hostile inputs are put into: the first whose own completion scores a finite number (the first row
+    when none does, or the batch raises)."""
     try:
         scores = ctx.baseline()
     except Exception:
@@ -40,7 +41,12 @@ def hostile_row(ctx: Context, row: Mapping[str, Any], text: str) -> dict[str, An
 
 
 def check_hostile(ctx: Context, name: str, text: str) -> Check:
-    """The reward gives one valid score for ``text``, within the time limit; a failure is shrunk."""
+    """The reward gives one valid score for ``text``, within the time limit; a failure is shrunk. Whatever goes
+    wrong outside the reward's call (no process could be forked) is a failure too, not an exception."""
+    return guarded(f"hostile:{name}", lambda: _hostile(ctx, name, text))
+
+
+def _hostile(ctx: Context, name: str, text: str) -> Check:
     row = context_row(ctx)
     limit = ctx.time_limit_s
 
@@ -112,9 +118,14 @@ def gaming_checks(ctx: Context, wanted: Any) -> list[Check]:
         detail = f"no row's completion scores at least {lo + ctx.margin:g}: give rows whose completion is a good one"
         return [Check("gaming", "*" in gaps, detail if "*" not in gaps else f"waived ({gaps['*']}); {detail}")]
     verdicts: dict[str, tuple[str | None, float]] = {}  # probe -> (first violation, smallest gap seen)
+    unbuilt: list[Check] = []  # rows whose probes could not be built
     for i in eligible:
         gold = golds[i]
-        built = {n: p for n, p in probes(ctx.rows[i], tool_use=tool_use).items() if wanted(f"gaming:{n}")}
+        try:
+            built = {n: p for n, p in probes(ctx.rows[i], tool_use=tool_use).items() if wanted(f"gaming:{n}")}
+        except Exception as exc:
+            unbuilt.append(Check("gaming", False, f"{ctx.row(i)}: building its probes raised {describe(exc)}"))
+            continue
         names = list(built)
         scores = _probe_scores(ctx, [built[n] for n in names])
         for name, s in zip(names, scores, strict=True):
@@ -130,7 +141,7 @@ def gaming_checks(ctx: Context, wanted: Any) -> list[Check]:
                 bad = None
                 gap = min(gap, gold - (s if s is not None else lo))
             verdicts[name] = (seen or bad, gap)
-    out = []
+    out = unbuilt[:1]  # the first such row
     for name, (bad, gap) in verdicts.items():
         reason = gaps.get(name, gaps.get("*"))
         if bad is None:

@@ -40,11 +40,17 @@ def call(reward: Callable[..., Any], completions: list[Any], columns: Mapping[st
     """
     params = _parameters(reward)
     kwargs = {k: v for k, v in columns.items() if k not in ("completion", "prompt")}
-    if params is not None and "prompts" in params and "prompts" not in kwargs:
+    if names_prompts(reward) and "prompts" not in kwargs:
         kwargs["prompts"] = _prompts(columns, len(completions))
     if params is not None and "completions" in params:
         return reward(completions=completions, **kwargs)
     return reward(completions, **kwargs)
+
+
+def names_prompts(reward: Callable[..., Any]) -> bool:
+    """Whether the reward's signature names ``prompts`` (TRL's ``fn(prompts, completions)``): :func:`call` fills it."""
+    params = _parameters(reward)
+    return params is not None and "prompts" in params
 
 
 def _prompts(columns: Mapping[str, list[Any]], n: int) -> list[Any]:
@@ -87,7 +93,11 @@ def declared(
     """Read the declaration: ``range`` and ``may_return_none`` class attributes (rewardkit's ``Reward`` has both),
     ``columns``, and ``gameable``; a reward reads ``messages`` (and gets tool-use probes) when it declares that
     column or names it as a parameter."""
-    lo, hi = range if range is not None else getattr(reward, "range", DEFAULT_RANGE)
+    bounds = range if range is not None else getattr(reward, "range", DEFAULT_RANGE)
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):  # not a pair
+        raise ValueError(f"a reward's range must be two finite numbers; got {bounds!r}") from None
     if not (isinstance(lo, int | float) and isinstance(hi, int | float) and math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(f"a reward's range must be two finite numbers; got {(lo, hi)!r}")
     if lo > hi:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.testing.calling import Declared, call, columns_of
+from rewardkit.testing.calling import Declared, call, columns_of, names_prompts
 from rewardkit.testing.hostile import describe
 from rewardkit.testing.report import Check
 
@@ -153,10 +153,9 @@ def compare(ctx: Context, name: str, got: Any, expected: Sequence[Any], what: st
     i = first_difference(got, expected)
     if i is None:
         return Check(name, True, what)
-    if shape_problem(got, len(expected)):
-        return Check(name, False, f"{what}: {shape_problem(got, len(expected))}")
-    if i >= min(len(got), len(expected)):
-        return Check(name, False, f"{what}: returned {len(got)} values, not {len(expected)}")
+    problem = shape_problem(got, len(expected))  # a length that differs is a shape problem: i is in both
+    if problem:
+        return Check(name, False, f"{what}: {problem}")
     return Check(name, False, f"{ctx.row(order[i])} scored {got[i]!r} instead of {expected[i]!r} ({what})")
 
 
@@ -186,8 +185,8 @@ def check_independence(ctx: Context) -> Check:
             if shape_problem(alone, 1):
                 return Check("independence", False, f"{ctx.row(i)} alone: {shape_problem(alone, 1)}")
             if not same(alone[0], expected[i]):
-                got = alone[0] if isinstance(alone, list | tuple) and alone else alone
-                return Check("independence", False, f"{ctx.row(i)} scores {got!r} alone, {expected[i]!r} in the batch")
+                detail = f"{ctx.row(i)} scores {alone[0]!r} alone, {expected[i]!r} in the batch"
+                return Check("independence", False, detail)
         order = list(reversed(range(n)))
         got = ctx.run([ctx.rows[i] for i in order])
         return compare(ctx, "independence", got, [expected[i] for i in order], "the batch reversed", order)
@@ -217,7 +216,9 @@ def check_no_mutation(ctx: Context) -> Check:
 
 def check_extra_columns(ctx: Context) -> Check:
     n = len(ctx.rows)
-    extras = {k: [v] * n for k, v in {"prompts": "", **EXTRA}.items() if not any(k in r for r in ctx.rows)}
+    # ``prompts`` is an extra only for a reward that does not name it: one that does gets the real prompts.
+    offered = {**({} if names_prompts(ctx.reward) else {"prompts": ""}), **EXTRA}
+    extras = {k: [v] * n for k, v in offered.items() if not any(k in r for r in ctx.rows)}
 
     def body() -> Check:
         expected = ctx.baseline()

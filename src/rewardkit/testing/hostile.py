@@ -56,10 +56,6 @@ class Outcome:
     problem: str | None
     seconds: float
 
-    @property
-    def failed(self) -> bool:
-        return self.status != "ok" or self.problem is not None
-
 
 def describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
@@ -89,7 +85,12 @@ def bounded(fn: Callable[[], Any], judge: Callable[[Any], str | None], limit_s: 
 
 def _forked(fn: Callable[[], Any], judge: Callable[[Any], str | None], limit_s: float) -> Outcome:
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except BaseException:  # no child (EAGAIN, ENOMEM): close both ends, and let the check report it
+        os.close(read_end)
+        os.close(write_end)
+        raise
     if pid == 0:  # the child: score, send the verdict, leave without running the parent's exit handlers
         try:
             os.close(read_end)

@@ -2,9 +2,10 @@
 
 Built from one row. For a reward that reads the completion, each probe replaces ``completion``; for a
 tool-use reward (one that reads ``messages``) each replaces the agent's part of ``messages`` (everything after
-the last user turn that precedes the first assistant turn) and ``completion`` becomes the probe's last
-assistant text. A live environment's record of the gold episode (``state_hash``, ``audit`` and ``agent_said``
-in ``rollout_infos``) is dropped from a probe's row, since it describes the gold, not the probe.
+the last user turn that precedes the first assistant turn) and ``completion`` becomes the text of the probe's
+last message: the agent's closing text, except for ``truncated``, whose last message may be a tool result (or ""
+when it is not a message at all). A live environment's record of the gold episode (``state_hash``, ``audit``
+and ``agent_said`` in ``rollout_infos``) is dropped from a probe's row, since it describes the gold, not the probe.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def _tags_only(gold: str) -> str:
     return "".join(out)
 
 
+def _last_text(messages: list[Any]) -> str:
+    """The text of the last message, "" when there is none or it is not a message (a dict)."""
+    last = messages[-1] if messages else None
+    return _text(last.get("content")) if isinstance(last, Mapping) else ""
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -57,7 +64,7 @@ def prompt_text(row: Mapping[str, Any]) -> str | None:
 
 def completion_probes(row: Mapping[str, Any]) -> dict[str, str]:
     gold = row.get("completion")
-    gold = gold if isinstance(gold, str) else _text(gold[-1].get("content")) if isinstance(gold, list) and gold else ""
+    gold = gold if isinstance(gold, str) else _last_text(gold) if isinstance(gold, list) else ""
     out = {
         "empty": "",
         "tags_only": _tags_only(gold),
@@ -184,6 +191,6 @@ def probes(row: Mapping[str, Any], *, tool_use: bool) -> dict[str, dict[str, Any
     for name, messages in tool_use_probes(row).items():
         probe = _without_record(row)
         probe["messages"] = messages
-        probe["completion"] = _text(messages[-1].get("content")) if messages else ""
+        probe["completion"] = _last_text(messages)
         out[name] = probe
     return out
