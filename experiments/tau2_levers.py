@@ -6,7 +6,7 @@ sampling (8 trials per task at temperature 1.0) on the *training* tasks only: th
 looked at while choosing. Per lever: sampled pass^1, the rollouts' TaskCompletion in the first and last quarter
 of the steps, and the mean share of groups with zero reward variance (no gradient).
 
-    python experiments/tau2_levers.py --workdir runs/evidence-tau2 --out runs/levers
+    python experiments/tau2_levers.py --workdir runs/evidence-tau2 --out runs/levers [--first N]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, required=True, help="a tau2 chain's workdir (its sft stage done)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--first", type=int, default=len(LEVERS), help="only the first N levers (default: all)")
     args = parser.parse_args()
     pipeline = Tau2Pipeline(Options())
     chain = Context(workdir=args.workdir.resolve())
@@ -45,7 +46,7 @@ def main() -> None:
     grpo_rows = chain.workdir / "data" / "grpo.jsonl"
     (ctx.workdir / "data" / "grpo.jsonl").write_bytes(grpo_rows.read_bytes())
     table = {}
-    for i, (lever, flags) in enumerate(LEVERS.items()):
+    for i, (lever, flags) in enumerate(list(LEVERS.items())[: args.first]):
         result = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"], *flags)
         spec = pipeline.run_spec(agent=result["checkpoint"], user="scripted", trials=args.trials, temperature=1.0,
                                  split="train", tasks=chain.results["data"]["tasks"])  # fmt: skip
