@@ -74,7 +74,7 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str]) -> Path:
         "synthesis": {k: report[k] for k in ("read", "kept", "rejected", "terminations")},
         "models": models,
         "pass1": pass1,
-        "grpo": {m: _grpo_curve(Path(ctx.results[m]["run_dir"])) for m in kinds if m in ctx.results},
+        "grpo": {m: _grpo_curve(Path(ctx.results[m]["run_dir"])) for m, k in kinds.items() if k not in ("base", "sft")},
         "paired": evidence.paired_by_kind(kinds, per_task, list(dict.fromkeys(c for _, c in cells))),
     }
     summary["sign_test"] = evidence.sign_test_of(summary["paired"], "sampled_train", "pass^1, sampled, training tasks")
