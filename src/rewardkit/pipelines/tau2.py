@@ -151,7 +151,7 @@ class Tau2Pipeline(Chain):
             from rewardkit.runs.evaluation import evaluate_run, headline
 
             user = self.opts.eval_user or self.opts.user
-            limit = self.opts.eval_tasks or None
+            limits = {"train": None, "test": self.opts.eval_tasks or None}  # --eval-tasks cuts the held-out split only
             sets = {"train": {"split": "train", "tasks": ctx.results["data"]["tasks"]}, "test": {"split": "test"}}
             grpo = yaml.safe_load(recipe_path(self.preset.grpo).read_text(encoding="utf-8")) or {}
             modes = {"greedy": (0.0, 1), "sampled": (float(grpo.get("temperature", 1.0)), self.samples)}
@@ -160,7 +160,7 @@ class Tau2Pipeline(Chain):
                 temperature, trials = modes[mode]
                 for name in SPLITS:
                     target = ctx.workdir / "eval" / model / f"{mode}_{name}"
-                    spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limit, trials=trials,
+                    spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limits[name], trials=trials,
                                          temperature=temperature, **sets[name])  # fmt: skip
                     command = shlex.join([*spec.options(), "--out-dir", str(target)])
                     _echo(ctx, f"eval_{model}", f"rewardkit eval tau2 {command}")
