@@ -160,8 +160,8 @@ class Tau2Pipeline(Chain):
                 temperature, trials = modes[mode]
                 for name in SPLITS:
                     target = ctx.workdir / "eval" / model / f"{mode}_{name}"
-                    spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limits[name], trials=trials,
-                                         temperature=temperature, **sets[name])  # fmt: skip
+                    spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limits[name],
+                                         trials=trials, temperature=temperature, **sets[name])  # fmt: skip
                     command = shlex.join([*spec.options(), "--out-dir", str(target)])
                     _echo(ctx, f"eval_{model}", f"rewardkit eval tau2 {command}")
                     (target / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
