@@ -39,7 +39,7 @@ demo: $(VENV)/.installed
 # The tau2 chain on CPU: gold-agent synthesis -> cold-start SFT -> multi-turn GRPO (+ no-learning control)
 # -> evaluation of every model. Resumable; rm -r runs/tau2 to redo.
 demo-tau2: $(VENV)/.installed
-	$(VENV)/bin/rewardkit recipe run tau2 --preset tiny --baseline --workdir runs/tau2
+	$(VENV)/bin/rewardkit recipe run tau2 --preset tiny --baseline --eval-tasks 10 --workdir runs/tau2
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -61,12 +61,11 @@ class TestTau2Chain:
         workdir, _ = short_run
         summary = json.loads((workdir / "summary.json").read_text())
         assert list(summary["models"]) == MODELS
-        train = len(summary["train_tasks"])
         for model in MODELS:
             for cell in CELLS:
                 metrics = summary["models"][model][cell]
-                # greedy: one trial per task; sampled: --eval-samples 2; held-out: --eval-tasks 2
-                tasks = train if cell.endswith("train") else 2
+                # greedy: one trial per task; sampled: --eval-samples 2; --eval-train-tasks 3, --eval-tasks 2
+                tasks = 3 if cell.endswith("train") else 2
                 assert metrics["episodes"]["total"] == tasks * (2 if cell.startswith("sampled") else 1), cell
                 assert metrics["episodes"]["infra_error"] == 0  # scripted user: nothing is infrastructure
                 assert 0.0 <= metrics["pass_hat_k"]["1"] <= 1.0
@@ -83,7 +82,7 @@ class TestTau2Chain:
             assert cell["runs"] == 2 and cell["models"] == models
             assert cell["min"] <= cell["mean"] <= cell["max"]
         pair = summary["paired"]["grpo_vs_control"]["sampled_train"]
-        assert pair["seeds"] == [2, 2] and pair["items"] == len(summary["train_tasks"])
+        assert pair["seeds"] == [2, 2] and pair["items"] == 3  # the first 3 training tasks
         assert pair["ci"][0] <= pair["diff"] <= pair["ci"][1]
 
     def test_synthesis_counts_reconcile_and_rows_are_agent_format(self, short_run) -> None:

@@ -42,6 +42,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tau2.add_argument("--user", default="scripted", help="the user simulator: scripted, or a URL")
     tau2.add_argument("--eval-user", help="the user simulator of the evaluation (default: --user)")
     tau2.add_argument("--eval-tasks", type=int, help="evaluate on the first N held-out tasks only")
+    tau2.add_argument("--eval-train-tasks", type=int, help="evaluate on the first N training tasks only")
     run.add_argument("--baseline", action="store_true",
                      help="also run GRPO from the untrained model, and a no-learning control from SFT")  # fmt: skip
     run.set_defaults(func=cmd_recipe_run)
@@ -107,6 +108,7 @@ def _pipeline(args: argparse.Namespace):
         return Tau2Pipeline(Tau2Options(
             preset=args.preset, model=args.model, agent=args.agent, user=args.user, eval_user=args.eval_user,
             sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, eval_tasks=args.eval_tasks, baseline=args.baseline,
+            eval_train_tasks=args.eval_train_tasks,
             seeds=args.seeds, sign_test=args.sign_test, eval_samples=args.eval_samples,
         ))  # fmt: skip
     from rewardkit.pipelines.planning import Options, PlanningPipeline

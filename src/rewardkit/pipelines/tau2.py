@@ -57,6 +57,7 @@ class Options(ChainOptions):
     user: str = "scripted"  # the simulator during synthesis
     eval_user: str | None = None  # the simulator during evaluation (MUA-RL: another one); default --user
     eval_tasks: int | None = None  # the first N tasks of the held-out split only
+    eval_train_tasks: int | None = None  # the first N training tasks only (default: all of them)
     eval_samples: int | None = None  # sampled trials per task (default: the preset's)
 
 
@@ -151,7 +152,7 @@ class Tau2Pipeline(Chain):
             from rewardkit.runs.evaluation import evaluate_run, headline
 
             user = self.opts.eval_user or self.opts.user
-            limits = {"train": None, "test": self.opts.eval_tasks or None}  # --eval-tasks cuts the held-out split only
+            limits = {"train": self.opts.eval_train_tasks, "test": self.opts.eval_tasks}
             sets = {"train": {"split": "train", "tasks": ctx.results["data"]["tasks"]}, "test": {"split": "test"}}
             grpo = yaml.safe_load(recipe_path(self.preset.grpo).read_text(encoding="utf-8")) or {}
             modes = {"greedy": (0.0, 1), "sampled": (float(grpo.get("temperature", 1.0)), self.samples)}
