@@ -18,19 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["base", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2"]
 STAGES = ["data", "model", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2", *(f"eval_{m}" for m in MODELS),
           "summary"]  # fmt: skip
-ARGS = [
-    "--sft-steps",
-    "4",
-    "--grpo-steps",
-    "1",
-    "--eval-tasks",
-    "2",
-    "--eval-samples",
-    "2",
-    "--baseline",
-    "--seeds",
-    "2",
-]
+ARGS = ["--sft-steps", "4", "--grpo-steps", "1", "--eval-tasks", "2", "--eval-train-tasks", "3", "--eval-samples", "2",
+        "--baseline", "--seeds", "2"]  # fmt: skip
 CELLS = ["greedy_train", "greedy_test", "sampled_train", "sampled_test"]
 
 
