@@ -246,7 +246,7 @@ FAKE_PAGE = """# Fake
 
 ## Real heading
 
-[fine](README.md) [fine too](#real-heading) ![image](docs/img/tau2_tiny.png) [web](https://example.com/x.md)
+[fine](README.md) [fine too](#real-heading) ![image](docs/img/tau2_bars.png) [web](https://example.com/x.md)
 [gone](docs/no_such_page.md) [bad anchor](README.md#no-such-heading) [bad local](#nowhere)
 [escape](../../etc/passwd)
 
