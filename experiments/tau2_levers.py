@@ -48,7 +48,8 @@ def main() -> None:
     table = {}
     for i, (lever, flags) in enumerate(list(LEVERS.items())[: args.first]):
         result = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"], *flags)
-        spec = pipeline.run_spec(agent=result["checkpoint"], user="scripted", trials=args.trials, temperature=1.0,
+        spec = pipeline.run_spec(agent=result["checkpoint"], user="scripted", trials=args.trials,
+                                 temperature=pipeline.grpo_temperature(),
                                  split="train", tasks=chain.results["data"]["tasks"])  # fmt: skip
         summary = evaluate_run(spec, ctx.workdir / f"lever{i}" / "eval", progress=False, title=lever)
         steps = summarize_steps(grpo_steps(Path(result["run_dir"]) / "logging.jsonl"))

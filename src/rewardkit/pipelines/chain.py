@@ -97,11 +97,12 @@ def marker_path(result: Mapping[str, Any], key: str) -> Path:
 def recipe_saves(recipe: Path) -> bool:
     """Whether ``swift`` running ``recipe`` leaves a checkpoint: unless ``save_strategy`` is ``no``,
     ms-swift saves at the last step (its DefaultFlowCallbackNew), whatever ``--max_steps`` says."""
-    strategy = str(_recipe(recipe).get("save_strategy", "steps")).lower()
+    strategy = str(read_recipe(recipe).get("save_strategy", "steps")).lower()
     return strategy not in ("no", "false")  # YAML reads a bare no as False
 
 
-def _recipe(recipe: Path) -> dict[str, Any]:
+def read_recipe(recipe: Path) -> dict[str, Any]:
+    """A recipe's (or REWARDKIT_CONFIG file's) keys; an empty file is no keys."""
     import yaml
 
     return yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}
@@ -110,7 +111,7 @@ def _recipe(recipe: Path) -> dict[str, Any]:
 def inverted_weights(recipe: Path) -> list[str]:
     """The recipe's ``reward_weights`` negated (ms-swift's default: 1 per reward): the weighted sum flips sign,
     and so does every group's normalised advantage, whatever its mean and spread."""
-    config = _recipe(recipe)
+    config = read_recipe(recipe)
     funcs = config.get("reward_funcs") or []
     weights = config.get("reward_weights") or [1.0] * len(funcs)
     if not weights:
@@ -155,6 +156,10 @@ class Chain:
         dataset = ctx.workdir / "data" / "sft.jsonl"
         ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
         return {"checkpoint": str(ckpt)}
+
+    def grpo_temperature(self) -> float:
+        """The sampling temperature of the preset's GRPO rollouts: what the sampled evaluation uses."""
+        return float(read_recipe(recipe_path(self.preset.grpo)).get("temperature", 1.0))
 
     def run_grpo(self, ctx: Context, run: GrpoRun, model: str, *overrides: str) -> dict[str, Any]:
         """``swift rlhf`` of the preset's GRPO recipe from ``model`` on ``WORKDIR/data/grpo.jsonl`` into

@@ -30,6 +30,7 @@ from rewardkit.pipelines.chain import (
     GrpoRun,
     marker_path,
     marker_value,
+    read_recipe,
 )
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import (
@@ -144,21 +145,16 @@ class PlanningPipeline(Chain):
         return self.base_model(ctx) if model == "base" else ctx.results[model]["checkpoint"]
 
     def reward_config(self) -> dict[str, Any]:
-        import yaml
-
-        return yaml.safe_load(recipe_path(self.preset.grpo_config).read_text(encoding="utf-8")) or {}
+        return read_recipe(recipe_path(self.preset.grpo_config))
 
     def _eval_stage(self, model: str):  # returns a Stage.run callable
         def run(ctx: Context) -> dict[str, Any]:
-            import yaml
-
             from rewardkit.pipelines.planning_report import evaluate_model
 
             data, n = ctx.workdir / "data", self.opts.eval_rows
             sets = {"train": read_jsonl(data / "grpo.jsonl")[:n], "test": read_jsonl(data / "test.jsonl")[:n]}
-            grpo = yaml.safe_load(recipe_path(self.preset.grpo).read_text(encoding="utf-8")) or {}
             return evaluate_model(ctx, model, self.checkpoint(ctx, model), sets, samples=self.opts.eval_samples,
-                                  temperature=float(grpo.get("temperature", 1.0)),
+                                  temperature=self.grpo_temperature(),
                                   max_new_tokens=self.opts.max_new_tokens, config=self.reward_config())  # fmt: skip
 
         return run

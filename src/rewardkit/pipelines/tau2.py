@@ -146,16 +146,13 @@ class Tau2Pipeline(Chain):
     def _eval_stage(self, model: str):  # returns a Stage.run callable
         def run(ctx: Context) -> dict[str, Any]:
             # In-process (`rewardkit eval tau2`'s own code): one interpreter start instead of one per split.
-            import yaml
-
             from rewardkit.pipelines.tau2_report import MODES, SPLITS
             from rewardkit.runs.evaluation import evaluate_run, headline
 
             user = self.opts.eval_user or self.opts.user
             limits = {"train": self.opts.eval_train_tasks, "test": self.opts.eval_tasks}
             sets = {"train": {"split": "train", "tasks": ctx.results["data"]["tasks"]}, "test": {"split": "test"}}
-            grpo = yaml.safe_load(recipe_path(self.preset.grpo).read_text(encoding="utf-8")) or {}
-            modes = {"greedy": (0.0, 1), "sampled": (float(grpo.get("temperature", 1.0)), self.samples)}
+            modes = {"greedy": (0.0, 1), "sampled": (self.grpo_temperature(), self.samples)}
             out = {}
             for mode in MODES:
                 temperature, trials = modes[mode]
