@@ -17,6 +17,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.envs.tasks import TaskError, read_task
+from rewardkit.files.jsonl import kind
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.rewards.answers import AnswerSchema
 
@@ -58,15 +60,58 @@ def _last_said(messages: Sequence[Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def tau2_gold(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The row's prompt followed by the gold agent's turns (the task's gold calls, then what it must say)."""
-    task = row["task"]
-    task = json.loads(task) if isinstance(task, str) else task
+def _prompt_problem(messages: Any) -> str | None:
+    """What keeps a tau2 row's ``messages`` from being a prompt (a list of {role, content} objects), else None."""
+    if not isinstance(messages, list):
+        return f"must be a list of {{role, content}} messages, got {kind(messages)}"
+    for j, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            return f"message {j + 1} is {kind(message)}, not a {{role, content}} object"
+        for name in ("role", "content"):
+            if name not in message:
+                return f"message {j + 1} has no '{name}'"
+            if not isinstance(message[name], str):
+                return f"message {j + 1}: '{name}' must be a string, got {kind(message[name])}"
+    return None
+
+
+def tau2_gold(row: Mapping[str, Any], at: str) -> list[dict[str, Any]]:
+    """The row's prompt followed by the gold agent's turns (the task's gold calls, then what it must say). The
+    row's ``messages`` and ``task`` are checked first (the task by :func:`~rewardkit.envs.tasks.read_task`);
+    :class:`GoldError` names ``at`` (the file and row) and the column."""
+    problem = _prompt_problem(row.get("messages"))
+    if problem is not None:
+        raise GoldError(f"{at}: column 'messages': {problem}")
+    if "task" not in row:
+        raise GoldError(f"{at}: no column 'task'; a tau2 row has 'messages', 'task' and 'domain', as other rows do")
+    try:
+        task = read_task(row["task"], f"{at}: column 'task'")
+    except TaskError as exc:
+        raise GoldError(str(exc)) from exc
     agent = GoldAgent(task)
     messages = [dict(m) for m in row["messages"]]
     for _ in range(len(agent.actions) + 2):
         messages.append({"role": "assistant", "content": agent(messages)})
     return messages
+
+
+def _tool_use_gold(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[list[dict[str, Any]], str]:
+    """:func:`with_gold` for a tool-use reward set: the rows' own trajectories, or tau2 rows played by the gold
+    agent (when a row has a ``task``, every row must be a tau2 row)."""
+    if all(_has_agent_turn(r.get("messages")) for r in rows):
+        return [{**r, COMPLETION: _last_said(r["messages"])} for r in rows], COMPLETION
+    if not any("task" in r for r in rows):
+        raise GoldError(
+            f"{where}: a tool-use reward set needs rows whose 'messages' hold the gold trajectory, or tau2 rows "
+            "('messages', 'task', 'domain') to play the task's gold actions on"
+        )
+    out = []
+    for i, r in enumerate(rows):
+        if _has_agent_turn(r.get("messages")):
+            raise GoldError(f"{where}: row {i + 1} holds agent turns and others do not; use one kind of row")
+        messages = tau2_gold(r, f"{where}: row {i + 1}")
+        out.append({**r, "messages": messages, COMPLETION: _last_said(messages)})
+    return out, FROM_GOLD_ACTIONS
 
 
 def with_gold(
@@ -75,21 +120,7 @@ def with_gold(
     """The rows, each with its gold, and where the gold came from (:data:`COMPLETION`, :data:`FROM_SOLUTION` or
     :data:`FROM_GOLD_ACTIONS`). Every row must take its gold the same way."""
     if tool_use:
-        if all(_has_agent_turn(r.get("messages")) for r in rows):
-            return [{**r, COMPLETION: _last_said(r["messages"])} for r in rows], COMPLETION
-        if all("task" in r and isinstance(r.get("messages"), list) for r in rows):
-            out = []
-            for i, r in enumerate(rows):
-                if _has_agent_turn(r.get("messages")):
-                    raise GoldError(f"{where}: row {i + 1} holds agent turns and others do not; use one kind of row")
-                out.append({**r, "messages": tau2_gold(r)})
-            for r in out:
-                r[COMPLETION] = _last_said(r["messages"])
-            return out, FROM_GOLD_ACTIONS
-        raise GoldError(
-            f"{where}: a tool-use reward set needs rows whose 'messages' hold the gold trajectory, or tau2 rows "
-            "('messages', 'task', 'domain') to play the task's gold actions on"
-        )
+        return _tool_use_gold(rows, where)
     if all(COMPLETION in r for r in rows):
         return [dict(r) for r in rows], COMPLETION
     if all(isinstance(r.get("solution"), str) for r in rows):

@@ -61,6 +61,7 @@ class RecipeLint:
             "config": str(r.config) if r.config is not None else None,
             "config_from": r.config_from,
             "num_generations": r.num_generations,
+            "merged": r.merged,  # a reward listed more than once -> its entries' weights; it counts with their sum
             "rows": self.rows,
             "gold": self.gold_from,
             "passed": self.passed,
@@ -84,7 +85,9 @@ def lint_recipe(
     weights = dict(zip(spec.keys, spec.weights, strict=True))
     tool_use = any(k in EPISODE_REWARDS for k in spec.keys)
     schema = load_schema(cfg.schema, cfg.schema_keys)
-    rows, gold_from = with_gold(read_rows(dataset, "--dataset"), tool_use=tool_use, schema=schema, where=str(dataset))
+    rows, gold_from = with_gold(
+        read_rows(dataset, "--dataset"), tool_use=tool_use, schema=schema, where=f"--dataset {dataset}"
+    )
     out = RecipeLint(spec, len(rows), gold_from)
 
     # Sample 0..n-1: the golds; then each probe of each row; then the SFT samples.
