@@ -22,11 +22,18 @@ DATASET_FORMAT = (
 # Why a reward may score a gaming probe of rewardkit.testing like the gold (see ``Reward.gameable``).
 FORMAT_ONLY = "a format reward: it scores the layout alone; JsonValid and the content rewards of its set score the rest"
 THINK_ONLY = "it reads the first think block alone; JsonValid and the content rewards of its set score the answer"
+JSON_ONLY = (
+    "it checks that the answer is one schema-valid JSON object, not what it plans; the content rewards score that"
+)
+# The content probes of rewardkit.testing on a planning answer: well-formed answers that say the wrong thing. The
+# kit refuses a ``gameable`` name that is not one of its probes, so a renamed probe fails the contract test.
+CONTENT = ("other_gold", "constant", "swapped_expert", "exchanged_experts", "dropped_step", "unrewritten")
 
 
-def known_gaps(reason: str, *probes: str) -> Mapping[str, str]:
-    """A read-only ``gameable`` declaration: each probe name (or ``"*"``, every probe) -> ``reason``."""
-    return MappingProxyType(dict.fromkeys(probes, reason))
+def known_gaps(reason: str, *probes: str, also: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    """A read-only ``gameable`` declaration: each probe name (or ``"*"``, every probe) -> ``reason``, and the
+    probes of ``also`` (another declaration, for a second reason)."""
+    return MappingProxyType({**dict.fromkeys(probes, reason), **(also or {})})
 
 
 class MissingColumnError(KeyError):

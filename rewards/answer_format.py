@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.rewards._base import FORMAT_ONLY, PlanningReward, known_gaps
+from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards.strict_format import _SUFFIX, _body_ends
 
 ANSWER_ONLY_PATTERN = re.compile(r"^<answer>\n.*?\n</answer>$", re.DOTALL)
@@ -37,7 +37,7 @@ class AnswerFormat(PlanningReward):
     """
 
     may_return_none = False
-    gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated")
+    gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         return [1.0 if matches_answer_only(c) else 0.0 for c in completions]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
@@ -47,6 +47,11 @@ class ExpertMatch(PlanningReward):
     """
 
     columns = ("solution", "experts")
+    gameable = known_gaps(
+        "it compares the set of experts, not who takes which step; PlanCoverage scores the assignment",
+        "exchanged_experts",
+        also=known_gaps("it scores the experts, not the rewrite; RewriteSimilarity scores that", "unrewritten"),
+    )
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)

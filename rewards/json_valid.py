@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._base import CONTENT, JSON_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import read_plan
 
 
@@ -31,6 +31,7 @@ class JsonValid(PlanningReward):
     """
 
     may_return_none = False
+    gameable = known_gaps(JSON_ONLY, *CONTENT)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         return [0.0 if read_plan(c, self.schema) is None else 1.0 for c in completions]

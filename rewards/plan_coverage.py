@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
@@ -76,6 +76,7 @@ class PlanCoverage(PlanningReward):
     """
 
     columns = ("solution", "experts")
+    gameable = known_gaps("it scores the plan's steps, not the rewrite; RewriteSimilarity scores that", "unrewritten")
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)

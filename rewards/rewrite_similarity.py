@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.rewards._base import PlanningReward
+from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._parsing import read_plan
 from rewardkit.rewards._similarity import backend_for
 from rewardkit.rewards._text import CjkUnit, content_units
@@ -46,6 +46,10 @@ class RewriteSimilarity(PlanningReward):
     """
 
     columns = ("solution",)
+    gameable = known_gaps(
+        "it scores the rewritten question alone; ExpertMatch and PlanCoverage score the plan",
+        *("swapped_expert", "exchanged_experts", "dropped_step"),
+    )
     optional_columns = ("experts",)  # when present, each row's gold experts are checked against it too
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.rewards._base import FORMAT_ONLY, PlanningReward, known_gaps
+from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps
 
 # The planner's layout as one regex: the definition the linear check reproduces (see the equivalence tests).
 REFERENCE_PATTERN = re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.DOTALL)
@@ -64,7 +64,7 @@ class StrictFormat(PlanningReward):
     """
 
     may_return_none = False
-    gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated")
+    gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         return [1.0 if matches_strict_format(c) else 0.0 for c in completions]

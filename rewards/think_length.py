@@ -10,7 +10,7 @@ from typing import Any
 from scipy.special import expit
 
 from rewardkit.config import ConfigError
-from rewardkit.rewards._base import THINK_ONLY, PlanningReward, known_gaps
+from rewardkit.rewards._base import CONTENT, THINK_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import DatasetError, parse, where
 from rewardkit.rewards._rows import RowCache, cells_key
 from rewardkit.rewards.config import ThinkLengthConfig
@@ -87,7 +87,7 @@ class ThinkLength(PlanningReward):
     """
 
     may_return_none = False
-    gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length")
+    gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length", *CONTENT)
 
     optional_columns = ("think_min", "think_max")
 

@@ -10,7 +10,7 @@ from typing import Any
 import ahocorasick
 
 from rewardkit.config import ConfigError
-from rewardkit.rewards._base import THINK_ONLY, PlanningReward, known_gaps
+from rewardkit.rewards._base import CONTENT, THINK_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import ANSWER_CLOSE, ANSWER_OPEN, parse
 from rewardkit.rewards._text import nfkc, unit_sequence
 from rewardkit.rewards.config import ThinkQualityConfig
@@ -97,7 +97,7 @@ class ThinkQuality(PlanningReward):
     """
 
     may_return_none = False
-    gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length")
+    gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length", *CONTENT)
 
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from rewardkit.lint.gold import with_gold
 from rewardkit.recipes import EXAMPLES, recipe_path
+from rewardkit.rewards.answers import load_schema
+from rewardkit.testing.content import all_probes
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -82,22 +85,33 @@ def test_the_bundled_sets_pass(
     assert "all" in out and "checks passed" in out
 
 
+CONTENT = ("other_gold", "constant", "swapped_expert", "exchanged_experts", "dropped_step", "unrewritten")
+PLANNER = ["strict_format", "json_valid", "think_length", "think_quality", "rewrite_similarity", "expert_match",
+           "plan_coverage"]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("data", "keys", "weights", "config", "flagged", "reward"),
+    ("data", "keys", "weights", "config", "flagged", "reward", "strong"),
     [
         # Planning, format-heavy weights: tags_only (the gold's tags, nothing inside) and repeated (the gold three
         # times) keep strict_format = 1 and get json_valid = 0, so each scores 0.95 * 1 + 0.05 * 0 = 0.95 against the
-        # gold's 1.0: a gap of 0.05, under the margin 0.1 * (0.95 + 0.05) = 0.1. With 0.5 / 0.5 they score 0.5: a gap
-        # of 0.5, and they pass.
-        ("planning", ["strict_format", "json_valid"], ["0.95", "0.05"], None, ("tags_only", "repeated"),
-         "strict_format"),
+        # gold's 1.0: a gap of 0.05, under the margin 0.1 * (0.95 + 0.05) = 0.1. Every content probe is well formed,
+        # so it scores the gold's 1.0: a form-only set lets all of them through. The bundled planner set passes
+        # (test_the_bundled_sets_pass).
+        ("planning", ["strict_format", "json_valid"], ["0.95", "0.05"], None, ("tags_only", "repeated", *CONTENT),
+         "strict_format", None),
+        # The planner's seven rewards with every weight 0 but json_valid's 1: every form probe breaks the JSON and
+        # scores 0, but every content probe is valid JSON and scores the gold's 1.0 (gap 0). json_valid lets them
+        # through; with the planner's own weights they are caught.
+        ("planning", PLANNER, ["0", "1", "0", "0", "0", "0", "0"], None, CONTENT, "json_valid",
+         (PLANNER, ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"], None)),
         # tau2 with MUA-RL's rule (task_completion.require_outputs: false): every_write (the gold's calls, then
         # every write tool on the gold's arguments, which the database refuses) leaves the gold state, so it scores
         # 1.0 on most rows and nothing makes the agent say what it must; tau2's rule (the default) pays 0 for it.
         ("tau2", ["task_completion"], ["1"], "task_completion:\n  require_outputs: false\n", ("every_write",),
-         "task_completion"),
+         "task_completion", (["task_completion"], ["1"], "task_completion:\n  require_outputs: true\n")),
     ],
-    ids=["planning-format-heavy", "tau2-mua-rl-rule"],
+    ids=["planning-format-heavy", "planning-json-valid-only", "tau2-mua-rl-rule"],
 )  # fmt: skip
 def test_a_weak_set_fails_naming_the_probe_and_the_reward(
     request: pytest.FixtureRequest,
@@ -109,27 +123,32 @@ def test_a_weak_set_fails_naming_the_probe_and_the_reward(
     config: str | None,
     flagged: tuple[str, ...],
     reward: str,
+    strong: tuple[list[str], list[str], str | None] | None,
 ) -> None:
     rows = request.getfixturevalue(f"{data}_rows")[:20]
-    recipe = tmp_path / "weak.yaml"
-    recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(weights)}\n")
-    extra = []
-    if config is not None:
-        (tmp_path / "config.yaml").write_text(config)
-        extra = ["--config", str(tmp_path / "config.yaml")]
     dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
-    code, report, out = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset), *extra)
+
+    def run(keys: list[str], weights: list[str], config: str | None) -> tuple[int, dict, str]:
+        recipe = tmp_path / "set.yaml"
+        recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(weights)}\n")
+        extra = []
+        if config is not None:
+            (tmp_path / "config.yaml").write_text(config)
+            extra = ["--config", str(tmp_path / "config.yaml")]
+        return lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset), *extra)
+
+    code, report, out = run(keys, weights, config)
     assert code == 1
     failed = [c for c in report["checks"] if not c["passed"]]
-    assert [c["name"] for c in failed] == [f"probe:{p}" for p in flagged], failed
-    for check, probe in zip(failed, flagged, strict=True):
+    assert sorted(c["name"] for c in failed) == sorted(f"probe:{p}" for p in flagged), failed
+    for check in failed:
+        probe = check["name"].removeprefix("probe:")
         assert reward in check["detail"] and reward in report["probes"][probe]["let_through_by"]
         assert probe in out
     assert "FAIL" in out
-    # The same rows with the strong setting pass: balanced weights, or tau2's own rule.
-    recipe.write_text(f"reward_funcs: {json.dumps(keys)}\nreward_weights: {json.dumps(['0.5'] * len(keys))}\n")
-    code, report, _ = lint(capsys, tmp_path, str(recipe), "--dataset", str(dataset))
-    assert code == 0 and not any(report["probes"][p]["flagged"] for p in flagged)
+    if strong is not None:  # the same rows with the strong setting pass
+        code, report, _ = run(*strong)
+        assert code == 0 and not any(report["probes"][p]["flagged"] for p in flagged)
 
 
 def test_a_reward_that_raises_is_an_error_rate_not_the_end(
@@ -141,16 +160,20 @@ def test_a_reward_that_raises_is_an_error_rate_not_the_end(
     dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
     code, report, out = lint(capsys, tmp_path, str(recipe_path("planning/tiny_grpo.yaml")), "--dataset", str(dataset))
     assert code == 1
-    # 3 rows x (the gold + 6 probes) = 21 calls per reward; row 2's 7 raise GoldError in the rewards that check the
-    # gold: 7 / 21 = 1/3. The others never read the experts and score all 21.
+    # Every sample of row 2 (its gold and each of its probes) raises GoldError in the rewards that check the gold;
+    # the others never read the experts and score every sample. Row i has 1 + len(probes[i]) samples.
+    golds, _ = with_gold(rows, tool_use=False, schema=load_schema("zh"), where="rows")
+    probes = all_probes(golds, tool_use=False)
+    share = (1 + len(probes[1])) / sum(1 + len(p) for p in probes)
     raising = {"rewrite_similarity", "expert_match", "plan_coverage"}
     for key, r in report["rewards"].items():
-        assert r["error_rate"] == pytest.approx(1 / 3 if key in raising else 0), key
+        assert r["error_rate"] == pytest.approx(share if key in raising else 0), key
     failed = {c["name"] for c in report["checks"] if not c["passed"]}
     assert failed == {f"errors:{k}" for k in raising}
     assert "row 2 gold: GoldError" in report["rewards"]["expert_match"]["first_error"]
-    assert len(report["probes"]) == 6  # the run went on: every probe was still scored and compared
-    assert "33.3%" in out
+    # The run went on: every probe was still scored and compared.
+    assert set(report["probes"]) == {name for p in probes for name in p}
+    assert f"{share:.1%}" in out
 
 
 @pytest.mark.parametrize("form", ["rows", "completions_list"])

@@ -27,7 +27,10 @@ FAST = 0.3  # time limit for the toy rewards: each answers in microseconds, the 
 
 # name -> (the check it fails, a fragment of that check's detail)
 FAILS: dict[str, tuple[str, str]] = {
-    "raises_on_empty": ("hostile:empty", "raised ValueError: empty completion; smallest failing input found: ''"),
+    "raises_on_empty": (
+        "hostile:empty",
+        "raised ValueError: empty completion; in row 0, smallest failing input found: ''",
+    ),
     "holds_a_lock": ("pickle", "cannot pickle '_thread.lock' object"),
     "wrong_length": ("shape", "returned 4 values for 3 completions"),  # 3 rows + 1
     "returns_nan": ("values", "value 2 is nan"),  # row 2 is the wrong answer
@@ -56,8 +59,9 @@ def test_every_broken_reward_has_a_case_and_every_check_a_broken_reward() -> Non
 def test_a_good_reward_passes_every_check(reward: Any) -> None:
     report = check_reward(reward, ROWS, time_limit_s=FAST)
     assert report.passed, report.summary()
-    # 10 generic + 10 hostile + 5 gaming probes (no prompt_copy: the rows have no prompt)
-    assert len(report.checks) == 10 + len(HOSTILE) + 5
+    # 10 generic + 10 hostile + 5 form probes (no prompt_copy: the rows have no prompt) + other_gold and constant
+    # (the rows' answers are not plans: no planning near miss)
+    assert len(report.checks) == 10 + len(HOSTILE) + 5 + 2
     assert report.get("gaming:tags_only").detail == "at least 1 below the gold on 2 row(s)"  # rows 0 and 1
 
 
@@ -193,7 +197,7 @@ ODD_TURNS = [{"role": "user", "content": "hi"}, {"role": "assistant", "content":
         # truncated keeps half of the 4 agent items: the assistant turn and 1, which is no message.
         ({"messages": ODD_TURNS, "completion": "ok"}, True, "gaming:truncated", "row 0: scores 1, its gold 1 (needs"),
         ({"messages": ODD_TURNS, "rollout_infos": Unlistable(), "completion": "ok"}, True, "gaming",
-         "building its probes raised RuntimeError: cannot list its keys"),
+         "building the probes raised RuntimeError: cannot list its keys"),
     ],
     ids=["completion-not-messages", "messages-not-dicts", "probes-cannot-be-built"],
 )  # fmt: skip
@@ -229,12 +233,12 @@ def test_hostile_inputs() -> None:
 
 def test_bounded_kills_a_hang_and_reports_a_raise() -> None:
     start = time.monotonic()
-    hung = bounded(lambda: time.sleep(30), lambda v: None, 0.2)
+    hung = bounded(lambda: time.sleep(30), 0.2)
     assert hung.status == "timeout" and time.monotonic() - start < 5  # 0.2 s + 0.5 s grace, not 30 s
-    raised = bounded(lambda: 1 / 0, lambda v: None, 1.0)
-    assert (raised.status, raised.problem) == ("raised", "ZeroDivisionError: division by zero")
-    judged = bounded(lambda: [2.0], lambda v: "too high" if v[0] > 1 else None, 1.0, isolate=False)
-    assert (judged.status, judged.problem) == ("ok", "too high")
+    raised = bounded(lambda: 1 / 0, 1.0)
+    assert (raised.status, raised.value) == ("raised", "ZeroDivisionError: division by zero")
+    returned = bounded(lambda: [2.0], 1.0, isolate=False)
+    assert (returned.status, returned.value) == ("ok", [2.0])
 
 
 def test_shrink_finds_a_small_failing_string() -> None:
@@ -254,8 +258,8 @@ def test_checks_selects_by_name_and_group() -> None:
         ([], {}, "at least one row"),
         ([{"solution": "1"}], {}, "must be a dict with a 'completion'"),
         (["not a dict"], {}, "must be a dict with a 'completion'"),
-        (ROWS, {"margin": -0.1}, "margin must be >= 0"),
-        (ROWS, {"time_limit_s": 0}, "time_limit_s > 0"),
+        (ROWS, {"margin": -0.1}, r"margin must be a finite number in \[0, 1\]"),
+        (ROWS, {"time_limit_s": 0}, r"time_limit_s must be a finite number in \(0, 3600\]"),
         (ROWS, {"range": (1.0, 0.0)}, "low <= high"),
         (ROWS, {"range": (0.0, math.inf)}, "two finite numbers"),
         (ROWS, {"range": (0.0,)}, "two finite numbers"),  # not a pair

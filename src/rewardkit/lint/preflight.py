@@ -1,11 +1,13 @@
 """``rewardkit lint RECIPE.yaml``: a recipe's whole reward set on your own rows, before a GPU hour is spent.
 
-1. Every reward scores the gold of every row and every gaming probe of it (``rewardkit.testing.probes``), one
-   completion per call: its error, None and NaN rates and its p50/p99 latency per completion.
-2. Per probe: the weighted score (``reward_weights``) against the gold's, averaged over the rows. A probe whose
-   mean is within ``margin`` x (the sum of the weights) of the gold's gets through; the report names the
-   rewards that let it through: those (weight > 0) that score the probe at least as high as the gold on some rows
-   (with the number of rows).
+1. Every reward scores the gold of every row and every gaming probe of it, one completion per call: its error,
+   None and NaN rates and its p50/p99 latency per completion. The probes are the kit's
+   (``rewardkit.testing.content.all_probes``): the form probes of each row, and the content probes built across
+   the rows (another row's gold, the most common gold, and the gold minimally wrong: the near misses).
+2. Per probe: the weighted score (``reward_weights``) against the gold's. A probe whose mean over the rows is
+   within ``margin`` x (the sum of the weights) of the gold's gets through; a near miss gets through when on some
+   row it does not score below the gold. The report names the rewards that let it through: those (weight > 0)
+   that score the probe at least as high as the gold on some rows (with the number of rows).
 3. With SFT samples (``--sft``): GRPO groups of ``num_generations`` samples per prompt, and the predicted share of
    groups with zero reward variance (no advantage, no gradient), weighted and per reward.
 4. The correlation matrix between the rewards, over the SFT samples (else over the golds and the probes).
@@ -25,6 +27,9 @@ from rewardkit.files.jsonl import read_rows
 from rewardkit.lint.gold import GoldError, with_gold
 from rewardkit.lint.recipe import Recipe, RecipeError, build_rewards, read_recipe
 from rewardkit.lint.samples import correlation, expand, rates, score_all, weighted, zero_variance
+from rewardkit.testing.content import NEAR_MISS, all_probes
+
+NOTICED = 1e-9  # a near miss is noticed on a row when its weighted total is this much below the gold's
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,6 @@ def lint_recipe(
 ) -> RecipeLint:
     from rewardkit.rewards import EPISODE_REWARDS
     from rewardkit.rewards.answers import load_schema
-    from rewardkit.testing import probes
 
     spec = read_recipe(recipe, opts.config)
     rewards, cfg = build_rewards(spec)
@@ -93,16 +97,7 @@ def lint_recipe(
     # Sample 0..n-1: the golds; then each probe of each row; then the SFT samples.
     samples: list[dict[str, Any]] = list(rows)
     labels = [f"row {i + 1} gold" for i in range(len(rows))]
-    probe_index: dict[str, list[tuple[int, int]]] = {}  # probe -> (gold sample, probe sample)
-    for i, row in enumerate(rows):
-        try:
-            built = probes(row, tool_use=tool_use)
-        except Exception as exc:  # a row the probes cannot be built from is the dataset's fault
-            raise GoldError(f"--dataset {dataset}: row {i + 1}: cannot build its gaming probes ({exc})") from exc
-        for name, probe in built.items():
-            probe_index.setdefault(name, []).append((i, len(samples)))
-            samples.append(probe)
-            labels.append(f"row {i + 1} probe {name}")
+    probe_index = _add_probes(rows, tool_use, samples, labels, dataset)
     groups: list[list[int]] = []
     if sft is not None:
         for group in expand(read_rows(sft, "--sft"), opts.group_by, tool_use, spec.num_generations):
@@ -134,29 +129,8 @@ def lint_recipe(
             f"p99 {stats['p99_ms']:.2f} ms per completion (limit {opts.time_limit_s * 1000:g} ms)",
         )
 
-    limit = opts.margin * spec.total_weight
     for name, pairs in probe_index.items():
-        gold_mean = sum(weighted(cells, weights, g) for g, _ in pairs) / len(pairs)
-        probe_mean = sum(weighted(cells, weights, p) for _, p in pairs) / len(pairs)
-        through = _through(cells, weights, pairs)
-        gap = gold_mean - probe_mean
-        flagged = gap < limit
-        out.probes[name] = {
-            "rows": len(pairs),
-            "gold": gold_mean,
-            "probe": probe_mean,
-            "gap": gap,
-            "flagged": flagged,
-            "let_through_by": through,
-        }
-        named = ", ".join(f"{k} ({n} of {len(pairs)} rows)" for k, n in through.items())
-        who = f"; let through by {named}" if through else ""
-        out.check(
-            f"probe:{name}",
-            not flagged,
-            f"probe {name} scores {probe_mean:.3f} against the gold's {gold_mean:.3f} (gap {gap:.3f}, "
-            f"margin {limit:.3f}){who}",
-        )
+        _probe_check(out, name, cells, weights, pairs, opts.margin * spec.total_weight)
 
     if groups:
         zv = zero_variance(groups, cells, weights)
@@ -172,6 +146,65 @@ def lint_recipe(
     picked = [i for g in groups for i in g] or list(range(len(samples)))
     out.correlation = correlation({k: [c[i] for i in picked] for k, c in cells.items()})
     return out
+
+
+def _add_probes(
+    rows: Sequence[Mapping[str, Any]], tool_use: bool, samples: list[Any], labels: list[str], dataset: str | Path
+) -> dict[str, list[tuple[int, int]]]:
+    """Append every probe of every row (the form probes and the content probes built across the rows) to
+    ``samples`` and ``labels``; probe name -> its (gold sample, probe sample) pairs."""
+    try:
+        built_all = all_probes(rows, tool_use=tool_use)
+    except Exception as exc:  # rows the probes cannot be built from are the dataset's fault
+        raise GoldError(f"--dataset {dataset}: cannot build the gaming probes of its rows ({exc})") from exc
+    index: dict[str, list[tuple[int, int]]] = {}
+    for i, built in enumerate(built_all):
+        for name, probe in built.items():
+            index.setdefault(name, []).append((i, len(samples)))
+            samples.append(probe)
+            labels.append(f"row {i + 1} probe {name}")
+    return index
+
+
+def _probe_check(
+    out: RecipeLint,
+    name: str,
+    cells: Mapping[str, Sequence[Any]],
+    weights: Mapping[str, float],
+    pairs: Sequence[tuple[int, int]],
+    limit: float,
+) -> None:
+    """One probe against the gold under the weighted sum: a near miss must score below the gold on every row
+    where no reward raised; any other probe's mean must stay ``limit`` (margin x the weights' sum) below the
+    gold's."""
+    golds = [weighted(cells, weights, g) for g, _ in pairs]
+    scored = [weighted(cells, weights, p) for _, p in pairs]
+    gold_mean, probe_mean = sum(golds) / len(pairs), sum(scored) / len(pairs)
+    gap = gold_mean - probe_mean
+    near_miss = name in NEAR_MISS
+    # Rows where a reward raised on the gold or the probe say nothing of the probe (the errors check reports them).
+    clean = [not any(cells[k][g].error or cells[k][p].error for k in weights) for g, p in pairs]
+    unnoticed = sum(ok and p >= g - NOTICED for ok, g, p in zip(clean, golds, scored, strict=True))
+    flagged = unnoticed > 0 if near_miss else gap < limit
+    through = _through(cells, weights, pairs)
+    out.probes[name] = {
+        "rows": len(pairs),
+        "gold": gold_mean,
+        "probe": probe_mean,
+        "gap": gap,
+        "near_miss": near_miss,
+        "not_below_gold": unnoticed,
+        "flagged": flagged,
+        "let_through_by": through,
+    }
+    named = ", ".join(f"{k} ({n} of {len(pairs)} rows)" for k, n in through.items())
+    who = f"; let through by {named}" if through else ""
+    rule = f"not below the gold on {unnoticed} of {len(pairs)} rows" if near_miss else f"margin {limit:.3f}"
+    out.check(
+        f"probe:{name}",
+        not flagged,
+        f"probe {name} scores {probe_mean:.3f} against the gold's {gold_mean:.3f} (gap {gap:.3f}, {rule}){who}",
+    )
 
 
 def _through(

@@ -185,6 +185,12 @@ def read_recipe(path: str | Path, config: str | None = None) -> Recipe:
             f"{path}: reward_weights give every reward a weight of 0{added}, so GRPO would train nothing; "
             "give at least one reward a weight other than 0"
         )
+    if recipe.total_weight <= 0:
+        raise RecipeError(
+            f"{path}: reward_weights sum to {recipe.total_weight:g}; lint RECIPE holds each probe a margin x that "
+            "sum below the gold, which needs a positive sum (a set with every weight negated, as in a sign test, "
+            "ranks the probes above the gold by design): lint the set you train with"
+        )
     return recipe
 
 

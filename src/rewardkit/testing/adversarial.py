@@ -6,25 +6,24 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.testing.checks import Context, guarded, shape_problem, short, value_problem
-from rewardkit.testing.hostile import HOSTILE, bounded, describe, show, shrink
-from rewardkit.testing.probes import probes
+from rewardkit.testing.checks import TOLERANCE, Context, guarded, shape_problem, short, value_problem
+from rewardkit.testing.content import NEAR_MISS, all_probes
+from rewardkit.testing.hostile import HOSTILE, Outcome, bounded, describe, show, shrink
 from rewardkit.testing.report import Check
 
 SHRINK_ATTEMPTS = 24
 
 
-def context_row(ctx: Context) -> dict[str, Any]:
-    """The row hostile inputs are put into: the first whose own completion scores a finite number (the first row
-    when none does, or the batch raises)."""
+def usable_rows(ctx: Context) -> list[int]:
+    """The rows hostile inputs are put into: every row whose own completion scores a finite number (every row
+    when none does, or the batch raises), so that the verdict never depends on the rows' order."""
     try:
         scores = ctx.baseline()
     except Exception:
-        return dict(ctx.rows[0])
-    for row, s in zip(ctx.rows, scores if isinstance(scores, list | tuple) else [], strict=False):
-        if isinstance(s, float) and math.isfinite(s):
-            return dict(row)
-    return dict(ctx.rows[0])
+        return list(range(len(ctx.rows)))
+    scores = scores if isinstance(scores, list | tuple) else []
+    finite = [i for i, s in enumerate(scores[: len(ctx.rows)]) if isinstance(s, float) and math.isfinite(s)]
+    return finite or list(range(len(ctx.rows)))
 
 
 def hostile_row(ctx: Context, row: Mapping[str, Any], text: str) -> dict[str, Any]:
@@ -41,35 +40,40 @@ def hostile_row(ctx: Context, row: Mapping[str, Any], text: str) -> dict[str, An
 
 
 def check_hostile(ctx: Context, name: str, text: str) -> Check:
-    """The reward gives one valid score for ``text``, within the time limit; a failure is shrunk. Whatever goes
-    wrong outside the reward's call (no process could be forked) is a failure too, not an exception."""
+    """The reward gives a valid score for ``text`` in every usable row, within the time limit per completion; a
+    failure names the first such row and is shrunk on it. Whatever goes wrong outside the reward's call (no
+    process could be forked) is a failure too, not an exception."""
     return guarded(f"hostile:{name}", lambda: _hostile(ctx, name, text))
 
 
 def _hostile(ctx: Context, name: str, text: str) -> Check:
-    row = context_row(ctx)
+    usable = usable_rows(ctx)
     limit = ctx.time_limit_s
 
-    def judge(scores: Any) -> str | None:
-        return shape_problem(scores, 1) or value_problem(scores, ctx.declared)
+    def attempt(candidate: str, where: list[int]) -> Outcome:
+        rows = [hostile_row(ctx, ctx.rows[i], candidate) for i in where]
+        judge = lambda scores: shape_problem(scores, len(rows)) or value_problem(scores, ctx.declared)  # noqa: E731
+        return bounded(lambda: judge(ctx.run(rows)), limit * len(rows), ctx.isolate)
 
-    def attempt(candidate: str) -> Any:
-        probe = hostile_row(ctx, row, candidate)
-        return bounded(lambda: ctx.run([probe]), judge, limit, ctx.isolate)
-
-    def failure(outcome: Any) -> str | None:
+    def failure(outcome: Outcome, k: int) -> str | None:
         if outcome.status == "timeout":
-            return f"did not finish within {limit:g} s"
-        if outcome.status == "ok" and outcome.problem is None and outcome.seconds > limit:
-            return f"took {outcome.seconds:.1f} s (limit {limit:g} s)"
-        return outcome.problem if outcome.status != "raised" else f"raised {outcome.problem}"
+            return f"did not finish within {limit * k:g} s"
+        if outcome.status == "ok" and outcome.value is None and outcome.seconds > limit * k:
+            return f"took {outcome.seconds:.1f} s (limit {limit * k:g} s)"
+        if outcome.status == "raised":
+            return f"raised {outcome.value}"
+        return outcome.value
 
-    first = failure(attempt(text))
+    first = failure(attempt(text, usable), len(usable))
     if first is None:
-        return Check(f"hostile:{name}", True, f"a valid score within {limit:g} s on {show(text)}")
-    small = shrink(text, lambda c: failure(attempt(c)) is not None, SHRINK_ATTEMPTS, 4 * limit + 2)
-    why = failure(attempt(small)) if small != text else first
-    return Check(f"hostile:{name}", False, f"{why or first}; smallest failing input found: {show(small)}")
+        return Check(f"hostile:{name}", True, f"a valid score within {limit:g} s per row on {show(text)}")
+    row = next((i for i in usable if failure(attempt(text, [i]), 1) is not None), None)
+    if row is None:  # only the batch of them fails
+        where = "rows " + ", ".join(map(str, usable))
+        return Check(f"hostile:{name}", False, f"{first}, on {show(text)} in {where} together, in no row alone")
+    small = shrink(text, lambda c: failure(attempt(c, [row]), 1) is not None, SHRINK_ATTEMPTS, 4 * limit + 2)
+    why = failure(attempt(small, [row]), 1) if small != text else first
+    return Check(f"hostile:{name}", False, f"{why or first}; in row {row}, smallest failing input found: {show(small)}")
 
 
 def hostile_checks(ctx: Context, names: list[str]) -> list[Check]:
@@ -101,53 +105,76 @@ def _probe_scores(ctx: Context, rows: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
-def gaming_checks(ctx: Context, wanted: Any) -> list[Check]:
-    """Per probe: on every row whose completion scores at least ``low + margin``, the probe scores a margin
-    below it. ``wanted(name)`` selects the probes to report; a probe the reward declares ``gameable`` passes,
-    marked waived, with the reason."""
+def _probe_problem(ctx: Context, s: Any, gold: float, near_miss: bool) -> str | None:
+    """Why a probe's score fails against its row's gold: it breaks the values rules, or it is not below the gold
+    (a near miss) or not a margin below it (every other probe); None when it is fine."""
+    if isinstance(s, Exception):
+        return f"the probe raised {describe(s)}"
+    problem = value_problem([s], ctx.declared)
+    if problem is not None:
+        return f"the probe's score breaks the values rules: {problem.removeprefix('value 0 is ')}"
+    if s is None:
+        return None
+    if near_miss and s >= gold - TOLERANCE:
+        return f"scores {s:.4g}, its gold {gold:.4g} (a near miss must score below the gold)"
+    if not near_miss and s > gold - ctx.margin + 1e-12:
+        return f"scores {s:.4g}, its gold {gold:.4g} (needs <= {gold - ctx.margin:.4g}, margin {ctx.margin:g})"
+    return None
+
+
+def _eligible(ctx: Context) -> list[int] | Check:
+    """The rows whose completion is a gold to compare probes with (scores at least ``low + margin``), or the
+    failed ``gaming`` check that says why there are none."""
     lo, _ = ctx.declared.range
-    gaps, tool_use = ctx.declared.gameable, ctx.declared.tool_use
+    gaps = ctx.declared.gameable
     try:
         golds = ctx.baseline()
     except Exception as exc:
-        return [Check("gaming", False, f"not checked: the batch raised {describe(exc)}")]
+        return Check("gaming", False, f"not checked: the batch raised {describe(exc)}")
     if shape_problem(golds, len(ctx.rows)):
-        return [Check("gaming", False, "not checked: the shape is wrong")]
+        return Check("gaming", False, "not checked: the shape is wrong")
     eligible = [i for i, g in enumerate(golds) if g is not None and math.isfinite(g) and g >= lo + ctx.margin]
     if not eligible:
         detail = f"no row's completion scores at least {lo + ctx.margin:g}: give rows whose completion is a good one"
-        return [Check("gaming", "*" in gaps, detail if "*" not in gaps else f"waived ({gaps['*']}); {detail}")]
-    verdicts: dict[str, tuple[str | None, float]] = {}  # probe -> (first violation, smallest gap seen)
-    unbuilt: list[Check] = []  # rows whose probes could not be built
-    for i in eligible:
-        gold = golds[i]
-        try:
-            built = {n: p for n, p in probes(ctx.rows[i], tool_use=tool_use).items() if wanted(f"gaming:{n}")}
-        except Exception as exc:
-            unbuilt.append(Check("gaming", False, f"{ctx.row(i)}: building its probes raised {describe(exc)}"))
-            continue
-        names = list(built)
+        return Check("gaming", "*" in gaps, detail if "*" not in gaps else f"waived ({gaps['*']}); {detail}")
+    return eligible
+
+
+def gaming_checks(ctx: Context, wanted: Any) -> list[Check]:
+    """Per probe (the form probes and the content probes, :func:`~rewardkit.testing.content.all_probes`, built
+    from the eligible rows): on every row whose completion scores at least ``low + margin``, the probe scores a
+    margin below it, a near miss (:data:`~rewardkit.testing.content.NEAR_MISS`) below it, and either keeps the
+    values rules. ``wanted(name)`` selects the probes to report; a probe the reward declares ``gameable`` passes,
+    marked waived, with the reason."""
+    eligible = _eligible(ctx)
+    if isinstance(eligible, Check):
+        return [eligible]
+    lo, _ = ctx.declared.range
+    golds = ctx.baseline()
+    try:
+        built_all = all_probes([ctx.rows[i] for i in eligible], tool_use=ctx.declared.tool_use)
+    except Exception as exc:
+        return [Check("gaming", False, f"building the probes raised {describe(exc)}")]
+    verdicts: dict[str, tuple[str | None, float, int]] = {}  # probe -> (first violation, smallest gap, rows)
+    for i, built in zip(eligible, built_all, strict=True):
+        names = [n for n in built if wanted(f"gaming:{n}")]
         scores = _probe_scores(ctx, [built[n] for n in names])
         for name, s in zip(names, scores, strict=True):
-            seen, gap = verdicts.get(name, (None, math.inf))
-            if isinstance(s, Exception):
-                bad = f"row {i}: the probe raised {describe(s)}"
-            elif s is not None and s > gold - ctx.margin + 1e-12:
-                bad = (
-                    f"row {i}: scores {s:.4g}, its gold {gold:.4g} (needs <= {gold - ctx.margin:.4g}, margin "
-                    f"{ctx.margin:g}); probe: {_shown_probe(built[name], tool_use)}"
-                )
+            seen, gap, rows = verdicts.get(name, (None, math.inf, 0))
+            bad = _probe_problem(ctx, s, golds[i], name in NEAR_MISS)
+            if bad is None:
+                gap = min(gap, golds[i] - (s if s is not None else lo))
             else:
-                bad = None
-                gap = min(gap, gold - (s if s is not None else lo))
-            verdicts[name] = (seen or bad, gap)
-    out = unbuilt[:1]  # the first such row
-    for name, (bad, gap) in verdicts.items():
-        reason = gaps.get(name, gaps.get("*"))
-        if bad is None:
-            out.append(Check(f"gaming:{name}", True, f"at least {gap:.3g} below the gold on {len(eligible)} row(s)"))
-        elif reason is not None:
-            out.append(Check(f"gaming:{name}", True, f"waived ({reason}): {bad}"))
-        else:
-            out.append(Check(f"gaming:{name}", False, bad))
-    return out
+                bad = f"row {i}: {bad}; probe: {_shown_probe(built[name], ctx.declared.tool_use)}"
+            verdicts[name] = (seen or bad, gap, rows + 1)
+    return [_verdict(ctx, name, *verdict) for name, verdict in verdicts.items()]
+
+
+def _verdict(ctx: Context, name: str, bad: str | None, gap: float, rows: int) -> Check:
+    gaps = ctx.declared.gameable
+    reason = gaps.get(name, gaps.get("*"))
+    if bad is None:
+        return Check(f"gaming:{name}", True, f"at least {gap:.3g} below the gold on {rows} row(s)")
+    if reason is not None:
+        return Check(f"gaming:{name}", True, f"waived ({reason}): {bad}")
+    return Check(f"gaming:{name}", False, bad)

@@ -15,8 +15,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardkit.testing.content import CONTENT_PROBES
+from rewardkit.testing.probes import COMPLETION_PROBES, TOOL_USE_PROBES
+
 Row = Mapping[str, Any]
 DEFAULT_RANGE = (0.0, 1.0)
+
+
+class RewardExit(RuntimeError):
+    """The reward raised ``SystemExit`` (called ``sys.exit``): a failure of the reward, never the end of the run."""
+
+
+class DeclarationError(ValueError):
+    """What a reward declares (``range``, ``may_return_none``, ``columns``, ``gameable``) cannot be meant."""
 
 
 def _parameters(reward: Callable[..., Any]) -> dict[str, inspect.Parameter] | None:
@@ -42,9 +53,12 @@ def call(reward: Callable[..., Any], completions: list[Any], columns: Mapping[st
     kwargs = {k: v for k, v in columns.items() if k not in ("completion", "prompt")}
     if names_prompts(reward) and "prompts" not in kwargs:
         kwargs["prompts"] = _prompts(columns, len(completions))
-    if params is not None and "completions" in params:
-        return reward(completions=completions, **kwargs)
-    return reward(completions, **kwargs)
+    try:
+        if params is not None and "completions" in params:
+            return reward(completions=completions, **kwargs)
+        return reward(completions, **kwargs)
+    except SystemExit as exc:
+        raise RewardExit(f"the reward called sys.exit({exc.code!r})") from None
 
 
 def names_prompts(reward: Callable[..., Any]) -> bool:
@@ -93,18 +107,13 @@ def declared(
     """Read the declaration: ``range`` and ``may_return_none`` class attributes (rewardkit's ``Reward`` has both),
     ``columns``, and ``gameable``; a reward reads ``messages`` (and gets tool-use probes) when it declares that
     column or names it as a parameter."""
-    bounds = range if range is not None else getattr(reward, "range", DEFAULT_RANGE)
-    try:
-        lo, hi = bounds
-    except (TypeError, ValueError):  # not a pair
-        raise ValueError(f"a reward's range must be two finite numbers; got {bounds!r}") from None
-    if not (isinstance(lo, int | float) and isinstance(hi, int | float) and math.isfinite(lo) and math.isfinite(hi)):
-        raise ValueError(f"a reward's range must be two finite numbers; got {(lo, hi)!r}")
-    if lo > hi:
-        raise ValueError(f"a reward's range must be (low, high) with low <= high; got {(lo, hi)!r}")
+    lo, hi = _bounds(range if range is not None else getattr(reward, "range", DEFAULT_RANGE))
     none = allow_none if allow_none is not None else getattr(reward, "may_return_none", True)
+    if not isinstance(none, bool):
+        raise DeclarationError(f"may_return_none must be True or False; got {none!r}")
     cols = getattr(reward, "columns", ())
-    cols = tuple(cols) if isinstance(cols, Iterable) and not isinstance(cols, str) else ()
+    if isinstance(cols, str) or not isinstance(cols, Iterable) or not all(isinstance(c, str) for c in cols):
+        raise DeclarationError(f"columns must be a tuple of column names; got {cols!r}")
     params = _parameters(reward) or {}
     named = list(params.items())
     if "completions" not in params:  # called positionally: the first parameter takes the completions
@@ -118,11 +127,40 @@ def declared(
     )
     if tool_use is None:
         tool_use = "messages" in cols or "messages" in params
-    gaps = gameable if gameable is not None else getattr(reward, "gameable", {})
+    gaps = _gaps(gameable if gameable is not None else getattr(reward, "gameable", {}))
     return Declared(
         range=(float(lo), float(hi)),
-        allow_none=bool(none),
+        allow_none=none,
         tool_use=bool(tool_use),
-        gameable=dict(gaps or {}),
+        gameable=gaps,
         columns=tuple(dict.fromkeys((*cols, *required))),
     )
+
+
+def _bounds(bounds: Any) -> tuple[float, float]:
+    """A declared ``range``: two finite numbers (not booleans, not strings), low <= high."""
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):  # not a pair
+        raise DeclarationError(f"a reward's range must be two finite numbers; got {bounds!r}") from None
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (lo, hi))
+    if not numbers:
+        raise DeclarationError(f"a reward's range must be two finite numbers; got {(lo, hi)!r}")
+    if lo > hi:
+        raise DeclarationError(f"a reward's range must be (low, high) with low <= high; got {(lo, hi)!r}")
+    return float(lo), float(hi)
+
+
+def _gaps(gaps: Any) -> dict[str, str]:
+    """A ``gameable`` declaration: probe name (or ``"*"``) -> a non-empty reason, every name a known probe."""
+    if not gaps:
+        return {}
+    if not isinstance(gaps, Mapping):
+        raise DeclarationError(f"gameable must map probe names (or '*') to a reason; got {gaps!r}")
+    known = {"*", *COMPLETION_PROBES, *TOOL_USE_PROBES, *CONTENT_PROBES}
+    for name, why in gaps.items():
+        if name not in known:
+            raise DeclarationError(f"gameable names {name!r}, not a probe; the probes are {', '.join(sorted(known))}")
+        if not isinstance(why, str) or not why.strip():
+            raise DeclarationError(f"gameable[{name!r}] must be the reason, a non-empty string; got {why!r}")
+    return dict(gaps)

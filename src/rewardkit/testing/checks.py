@@ -11,6 +11,7 @@ import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from rewardkit.testing.calling import Declared, call, columns_of, names_prompts
@@ -18,7 +19,18 @@ from rewardkit.testing.hostile import describe
 from rewardkit.testing.report import Check
 
 TOLERANCE = 1e-6  # two scores are "the same" within this (batched float32 maths may differ in the last bits)
-EXTRA = {"trainer_state": object(), "completion_ids": [1, 2, 3], "rewardkit_extra_column": "unused"}
+DRAWS = 4096  # scores the determinism check draws in all: a per-score flip rate p is missed with (1 - p) ** DRAWS
+# What ms-swift and TRL pass as ``trainer_state``: one ``transformers.TrainerState`` for the batch, mid-training.
+# The same fields (tests/test_testing_kit.py compares them with the real class), without importing torch.
+TRAINER_STATE = SimpleNamespace(
+    epoch=0.5, global_step=10, max_steps=20, logging_steps=1, eval_steps=500, save_steps=500, train_batch_size=8,
+    num_train_epochs=1, num_input_tokens_seen=0, total_flos=0.0, log_history=[], best_metric=None,
+    best_global_step=None, best_model_checkpoint=None, is_local_process_zero=True, is_world_process_zero=True,
+    is_hyper_param_search=False, trial_name=None, trial_params=None, stateful_callbacks={},
+)  # fmt: skip
+# Per-row extra columns (one cell per row), and the batch-wide ones (one value for the whole batch).
+EXTRA = {"completion_ids": [1, 2, 3], "rewardkit_extra_column": "unused"}
+BATCH_EXTRA = {"trainer_state": TRAINER_STATE}
 
 
 def short(value: Any, limit: int = 100) -> str:
@@ -34,6 +46,7 @@ class Context:
     margin: float = 0.1
     time_limit_s: float = 2.0
     isolate: bool = True
+    draws: int = DRAWS
     _baseline: list[Any] | BaseException | None = field(default=None, repr=False)
 
     def copied(self, rows: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -50,6 +63,10 @@ class Context:
         if conversational:
             completions = [[{"role": "assistant", "content": c}] if isinstance(c, str) else c for c in completions]
         return call(self.reward, completions, {**cols, **extra})
+
+    def preset(self, scores: Any) -> None:
+        """The batch's scores (or what the call raised), computed elsewhere: :meth:`baseline` returns them."""
+        self._baseline = scores
 
     def baseline(self) -> list[Any]:
         """The batch's scores (raises what the call raised, every time it is asked)."""
@@ -170,9 +187,20 @@ def guarded(name: str, body: Callable[[], Check], ctx: Context | None = None) ->
 
 
 def check_determinism(ctx: Context) -> Check:
+    """The same batch scored again until :data:`DRAWS` (``ctx.draws``) scores are drawn: a reward that flips a
+    score with probability p per score gets through with probability (1 - p) ** draws, never by the luck of one
+    repeat."""
+
     def body() -> Check:
         expected, n = ctx.baseline(), len(ctx.rows)
-        return compare(ctx, "determinism", ctx.run(), expected, "the same batch scored again", range(n))
+        repeats = max(1, math.ceil(ctx.draws / n))
+        for k in range(repeats):
+            check = compare(
+                ctx, "determinism", ctx.run(), expected, f"the same batch scored again (repeat {k + 1})", range(n)
+            )
+            if not check.passed:
+                return check
+        return Check("determinism", True, f"the same batch scored {repeats} more times ({repeats * n} scores)")
 
     return guarded("determinism", body, ctx)
 
@@ -194,22 +222,38 @@ def check_independence(ctx: Context) -> Check:
     return guarded("independence", body, ctx)
 
 
+def _mutation(ctx: Context, conversational: bool) -> str | None:
+    """What one call changed in what it was given (the completions list, its messages, a column), or None."""
+    rows = ctx.copied()
+    cols = columns_of(rows)
+    completions = list(cols.get("completion", [""] * len(rows)))
+    if conversational:
+        completions = [[{"role": "assistant", "content": c}] if isinstance(c, str) else c for c in completions]
+    before, before_completions = copy.deepcopy(cols), copy.deepcopy(completions)
+    call(ctx.reward, completions, cols)
+    if completions != before_completions:
+        i = first_difference(completions, before_completions) or 0
+        shown = short(completions[i], 80) if i < len(completions) else "nothing"
+        kind = "conversational completion" if conversational else "completion"
+        return f"changed the {kind} of row {i}: {shown}"
+    for name, cells in cols.items():
+        if cells != before[name]:
+            i = first_difference(cells, before[name]) or 0
+            was = short(before[name][i], 50) if i < len(before[name]) else "nothing"
+            now = short(cells[i], 50) if i < len(cells) else "nothing"
+            return f"changed column {name!r}: row {i} was {was}, is now {now}"
+    return None
+
+
 def check_no_mutation(ctx: Context) -> Check:
+    """Nothing the reward is given changes: the completions (strings, and TRL's message lists down to each
+    message's content) and every column."""
+
     def body() -> Check:
-        rows = ctx.copied()
-        cols = columns_of(rows)
-        completions = list(cols.get("completion", [""] * len(rows)))
-        before, before_completions = copy.deepcopy(cols), copy.deepcopy(completions)
-        call(ctx.reward, completions, cols)
-        if completions != before_completions:
-            return Check("no_mutation", False, f"changed the completions list: {short(completions, 80)}")
-        for name, cells in cols.items():
-            if cells != before[name]:
-                i = first_difference(cells, before[name]) or 0
-                was = short(before[name][i], 50) if i < len(before[name]) else "nothing"
-                now = short(cells[i], 50) if i < len(cells) else "nothing"
-                return Check("no_mutation", False, f"changed column {name!r}: row {i} was {was}, is now {now}")
-        return Check("no_mutation", True, "completions and columns unchanged")
+        problem = _mutation(ctx, False) or _mutation(ctx, True)
+        if problem is not None:
+            return Check("no_mutation", False, problem)
+        return Check("no_mutation", True, "completions (strings and message lists) and columns unchanged")
 
     return guarded("no_mutation", body, ctx)
 
@@ -218,7 +262,8 @@ def check_extra_columns(ctx: Context) -> Check:
     n = len(ctx.rows)
     # ``prompts`` is an extra only for a reward that does not name it: one that does gets the real prompts.
     offered = {**({} if names_prompts(ctx.reward) else {"prompts": ""}), **EXTRA}
-    extras = {k: [v] * n for k, v in offered.items() if not any(k in r for r in ctx.rows)}
+    extras: dict[str, Any] = {k: [v] * n for k, v in offered.items() if not any(k in r for r in ctx.rows)}
+    extras.update({k: v for k, v in BATCH_EXTRA.items() if not any(k in r for r in ctx.rows)})
 
     def body() -> Check:
         expected = ctx.baseline()

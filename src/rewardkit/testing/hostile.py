@@ -7,6 +7,7 @@ The child inherits the reward as it is (no pickling) and sends back only the ver
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import random
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from rewardkit.testing.report import safe_text
 
 GRACE_S = 0.5  # beyond the time limit, for the child's start and its reply
 
@@ -49,41 +52,74 @@ HOSTILE: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one bounded call went: ``ok`` (``problem`` is the judge's verdict, None = fine), ``raised``,
-    ``timeout`` or ``crashed``; ``seconds`` as the call measured itself."""
+    """How one bounded call went: ``ok`` (``value`` is what the call returned), ``raised`` (``value`` is the
+    exception, described), ``timeout`` or ``crashed`` (``value`` says how the process ended); ``seconds`` as the
+    call measured itself."""
 
     status: str
-    problem: str | None
+    value: Any
     seconds: float
 
 
 def describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    text = safe_text(f"{type(exc).__name__}: {exc}")
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _verdict(fn: Callable[[], Any], judge: Callable[[Any], str | None]) -> tuple[str, str | None, float]:
+def _outcome(fn: Callable[[], Any]) -> Outcome:
+    """``fn()`` timed; whatever it raises, ``SystemExit`` included, is its outcome (a reward that calls
+    ``sys.exit`` has failed, it has not ended the run)."""
     start = time.perf_counter()
     try:
         value = fn()
-    except Exception as exc:
-        return "raised", describe(exc), time.perf_counter() - start
-    seconds = time.perf_counter() - start
-    return "ok", judge(value), seconds
+    except (Exception, SystemExit) as exc:
+        return Outcome("raised", describe(exc), time.perf_counter() - start)
+    return Outcome("ok", value, time.perf_counter() - start)
 
 
-def bounded(fn: Callable[[], Any], judge: Callable[[Any], str | None], limit_s: float, isolate: bool = True) -> Outcome:
-    """Run ``fn`` and judge its value, giving up after ``limit_s`` (a forked child, killed; else a thread)."""
+def bounded(fn: Callable[[], Any], limit_s: float, isolate: bool = True) -> Outcome:
+    """Run ``fn``, giving up after ``limit_s``: in a forked child that is killed (its value must pickle), else in
+    a thread (a hang is then given up on, not stopped)."""
     if isolate and hasattr(os, "fork"):
-        return _forked(fn, judge, limit_s)
-    box: list[tuple[str, str | None, float]] = []
-    worker = threading.Thread(target=lambda: box.append(_verdict(fn, judge)), daemon=True)
+        return _forked(fn, limit_s)
+    box: list[Outcome] = []
+    worker = threading.Thread(target=lambda: box.append(_outcome(fn)), daemon=True)
     worker.start()
     worker.join(limit_s + GRACE_S)
-    return Outcome(*box[0]) if box else Outcome("timeout", None, limit_s)
+    return box[0] if box else Outcome("timeout", None, limit_s)
 
 
-def _forked(fn: Callable[[], Any], judge: Callable[[Any], str | None], limit_s: float) -> Outcome:
+def _child(fn: Callable[[], Any], write_end: int) -> None:
+    """In the forked child: signals end it (the parent's handlers are not inherited), the outcome goes down the
+    pipe, and it leaves without running the parent's exit handlers."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        outcome = _outcome(fn)
+        try:
+            data = pickle.dumps(outcome)
+        except Exception as exc:  # a value that cannot travel back
+            data = pickle.dumps(Outcome("raised", f"its result cannot be sent back ({describe(exc)})", 0.0))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_end, view) :]
+    finally:
+        os._exit(0)
+
+
+def ended(status: int) -> str:
+    """How a child process ended, from its ``waitpid`` status, for a message."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"the process was killed by {name}"
+    return f"the process exited with status {os.WEXITSTATUS(status)} before returning a result"
+
+
+def _forked(fn: Callable[[], Any], limit_s: float) -> Outcome:
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
@@ -91,34 +127,33 @@ def _forked(fn: Callable[[], Any], judge: Callable[[Any], str | None], limit_s: 
         os.close(read_end)
         os.close(write_end)
         raise
-    if pid == 0:  # the child: score, send the verdict, leave without running the parent's exit handlers
-        try:
-            os.close(read_end)
-            data = pickle.dumps(_verdict(fn, judge))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_end, view) :]
-        finally:
-            os._exit(0)
+    if pid == 0:
+        os.close(read_end)
+        _child(fn, write_end)
     os.close(write_end)
     chunks: list[bytes] = []
     deadline = time.monotonic() + limit_s + GRACE_S
+    reaped = False
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([read_end], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
                 return Outcome("timeout", None, limit_s)
             chunk = os.read(read_end, 1 << 16)
             if not chunk:
                 break
             chunks.append(chunk)
-    finally:
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+    finally:  # a timeout, or a signal or Ctrl-C in the parent: the child never outlives the call
         os.close(read_end)
-        os.waitpid(pid, 0)
+        if not reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
     if not chunks:
-        return Outcome("crashed", "the process died without a result (a C stack overflow?)", 0.0)
-    return Outcome(*pickle.loads(b"".join(chunks)))
+        return Outcome("crashed", ended(status), 0.0)
+    return pickle.loads(b"".join(chunks))
 
 
 def shrink(text: str, fails: Callable[[str], bool], attempts: int = 24, budget_s: float = 10.0) -> str:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rewardkit.testing import checks as generic
 from rewardkit.testing import runtime
 from rewardkit.testing.adversarial import gaming_checks, hostile_checks
 from rewardkit.testing.calling import declared, name_of
-from rewardkit.testing.checks import Context
-from rewardkit.testing.hostile import HOSTILE
+from rewardkit.testing.checks import DRAWS, Context
+from rewardkit.testing.content import CONTENT_PROBES
+from rewardkit.testing.hostile import HOSTILE, bounded
 from rewardkit.testing.probes import COMPLETION_PROBES, TOOL_USE_PROBES
 from rewardkit.testing.report import Check, Report
 
@@ -29,35 +32,112 @@ GENERIC: dict[str, Callable[[Context], Check]] = {
 }
 
 
+CHECK_TIME_S = 60.0  # a check (or the gold batch) that runs longer has hung
+
+
 def check_names() -> list[str]:
     """Every check name the kit can report (``gaming`` alone: when no row can be compared with its probes)."""
-    probes = dict.fromkeys((*COMPLETION_PROBES, *TOOL_USE_PROBES))
+    probes = dict.fromkeys((*COMPLETION_PROBES, *TOOL_USE_PROBES, *CONTENT_PROBES))
     return [*GENERIC, *(f"hostile:{n}" for n in HOSTILE), "gaming", *(f"gaming:{n}" for n in probes)]
 
 
-def _selector(checks: Iterable[str] | None) -> Callable[[str], bool]:
-    if checks is None:
-        return lambda name: True
-    chosen = set(checks)
+def _names(option: str, names: Iterable[str]) -> set[str]:
+    chosen = {names} if isinstance(names, str) else set(names)
     known = set(check_names()) | set(GROUPS)
     unknown = sorted(chosen - known)
     if unknown:
-        raise ValueError(f"unknown check(s) {unknown}; the checks are {', '.join(sorted(known))}")
-    return lambda name: name in chosen or name.split(":", 1)[0] in chosen
+        raise ValueError(f"{option}: unknown check(s) {unknown}; the checks are {', '.join(sorted(known))}")
+    return chosen
+
+
+def _matches(name: str, names: set[str] | None) -> bool:
+    """Whether check ``name`` is among ``names`` by itself or by its group (every check when ``names`` is None)."""
+    return names is None or name in names or name.split(":", 1)[0] in names
+
+
+def _selection(checks: Iterable[str] | None, skip: Iterable[str]) -> tuple[Callable[[str], bool], list[str]]:
+    """Whether a check runs (chosen by ``checks``, every check when None, and not left out by ``skip``), and the
+    checks that ``skip`` left out of the chosen ones."""
+    chosen = None if checks is None else _names("checks", checks)
+    if chosen is not None and not chosen:
+        raise ValueError("checks=[] selects no check; pass checks=None for every check")
+    left_out = _names("skip", skip)
+    skipped = [n for n in check_names() if _matches(n, chosen) and _matches(n, left_out)]
+    if all(not _matches(n, chosen) or n in skipped for n in check_names()):
+        raise ValueError(f"skip={sorted(left_out)} leaves no check to run")
+    return (lambda name: _matches(name, chosen) and not _matches(name, left_out)), skipped
+
+
+def _number(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> float:
+    """A finite number in [low, high] (``(low, high]`` with ``low_open``), else a ValueError naming it."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value > high or value < low or (low_open and value == low):
+        bound = f"{'(' if low_open else '['}{low:g}, {high:g}]"
+        raise ValueError(f"{name} must be a finite number in {bound}; got {value!r}")
+    return float(value)
+
+
+def _rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = list(rows)  # a generator is read once, here
+    if not rows:
+        raise ValueError("check_reward needs at least one row")
+    bad = [i for i, r in enumerate(rows) if not isinstance(r, Mapping) or "completion" not in r]
+    if bad:
+        raise ValueError(f"every row must be a dict with a 'completion'; rows {bad} are not")
+    return [dict(r) for r in rows]
+
+
+def _unit(ctx: Context, label: str, fn: Callable[[], list[Check]], limit_s: float) -> list[Check]:
+    """``fn()``'s checks, run in a forked child when ``ctx.isolate``: a reward that ends its process, is killed by
+    a signal or hangs past ``limit_s`` fails the check (``label``) instead of ending or hanging the run."""
+    if not ctx.isolate:
+        return fn()
+    outcome = bounded(fn, limit_s)
+    if outcome.status == "ok":
+        return outcome.value
+    if outcome.status == "timeout":
+        why = f"did not finish within {limit_s:g} s: the reward hangs, or needs a larger check_time_s"
+    elif outcome.status == "crashed":
+        why = f"the reward ended its process: {outcome.value}"
+    else:
+        why = f"raised {outcome.value}"
+    return [Check(label, False, why)]
+
+
+def _gold(ctx: Context, limit_s: float) -> None:
+    """The batch's scores, computed once in a bounded child, so that no call of the reward in this process can
+    hang or end it; what went wrong becomes the exception every check reports."""
+
+    def scores() -> Any:
+        try:
+            return ctx.run()
+        except Exception as exc:  # travels back as the batch's outcome
+            return exc
+
+    outcome = bounded(scores, limit_s)
+    if outcome.status == "ok":
+        ctx.preset(outcome.value)
+    elif outcome.status == "timeout":
+        ctx.preset(TimeoutError(f"the batch did not finish within {limit_s:g} s"))
+    else:
+        ctx.preset(RuntimeError(f"the batch {outcome.status}: {outcome.value}"))
 
 
 def check_reward(
     reward: Callable[..., Any],
-    rows: Sequence[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, Any]],
     *,
     range: tuple[float, float] | None = None,  # shadows the builtin: the public keyword
     allow_none: bool | None = None,
     margin: float = 0.1,
     time_limit_s: float = 2.0,
     checks: Iterable[str] | None = None,
+    skip: Iterable[str] = (),
     tool_use: bool | None = None,
     gameable: Mapping[str, str] | None = None,
     isolate: bool = True,
+    draws: int = DRAWS,
+    check_time_s: float = CHECK_TIME_S,
 ) -> Report:
     """Run the reward contract on ``reward`` with ``rows`` (dataset columns plus ``completion``, a gold
     completion that should score well) and return the :class:`Report`; it never raises for a failed check.
@@ -65,28 +145,35 @@ def check_reward(
     ``range`` and ``allow_none`` default to the reward's ``range`` and ``may_return_none`` attributes, else
     [0, 1] with None allowed; ``tool_use`` (probes on ``messages``) to whether it reads ``messages``;
     ``gameable`` (probe name or ``"*"`` -> why) to its ``gameable`` attribute. ``checks`` keeps only the named
-    checks (``"hostile"`` and ``"gaming"`` name their whole group). ``isolate=False`` runs hostile inputs in
-    this process: a hang is then measured, not stopped.
+    checks and ``skip`` leaves the named ones out (``"hostile"`` and ``"gaming"`` name their whole group); the
+    report lists what was skipped. ``draws`` is how many scores the determinism check draws. With ``isolate``
+    (the default, where the platform can fork) the gold batch and each check run in a child process bounded by
+    ``check_time_s``, and each hostile call in one bounded by ``time_limit_s``; ``isolate=False`` runs all in
+    this process: a hang is then measured, not stopped, and a process exit is the caller's.
     """
-    if not rows:
-        raise ValueError("check_reward needs at least one row")
-    bad = [i for i, r in enumerate(rows) if not isinstance(r, Mapping) or "completion" not in r]
-    if bad:
-        raise ValueError(f"every row must be a dict with a 'completion'; rows {bad} are not")
-    if margin < 0 or time_limit_s <= 0:
-        raise ValueError("margin must be >= 0 and time_limit_s > 0")
-    wanted = _selector(checks)
+    rows = _rows(rows)
+    wanted, skipped = _selection(checks, skip)
+    promised = declared(reward, range, allow_none, tool_use, gameable)
+    lo, hi = promised.range
+    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 1:
+        raise ValueError(f"draws must be an integer >= 1; got {draws!r}")
     ctx = Context(
         reward=reward,
-        rows=[dict(r) for r in rows],
-        declared=declared(reward, range, allow_none, tool_use, gameable),
-        margin=margin,
-        time_limit_s=time_limit_s,
-        isolate=isolate,
+        rows=rows,
+        declared=promised,
+        margin=_number("margin", margin, 0.0, hi - lo),
+        time_limit_s=_number("time_limit_s", time_limit_s, 0.0, 3600.0, low_open=True),
+        isolate=isolate and hasattr(os, "fork"),
+        draws=draws,
     )
-    report = Report(reward=name_of(reward))
-    report.checks += [check(ctx) for name, check in GENERIC.items() if wanted(name)]
+    limit = _number("check_time_s", check_time_s, 0.0, 86400.0, low_open=True)
+    report = Report(reward=name_of(reward), skipped=skipped)
+    if ctx.isolate:
+        _gold(ctx, limit)
+    for name, check in GENERIC.items():
+        if wanted(name):
+            report.checks += _unit(ctx, name, lambda check=check: [check(ctx)], limit)
     report.checks += hostile_checks(ctx, [n for n in HOSTILE if wanted(f"hostile:{n}")])
     if wanted("gaming") or any(wanted(n) for n in check_names() if n.startswith("gaming:")):
-        report.checks += gaming_checks(ctx, wanted)
+        report.checks += _unit(ctx, "gaming", lambda: gaming_checks(ctx, wanted), limit)
     return report

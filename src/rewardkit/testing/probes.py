@@ -78,7 +78,7 @@ def completion_probes(row: Mapping[str, Any]) -> dict[str, str]:
     return {name: out[name] for name in COMPLETION_PROBES if name in out}
 
 
-def _split(messages: list[Any]) -> tuple[list[Any], list[Any]]:
+def agent_turns(messages: list[Any]) -> tuple[list[Any], list[Any]]:
     """(the prompt turns, the agent's turns): the agent's part starts at the first assistant message."""
     for i, m in enumerate(messages):
         if isinstance(m, Mapping) and m.get("role") == "assistant":
@@ -86,22 +86,25 @@ def _split(messages: list[Any]) -> tuple[list[Any], list[Any]]:
     return messages, []
 
 
-def _said(text: str) -> dict[str, Any]:
+def said(text: str) -> dict[str, Any]:
+    """An assistant message saying ``text``."""
     return {"role": "assistant", "content": text}
 
 
-def _calls(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+def tool_calls_of(messages: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The (name, arguments) of every named tool call in ``messages``, in order."""
     from rewardkit.envs.tool_calls import tool_calls
 
     return [(c.name, dict(c.arguments)) for c in tool_calls(messages) if c.name]
 
 
-def _invoke(name: str, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
+def invoke(name: str, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One Hermes tool call and an empty tool result: two messages."""
     call = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
-    return [_said(f"<tool_call>\n{call}\n</tool_call>"), {"role": "tool", "content": "{}"}]
+    return [said(f"<tool_call>\n{call}\n</tool_call>"), {"role": "tool", "content": "{}"}]
 
 
-def _write_tools(row: Mapping[str, Any], gold_names: list[str]) -> dict[str, tuple[set[str], set[str]] | None]:
+def write_tools(row: Mapping[str, Any], gold_names: list[str]) -> dict[str, tuple[set[str], set[str]] | None]:
     """Write tool name -> (its parameters, the required ones), from the row's registered ``domain`` when it has
     one; else the tools the gold calls, parameters unknown (None)."""
     domain = row.get("domain")
@@ -130,7 +133,7 @@ def _every_write(row: Mapping[str, Any], calls: list[tuple[str, dict[str, Any]]]
             merged.setdefault(key, value)
     seen = {json.dumps([n, a], sort_keys=True, default=str) for n, a in calls}
     turns: list[dict[str, Any]] = []
-    for name, params in _write_tools(row, [n for n, _ in calls]).items():
+    for name, params in write_tools(row, [n for n, _ in calls]).items():
         for _, arguments in calls:
             wanted = set(arguments) | set(merged) if params is None else params[0]
             args = {k: arguments.get(k, merged.get(k)) for k in sorted(wanted) if k in arguments or k in merged}
@@ -138,36 +141,37 @@ def _every_write(row: Mapping[str, Any], calls: list[tuple[str, dict[str, Any]]]
             if key in seen or (params is not None and not params[1] <= set(args)):
                 continue
             seen.add(key)
-            turns += _invoke(name, args)
+            turns += invoke(name, args)
     return turns
 
 
 def tool_use_probes(row: Mapping[str, Any]) -> dict[str, list[Any]]:
     messages = row.get("messages")
     messages = list(messages) if isinstance(messages, list) else []
-    prompt, agent = _split(messages)
+    prompt, agent = agent_turns(messages)
     texts = [
         TOOL_CALL.sub("", _text(m.get("content"))).strip()
         for m in agent
         if isinstance(m, Mapping) and m.get("role") == "assistant"
     ]
-    calls = _calls(agent)
+    calls = tool_calls_of(agent)
     gold_turns: list[dict[str, Any]] = []
     for name, arguments in calls:
-        gold_turns += _invoke(name, arguments)
+        gold_turns += invoke(name, arguments)
     last_said = next((t for t in reversed(texts) if t), "Done.")
     return {
-        "empty": [*prompt, _said("")],
-        "truncated": [*prompt, *agent[: len(agent) // 2]] if len(agent) > 1 else [*prompt, _said("")],
-        "prompt_copy": [*prompt, _said(prompt_text(row) or "")],
-        "say_only": [*prompt, _said(" ".join(t for t in texts if t) or "Done.")],
-        "no_op": [*prompt, _said("I have taken care of everything.")],
-        "transfer": [*prompt, *_invoke(TRANSFER, {"summary": prompt_text(row) or ""}), _said("Transferring you.")],
-        "every_write": [*prompt, *gold_turns, *_every_write(row, calls), _said(last_said)],
+        "empty": [*prompt, said("")],
+        "truncated": [*prompt, *agent[: len(agent) // 2]] if len(agent) > 1 else [*prompt, said("")],
+        "prompt_copy": [*prompt, said(prompt_text(row) or "")],
+        "say_only": [*prompt, said(" ".join(t for t in texts if t) or "Done.")],
+        "no_op": [*prompt, said("I have taken care of everything.")],
+        "transfer": [*prompt, *invoke(TRANSFER, {"summary": prompt_text(row) or ""}), said("Transferring you.")],
+        "every_write": [*prompt, *gold_turns, *_every_write(row, calls), said(last_said)],
     }
 
 
-def _without_record(row: Mapping[str, Any]) -> dict[str, Any]:
+def without_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` without the live environment's record of its gold episode (it would describe the gold)."""
     out = dict(row)
     infos = out.get("rollout_infos")
     if isinstance(infos, Mapping) and any(k in infos for k in RECORDED):
@@ -189,7 +193,7 @@ def probes(row: Mapping[str, Any], *, tool_use: bool) -> dict[str, dict[str, Any
         return {name: {**row, "completion": text} for name, text in completion_probes(row).items()}
     out = {}
     for name, messages in tool_use_probes(row).items():
-        probe = _without_record(row)
+        probe = without_record(row)
         probe["messages"] = messages
         probe["completion"] = _last_text(messages)
         out[name] = probe
