@@ -214,7 +214,10 @@ def fails(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     from rewardkit.cli import main
 
     capsys.readouterr()
-    code = main(["lint", *args])
+    try:
+        code = main(["lint", *args])
+    except SystemExit as exc:  # a flag argparse refuses: one line, exit 2, before the command runs
+        code = exc.code
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     return err.strip()
@@ -228,8 +231,8 @@ def fails(capsys: pytest.CaptureFixture[str], *args: str) -> str:
         ("many", [], None, "{recipe}: num_generations must be an integer greater than 1 for GRPO; got 'many'"),
         (8, ["--max-zero-variance", "0.4"], None, "--max-zero-variance needs --sft"),
         (8, ["--group-by", "solution"], None, "--group-by needs --sft"),
-        (8, ["--max-zero-variance", "1.5"], 2, "--max-zero-variance must be a share from 0 to 1; got 1.5"),
-        (8, ["--max-zero-variance", "-0.1"], 2, "--max-zero-variance must be a share from 0 to 1; got -0.1"),
+        (8, ["--max-zero-variance", "1.5"], 2, "--max-zero-variance: '1.5' is not a finite number in [0, 1]"),
+        (8, ["--max-zero-variance", "-0.1"], 2, "--max-zero-variance: '-0.1' is not a finite number in [0, 1]"),
         # One sample of one prompt: no group of two to compare.
         (8, [], 1, "--sft {sft}: no prompt has 2 or more samples (grouped by every column but the completion); "
          "pass --group-by COLUMN"),

@@ -121,13 +121,14 @@ def read_jsonl(path: str | Path, required: Sequence[str] = (), strict: bool = Fa
 
 
 def read_rows(path: str | Path, flag: str = "", required: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """:func:`read_jsonl` of an input that must hold rows: a missing file and a file without a row (empty, or
-    only blank lines) raise :class:`JsonlError` too, naming the input as ``flag path`` (``--data rows.jsonl``)."""
+    """:func:`read_jsonl` of an input that must hold rows, strict JSON (``NaN``, ``Infinity`` and numbers that
+    overflow to infinity are refused: they are not JSON): a missing file and a file without a row (empty, or only
+    blank lines) raise :class:`JsonlError` too, naming the input as ``flag path`` (``--data rows.jsonl``)."""
     path = Path(path)
     name = f"{flag} {path}" if flag else str(path)
     if not path.exists():
         raise JsonlError(f"{name} not found")
-    rows = read_jsonl(path, required)
+    rows = read_jsonl(path, required, strict=True)
     if not rows:
         why = "the file is empty" if path.stat().st_size == 0 else "only blank lines"
         raise JsonlError(f"{name}: no rows ({why})")

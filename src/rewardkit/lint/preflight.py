@@ -79,12 +79,14 @@ class RecipeLint:
 
 
 def lint_recipe(
-    recipe: str | Path, dataset: str | Path, sft: str | Path | None = None, opts: Options = Options()
+    recipe: str | Path | Recipe, dataset: str | Path, sft: str | Path | None = None, opts: Options = Options()
 ) -> RecipeLint:
     from rewardkit.rewards import EPISODE_REWARDS
     from rewardkit.rewards.answers import load_schema
 
-    spec = read_recipe(recipe, opts.config)
+    if not 0 <= opts.margin <= 1:
+        raise RecipeError(f"--margin {opts.margin:g}: lint RECIPE's margin is a share of the weights' sum, 0 to 1")
+    spec = recipe if isinstance(recipe, Recipe) else read_recipe(recipe, opts.config)
     rewards, cfg = build_rewards(spec)
     weights = dict(zip(spec.keys, spec.weights, strict=True))
     tool_use = any(k in EPISODE_REWARDS for k in spec.keys)

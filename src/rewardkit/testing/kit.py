@@ -35,6 +35,10 @@ GENERIC: dict[str, Callable[[Context], Check]] = {
 CHECK_TIME_S = 60.0  # a check (or the gold batch) that runs longer has hung
 
 
+class KitError(ValueError):
+    """An argument of :func:`check_reward` that cannot be meant (no rows, an unknown check, a NaN margin …)."""
+
+
 def check_names() -> list[str]:
     """Every check name the kit can report (``gaming`` alone: when no row can be compared with its probes)."""
     probes = dict.fromkeys((*COMPLETION_PROBES, *TOOL_USE_PROBES, *CONTENT_PROBES))
@@ -46,7 +50,7 @@ def _names(option: str, names: Iterable[str]) -> set[str]:
     known = set(check_names()) | set(GROUPS)
     unknown = sorted(chosen - known)
     if unknown:
-        raise ValueError(f"{option}: unknown check(s) {unknown}; the checks are {', '.join(sorted(known))}")
+        raise KitError(f"{option}: unknown check(s) {unknown}; the checks are {', '.join(sorted(known))}")
     return chosen
 
 
@@ -60,11 +64,11 @@ def _selection(checks: Iterable[str] | None, skip: Iterable[str]) -> tuple[Calla
     checks that ``skip`` left out of the chosen ones."""
     chosen = None if checks is None else _names("checks", checks)
     if chosen is not None and not chosen:
-        raise ValueError("checks=[] selects no check; pass checks=None for every check")
+        raise KitError("checks=[] selects no check; pass checks=None for every check")
     left_out = _names("skip", skip)
     skipped = [n for n in check_names() if _matches(n, chosen) and _matches(n, left_out)]
     if all(not _matches(n, chosen) or n in skipped for n in check_names()):
-        raise ValueError(f"skip={sorted(left_out)} leaves no check to run")
+        raise KitError(f"skip={sorted(left_out)} leaves no check to run")
     return (lambda name: _matches(name, chosen) and not _matches(name, left_out)), skipped
 
 
@@ -73,17 +77,17 @@ def _number(name: str, value: Any, low: float, high: float, *, low_open: bool = 
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value > high or value < low or (low_open and value == low):
         bound = f"{'(' if low_open else '['}{low:g}, {high:g}]"
-        raise ValueError(f"{name} must be a finite number in {bound}; got {value!r}")
+        raise KitError(f"{name} must be a finite number in {bound}; got {value!r}")
     return float(value)
 
 
 def _rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = list(rows)  # a generator is read once, here
     if not rows:
-        raise ValueError("check_reward needs at least one row")
+        raise KitError("check_reward needs at least one row")
     bad = [i for i, r in enumerate(rows) if not isinstance(r, Mapping) or "completion" not in r]
     if bad:
-        raise ValueError(f"every row must be a dict with a 'completion'; rows {bad} are not")
+        raise KitError(f"every row must be a dict with a 'completion'; rows {bad} are not")
     return [dict(r) for r in rows]
 
 
@@ -156,7 +160,7 @@ def check_reward(
     promised = declared(reward, range, allow_none, tool_use, gameable)
     lo, hi = promised.range
     if not isinstance(draws, int) or isinstance(draws, bool) or draws < 1:
-        raise ValueError(f"draws must be an integer >= 1; got {draws!r}")
+        raise KitError(f"draws must be an integer >= 1; got {draws!r}")
     ctx = Context(
         reward=reward,
         rows=rows,
