@@ -7,6 +7,7 @@ can too. ``ROWS`` are their data: two gold completions and one wrong one (scores
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -146,6 +147,57 @@ def rewards_length(completions: list[Any], solution: list[str], **kwargs: Any) -
     return [0.5 * e + 0.5 * min(1.0, len(text_of(c)) / 1000) for e, c in zip(exact, completions, strict=True)]
 
 
+# Content blindness: each scores every form probe 0 and keeps every generic check, but is fooled by a content probe.
+
+
+def ignores_solution(completions: list[Any], **kwargs: Any) -> list[float]:
+    """1.0 for any one non-empty answer block: never reads ``solution``, so another row's answer scores 1."""
+    return [float(bool(answer_of(text_of(c)))) for c in completions]
+
+
+def plan_experts(text: str) -> set[str] | None:
+    """The set of expert names of a planning answer (``<answer>{"plan": [{"专家": …}]}</answer>``), else None."""
+    body = answer_of(text)
+    try:
+        steps = json.loads(body)["plan"] if body else None
+        return {step["专家"] for step in steps} if isinstance(steps, list) and steps else None
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
+
+
+def expert_set_only(completions: list[Any], solution: list[str], **kwargs: Any) -> list[float]:
+    """1.0 iff the plan names the gold's set of experts: blind to which expert takes which step."""
+    out = []
+    for c, s in zip(completions, solution, strict=True):
+        got = plan_experts(text_of(c))
+        out.append(float(got is not None and got == plan_experts(f"<answer>{s}</answer>")))
+    return out
+
+
+def retail_writes() -> frozenset[str]:
+    from rewardkit.envs import get_domain
+
+    return get_domain("retail").write_tools
+
+
+def write_names(messages: Any) -> list[str]:
+    """The write tools an episode calls, by name, sorted (arguments ignored)."""
+    from rewardkit.envs.tool_calls import tool_calls
+
+    calls = tool_calls(messages if isinstance(messages, list) else [])
+    return sorted(c.name for c in calls if c.name in retail_writes())
+
+
+def any_write_of_the_gold(completions: list[Any], messages: list[Any], task: list[Any], **kwargs: Any) -> list[float]:
+    """1.0 iff the episode calls the gold's write tools (as many times each), whatever their arguments."""
+    out = []
+    for m, t in zip(messages, task, strict=True):
+        t = json.loads(t) if isinstance(t, str) else t
+        gold = sorted(a["name"] for a in t["evaluation_criteria"]["actions"] if a["name"] in retail_writes())
+        out.append(float(bool(gold) and write_names(m) == gold))
+    return out
+
+
 holds_a_lock = HoldsALock()
 none_not_allowed = NoneNotAllowed()
 nondeterministic = Nondeterministic()
@@ -168,4 +220,10 @@ BROKEN = {
     "rejects_conversational": "conversational",
     "slow_on_regex_bomb": "hostile:regex_bomb_letters",
     "rewards_length": "gaming:max_length",
+}
+# name in this file -> the content probes it lets through (and no other check fails), on the rows of its kind
+CONTENT_BLIND = {
+    "ignores_solution": ("gaming:other_gold", "gaming:constant"),  # ROWS
+    "expert_set_only": ("gaming:exchanged_experts",),  # planning rows (tests/test_kit_content.py)
+    "any_write_of_the_gold": ("gaming:wrong_argument",),  # tau2 rows (tests/test_kit_content.py)
 }

@@ -109,9 +109,9 @@ TRL_ROWS = [{"prompt": "hi", "completion": "hi there"}, {"prompt": "yo", "comple
     [
         # Names prompts: it gets the rows' real prompts ("hi", "yo"), never an empty extra one. With prompts = ""
         # row 1 would score float("" in "no") = 1.0 instead of float("yo" in "no") = 0.0.
-        (trl_style, TRL_ROWS, "with extra columns ['completion_ids', 'rewardkit_extra_column', 'trainer_state']"),
-        (broken.exact_answer, ROWS, "with extra columns ['completion_ids', 'prompts', 'rewardkit_extra_column', "
-         "'trainer_state']"),  # does not name it: prompts is one more extra
+        (trl_style, TRL_ROWS, "with extra columns ['completion_ids', 'rewardkit_extra_column']"),
+        (broken.exact_answer, ROWS, "with extra columns ['completion_ids', 'prompts', 'rewardkit_extra_column']"),
+        # does not name it: prompts is one more extra
     ],
     ids=["trl-prompts", "completions-only"],
 )  # fmt: skip

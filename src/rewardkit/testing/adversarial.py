@@ -9,6 +9,7 @@ from typing import Any
 from rewardkit.testing.checks import TOLERANCE, Context, guarded, shape_problem, short, value_problem
 from rewardkit.testing.content import NEAR_MISS, all_probes
 from rewardkit.testing.hostile import HOSTILE, Outcome, bounded, describe, show, shrink
+from rewardkit.testing.probes import gold_text, shaped
 from rewardkit.testing.report import Check
 
 SHRINK_ATTEMPTS = 24
@@ -27,7 +28,7 @@ def usable_rows(ctx: Context) -> list[int]:
 
 
 def hostile_row(ctx: Context, row: Mapping[str, Any], text: str) -> dict[str, Any]:
-    out = {**row, "completion": text}
+    out = {**row, "completion": shaped(row, text)}
     if ctx.declared.tool_use:  # the text as the agent's one turn, after the row's prompt turns
         messages = row.get("messages") if isinstance(row.get("messages"), list) else []
         prompt = []
@@ -84,7 +85,7 @@ def _shown_probe(row: Mapping[str, Any], tool_use: bool) -> str:
     if tool_use:
         messages = row.get("messages") or []
         return f"{len(messages)} messages, the last {short(messages[-1] if messages else None, 70)}"
-    return show(row["completion"])
+    return show(gold_text(row))
 
 
 def _probe_scores(ctx: Context, rows: list[dict[str, Any]]) -> list[Any]:

@@ -13,6 +13,7 @@ import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from rewardkit.testing.content import CONTENT_PROBES
@@ -20,6 +21,15 @@ from rewardkit.testing.probes import COMPLETION_PROBES, TOOL_USE_PROBES
 
 Row = Mapping[str, Any]
 DEFAULT_RANGE = (0.0, 1.0)
+# What ms-swift and TRL pass as ``trainer_state`` with every batch: one ``transformers.TrainerState``, here
+# mid-training. The same fields (tests/test_kit_regressions.py compares them with the real class), without
+# importing torch.
+TRAINER_STATE = SimpleNamespace(
+    epoch=0.5, global_step=10, max_steps=20, logging_steps=1, eval_steps=500, save_steps=500, train_batch_size=8,
+    num_train_epochs=1, num_input_tokens_seen=0, total_flos=0.0, log_history=[], best_metric=None,
+    best_global_step=None, best_model_checkpoint=None, is_local_process_zero=True, is_world_process_zero=True,
+    is_hyper_param_search=False, trial_name=None, trial_params=None, stateful_callbacks={},
+)  # fmt: skip
 
 
 class RewardExit(RuntimeError):
@@ -47,10 +57,14 @@ def call(reward: Callable[..., Any], completions: list[Any], columns: Mapping[st
     """``reward`` on ``completions`` with ``columns`` as keyword arguments, as a trainer calls it.
 
     ``completions`` goes by keyword when the signature names it (TRL's way), else first and positional
-    (ms-swift's); ``prompts`` is added only for a reward whose signature names it.
+    (ms-swift's); ``trainer_state`` (:data:`TRAINER_STATE`), which both trainers pass with every batch, goes to
+    a reward that can take it (the ``extra_columns`` check offers it to the others); ``prompts`` is added only for
+    a reward whose signature names it.
     """
     params = _parameters(reward)
     kwargs = {k: v for k, v in columns.items() if k not in ("completion", "prompt")}
+    if takes(reward, "trainer_state"):
+        kwargs.setdefault("trainer_state", TRAINER_STATE)
     if names_prompts(reward) and "prompts" not in kwargs:
         kwargs["prompts"] = _prompts(columns, len(completions))
     try:
@@ -59,6 +73,14 @@ def call(reward: Callable[..., Any], completions: list[Any], columns: Mapping[st
         return reward(completions, **kwargs)
     except SystemExit as exc:
         raise RewardExit(f"the reward called sys.exit({exc.code!r})") from None
+
+
+def takes(reward: Callable[..., Any], name: str) -> bool:
+    """Whether the reward's signature takes the keyword ``name``: it names it, or has ``**kwargs``."""
+    params = _parameters(reward)
+    return params is not None and (
+        name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    )
 
 
 def names_prompts(reward: Callable[..., Any]) -> bool:
@@ -121,7 +143,7 @@ def declared(
     required = tuple(
         name
         for name, p in named
-        if name not in ("completions", "prompts")
+        if name not in ("completions", "prompts", "trainer_state")
         and p.default is inspect.Parameter.empty
         and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     )

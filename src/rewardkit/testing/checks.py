@@ -11,26 +11,15 @@ import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
-from rewardkit.testing.calling import Declared, call, columns_of, names_prompts
+from rewardkit.testing.calling import TRAINER_STATE, Declared, call, columns_of, names_prompts, takes
 from rewardkit.testing.hostile import describe
 from rewardkit.testing.report import Check
 
 TOLERANCE = 1e-6  # two scores are "the same" within this (batched float32 maths may differ in the last bits)
 DRAWS = 4096  # scores the determinism check draws in all: a per-score flip rate p is missed with (1 - p) ** DRAWS
-# What ms-swift and TRL pass as ``trainer_state``: one ``transformers.TrainerState`` for the batch, mid-training.
-# The same fields (tests/test_testing_kit.py compares them with the real class), without importing torch.
-TRAINER_STATE = SimpleNamespace(
-    epoch=0.5, global_step=10, max_steps=20, logging_steps=1, eval_steps=500, save_steps=500, train_batch_size=8,
-    num_train_epochs=1, num_input_tokens_seen=0, total_flos=0.0, log_history=[], best_metric=None,
-    best_global_step=None, best_model_checkpoint=None, is_local_process_zero=True, is_world_process_zero=True,
-    is_hyper_param_search=False, trial_name=None, trial_params=None, stateful_callbacks={},
-)  # fmt: skip
-# Per-row extra columns (one cell per row), and the batch-wide ones (one value for the whole batch).
-EXTRA = {"completion_ids": [1, 2, 3], "rewardkit_extra_column": "unused"}
-BATCH_EXTRA = {"trainer_state": TRAINER_STATE}
+EXTRA = {"completion_ids": [1, 2, 3], "rewardkit_extra_column": "unused"}  # per-row extra columns
 
 
 def short(value: Any, limit: int = 100) -> str:
@@ -222,7 +211,7 @@ def check_independence(ctx: Context) -> Check:
     return guarded("independence", body, ctx)
 
 
-def _mutation(ctx: Context, conversational: bool) -> str | None:
+def mutation(ctx: Context, conversational: bool) -> str | None:
     """What one call changed in what it was given (the completions list, its messages, a column), or None."""
     rows = ctx.copied()
     cols = columns_of(rows)
@@ -246,14 +235,14 @@ def _mutation(ctx: Context, conversational: bool) -> str | None:
 
 
 def check_no_mutation(ctx: Context) -> Check:
-    """Nothing the reward is given changes: the completions (strings, and TRL's message lists down to each
-    message's content) and every column."""
+    """Nothing the reward is given changes: the completions list and every column (TRL's message lists are the
+    ``conversational`` check's)."""
 
     def body() -> Check:
-        problem = _mutation(ctx, False) or _mutation(ctx, True)
+        problem = mutation(ctx, False)
         if problem is not None:
             return Check("no_mutation", False, problem)
-        return Check("no_mutation", True, "completions (strings and message lists) and columns unchanged")
+        return Check("no_mutation", True, "completions and columns unchanged")
 
     return guarded("no_mutation", body, ctx)
 
@@ -263,7 +252,8 @@ def check_extra_columns(ctx: Context) -> Check:
     # ``prompts`` is an extra only for a reward that does not name it: one that does gets the real prompts.
     offered = {**({} if names_prompts(ctx.reward) else {"prompts": ""}), **EXTRA}
     extras: dict[str, Any] = {k: [v] * n for k, v in offered.items() if not any(k in r for r in ctx.rows)}
-    extras.update({k: v for k, v in BATCH_EXTRA.items() if not any(k in r for r in ctx.rows)})
+    if not takes(ctx.reward, "trainer_state"):  # the others get it with every batch (calling.call)
+        extras["trainer_state"] = TRAINER_STATE  # one TrainerState for the batch, as the trainers pass it
 
     def body() -> Check:
         expected = ctx.baseline()

@@ -33,10 +33,12 @@ from typing import Any
 from rewardkit.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, load_schema, parse
 from rewardkit.testing.probes import (
     agent_turns,
+    gold_text,
     invoke,
     probes,
     prompt_text,
     said,
+    shaped,
     tool_calls_of,
     without_record,
     write_tools,
@@ -150,9 +152,7 @@ def plan_variants(data: Mapping[str, Any], schema: Any, row: Mapping[str, Any]) 
 
 def plan_probes(row: Mapping[str, Any]) -> dict[str, str]:
     """The planning near misses of the row's gold completion (none when it holds no planning answer)."""
-    gold = row.get("completion")
-    if not isinstance(gold, str):
-        return {}
+    gold = gold_text(row)
     data = parse(gold).data
     schema = _plan_schema(data) if isinstance(data, Mapping) else None
     if schema is None:
@@ -215,7 +215,7 @@ def content_probes(rows: Sequence[Mapping[str, Any]], *, tool_use: bool) -> list
             others = [r for j, r in enumerate(rows) if j != i]
             built.update({n: _with(row, agent, True) for n, agent in tool_probes(row, others).items()})
         else:
-            built.update({n: {**row, "completion": text} for n, text in plan_probes(row).items()})
+            built.update({n: {**row, "completion": shaped(row, text)} for n, text in plan_probes(row).items()})
         own = _key(golds[i])
         out.append({n: p for n, p in built.items() if _key(_gold(p, tool_use)) != own})
     return out

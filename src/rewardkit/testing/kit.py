@@ -91,21 +91,35 @@ def _rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def _unit(ctx: Context, label: str, fn: Callable[[], list[Check]], limit_s: float) -> list[Check]:
+def _unit(ctx: Context, label: str, fn: Callable[[], list[Check]], limit_s: float) -> tuple[list[Check], bool]:
     """``fn()``'s checks, run in a forked child when ``ctx.isolate``: a reward that ends its process, is killed by
-    a signal or hangs past ``limit_s`` fails the check (``label``) instead of ending or hanging the run."""
+    a signal or hangs past ``limit_s`` fails the check (``label``) instead of ending or hanging the run. Also
+    whether the child ended that way (its checks are then that one failure)."""
     if not ctx.isolate:
-        return fn()
+        return fn(), False
     outcome = bounded(fn, limit_s)
     if outcome.status == "ok":
-        return outcome.value
+        return outcome.value, False
     if outcome.status == "timeout":
         why = f"did not finish within {limit_s:g} s: the reward hangs, or needs a larger check_time_s"
     elif outcome.status == "crashed":
         why = f"the reward ended its process: {outcome.value}"
     else:
         why = f"raised {outcome.value}"
-    return [Check(label, False, why)]
+    return [Check(label, False, why)], True
+
+
+def _gaming(ctx: Context, wanted: Callable[[str], bool], limit_s: float) -> list[Check]:
+    """The gaming checks in one child; when the reward ends or hangs it, each probe in a child of its own, so
+    that the failure names the probe behind it."""
+    checks, ended = _unit(ctx, "gaming", lambda: gaming_checks(ctx, wanted), limit_s)
+    if not ended:
+        return checks
+    out: list[Check] = []
+    for name in (n for n in check_names() if n.startswith("gaming:") and wanted(n)):
+        only = lambda n, name=name: n == name  # noqa: E731
+        out += _unit(ctx, name, lambda only=only: gaming_checks(ctx, only), limit_s)[0]
+    return out
 
 
 def _gold(ctx: Context, limit_s: float) -> None:
@@ -176,8 +190,8 @@ def check_reward(
         _gold(ctx, limit)
     for name, check in GENERIC.items():
         if wanted(name):
-            report.checks += _unit(ctx, name, lambda check=check: [check(ctx)], limit)
+            report.checks += _unit(ctx, name, lambda check=check: [check(ctx)], limit)[0]
     report.checks += hostile_checks(ctx, [n for n in HOSTILE if wanted(f"hostile:{n}")])
     if wanted("gaming") or any(wanted(n) for n in check_names() if n.startswith("gaming:")):
-        report.checks += _unit(ctx, "gaming", lambda: gaming_checks(ctx, wanted), limit)
+        report.checks += _gaming(ctx, wanted, limit)
     return report

@@ -62,9 +62,20 @@ def prompt_text(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def completion_probes(row: Mapping[str, Any]) -> dict[str, str]:
+def gold_text(row: Mapping[str, Any]) -> str:
+    """The text of the row's gold completion: the string, or a conversational completion's last message."""
     gold = row.get("completion")
-    gold = gold if isinstance(gold, str) else _last_text(gold) if isinstance(gold, list) else ""
+    return gold if isinstance(gold, str) else _last_text(gold) if isinstance(gold, list) else ""
+
+
+def shaped(row: Mapping[str, Any], text: str) -> Any:
+    """``text`` in the shape of the row's gold: a string, or TRL's conversational ``[{"role": "assistant", …}]``
+    when the gold is a message list (a reward that reads only that form gets probes it can read)."""
+    return [said(text)] if isinstance(row.get("completion"), list) else text
+
+
+def completion_probes(row: Mapping[str, Any]) -> dict[str, str]:
+    gold = gold_text(row)
     out = {
         "empty": "",
         "tags_only": _tags_only(gold),
@@ -190,7 +201,7 @@ def probes(row: Mapping[str, Any], *, tool_use: bool) -> dict[str, dict[str, Any
     ``every_write`` (the gold's calls, then every write tool on the gold's arguments).
     """
     if not tool_use:
-        return {name: {**row, "completion": text} for name, text in completion_probes(row).items()}
+        return {name: {**row, "completion": shaped(row, text)} for name, text in completion_probes(row).items()}
     out = {}
     for name, messages in tool_use_probes(row).items():
         probe = without_record(row)

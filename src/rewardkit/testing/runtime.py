@@ -8,7 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rewardkit.testing.checks import Context, compare, guarded
+from rewardkit.testing.checks import Context, compare, guarded, mutation
 from rewardkit.testing.report import Check
 
 THREADS = 64
@@ -50,8 +50,13 @@ def check_threads(ctx: Context) -> Check:
 
 
 def check_conversational(ctx: Context) -> Check:
+    """TRL's conversational completions score as the strings do, and the reward leaves every message as it was."""
+
     def body() -> Check:
         expected, n = ctx.baseline(), len(ctx.rows)
+        problem = mutation(ctx, True)
+        if problem is not None:
+            return Check("conversational", False, problem)
         got = ctx.run(conversational=True)
         what = "completions as TRL's [{'role': 'assistant', …}]"
         return compare(ctx, "conversational", got, expected, what, range(n))
