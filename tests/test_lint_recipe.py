@@ -265,3 +265,20 @@ def test_usage_errors_exit_2(
     names = {"recipe": recipe, "sft": sft_file, "tmp": tmp_path, "cwd": Path.cwd()}
     err = fails(capsys, *args, *(f.format(**names) for f in flags))
     assert message.format(**names) in err, err
+
+
+def test_correlation_without_sft_covers_the_golds_and_every_probe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planning_rows: list[dict]
+) -> None:
+    rows = planning_rows[:20]
+    _, report, _ = lint(capsys, tmp_path, str(recipe_path("planning/grpo.yaml")), "--dataset",
+                        str(write_jsonl(tmp_path / "rows.jsonl", rows)))  # fmt: skip
+    golds, _ = with_gold(rows, tool_use=False, schema=load_schema("zh"), where="rows")
+    probes = all_probes(golds, tool_use=False)
+    corr = report["correlation"]
+    assert corr["samples"] == len(rows) + sum(map(len, probes))  # every sample scored without an error
+    at = corr["keys"].index
+    # With form probes only, every probe failed on form and content together, so json_valid looked like a
+    # content reward (1.00 against them). The content probes are valid JSON with the wrong content: apart.
+    for content in ("expert_match", "plan_coverage", "rewrite_similarity"):
+        assert corr["matrix"][at("json_valid")][at(content)] < 0.9, (content, corr["matrix"])

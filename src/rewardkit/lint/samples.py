@@ -18,6 +18,7 @@ import numpy as np
 
 from rewardkit.testing.calling import Declared, declared, score
 from rewardkit.testing.checks import shape_problem, value_problem
+from rewardkit.testing.hostile import describe
 from rewardkit.testing.totals import counted, weighted_total
 
 ERROR = "error"
@@ -62,7 +63,7 @@ def score_one(reward: Any, sample: Mapping[str, Any], promised: Declared | None 
     try:
         out = score(reward, [sample])
     except Exception as exc:  # reported as the reward's error rate
-        return Cell(None, f"{type(exc).__name__}: {str(exc)[:160]}", time.perf_counter() - start)
+        return Cell(None, describe(exc), time.perf_counter() - start)
     seconds = time.perf_counter() - start
     problem = shape_problem(out, 1)
     if problem is not None:

@@ -56,10 +56,10 @@ def columns_of(rows: Sequence[Row]) -> dict[str, list[Any]]:
 def call(reward: Callable[..., Any], completions: list[Any], columns: Mapping[str, list[Any]]) -> Any:
     """``reward`` on ``completions`` with ``columns`` as keyword arguments, as a trainer calls it.
 
-    ``completions`` goes by keyword when the signature names it (TRL's way), else first and positional
-    (ms-swift's); ``trainer_state`` (:data:`TRAINER_STATE`), which both trainers pass with every batch, goes to
-    a reward that can take it (the ``extra_columns`` check offers it to the others); ``prompts`` is added only for
-    a reward whose signature names it.
+    ``completions`` goes by keyword when the signature names it or its first parameter is a column (TRL's way),
+    else first and positional (ms-swift's). ``trainer_state`` (:data:`TRAINER_STATE`), which both trainers pass
+    with every batch, goes to a reward that can take it (the ``extra_columns`` check offers it to the others);
+    ``prompts`` is added only for a reward whose signature names it.
     """
     params = _parameters(reward)
     kwargs = {k: v for k, v in columns.items() if k not in ("completion", "prompt")}
@@ -68,11 +68,21 @@ def call(reward: Callable[..., Any], completions: list[Any], columns: Mapping[st
     if names_prompts(reward) and "prompts" not in kwargs:
         kwargs["prompts"] = _prompts(columns, len(completions))
     try:
-        if params is not None and "completions" in params:
+        if _by_keyword(params, kwargs):
             return reward(completions=completions, **kwargs)
         return reward(completions, **kwargs)
     except SystemExit as exc:
         raise RewardExit(f"the reward called sys.exit({exc.code!r})") from None
+
+
+def _by_keyword(params: Mapping[str, inspect.Parameter] | None, kwargs: Mapping[str, Any]) -> bool:
+    """TRL's call, every argument by keyword: when the signature names ``completions``, or when its first
+    parameter is a column that comes by keyword (TRL's ``soft_overlong_punishment_reward(completion_ids, **kw)``);
+    else ms-swift's, the completions first and positional."""
+    if params is None:
+        return False
+    first = next(iter(params), None)
+    return "completions" in params or (first is not None and first in kwargs)
 
 
 def takes(reward: Callable[..., Any], name: str) -> bool:

@@ -24,7 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(**options): default keyword options of the reward_contract fixture "
-        "(range, allow_none, margin, time_limit_s, checks, tool_use, gameable, isolate)",
+        "(range, allow_none, margin, time_limit_s, checks, skip, tool_use, gameable, isolate, draws, check_time_s)",
     )
 
 
