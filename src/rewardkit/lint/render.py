@@ -54,13 +54,15 @@ def recipe_view(result: Mapping[str, Any]) -> Group:
             f"{r['p50_ms']:.3f}",
             f"{r['p99_ms']:.3f}",
         )
-    probes = Table(title="probes (weighted score, mean over rows)", title_justify="left")
+    title = "probes (weighted score, mean over rows; * a near miss: below the gold on every row)"
+    probes = Table(title=title, title_justify="left")
     for name in ("probe", "gold", "probe score", "gap", "result", "rows where a reward scores it >= gold"):
         probes.add_column(name, justify="right" if name in ("gold", "probe score", "gap") else "left")
     for name, p in result["probes"].items():
         through = ", ".join(f"{k} {n}/{p['rows']}" for k, n in p["let_through_by"].items()) or "—"
+        shown = f"{name} *" if p.get("near_miss") else name
         probes.add_row(
-            name, f"{p['gold']:.3f}", f"{p['probe']:.3f}", f"{p['gap']:.3f}", _mark(not p["flagged"]), through
+            shown, f"{p['gold']:.3f}", f"{p['probe']:.3f}", f"{p['gap']:.3f}", _mark(not p["flagged"]), through
         )
     parts: list[Any] = [head, rewards, probes]
     zv = result.get("zero_variance")
