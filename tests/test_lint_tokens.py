@@ -155,3 +155,109 @@ def test_show_marks_the_loss_tokens(
     assert "It was delivered.<|im_end|>" in out and "⟦Where is my order" not in out
     trained = "".join(part.split("⟧")[0] for part in out.split("⟦")[1:])
     assert "delivered" in trained and "Where is my order" not in trained and '"status"' not in trained
+
+
+CALL = '{"name": "get_order_details", "arguments": {"order_id": "#W2378156"}}'
+ECHO = [  # the user's second message repeats the agent's reply
+    {"role": "user", "content": "Say yes"},
+    {"role": "assistant", "content": "yes"},
+    {"role": "user", "content": "yes"},
+    {"role": "assistant", "content": "ok"},
+]
+
+
+def called(result: str) -> list[dict]:
+    """A user question, the agent's call of get_order_details, the tool's ``result`` and the agent's answer."""
+    return [
+        {"role": "user", "content": "Where is my order?"},
+        {"role": "tool_call", "content": CALL},
+        {"role": "tool", "content": result},
+        {"role": "assistant", "content": "It was delivered."},
+    ]
+
+
+# Each token is the message's that the encoder put it in, never found by its text. Before, the text of each
+# context message was searched for in the decoded row, from the end of the previous one.
+@pytest.mark.parametrize(
+    ("messages", "loss_scale", "code", "rules", "context"),
+    [
+        # The second "yes" was found in the agent's reply (trained): user_loss on message 2. Now the user tokens
+        # are "Say yes" and "yes", each as many as it encodes to alone, none with loss.
+        (ECHO, "default", 0, set(), {"user": ["Say yes", "yes"]}),
+        # 'all' trains both user messages, and each is named for its own tokens.
+        (ECHO, "all", 1, {("user_loss", 0), ("user_loss", 2)}, {"user": ["Say yes", "yes"]}),
+        # The result repeats the call's argument: it was found inside the (trained) call, a false tool_loss.
+        (called("#W2378156"), "default", 0, set(), {"user": ["Where is my order?"], "tool": ["#W2378156"]}),
+        # A one-letter result: "m" was found inside "<|im_start|>" of the call's header, the call's turn
+        # then looked empty (a false agent_no_loss). Now the tool message is its one token.
+        (called("m"), "default", 0, set(), {"user": ["Where is my order?"], "tool": ["m"]}),
+        # No assistant turn: it passed with 0 loss tokens. Nothing in it would be trained: no_agent_turn.
+        (ECHO[:1], "default", 1, {("no_agent_turn", None)}, {"user": ["Say yes"]}),
+    ],
+)
+def test_each_token_is_in_its_own_message(
+    tiny_model: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    messages: list[dict],
+    loss_scale: str,
+    code: int,
+    rules: set[tuple[str, int | None]],
+    context: dict[str, list[str]],
+) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    got, report, _ = lint(capsys, tmp_path, tiny_model, [{"messages": messages}], "--loss-scale", loss_scale)
+    assert got == code and {(p["rule"], p["message"]) for p in report["problems"]} == rules, report["problems"]
+    for role, texts in context.items():
+        # Each message's tokens are as many as its content encodes to alone (here nothing fuses with the template).
+        expected = sum(len(tokenizer.encode(t, add_special_tokens=False)) for t in texts)
+        assert report["tokens"][role]["tokens"] == expected, (role, report["tokens"])
+    assert ("agent" in report["tokens"]) == any(m["role"] != "user" for m in messages)
+
+
+def test_a_row_holding_every_canary_is_unattributed(
+    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rewardkit.lint.attribution import CANARIES
+
+    # Every canary letter occurs in the row, so none can stand in for its contents: the row is not guessed at but
+    # reported, and all its tokens are counted as unattributed.
+    row = {"messages": [{"role": "user", "content": "Letters: " + "".join(CANARIES)}, *ECHO[1:2]]}
+    got, report, _ = lint(capsys, tmp_path, tiny_model, [row])
+    assert got == 1 and [p["rule"] for p in report["problems"]] == ["unattributed"], report["problems"]
+    assert "every canary letter" in report["problems"][0]["detail"] and list(report["tokens"]) == ["unattributed"]
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_order_details",
+            "description": "The status of an order.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+]
+OTHER_TOOLS = [{"type": "function", "function": {"name": "cancel_order", "parameters": {"type": "object"}}}]
+
+
+# Two rows linted together count exactly the tokens of each linted alone. Before: a file whose first row had no
+# tools lost every later row's tools (the dataset took its columns from the first row); a tools list in one row and
+# JSON text in another was an ArrowInvalid traceback; two lists of different tool specs were merged by Arrow, each
+# spec getting the other's missing fields as nulls ("description": null in OTHER_TOOLS), so more tokens.
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(None, TOOLS), (TOOLS, json.dumps(OTHER_TOOLS)), (TOOLS, OTHER_TOOLS)],
+    ids=["no-tools-then-list", "list-then-text", "two-lists"],
+)
+def test_each_row_keeps_its_own_tools(
+    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], first: object, second: object
+) -> None:
+    rows = [{**MESSAGES_ROW, **({} if tools is None else {"tools": tools})} for tools in (first, second)]
+    code, together, _ = lint(capsys, tmp_path, tiny_model, rows)
+    alone = [lint(capsys, tmp_path, tiny_model, [row])[1]["tokens"] for row in rows]
+    assert code == 0, together["problems"]
+    for role, cell in together["tokens"].items():
+        assert cell["tokens"] == sum(a.get(role, {"tokens": 0})["tokens"] for a in alone), role

@@ -233,12 +233,13 @@ def _lint_recipe(args: argparse.Namespace) -> int:
 
 
 def _lint_tokens(args: argparse.Namespace) -> int:
-    from rewardkit.files.jsonl import read_rows
+    from rewardkit.files.jsonl import lines, read_rows
     from rewardkit.lint.render import highlighted, tokens_view
     from rewardkit.lint.tokens import lint_rows, load_template, summary
 
     _check_flags("tokens", args, ("model", "data"))
     rows = read_rows(args.data, "--data")
+    where = [line.where(args.data) for line in lines(args.data)]  # FILE:LINE of each row, for its errors
     template = load_template(
         args.model,
         template_type=args.template,
@@ -246,7 +247,7 @@ def _lint_tokens(args: argparse.Namespace) -> int:
         agent_template=args.agent_template,
         max_length=args.max_length,
     )
-    results = lint_rows(template, rows)
+    results = lint_rows(template, rows, where)
     report = summary(results)
     console = _console()
     for row in results[: args.show]:
