@@ -105,3 +105,32 @@ def test_the_closest_marker_wins(pytester: pytest.Pytester) -> None:
 def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.reward_contract(**options)*"])
+
+
+SKIP_TEST = """
+import pytest
+
+def swift_only(completions, solution, **kwargs):  # ms-swift passes strings only: no TRL message lists
+    return [float(c == f"<answer>{s}</answer>") for c, s in zip(completions, solution)]
+
+ROWS = [{"solution": "42", "completion": "<answer>42</answer>"}, {"solution": "7", "completion": "<answer>7</answer>"}]
+
+def test_without_skip(reward_contract):
+    reward_contract(swift_only, rows=ROWS)
+
+@pytest.mark.reward_contract(skip=["conversational"])
+def test_marker_skip(reward_contract):
+    report = reward_contract(swift_only, rows=ROWS)
+    assert report.skipped == ["conversational"]
+"""
+
+
+def test_skip_in_the_marker_leaves_a_check_out(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_skip=SKIP_TEST)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-rA")
+    # Without skip, a message list never equals "<answer>42</answer>": the conversational check fails; with the
+    # marker's skip it passes.
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*conversational: row 0 * scored 0.0 instead of 1.0*", "PASSED test_skip.py::test_marker_skip"]
+    )
