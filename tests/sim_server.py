@@ -132,8 +132,12 @@ class SimServer:
         models: Sequence[str] | None = None,
         list_models: bool = True,
         slow_s: float = 3.0,
+        hold_until: int = 0,
     ) -> None:
         self.delay_s = delay_s
+        # Replies wait (at most delay_s) until this many requests are in flight at once: a test of concurrency
+        # then does not depend on how fast a loaded machine starts them, only on whether they overlap at all.
+        self.hold_until = hold_until
         self.message = message
         self.fail_first = fail_first
         self.status = status
@@ -148,6 +152,7 @@ class SimServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._closing = threading.Event()
         self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self.port = int(self._httpd.server_address[1])
@@ -193,8 +198,11 @@ class SimServer:
             self.played.append(fault)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._arrived.notify_all()
+            if self.hold_until:
+                self._arrived.wait_for(lambda: self.in_flight >= self.hold_until, timeout=self.delay_s)
         try:
-            wait = self.slow_s if fault == "slow" else self.hang_s or self.delay_s
+            wait = self.slow_s if fault == "slow" else self.hang_s or (0.0 if self.hold_until else self.delay_s)
             self._closing.wait(wait)  # returns early when the server closes
             if n <= self.fail_first or fault == "http_500":
                 with self._lock:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -73,11 +74,14 @@ class TestSimulatorFaults:
 
 class TestConversation:
     def test_openings_of_a_batch_run_concurrently(self) -> None:
-        with SimServer(delay_s=0.3) as endpoint:
+        # Each reply waits (up to 10 s) until 16 requests are in flight: they all are only if none waits on another.
+        with SimServer(delay_s=10.0, hold_until=16) as endpoint:
             sched = scheduler(sim(endpoint.base_url, concurrency=16))
             batch = requests(16)
+            start = time.monotonic()
             hook(sched.on_trajectory_start(batch))
         assert endpoint.max_in_flight == 16  # all 16 openings were in flight at once, not 6 or 1
+        assert time.monotonic() - start < 10  # released by the 16th arrival, not by the bound
         assert all(req.messages[-1]["content"] != short_rows([OPEN_TASK])[0]["messages"][1]["content"] for req in batch)
 
     def test_tool_then_user_turns_through_the_hooks(self) -> None:

@@ -206,7 +206,9 @@ def test_hanging_server_times_out() -> None:
 
 @pytest.mark.parametrize("concurrency", [16, 4])
 def test_concurrency_limit(concurrency: int) -> None:
-    with SimServer(delay_s=0.3) as server:
+    # Replies wait (up to 2 s) until as many requests as the limit allows are in flight, so that "all 16 at once"
+    # does not depend on how fast a loaded machine starts the threads; with a limit of 4 the 5th never comes.
+    with SimServer(delay_s=2.0, hold_until=concurrency) as server:
         sim = fast(server.base_url, concurrency=concurrency)
         start = threading.Barrier(16)
         out: list[str] = []
