@@ -78,7 +78,10 @@ def checked_task(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
 
 def _check_row(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
     if not isinstance(domain, str):
-        raise TaskError(f"{where('domain', row)}: must be a domain name such as 'retail'; got {domain!r:.80}")
+        raise TaskError(
+            f"{where('domain', row)}: must name a domain: 'retail', an installed domain or a domain folder's path; "
+            f"got {domain!r:.80}"
+        )
     try:
         get_domain(domain)
     except ValueError as exc:

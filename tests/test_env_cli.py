@@ -125,7 +125,10 @@ class TestReplay:
         (["--actions", "{no_name}"], "item 1 must be an object with a string 'name'"),
         (["--task", "0", "--db", "{missing}"], "database"),
         (["--task", "0", "--db", "{not_list}"], "not a valid retail db"),
-        (["--domain", "airline", "--task", "0"], "invalid choice: 'airline'"),
+        (
+            ["--domain", "airline", "--task", "0"],
+            "unknown domain 'airline'; known domains: retail, or the path of a domain's folder",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(tmp_path: Path, args: list[str], message: str) -> None:

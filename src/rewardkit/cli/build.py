@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from rewardkit.cli.env import DOMAIN_HELP
 from rewardkit.data_builders import BuildError, BuildReport, write_jsonl
 from rewardkit.files.outputs import OutputError, OutputSet, check_outputs
 
@@ -42,7 +43,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _common(grpo)
     grpo.set_defaults(func=cmd_build_planning)
     tau2 = names.add_parser("tau2-grpo", help="tau2-bench tasks -> GRPO rows (policy, opening turn, tools, task)")
-    tau2.add_argument("--domain", default="retail", help="tool environment domain (default: retail)")
+    tau2.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     tau2.add_argument("--split", required=True, help="split name in the split file: train, test or base")
     tau2.add_argument("--out", "-o", required=True, type=Path, help="output JSONL")
     tau2.add_argument("--tasks-file", type=Path, help="tau2 tasks.json (default: the domain's vendored copy)")

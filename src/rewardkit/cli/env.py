@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardkit.envs import domain_names
 from rewardkit.files.outputs import OutputError, atomic_write_text, check_outputs
+
+DOMAIN_HELP = "a built-in domain (retail), an installed package's (entry point), or a domain folder's path"
 
 
 class _Usage(Exception):
@@ -26,11 +27,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="inspect and replay the tool environments")
     actions = env.add_subparsers(dest="action", required=True)
     tools = actions.add_parser("tools", help="list a domain's tools")
-    tools.add_argument("--domain", default="retail", choices=domain_names())
+    tools.add_argument("--domain", default="retail", help=DOMAIN_HELP)
     tools.add_argument("--json", action="store_true", help="print the OpenAI function specs (the tools column)")
     tools.set_defaults(func=cmd_env_tools)
     replay = actions.add_parser("replay", help="replay a task's gold actions or an actions file on a fresh copy")
-    replay.add_argument("--domain", default="retail", choices=domain_names())
+    replay.add_argument("--domain", default="retail", help=DOMAIN_HELP)
     what = replay.add_mutually_exclusive_group(required=True)
     what.add_argument("--task", help="task id: replay its evaluation_criteria.actions")
     what.add_argument("--actions", type=Path, help='JSON list of {"name", "arguments"} objects')
@@ -38,7 +39,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("--export", type=Path, required=True, metavar="OUT.json", help="write the final state here")
     replay.set_defaults(func=cmd_env_replay)
     serve = actions.add_parser("serve", help="serve a domain's tools to agents (one private database per session)")
-    serve.add_argument("--domain", default="retail", choices=domain_names())
+    serve.add_argument("--domain", default="retail", help=DOMAIN_HELP)
     mcp_help = "serve over the Model Context Protocol (required: the only protocol served for now)"
     serve.add_argument("--mcp", action="store_true", required=True, help=mcp_help)
     serve.add_argument(

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from rewardkit.envs import domain_names, get_domain
+from rewardkit.cli.env import DOMAIN_HELP
+from rewardkit.envs import get_domain
 from rewardkit.files.outputs import check_outputs
 from rewardkit.runs.episode_log import resume_hint
 from rewardkit.runs.spec import RULES, RunSpec, task_ids
@@ -37,7 +38,7 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     who.add_argument("--user-timeout", type=float, default=d.user_timeout, help="seconds per simulator call")
     who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator")
     what = p.add_argument_group("tasks and loop")
-    what.add_argument("--domain", default=d.domain, choices=domain_names())
+    what.add_argument("--domain", default=d.domain, help=DOMAIN_HELP)
     what.add_argument("--mcp", metavar="SERVER", help="take the tools from this MCP server (command line or URL)")
     what.add_argument("--split", default=split, help=f"task split (default {split})")
     what.add_argument("--tasks", help="comma-separated task ids within the split")

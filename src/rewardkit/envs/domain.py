@@ -3,8 +3,8 @@
 A domain is one :class:`Domain` object: an environment factory, its tools, its tasks,
 their splits and the agent's policy. Everything else (the multi-turn scheduler, the
 task-completion rewards, ``rewardkit build tau2-grpo``, ``rewardkit env``) reaches a
-domain only through :func:`get_domain`, so a second domain is one new module plus one
-:func:`register_domain` call (or one entry in ``BUILTIN``).
+domain only through :func:`get_domain`, which takes a built-in name, an installed package's entry point
+(group ``rewardkit.domains``) or the path of a domain's folder or module written anywhere.
 """
 
 from __future__ import annotations
@@ -72,26 +72,98 @@ class Domain:
 
 # Built-in domains, imported on first use so that loading one costs nothing for the others.
 BUILTIN: dict[str, str] = {"retail": "rewardkit.envs.retail.domain:RETAIL"}
+ENTRY_POINT_GROUP = "rewardkit.domains"  # an installed package's domains: name = "package.module:DOMAIN"
 _REGISTERED: dict[str, Domain] = {}
+_BY_REF: dict[str, Domain] = {}  # a path or an entry point, resolved once per process
+
+
+class DomainError(ValueError):
+    """A domain cannot be found or loaded: ``--domain`` (or a row's ``domain``) names no built-in, entry point or
+    domain path, the path does not load, or two domains take one name."""
 
 
 def register_domain(domain: Domain) -> Domain:
     """Make ``domain`` reachable by name; re-registering the same object is harmless."""
     current = _REGISTERED.get(domain.name)
     if current is not None and current is not domain:
-        raise ValueError(f"domain {domain.name!r} is already registered; pick another name")
+        raise DomainError(f"domain {domain.name!r} is already registered; pick another name")
     _REGISTERED[domain.name] = domain
     return domain
 
 
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def domain_names() -> list[str]:
-    return sorted({*BUILTIN, *_REGISTERED})
+    """The built-in and registered domains, and those installed packages declare (entry points)."""
+    return sorted({*BUILTIN, *_REGISTERED, *_entry_points()})
 
 
-def get_domain(name: str) -> Domain:
-    if name not in _REGISTERED:
-        if name not in BUILTIN:
-            raise ValueError(f"unknown domain {name!r}; known domains: {', '.join(domain_names())}")
-        module, attr = BUILTIN[name].split(":")
-        register_domain(getattr(importlib.import_module(module), attr))
-    return _REGISTERED[name]
+def _as_domain(found: Any, where: str) -> Domain:
+    """``found`` (a :class:`Domain`, or a function returning one) as the domain ``where`` defines."""
+    value = found() if callable(found) and not isinstance(found, Domain) else found
+    if not isinstance(value, Domain):
+        raise DomainError(f"{where}: defines {type(value).__name__}, not a rewardkit.envs.Domain")
+    return value
+
+
+def _from_path(ref: str) -> Domain:
+    """The domain a folder (its ``__init__.py``) or a ``.py`` module defines as ``DOMAIN`` or ``load_domain()``;
+    the folder is imported as a package, so its modules may import each other relatively."""
+    import hashlib
+    import importlib.util
+    import sys
+
+    path = Path(ref).resolve()
+    target = path / "__init__.py" if path.is_dir() else path
+    if not target.is_file():
+        raise DomainError(f"domain {ref}: {target} not found (a domain folder holds an __init__.py)")
+    name = "rewardkit_domain_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(
+        name, target, submodule_search_locations=[str(path)] if path.is_dir() else None
+    )
+    if spec is None or spec.loader is None:
+        raise DomainError(f"domain {ref}: {target} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # the folder's own modules import it as their package
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise DomainError(f"domain {ref}: importing {target} raised {type(exc).__name__}: {exc}") from exc
+    found = getattr(module, "DOMAIN", None) or getattr(module, "load_domain", None)
+    if found is None:
+        raise DomainError(f"domain {ref}: {target} defines neither DOMAIN nor load_domain()")
+    return _as_domain(found, f"domain {ref}")
+
+
+def _is_path(ref: str) -> bool:
+    return "/" in ref or "\\" in ref or ref.endswith(".py") or Path(ref).exists()
+
+
+def get_domain(ref: str) -> Domain:
+    """The domain ``ref`` names, in this order: a registered or built-in name; an installed package's entry point
+    in the group ``rewardkit.domains``; the path of a domain's folder or module, which defines ``DOMAIN`` (a
+    :class:`Domain`) or ``load_domain()`` returning one. A path or an entry point is loaded once per process, and
+    its domain registered under its own name, so that ``get_domain(domain.name)`` finds it afterwards."""
+    if ref in _REGISTERED:
+        return _REGISTERED[ref]
+    if ref in BUILTIN:
+        module, attr = BUILTIN[ref].split(":")
+        return register_domain(getattr(importlib.import_module(module), attr))
+    if ref not in _BY_REF:
+        points = _entry_points()
+        if ref in points:
+            domain = _as_domain(points[ref].load(), f"entry point {ref!r} ({points[ref].value})")
+        elif _is_path(ref):
+            domain = _from_path(ref)
+        else:
+            raise DomainError(
+                f"unknown domain {ref!r}; known domains: {', '.join(domain_names())}, or the path of a domain's "
+                f"folder or module (docs/domains.md)"
+            )
+        _BY_REF[ref] = register_domain(domain)
+    return _BY_REF[ref]

@@ -199,6 +199,12 @@ class ToolEnvironment(CallingEnvironment):
     tools: ClassVar[Mapping[str, ToolSpec]] = {}
 
     def __init__(self, conn: sqlite3.Connection) -> None:
+        # The harness opens and ends every transaction itself, and reads its own tables by column name: whatever
+        # the connection was opened with (sqlite3.connect's defaults included), its seed data is committed first.
+        if conn.in_transaction:
+            conn.commit()
+        conn.isolation_level = None
+        conn.row_factory = sqlite3.Row
         self.conn = conn
         # One connection, one transaction at a time: calls from several threads are serialised, so a write
         # and its audit row can never interleave with another thread's (the lock is re-entrant for subclasses).

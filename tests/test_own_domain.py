@@ -1,0 +1,110 @@
+"""A domain written outside rewardkit, as docs/domains.md writes it, found by its path everywhere.
+
+The test writes the docs' own two files into a temporary folder, then runs the commands the page runs (in this
+process, through ``rewardkit.cli.main``) and scores a gold episode with ``task_completion`` from a row whose
+``domain`` cell is the folder's path. Nothing is mocked: the domain's SQLite database and the harness really run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from rewardkit.envs import get_domain
+from rewardkit.envs.domain import DomainError
+
+DOCS = Path(__file__).parents[1] / "docs" / "domains.md"
+BLOCK = re.compile(r"```(?:python|json)\n# file: (\S+)\n(.*?)```", re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs' example domain, written file by file into a folder outside the package."""
+    root = tmp_path_factory.mktemp("own")
+    blocks = BLOCK.findall(DOCS.read_text(encoding="utf-8"))
+    assert [name for name, _ in blocks] == ["library/__init__.py", "library/tasks.json"]
+    for name, text in blocks:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return root / "library"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from rewardkit.cli import main
+
+    capsys.readouterr()
+    code = main([*map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_domain_is_found_by_its_path(library: Path) -> None:
+    domain = get_domain(str(library))
+    assert domain.name == "library" and set(domain.tools) == {"find_book", "lend_book"}
+    assert get_domain("library") is domain  # registered under its own name once loaded
+    assert domain.write_tools == {"lend_book"}
+
+
+def test_the_docs_commands_run_on_it(library: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "env", "tools", "--domain", library)
+    assert code == 0 and "find_book" in out and "lend_book" in out
+    code, _, err = run(capsys, "env", "replay", "--domain", library, "--task", "0", "--export", tmp_path / "out.json")
+    # The gold lends b1 (Dune) to m7: the export shows the loan and the book unavailable.
+    state = json.loads((tmp_path / "out.json").read_text())
+    assert code == 0, err
+    assert state["loans"] == [{"book_id": "b1", "member_id": "m7"}] and state["books"][0]["available"] == 0
+    code, _, err = run(
+        capsys, "build", "tau2-grpo", "--domain", library, "--split", "train", "--out", tmp_path / "r.jsonl"
+    )
+    rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert code == 0 and len(rows) == 2 and {r["domain"] for r in rows} == {str(library)}, err
+    out_file = tmp_path / "sft.jsonl"
+    args = ["synth", "tau2", "--domain", library, "--agent", "gold", "--user", "scripted", "--split", "train"]
+    code, _, err = run(capsys, *args, "--out", out_file, "--no-progress")
+    assert code == 0, err
+    assert len(out_file.read_text().splitlines()) == 2  # both gold episodes complete the task, so both are kept
+
+
+def test_task_completion_reads_the_domain_from_the_row(library: Path) -> None:
+    from rewardkit.rewards import TaskCompletion
+
+    task = get_domain(str(library)).tasks()["0"]
+    call = '<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>'
+    gold = [{"role": "user", "content": "I want Dune"}]
+    for action in task["evaluation_criteria"]["actions"]:
+        gold += [{"role": "assistant", "content": call % (action["name"], json.dumps(action["arguments"]))},
+                 {"role": "tool", "content": "{}"}]  # fmt: skip
+    done = [*gold, {"role": "assistant", "content": "Done: it is yours for 14 days."}]
+    nothing = [gold[0], {"role": "assistant", "content": "Done: it is yours for 14 days."}]
+    rows = {"messages": [done, nothing], "task": [task, task], "domain": [str(library)] * 2}
+    # The gold reaches the gold state and says "14": 1.0; saying it without lending leaves the state unchanged: 0.
+    assert TaskCompletion()(["", ""], **rows) == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("nosuch", "unknown domain 'nosuch'; known domains: "),  # not a name, no path
+        ("./missing-domain", "missing-domain not found (a domain folder holds an __init__.py)"),
+        ("{tmp}/empty", "defines neither DOMAIN nor load_domain()"),
+        ("{tmp}/broken", "importing {tmp}/broken/__init__.py raised ZeroDivisionError"),
+        ("{tmp}/wrong.py", "defines int, not a rewardkit.envs.Domain"),
+    ],
+    ids=["unknown", "missing", "no-domain", "raises", "wrong-type"],
+)
+def test_a_domain_that_cannot_be_found_or_loaded_says_why(tmp_path: Path, ref: str, message: str) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "__init__.py").write_text("X = 1\n")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "__init__.py").write_text("1 / 0\n")
+    (tmp_path / "wrong.py").write_text("DOMAIN = 3\n")
+    with pytest.raises(DomainError, match=re.escape(message.format(tmp=tmp_path))):
+        get_domain(ref.format(tmp=tmp_path))
+
+
+def test_an_unknown_domain_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "env", "tools", "--domain", "nosuch")
+    assert code == 2 and "unknown domain 'nosuch'" in err and len(err.strip().splitlines()) == 1
