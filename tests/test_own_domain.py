@@ -108,3 +108,63 @@ def test_a_domain_that_cannot_be_found_or_loaded_says_why(tmp_path: Path, ref: s
 def test_an_unknown_domain_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "env", "tools", "--domain", "nosuch")
     assert code == 2 and "unknown domain 'nosuch'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_episodes_through_ms_swifts_scheduler_hooks(library: Path) -> None:
+    """The ``tau2_user`` scheduler on rows whose ``domain`` is the folder's path, driven as ms-swift drives it."""
+    from swift.infer_engine.protocol import ChatCompletionResponseChoice, ChatMessage, RolloutInferRequest
+    from swift.rollout.agent_loop import invoke_async_hook
+
+    from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+    from rewardkit.loop.config import RolloutLimits
+    from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+    from rewardkit.plugins.scheduler import Tau2UserScheduler
+    from rewardkit.rewards import TaskCompletion
+
+    rows, _ = build_tau2_grpo(Tau2Options(split="train", multi_turn=True, domain=str(library)))
+    row = next(r for r in rows if json.loads(r["task"])["id"] == "0")
+    sched = Tau2UserScheduler(max_turns=6, simulator=ScriptedSimulator(), limits=RolloutLimits(max_turns=6))
+    req = RolloutInferRequest(messages=[dict(m) for m in row["messages"]], data_dict=row, uuid="lib0")
+    invoke_async_hook(sched.on_trajectory_start([req]))
+    turns = [
+        '<tool_call>\n{"name": "find_book", "arguments": {"title": "Dune"}}\n</tool_call>',
+        '<tool_call>\n{"name": "lend_book", "arguments": {"book_id": "b1", "member_id": "m7"}}\n</tool_call>',
+        "Dune is lent to you for 14 days.",
+    ]
+    result: dict = {}
+    for turn, text in enumerate(turns, 1):
+        req.messages.append({"role": "assistant", "content": text})
+        choice = ChatCompletionResponseChoice(
+            index=0, message=ChatMessage(role="assistant", content=text), finish_reason="stop", token_ids=[1, 2]
+        )
+        result = invoke_async_hook(sched.on_turn_end(req, choice, turn))
+        if result["done"]:
+            break
+        sched.step(req, choice, turn)
+    infos = result.get("rollout_infos") or {}
+    assert result["done"] and infos["tool_calls"] == 2, result
+    assert [a["tool"] for a in infos["audit"]] == ["find_book", "lend_book"]  # the harness ran both on the copy
+    score = TaskCompletion()([""], messages=[req.messages], task=[row["task"]], domain=[row["domain"]],
+                             rollout_infos=[infos])  # fmt: skip
+    assert score == [1.0]
+
+
+def test_an_installed_package_is_found_by_its_entry_point(
+    library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A package installed the way pip leaves one: its code and a dist-info folder with the entry point, on sys.path.
+    package = tmp_path / "books_pkg"
+    package.mkdir()
+    code = (library / "__init__.py").read_text(encoding="utf-8").replace('name="library"', 'name="books"')
+    (package / "__init__.py").write_text(code, encoding="utf-8")
+    (package / "tasks.json").write_text((library / "tasks.json").read_text(encoding="utf-8"), encoding="utf-8")
+    info = tmp_path / "books_pkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: books-pkg\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[rewardkit.domains]\nbooks = books_pkg:DOMAIN\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    domain = get_domain("books")
+    assert domain.name == "books" and set(domain.tools) == {"find_book", "lend_book"}
+    from rewardkit.envs import domain_names
+
+    assert "books" in domain_names()
