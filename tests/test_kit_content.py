@@ -15,7 +15,7 @@ import pytest
 from conftest import answer, completion, step
 from test_reward_contract import TASKS, _trajectory
 
-from rewardkit.rewards import ExpertMatch, PlanCoverage, RewriteSimilarity
+from rewardkit.rewards import REWARDS, ExpertMatch, PlanCoverage, RewriteSimilarity
 from rewardkit.testing import check_reward
 from rewardkit.testing.content import CONTENT_PROBES, NEAR_MISS, content_probes
 
@@ -108,3 +108,24 @@ def test_the_content_rewards_catch_what_they_measure(reward: Any, waived: set[st
     }
     assert {n for n, c in content.items() if c.detail.startswith("waived")} == waived
     assert set(content) >= {"other_gold", "swapped_expert", "exchanged_experts", "dropped_step", "unrewritten"}
+
+
+@pytest.mark.parametrize("key", [k for k, cls in REWARDS.items() if "solution" in cls.columns or not cls.columns])
+def test_every_declared_content_gap_is_tried_and_still_there(key: str) -> None:
+    """Each planning reward on rows where every planning content probe is built: the probes it declares gameable
+    are the ones it lets through (waived), and none it declares scores below its gold by now."""
+    cls = REWARDS[key]
+    if "messages" in cls.columns:  # a tool-use reward: its probes are the contract test's
+        pytest.skip("tool-use reward")
+    rows = [{k: v for k, v in r.items() if k in (*cls.columns, *cls.optional_columns, "completion", "messages")}
+            for r in PROMPTED]  # fmt: skip
+    rows = [{**r, "experts": E} for r in rows]  # the near misses need the offered experts
+    if key == "answer_format":  # the no-think control's format: the answer block alone
+        rows = [{**r, "completion": r["completion"][r["completion"].index("<answer>") :]} for r in rows]
+    report = check_reward(cls(), rows, checks=["gaming"])
+    assert report.passed, report.summary()
+    ran = {c.name.removeprefix("gaming:"): c for c in report.checks}
+    declared = {n for n in cls.gameable if n in CONTENT_PROBES}
+    assert declared <= set(ran), f"{key} declares {sorted(declared - set(ran))}, never built here"
+    waived = {n for n, c in ran.items() if n in CONTENT_PROBES and c.detail.startswith("waived")}
+    assert waived == declared, (key, waived, declared)

@@ -1,7 +1,9 @@
-"""``rewardkit env tools|replay|serve``: inspect a tool environment, replay calls on a fresh database, serve it.
+"""``rewardkit env tools|replay|serve|check``: inspect a tool environment, replay calls on a fresh database, serve
+it, check a domain before training on it.
 
-``add_parsers(sub)`` adds ``env``; its handlers are ``cmd_env_tools``, ``cmd_env_replay`` and ``cmd_env_serve``
-(a domain's tools over the Model Context Protocol, docs/mcp.md; needs the optional ``mcp`` package).
+``add_parsers(sub)`` adds ``env``; its handlers are ``cmd_env_tools``, ``cmd_env_replay``, ``cmd_env_serve``
+(a domain's tools over the Model Context Protocol, docs/mcp.md; needs the optional ``mcp`` package) and
+``cmd_env_check`` (docs/domains.md#check-a-domain-rewardkit-env-check).
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--port", type=_port, default=8765, help="HTTP only: the port (default 8765); the URL ends in /mcp"
     )
     serve.set_defaults(func=cmd_env_serve)
+    check = actions.add_parser("check", help="check a domain before training on it: exit 0 all pass, 1 one fails")
+    check.add_argument("domain", metavar="DOMAIN", help=DOMAIN_HELP)
+    check.add_argument("--json", type=Path, metavar="REPORT", help='write {"domain", "passed", "checks"} here')
+    check.add_argument("--all", action="store_true", help="print every check (default: failures, one row per kind)")
+    check.set_defaults(func=cmd_env_check)
 
 
 def _port(text: str) -> int:
@@ -178,3 +185,31 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130  # stopped by the user: no traceback
     return 0
+
+
+def _domain_sources(ref: str) -> list[tuple[str, Path]]:
+    """The domain's own module when ``ref`` is its path (a folder's ``__init__.py``): an input, like its data."""
+    path = Path(ref)
+    module = path / "__init__.py" if path.is_dir() else path
+    return [("DOMAIN", module)] if module.is_file() else []
+
+
+def cmd_env_check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from rewardkit.envs import get_domain
+    from rewardkit.lint.render import checks_table
+    from rewardkit.runs.domain_check import check_domain
+    from rewardkit.testing.report import safe_text
+
+    domain = get_domain(args.domain)  # DomainError: one line, exit 2
+    check_outputs([*domain.input_files(), *_domain_sources(args.domain)], [("--json", args.json)])
+    report = check_domain(args.domain)
+    failed = len(report.failed())
+    verdict = f"{failed} of {len(report.checks)} checks failed" if failed else f"all {len(report.checks)} checks passed"
+    Console(width=max(120, Console().width)).print(
+        checks_table(report.table_rows(every=args.all), safe_text(f"{args.domain}: {verdict}"))
+    )
+    if args.json is not None:
+        atomic_write_text(args.json, json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n", "--json")
+    return 0 if report.passed else 1

@@ -49,8 +49,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     lint.add_argument(
         "--margin",
         type=_number(0.0, 1e6),
-        default=0.1,
-        help="a probe this close to the gold gets through (lint RECIPE: a share of the weights' sum, at most 1)",
+        help="a probe this close to the gold gets through (default 0.1; lint RECIPE: a share of the weights' sum, "
+        "at most 1)",
     )
     lint.add_argument(
         "--time-limit", type=_number(0.0, 3600.0, True), default=2.0, metavar="S", help="seconds per completion"
@@ -116,7 +116,7 @@ _ONLY = {
     "recipe": {"dataset", "sft", "config", "group_by", "max_zero_variance", "margin", "time_limit", "json"},
 }
 _DEFAULTS = {
-    "margin": 0.1,
+    "margin": None,
     "time_limit": 2.0,
     "show": 0,
     "loss_scale": "default",
@@ -185,7 +185,7 @@ def _lint_reward(args: argparse.Namespace) -> int:
     report = lint_reward(
         args.spec,
         args.data,
-        margin=args.margin,
+        margin=args.margin,  # None: the kit's default, 0.1 or the reward's narrower range
         time_limit_s=args.time_limit,
         skip=skip,
         isolate=not args.no_isolate,
@@ -220,7 +220,7 @@ def _lint_recipe(args: argparse.Namespace) -> int:
     spec = read_recipe(args.target, args.config)  # first: it names the reward config, one more input
     _guard("recipe", args, (spec.config,) if spec.config is not None else ())
     opts = Options(
-        margin=args.margin,
+        margin=0.1 if args.margin is None else args.margin,
         time_limit_s=args.time_limit,
         group_by=args.group_by,
         max_zero_variance=args.max_zero_variance,
@@ -238,6 +238,7 @@ def _lint_tokens(args: argparse.Namespace) -> int:
     from rewardkit.lint.tokens import lint_rows, load_template, summary
 
     _check_flags("tokens", args, ("model", "data"))
+    _guard("tokens", args)
     rows = read_rows(args.data, "--data")
     where = [line.where(args.data) for line in lines(args.data)]  # FILE:LINE of each row, for its errors
     template = load_template(
@@ -264,8 +265,6 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if args.target == "reward":
         return _lint_reward(args)
     if args.target == "tokens":
-        _check_flags("tokens", args, ("model", "data"))
-        _guard("tokens", args)
         return _lint_tokens(args)
     if not args.target.endswith((".yaml", ".yml")):
         raise LintUsageError(f"{args.target!r}: expected reward, tokens or a RECIPE.yaml")

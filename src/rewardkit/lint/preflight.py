@@ -27,9 +27,8 @@ from rewardkit.files.jsonl import read_rows
 from rewardkit.lint.gold import GoldError, with_gold
 from rewardkit.lint.recipe import Recipe, RecipeError, build_rewards, read_recipe
 from rewardkit.lint.samples import correlation, expand, rates, score_all, weighted, zero_variance
+from rewardkit.testing.checks import TOLERANCE
 from rewardkit.testing.content import NEAR_MISS, all_probes
-
-NOTICED = 1e-9  # a near miss is noticed on a row when its weighted total is this much below the gold's
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ def _probe_check(
     near_miss = name in NEAR_MISS
     # Rows where a reward raised on the gold or the probe say nothing of the probe (the errors check reports them).
     clean = [not any(cells[k][g].error or cells[k][p].error for k in weights) for g, p in pairs]
-    unnoticed = sum(ok and p >= g - NOTICED for ok, g, p in zip(clean, golds, scored, strict=True))
+    unnoticed = sum(ok and p >= g - TOLERANCE for ok, g, p in zip(clean, golds, scored, strict=True))
     flagged = unnoticed > 0 if near_miss else gap < limit
     through = _through(cells, weights, pairs)
     out.probes[name] = {

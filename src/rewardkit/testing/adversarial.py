@@ -9,7 +9,7 @@ from typing import Any
 from rewardkit.testing.checks import TOLERANCE, Context, guarded, shape_problem, short, value_problem
 from rewardkit.testing.content import NEAR_MISS, all_probes
 from rewardkit.testing.hostile import HOSTILE, Outcome, bounded, describe, show, shrink
-from rewardkit.testing.probes import gold_text, shaped
+from rewardkit.testing.probes import agent_turns, gold_text, said, shaped
 from rewardkit.testing.report import Check
 
 SHRINK_ATTEMPTS = 24
@@ -31,12 +31,7 @@ def hostile_row(ctx: Context, row: Mapping[str, Any], text: str) -> dict[str, An
     out = {**row, "completion": shaped(row, text)}
     if ctx.declared.tool_use:  # the text as the agent's one turn, after the row's prompt turns
         messages = row.get("messages") if isinstance(row.get("messages"), list) else []
-        prompt = []
-        for m in messages:
-            if isinstance(m, Mapping) and m.get("role") == "assistant":
-                break
-            prompt.append(m)
-        out["messages"] = [*prompt, {"role": "assistant", "content": text}]
+        out["messages"] = [*agent_turns(messages)[0], said(text)]
     return out
 
 
@@ -152,12 +147,13 @@ def gaming_checks(ctx: Context, wanted: Any) -> list[Check]:
         return [eligible]
     lo, _ = ctx.declared.range
     golds = ctx.baseline()
-    try:
-        built_all = all_probes([ctx.rows[i] for i in eligible], tool_use=ctx.declared.tool_use)
+    try:  # across every row (another row's gold may be a poor one), compared on the eligible rows
+        built_all = all_probes(ctx.rows, tool_use=ctx.declared.tool_use)
     except Exception as exc:
         return [Check("gaming", False, f"building the probes raised {describe(exc)}")]
     verdicts: dict[str, tuple[str | None, float, int]] = {}  # probe -> (first violation, smallest gap, rows)
-    for i, built in zip(eligible, built_all, strict=True):
+    for i in eligible:
+        built = built_all[i]
         names = [n for n in built if wanted(f"gaming:{n}")]
         scores = _probe_scores(ctx, [built[n] for n in names])
         for name, s in zip(names, scores, strict=True):

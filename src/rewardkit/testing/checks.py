@@ -15,6 +15,7 @@ from typing import Any
 
 from rewardkit.testing.calling import TRAINER_STATE, Declared, call, columns_of, names_prompts, takes
 from rewardkit.testing.hostile import describe
+from rewardkit.testing.probes import said
 from rewardkit.testing.report import Check
 
 TOLERANCE = 1e-6  # two scores are "the same" within this (batched float32 maths may differ in the last bits)
@@ -27,6 +28,9 @@ def short(value: Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_UNSET = object()  # the batch not scored yet (None is what a broken reward may return)
+
+
 @dataclass
 class Context:
     reward: Callable[..., Any]
@@ -36,7 +40,7 @@ class Context:
     time_limit_s: float = 2.0
     isolate: bool = True
     draws: int = DRAWS
-    _baseline: list[Any] | BaseException | None = field(default=None, repr=False)
+    _baseline: Any = field(default=_UNSET, repr=False)
 
     def copied(self, rows: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
         rows = self.rows if rows is None else rows
@@ -50,7 +54,7 @@ class Context:
         cols = columns_of(rows)
         completions = list(cols.get("completion", [""] * len(rows)))
         if conversational:
-            completions = [[{"role": "assistant", "content": c}] if isinstance(c, str) else c for c in completions]
+            completions = conversational_form(completions)
         return call(self.reward, completions, {**cols, **extra})
 
     def preset(self, scores: Any) -> None:
@@ -59,7 +63,7 @@ class Context:
 
     def baseline(self) -> list[Any]:
         """The batch's scores (raises what the call raised, every time it is asked)."""
-        if self._baseline is None:
+        if self._baseline is _UNSET:
             try:
                 self._baseline = self.run()
             except Exception as exc:
@@ -70,6 +74,11 @@ class Context:
 
     def row(self, i: int) -> str:
         return f"row {i} {short(self.rows[i])}"
+
+
+def conversational_form(completions: Sequence[Any]) -> list[Any]:
+    """Each string completion as TRL's conversational ``[{"role": "assistant", "content": …}]``."""
+    return [[said(c)] if isinstance(c, str) else c for c in completions]
 
 
 def same(a: Any, b: Any) -> bool:
@@ -182,14 +191,17 @@ def check_determinism(ctx: Context) -> Check:
 
     def body() -> Check:
         expected, n = ctx.baseline(), len(ctx.rows)
-        repeats = max(1, math.ceil(ctx.draws / n))
+        # Isolated, this child starts from the state the gold batch's child started from: its first call replays
+        # the gold call and proves nothing, so it does not count.
+        repeats = max(1, math.ceil(ctx.draws / n)) + ctx.isolate
         for k in range(repeats):
             check = compare(
                 ctx, "determinism", ctx.run(), expected, f"the same batch scored again (repeat {k + 1})", range(n)
             )
             if not check.passed:
                 return check
-        return Check("determinism", True, f"the same batch scored {repeats} more times ({repeats * n} scores)")
+        drawn = (repeats - ctx.isolate) * n
+        return Check("determinism", True, f"the same batch scored again until {drawn} scores were drawn")
 
     return guarded("determinism", body, ctx)
 
@@ -217,7 +229,7 @@ def mutation(ctx: Context, conversational: bool) -> str | None:
     cols = columns_of(rows)
     completions = list(cols.get("completion", [""] * len(rows)))
     if conversational:
-        completions = [[{"role": "assistant", "content": c}] if isinstance(c, str) else c for c in completions]
+        completions = conversational_form(completions)
     before, before_completions = copy.deepcopy(cols), copy.deepcopy(completions)
     call(ctx.reward, completions, cols)
     if completions != before_completions:

@@ -33,6 +33,7 @@ from typing import Any
 from rewardkit.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, load_schema, parse
 from rewardkit.testing.probes import (
     agent_turns,
+    closing_words,
     gold_text,
     invoke,
     probes,
@@ -186,7 +187,7 @@ def tool_probes(row: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) -> 
     """``other_actions`` (the first other row's calls whose calls differ) and ``wrong_argument``, as agent turns."""
     agent = _gold(row, True)
     calls = tool_calls_of(agent)
-    closing = [m for m in agent if isinstance(m, Mapping) and m.get("role") == "assistant"][-1:] or [said("Done.")]
+    closing = [said(closing_words(agent))]  # never a tool call: it would redo or undo a write
     out: dict[str, list[Any]] = {}
     for other in others:
         theirs = tool_calls_of(_gold(other, True))

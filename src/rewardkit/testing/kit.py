@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import pickle
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -13,7 +15,7 @@ from rewardkit.testing.adversarial import gaming_checks, hostile_checks
 from rewardkit.testing.calling import declared, name_of
 from rewardkit.testing.checks import DRAWS, Context
 from rewardkit.testing.content import CONTENT_PROBES
-from rewardkit.testing.hostile import HOSTILE, bounded
+from rewardkit.testing.hostile import HOSTILE, bounded, describe
 from rewardkit.testing.probes import COMPLETION_PROBES, TOOL_USE_PROBES
 from rewardkit.testing.report import Check, Report
 
@@ -33,6 +35,7 @@ GENERIC: dict[str, Callable[[Context], Check]] = {
 
 
 CHECK_TIME_S = 60.0  # a check (or the gold batch) that runs longer has hung
+MARGIN = 0.1  # how far below the gold a probe must score, by default (at most the range's width)
 
 
 class KitError(ValueError):
@@ -109,17 +112,39 @@ def _unit(ctx: Context, label: str, fn: Callable[[], list[Check]], limit_s: floa
     return [Check(label, False, why)], True
 
 
-def _gaming(ctx: Context, wanted: Callable[[str], bool], limit_s: float) -> list[Check]:
-    """The gaming checks in one child; when the reward ends or hangs it, each probe in a child of its own, so
-    that the failure names the probe behind it."""
-    checks, ended = _unit(ctx, "gaming", lambda: gaming_checks(ctx, wanted), limit_s)
+def _group(
+    ctx: Context,
+    label: str,
+    names: list[str],
+    checks_of: Callable[[Callable[[str], bool]], list[Check]],
+    limit_s: float,
+) -> list[Check]:
+    """A group's checks (``checks_of(selected)``) in one child; when the reward ends or hangs it, each named check in
+    a child of its own, so that the failure names the check behind it."""
+    if not names:
+        return []
+    chosen = set(names)
+    checks, ended = _unit(ctx, label, lambda: checks_of(chosen.__contains__), limit_s)
     if not ended:
         return checks
     out: list[Check] = []
-    for name in (n for n in check_names() if n.startswith("gaming:") and wanted(n)):
-        only = lambda n, name=name: n == name  # noqa: E731
-        out += _unit(ctx, name, lambda only=only: gaming_checks(ctx, only), limit_s)[0]
+    for name in names:
+        out += _unit(ctx, name, lambda name=name: checks_of(lambda n: n == name), limit_s)[0]
     return out
+
+
+def _warm_hostile(ctx: Context, selected: Callable[[str], bool]) -> list[Check]:
+    """The hostile checks, after one call on the rows: their forked attempts start from a reward that has loaded
+    what its first call loads, as the trainer's reward has."""
+    with contextlib.suppress(Exception):  # what the batch does is the other checks' business
+        ctx.run()
+    return hostile_checks(ctx, [n for n in HOSTILE if selected(f"hostile:{n}")])
+
+
+def _hostile_budget(ctx: Context, names: list[str], limit_s: float) -> float:
+    """The hostile group's bound: the warm-up call, then per input its batch, each row alone and the shrinking."""
+    rows = len(ctx.rows)
+    return limit_s + len(names) * ((2 * rows + 6) * ctx.time_limit_s + 3)
 
 
 def _gold(ctx: Context, limit_s: float) -> None:
@@ -129,8 +154,11 @@ def _gold(ctx: Context, limit_s: float) -> None:
     def scores() -> Any:
         try:
             return ctx.run()
-        except Exception as exc:  # travels back as the batch's outcome
-            return exc
+        except Exception as exc:  # travels back as the batch's outcome, as itself when it can
+            try:
+                return pickle.loads(pickle.dumps(exc))
+            except Exception:
+                return RuntimeError(describe(exc))
 
     outcome = bounded(scores, limit_s)
     if outcome.status == "ok":
@@ -147,7 +175,7 @@ def check_reward(
     *,
     range: tuple[float, float] | None = None,  # shadows the builtin: the public keyword
     allow_none: bool | None = None,
-    margin: float = 0.1,
+    margin: float | None = None,
     time_limit_s: float = 2.0,
     checks: Iterable[str] | None = None,
     skip: Iterable[str] = (),
@@ -161,8 +189,9 @@ def check_reward(
     completion that should score well) and return the :class:`Report`; it never raises for a failed check.
 
     ``range`` and ``allow_none`` default to the reward's ``range`` and ``may_return_none`` attributes, else
-    [0, 1] with None allowed; ``tool_use`` (probes on ``messages``) to whether it reads ``messages``;
-    ``gameable`` (probe name or ``"*"`` -> why) to its ``gameable`` attribute. ``checks`` keeps only the named
+    [0, 1] with None allowed; ``margin`` to 0.1, or the range's width when that is narrower; ``tool_use``
+    (probes on ``messages``) to whether it reads ``messages``; ``gameable`` (probe name or ``"*"`` -> why) to its
+    ``gameable`` attribute. ``checks`` keeps only the named
     checks and ``skip`` leaves the named ones out (``"hostile"`` and ``"gaming"`` name their whole group); the
     report lists what was skipped. ``draws`` is how many scores the determinism check draws. With ``isolate``
     (the default, where the platform can fork) the gold batch and each check run in a child process bounded by
@@ -179,19 +208,25 @@ def check_reward(
         reward=reward,
         rows=rows,
         declared=promised,
-        margin=_number("margin", margin, 0.0, hi - lo),
+        margin=_number("margin", min(MARGIN, hi - lo) if margin is None else margin, 0.0, hi - lo),
         time_limit_s=_number("time_limit_s", time_limit_s, 0.0, 3600.0, low_open=True),
         isolate=isolate and hasattr(os, "fork"),
         draws=draws,
     )
     limit = _number("check_time_s", check_time_s, 0.0, 86400.0, low_open=True)
-    report = Report(reward=name_of(reward), skipped=skipped)
+    kind = set(TOOL_USE_PROBES if promised.tool_use else COMPLETION_PROBES) | set(CONTENT_PROBES)
+    applies = [n for n in skipped if not n.startswith("gaming:") or n.removeprefix("gaming:") in kind]
+    report = Report(reward=name_of(reward), skipped=applies)
     if ctx.isolate:
         _gold(ctx, limit)
     for name, check in GENERIC.items():
         if wanted(name):
             report.checks += _unit(ctx, name, lambda check=check: [check(ctx)], limit)[0]
-    report.checks += hostile_checks(ctx, [n for n in HOSTILE if wanted(f"hostile:{n}")])
-    if wanted("gaming") or any(wanted(n) for n in check_names() if n.startswith("gaming:")):
-        report.checks += _gaming(ctx, wanted, limit)
+    hostile = [f"hostile:{n}" for n in HOSTILE if wanted(f"hostile:{n}")]
+    report.checks += _group(
+        ctx, "hostile", hostile, lambda on: _warm_hostile(ctx, on), _hostile_budget(ctx, hostile, limit)
+    )
+    gaming = [n for n in check_names() if n.startswith("gaming:") and wanted(n)]
+    if wanted("gaming") or gaming:
+        report.checks += _group(ctx, "gaming", gaming, lambda on: gaming_checks(ctx, on), limit)
     return report

@@ -156,20 +156,30 @@ def _every_write(row: Mapping[str, Any], calls: list[tuple[str, dict[str, Any]]]
     return turns
 
 
-def tool_use_probes(row: Mapping[str, Any]) -> dict[str, list[Any]]:
-    messages = row.get("messages")
-    messages = list(messages) if isinstance(messages, list) else []
-    prompt, agent = agent_turns(messages)
-    texts = [
+def spoken(agent: list[Any]) -> list[str]:
+    """What each of the agent's assistant messages says, its tool calls cut out."""
+    return [
         TOOL_CALL.sub("", _text(m.get("content"))).strip()
         for m in agent
         if isinstance(m, Mapping) and m.get("role") == "assistant"
     ]
+
+
+def closing_words(agent: list[Any]) -> str:
+    """The agent's last words without a tool call in them ("Done." when it said nothing)."""
+    return next((t for t in reversed(spoken(agent)) if t), "Done.")
+
+
+def tool_use_probes(row: Mapping[str, Any]) -> dict[str, list[Any]]:
+    messages = row.get("messages")
+    messages = list(messages) if isinstance(messages, list) else []
+    prompt, agent = agent_turns(messages)
+    texts = spoken(agent)
     calls = tool_calls_of(agent)
     gold_turns: list[dict[str, Any]] = []
     for name, arguments in calls:
         gold_turns += invoke(name, arguments)
-    last_said = next((t for t in reversed(texts) if t), "Done.")
+    last_said = closing_words(agent)
     return {
         "empty": [*prompt, said("")],
         "truncated": [*prompt, *agent[: len(agent) // 2]] if len(agent) > 1 else [*prompt, said("")],
