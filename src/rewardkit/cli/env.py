@@ -203,7 +203,8 @@ def cmd_env_check(args: argparse.Namespace) -> int:
     from rewardkit.testing.report import safe_text
 
     domain = get_domain(args.domain)  # DomainError: one line, exit 2
-    check_outputs([*domain.input_files(), *_domain_sources(args.domain)], [("--json", args.json)])
+    report_path = ("--json", args.json) if args.json is not None else None
+    check_outputs([*domain.input_files(), *_domain_sources(args.domain)], [report_path])
     report = check_domain(args.domain)
     failed = len(report.failed())
     verdict = f"{failed} of {len(report.checks)} checks failed" if failed else f"all {len(report.checks)} checks passed"

@@ -8,4 +8,6 @@
 - ``metrics.py``: pass^k, per-task statistics and the paired comparison; ``tables.py``: the per-task table
   files and reading a run back; ``plots.py``: their figures;
 - ``scoring.py``: a reward set over rows of (completion, columns).
+- ``domain_check.py``: ``rewardkit env check``, a domain's tools, tasks, splits and policy checked before
+  training, with the task-completion reward scoring agents that do nothing.
 """

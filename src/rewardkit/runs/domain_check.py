@@ -1,0 +1,294 @@
+"""``rewardkit env check DOMAIN``: a domain checked before anyone trains on it, one named row per finding.
+
+- ``schema:<tool>``: the parameters are a valid JSON Schema and the OpenAI spec has a description;
+- ``idempotency:<tool>``: a write tool declares the optional ``idempotency_key`` property;
+- ``gold:<task>``: the shared task checks pass and the gold replays on a fresh environment with no gold write
+  failing (the builder's ``gold_fails``), changing the state when the task expects a write;
+- ``outputs:<task>``: every expected output occurs in a gold tool result or in the task's user scenario;
+- ``do_nothing:<task>``, ``say_only:<task>``: for a task that expects a write, an episode without a tool call
+  (silent, then saying the expected outputs) scores 0 with :class:`~rewardkit.rewards.TaskCompletion`, the
+  reward training uses;
+- ``ids``, ``splits``, ``policy``: the domain's task ids, its splits and its policy.
+
+It scores with the rewards, so it lives above them (:mod:`rewardkit.layers`), not in ``rewardkit.envs``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from itertools import combinations, groupby
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from rewardkit.envs import Domain, get_domain
+from rewardkit.envs.harness import IDEMPOTENCY_KEY
+from rewardkit.envs.tasks import error_text, expected_outputs, gold_actions, gold_problem, reason_for_call, task_problem
+from rewardkit.rewards import TaskCompletion
+from rewardkit.testing.report import Check, safe_text
+
+
+@dataclass(frozen=True)
+class DomainReport:
+    """Every check of one domain, tools first, then the tasks kind by kind, then ids, splits and policy."""
+
+    domain: str  # the reference as given (a name, an entry point, a path)
+    checks: tuple[Check, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` report: ``{"domain", "passed", "checks": [{"name", "passed", "detail"}, ...]}``."""
+        rows = [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.checks]
+        return {"domain": safe_text(self.domain), "passed": self.passed, "checks": rows}
+
+    def table_rows(self, every: bool = False) -> list[dict[str, Any]]:
+        """The printed table's rows: with ``every``, each check; else each failed check, and for each kind of check
+        (``gold``, ``outputs`` …) one ``kind:*`` row counting the rest, which passed."""
+        rows = self.as_dict()["checks"]
+        if every:
+            return rows
+        out = []
+        for kind, group in groupby(rows, key=lambda r: r["name"].partition(":")[0]):
+            group = list(group)
+            if len(group) == 1 and ":" not in group[0]["name"]:  # ids, splits, policy: one check each
+                out += group
+                continue
+            failed = [r for r in group if not r["passed"]]
+            out += failed
+            if len(failed) < len(group):
+                rest = f"the other {len(group) - len(failed)}" if failed else f"all {len(group)}"
+                out.append({"name": f"{kind}:*", "passed": True, "detail": f"{rest} passed"})
+        return out
+
+
+@dataclass(frozen=True)
+class Gold:
+    """A task's gold replayed on a fresh environment: why it cannot judge the task (None: it can), the results'
+    texts (None: nothing ran), whether the task expects a write and whether the reward would score it at all."""
+
+    problem: str | None
+    texts: tuple[str, ...] | None
+    writes: bool
+    scorable: bool
+    detail: str = ""
+
+
+def check_domain(ref: str) -> DomainReport:
+    """Every check of the domain ``ref`` names (DomainError when it cannot be loaded)."""
+    domain = get_domain(ref)
+    tasks = domain.tasks()
+    golds = {task_id: replay_gold(domain, task) for task_id, task in tasks.items()}
+    reward = TaskCompletion()
+    checks = [*map(schema_check, domain.tools.values())]
+    checks += [idempotency_check(spec) for spec in domain.tools.values() if spec.risk == "write"]
+    checks += [gold_check(i, g) for i, g in golds.items()]
+    checks += [outputs_check(i, tasks[i], g) for i, g in golds.items() if g.texts is not None]
+    scored = [episode_checks(reward, ref, i, tasks[i]) for i, g in golds.items() if g.writes and g.scorable]
+    checks += [nothing for nothing, _ in scored] + [said for _, said in scored]
+    checks += [ids_check(domain, tasks), splits_check(domain.splits(), tasks), policy_check(domain.policy())]
+    return DomainReport(ref, tuple(checks))
+
+
+def schema_check(spec: Any) -> Check:
+    """The tool's parameters are a JSON Schema (Draft 2020-12) and its OpenAI spec has a non-empty description."""
+    name = f"schema:{spec.name}"
+    try:
+        Draft202012Validator.check_schema(spec.parameters)
+    except SchemaError as exc:
+        return Check(name, False, f"parameters is not a valid JSON Schema: {exc.message}")
+    description = (spec.openai().get("function") or {}).get("description")
+    if not isinstance(description, str) or not description.strip():
+        return Check(name, False, "the OpenAI spec has no description: the model would not know what the tool does")
+    return Check(name, True, f"valid JSON Schema; {description.strip()[:80]}")
+
+
+def idempotency_check(spec: Any) -> Check:
+    """A write tool's schema offers the model the optional ``idempotency_key`` (a retry never writes twice)."""
+    properties = spec.parameters.get("properties") or {}
+    if IDEMPOTENCY_KEY not in properties:
+        why = f"a write tool without an optional {IDEMPOTENCY_KEY!r} property: a retried write may apply twice"
+        return Check(f"idempotency:{spec.name}", False, why)
+    if IDEMPOTENCY_KEY in (spec.parameters.get("required") or []):
+        return Check(f"idempotency:{spec.name}", False, f"{IDEMPOTENCY_KEY!r} is required; it must be optional")
+    return Check(f"idempotency:{spec.name}", True, f"declares the optional {IDEMPOTENCY_KEY!r}")
+
+
+def replay_gold(domain: Domain, task: Any) -> Gold:
+    """The shared task checks, then the gold actions on a fresh environment (``make_env(None)``)."""
+    found = task_problem(task, domain.tools, domain.name)
+    if found is not None:
+        return Gold(f"{found[0]}: {found[1]}", None, False, False)
+    actions = gold_actions(task)
+    writes = sum(a["name"] in domain.write_tools for a in actions)
+    try:
+        with domain.make_env(None) as env:
+            before = env.state_hash()
+            results = env.replay(actions)
+            after = env.state_hash()
+    except Exception as exc:  # a bug in the domain's environment or tools: reported, not a traceback
+        return Gold(f"replaying the gold raised {type(exc).__name__}: {exc}", None, bool(writes), False)
+    texts = tuple(r.text() for r in results)
+    failed = gold_problem(task, [(r.ok, None if r.ok else error_text(r)) for r in results], domain.write_tools)
+    if failed is not None:
+        return Gold(f"{failed[0]}: {failed[1]}", texts, True, False)
+    if writes and before == after:
+        why = "the gold writes leave the state as it was (state_hash unchanged): doing nothing reaches the gold state"
+        return Gold(why, texts, True, True)
+    reads_failed = [error_text(r) for r in results if not r.ok]  # only reads: a failed write is gold_fails above
+    changed = f"{writes} write(s), the state changed" if writes else "no write expected"
+    detail = f"{len(actions)} gold action(s) replayed, {changed}"
+    if reads_failed:
+        detail += f"; {len(reads_failed)} read(s) failed, as reads may: {reads_failed[0][:80]}"
+    return Gold(None, texts, bool(writes), True, detail)
+
+
+def gold_check(task_id: Any, gold: Gold) -> Check:
+    """The ``gold:<task>`` row; a task that expects a write but cannot be scored says that the episodes were not."""
+    if gold.problem is None:
+        return Check(f"gold:{task_id}", True, gold.detail)
+    unscored = "; do_nothing and say_only are not scored" if gold.writes and not gold.scorable else ""
+    return Check(f"gold:{task_id}", False, gold.problem + unscored)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value (the user scenario's text, whatever its shape)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _normalise(text: str) -> str:
+    return text.lower().replace(",", "")  # TaskCompletion's rule for what was said: no case, no commas
+
+
+def outputs_check(task_id: Any, task: Mapping[str, Any], gold: Gold) -> Check:
+    """Every expected output occurs in a gold tool result's text or in the user scenario (else only a guess
+    produces it), compared as the reward compares what the agent said."""
+    outputs = expected_outputs(task)
+    sources = [_normalise(t) for t in [*(gold.texts or ()), *_strings(task.get("user_scenario"))]]
+    missing = [out for out in outputs if not any(_normalise(out) in text for text in sources)]
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:5])
+        why = "the gold never shows it to the agent (computed, read by calls the gold lacks, or guessed)"
+        return Check(f"outputs:{task_id}", False, f"{shown}: in no gold tool result nor the user scenario; {why}")
+    found = f"{len(outputs)} expected output(s), each in a gold tool result or the scenario"
+    return Check(f"outputs:{task_id}", True, found if outputs else "no expected output")
+
+
+def episode_checks(reward: TaskCompletion, ref: str, task_id: Any, task: Mapping[str, Any]) -> tuple[Check, Check]:
+    """``do_nothing`` and ``say_only`` for a task that expects a write: neither episode calls a tool, so both
+    must score 0 (rows ``{"messages", "task", "domain"}``, as ``rewardkit build tau2-grpo`` writes them)."""
+    user = {"role": "user", "content": reason_for_call(task) or "Please help me."}
+    said = "; ".join(expected_outputs(task))
+    silent = [user, {"role": "assistant", "content": "Done."}]
+    saying = [user, {"role": "assistant", "content": f"Done. {said}"}]
+    scores = reward(["", ""], messages=[silent, saying], task=[task, task], domain=[ref, ref])
+    episode = f"saying {said[:60]!r} with no tool call" if said else "an episode with nothing to say and no tool call"
+    return (
+        _zero(f"do_nothing:{task_id}", scores[0], "an episode with no tool call"),
+        _zero(f"say_only:{task_id}", scores[1], episode),
+    )
+
+
+def _zero(name: str, score: float | None, episode: str) -> Check:
+    if score == 0.0:
+        return Check(name, True, f"TaskCompletion scores {episode} 0")
+    why = "the gold state is the fresh state, so the reward cannot tell the task done from not done"
+    return Check(name, False, f"TaskCompletion scores {episode} {score}: {why}")
+
+
+def _tasks_file_ids(domain: Domain) -> list[tuple[str, Counter[str]]]:
+    """The ids of each bundled JSON file that holds a list of task objects (what ``tasks()`` may have deduplicated
+    silently into a dict)."""
+    found = []
+    for path in domain.data_files:
+        try:
+            text = path.read_text(encoding="utf-8") if path.suffix == ".json" else ""
+            items = json.loads(text) if text.lstrip().startswith("[") else None
+        except (OSError, ValueError, RecursionError):
+            continue  # unreadable: tasks() or the commands that read it say so
+        if isinstance(items, list) and all(isinstance(t, Mapping) and "evaluation_criteria" in t for t in items):
+            found.append((path.name, Counter(str(t.get("id")) for t in items)))
+    return found
+
+
+def ids_check(domain: Domain, tasks: Mapping[Any, Any]) -> Check:
+    """Task ids are unique: each key of ``tasks()`` is its task's own ``id``, and no bundled tasks file repeats
+    one (a dict built from it would keep one of the two and drop the other without a word)."""
+    problems = [] if tasks else ["the domain has no tasks"]
+    own = {k: t["id"] for k, t in tasks.items() if isinstance(t, Mapping) and "id" in t}
+    problems += [f"tasks() key {k!r} holds task {i!r}" for k, i in own.items() if str(i) != str(k)][:3]
+    keys = [k for k, n in Counter(map(str, tasks)).items() if n > 1]
+    problems += [f"tasks() keys {k!r} twice (as a string and a number)" for k in keys[:3]]
+    for name, counts in _tasks_file_ids(domain):
+        repeated = [f"{i!r} ({n} tasks)" for i, n in counts.items() if n > 1]
+        problems += [f"{name} repeats task id {', '.join(repeated[:5])}"] if repeated else []
+    if problems:
+        return Check("ids", False, "; ".join(problems))
+    return Check("ids", True, f"{len(tasks)} tasks, each id once")
+
+
+def policy_check(policy: Any) -> Check:
+    """The agent's system prompt says something."""
+    if not isinstance(policy, str) or not policy.strip():
+        return Check("policy", False, f"policy() returns {policy!r:.40}: the agent would get no rules")
+    return Check("policy", True, f"{len(policy)} characters")
+
+
+def _few(ids: list[str]) -> str:
+    return ", ".join(map(repr, ids[:5])) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+def _split_problems(splits: Mapping[str, list[str]], tasks: Mapping[str, Any]) -> Iterator[str]:
+    """Missing and repeated ids per split; overlaps between splits; tasks in no split. A single split that holds
+    every task (tau2's ``base``, the whole set) is left out of the overlap and coverage tests when there are others."""
+    for name, ids in splits.items():
+        missing = [i for i in dict.fromkeys(ids) if i not in tasks]
+        if missing:
+            yield f"{name} names {len(missing)} task(s) that do not exist: {_few(missing)}"
+        repeated = [i for i, n in Counter(ids).items() if n > 1]
+        if repeated:
+            yield f"{name} lists {_few(repeated)} twice"
+    parts = {n: set(ids) for n, ids in splits.items() if n not in _whole(splits, tasks)}
+    for (a, ids_a), (b, ids_b) in combinations(parts.items(), 2):
+        if ids_a & ids_b:
+            yield f"{a} and {b} share {len(ids_a & ids_b)} task(s): {_few(sorted(ids_a & ids_b))}"
+    uncovered = [i for i in tasks if not any(i in ids for ids in parts.values())]
+    if uncovered:
+        yield f"{len(uncovered)} task(s) in no split: {_few(uncovered)}"
+
+
+def _whole(splits: Mapping[str, list[str]], tasks: Mapping[str, Any]) -> set[str]:
+    """The split that holds every task and nothing else, when it is the only such split and not the only split."""
+    full = [n for n, ids in splits.items() if set(ids) == set(tasks)]
+    return set(full) if len(full) == 1 and len(splits) > 1 else set()
+
+
+def splits_check(splits: Any, tasks: Mapping[Any, Any]) -> Check:
+    """``splits()`` names only existing tasks, each once per split; the splits are disjoint and cover every task."""
+    if not isinstance(splits, Mapping) or not all(isinstance(ids, list) for ids in splits.values()):
+        return Check("splits", False, f"splits() must map split names to lists of task ids, got {splits!r:.60}")
+    named = {str(n): [str(i) for i in ids] for n, ids in splits.items()}
+    by_id = {str(k): t for k, t in tasks.items()}
+    problems = list(_split_problems(named, by_id))
+    if problems:
+        return Check("splits", False, "; ".join(problems))
+    whole = _whole(named, by_id)
+    sizes = ", ".join(f"{n} {len(ids)}" for n, ids in named.items() if n not in whole)
+    note = f"; {', '.join(whole)} holds all {len(by_id)} (the whole set, not part of the partition)" if whole else ""
+    return Check("splits", True, f"{sizes}: disjoint, every task in one{note}")
