@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from rewardkit.testing.content import CONTENT_PROBES
-from rewardkit.testing.probes import COMPLETION_PROBES, TOOL_USE_PROBES
+from rewardkit.testing.content import ALL_PROBES
 
 Row = Mapping[str, Any]
 DEFAULT_RANGE = (0.0, 1.0)
@@ -189,7 +188,7 @@ def _gaps(gaps: Any) -> dict[str, str]:
         return {}
     if not isinstance(gaps, Mapping):
         raise DeclarationError(f"gameable must map probe names (or '*') to a reason; got {gaps!r}")
-    known = {"*", *COMPLETION_PROBES, *TOOL_USE_PROBES, *CONTENT_PROBES}
+    known = {"*", *ALL_PROBES}
     for name, why in gaps.items():
         if name not in known:
             raise DeclarationError(f"gameable names {name!r}, not a probe; the probes are {', '.join(sorted(known))}")

@@ -32,6 +32,8 @@ from typing import Any
 
 from rewardkit.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, load_schema, parse
 from rewardkit.testing.probes import (
+    COMPLETION_PROBES,
+    TOOL_USE_PROBES,
     agent_turns,
     closing_words,
     gold_text,
@@ -50,6 +52,8 @@ PLAN_PROBES = ("swapped_expert", "exchanged_experts", "dropped_step", "unrewritt
 TOOL_PROBES = ("other_actions", "wrong_argument")
 NEAR_MISS = (*PLAN_PROBES, "wrong_argument")  # judged "below the gold", not "a margin below"
 CONTENT_PROBES = (*CROSS_ROW, *PLAN_PROBES, *TOOL_PROBES)
+# Every probe the kit can build, form and content, each named once in this order.
+ALL_PROBES = tuple(dict.fromkeys((*COMPLETION_PROBES, *TOOL_USE_PROBES, *CONTENT_PROBES)))
 DEPENDS_ON = "depends_on"
 
 

@@ -14,7 +14,7 @@ from rewardkit.testing import runtime
 from rewardkit.testing.adversarial import gaming_checks, hostile_checks
 from rewardkit.testing.calling import declared, name_of
 from rewardkit.testing.checks import DRAWS, Context
-from rewardkit.testing.content import CONTENT_PROBES
+from rewardkit.testing.content import ALL_PROBES, CONTENT_PROBES
 from rewardkit.testing.hostile import HOSTILE, bounded, describe
 from rewardkit.testing.probes import COMPLETION_PROBES, TOOL_USE_PROBES
 from rewardkit.testing.report import Check, Report
@@ -44,8 +44,7 @@ class KitError(ValueError):
 
 def check_names() -> list[str]:
     """Every check name the kit can report (``gaming`` alone: when no row can be compared with its probes)."""
-    probes = dict.fromkeys((*COMPLETION_PROBES, *TOOL_USE_PROBES, *CONTENT_PROBES))
-    return [*GENERIC, *(f"hostile:{n}" for n in HOSTILE), "gaming", *(f"gaming:{n}" for n in probes)]
+    return [*GENERIC, *(f"hostile:{n}" for n in HOSTILE), "gaming", *(f"gaming:{n}" for n in ALL_PROBES)]
 
 
 def _names(option: str, names: Iterable[str]) -> set[str]:
