@@ -52,6 +52,8 @@ class Domain:
     tasks: Callable[[], dict[str, dict[str, Any]]]  # task id -> tau2 task object (shared: do not mutate)
     splits: Callable[[], dict[str, list[str]]]  # split name -> task ids
     policy: Callable[[], str]  # the agent's system prompt
+    guidelines: Callable[[], str] | None = None  # the user simulator's guidelines (how to play the user)
+    language: str = "en"  # the language its users speak ("en", "zh"): the scripted user's phrases follow it
     stop_tools: frozenset[str] = frozenset()  # a successful call ends the episode (a transfer to a human)
     data_files: tuple[Path, ...] = ()  # every bundled file the domain reads: no command may write over one
 

@@ -56,6 +56,11 @@ def policy() -> str:
     return _text("policy.md")
 
 
+def guidelines() -> str:
+    """tau2-bench's user simulation guidelines."""
+    return _text("simulation_guidelines.md")
+
+
 RETAIL = Domain(
     name="retail",
     make_env=RetailEnv,
@@ -63,6 +68,7 @@ RETAIL = Domain(
     tasks=tasks,
     splits=splits,
     policy=policy,
+    guidelines=guidelines,
     stop_tools=frozenset({"transfer_to_human_agents"}),
     data_files=DATA_FILES,
 )
