@@ -6,9 +6,11 @@
 - failures come back as structured results with a code, never as exceptions;
 - a write runs in one transaction: a failed write changes nothing;
 - a write may carry an ``idempotency_key``: a repeated key returns the first
-  result without writing again;
-- every call is appended to an ``audit`` table (part of the rollout's record,
-  not of the state: exports and state hashes never read it).
+  result without writing again; the same key with other arguments is ``IDEMPOTENCY_CONFLICT``;
+- a write may be gated (:mod:`rewardkit.envs.approvals`): a hard gate always refuses it, a soft gate
+  runs it only once the user approved that exact call, by a user-side tool;
+- every call, the user's approvals and refusals included, is appended to an ``audit`` table (part of
+  the rollout's record, not of the state: exports and state hashes never read it).
 """
 
 from __future__ import annotations
@@ -24,18 +26,23 @@ from typing import Any, ClassVar, Literal
 
 from jsonschema import Draft202012Validator
 
+from rewardkit.envs import approvals
+from rewardkit.envs.approvals import Gate
 from rewardkit.envs.domain import StatefulEnvironment
-from rewardkit.envs.schemas import first_error
+from rewardkit.envs.schemas import first_error, not_json, unencodable
 from rewardkit.envs.tool_calls import ToolCall
 
-HARNESS_SCHEMA = """
+HARNESS_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS audit (
     -- tool and arguments as JSON text: what the model sent may not even be valid UTF-8
     seq INTEGER PRIMARY KEY, tool TEXT NOT NULL, arguments TEXT NOT NULL, code TEXT NOT NULL,
-    replayed INTEGER NOT NULL DEFAULT 0
+    replayed INTEGER NOT NULL DEFAULT 0, side TEXT NOT NULL DEFAULT 'agent', rule TEXT, request TEXT
 );
 CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL, result TEXT NOT NULL);
 """
+    + approvals.APPROVALS_SCHEMA
+)
 
 IDEMPOTENCY_KEY = "idempotency_key"
 
@@ -49,6 +56,8 @@ class ResultCode(str, Enum):  # str: comparable with the codes in JSON records
     INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
     UNKNOWN_TOOL = "UNKNOWN_TOOL"
     IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
+    APPROVAL_REQUIRED = "APPROVAL_REQUIRED"  # a soft gate: the user has not approved this exact call
+    HARD_GATE = "HARD_GATE"  # a platform red line: refused whatever was approved
 
 
 class ToolError(Exception):
@@ -69,9 +78,12 @@ class ToolSpec:
     parameters: Mapping[str, Any]  # JSON Schema of the arguments object
     risk: Literal["read", "write"]
     fn: Callable[..., Any] = field(repr=False, compare=False)
+    gates: tuple[Gate, ...] = ()  # approval rules, checked in order before the write runs (writes only)
 
     def __post_init__(self) -> None:
         Draft202012Validator.check_schema(self.parameters)
+        if self.gates and self.risk != "write":
+            raise ValueError(f"tool {self.name!r}: only a write can be gated (risk is {self.risk!r})")
         # A write's schema advertises the optional idempotency key to the model.
         if self.risk == "write" and IDEMPOTENCY_KEY not in self.parameters.get("properties", {}):
             raise ValueError(f"write tool {self.name!r} must declare an optional {IDEMPOTENCY_KEY!r} property")
@@ -102,37 +114,14 @@ class ToolResult:
         return self.value if isinstance(self.value, str) else json.dumps(self.value, ensure_ascii=False)
 
     @classmethod
-    def error(cls, code: ResultCode, message: str) -> ToolResult:
-        return cls(code, {"error": {"code": code.value, "message": message}})
+    def error(cls, code: ResultCode, message: str, **detail: str) -> ToolResult:
+        """A refusal; ``detail`` adds fields the caller acts on (a gate's ``rule``, an approval's ``request_id``)."""
+        return cls(code, {"error": {"code": code.value, "message": message, **detail}})
 
 
 def _canonical(value: Any) -> str:
     # ASCII escapes keep lone surrogates (valid JSON, not UTF-8) storable.
     return json.dumps(value, sort_keys=True)
-
-
-def _not_json(arguments: Mapping[str, Any]) -> str | None:
-    """Why ``arguments`` is not plain JSON (an object of strings, finite numbers, lists, objects), or None."""
-    try:
-        json.dumps(arguments, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return f"arguments: not JSON ({type(exc).__name__}: {str(exc)[:120]})"
-    return None
-
-
-def _unencodable(value: Any) -> bool:
-    """True if some string in ``value`` cannot be UTF-8 encoded (a lone surrogate from a JSON escape)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, Mapping):
-        return any(_unencodable(k) or _unencodable(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_unencodable(v) for v in value)
-    return False
 
 
 class CallingEnvironment(StatefulEnvironment):
@@ -171,7 +160,7 @@ class CallingEnvironment(StatefulEnvironment):
             problem = f"arguments: must be a JSON object, got {type(arguments).__name__}"
             return name, {}, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem)
         arguments = dict(arguments or {})
-        problem = _not_json(arguments)
+        problem = not_json(arguments)
         if problem is not None:  # bytes, sets, NaN, nesting too deep: nothing below could store or check them
             return name, {}, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem)
         if name not in self.tools:
@@ -227,7 +216,7 @@ class ToolEnvironment(CallingEnvironment):
             return self._record(name, arguments, refused)
         spec = self.tools[name]
         problem = spec.violation(arguments)
-        if problem is None and _unencodable(arguments):
+        if problem is None and unencodable(arguments):
             problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
         if problem is not None:
             return self._record(name, arguments, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem))
@@ -246,22 +235,70 @@ class ToolEnvironment(CallingEnvironment):
                 return self._record(
                     name, arguments, ToolResult(ResultCode.OK, json.loads(row["result"])), replayed=True
                 )
+        call = _canonical([name, arguments])
         self.conn.execute("BEGIN")
         try:
-            result = self._run(spec, arguments)
+            gated, request = self._gate(spec, call, arguments)
+            result = gated or self._run(spec, arguments)
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
         if not result.ok:
             self.conn.execute("ROLLBACK")
-            return self._record(name, arguments, result)
+            if result.code is ResultCode.APPROVAL_REQUIRED:  # the request outlives the refused write
+                request = approvals.request(self.conn, call, result.value["error"]["rule"], result.text())
+                result.value["error"]["request_id"] = request
+            return self._record(name, arguments, result, request=request)
         if key is not None:  # only successes are remembered: a failed write may be retried
-            self.conn.execute(
-                "INSERT INTO idempotency VALUES (?, ?, ?)",
-                (key, _canonical([name, arguments]), _canonical(result.value)),
-            )
+            self.conn.execute("INSERT INTO idempotency VALUES (?, ?, ?)", (key, call, _canonical(result.value)))
         self.conn.execute("COMMIT")
-        return self._record(name, arguments, result)
+        return self._record(name, arguments, result, request=request)
+
+    def _gate(self, spec: ToolSpec, call: str, arguments: dict[str, Any]) -> tuple[ToolResult | None, str | None]:
+        """The refusal of a gated call (None: it may run) and the approval it uses up (in the write's transaction).
+
+        Hard gates are checked first and refuse whatever was approved; a soft gate passes only on an approved,
+        unused request for exactly this call."""
+        hits = []
+        for gate in spec.gates:
+            try:
+                reason = gate.check(self.conn, arguments)
+            except ToolError as exc:
+                return ToolResult.error(exc.code, exc.message), None
+            if reason is not None:
+                hits.append((gate, reason))
+        for gate, reason in sorted(hits, key=lambda hit: hit[0].tier != "hard"):
+            if gate.tier == "hard":
+                return ToolResult.error(ResultCode.HARD_GATE, f"{gate.rule}: {reason}", rule=gate.rule), None
+            granted = approvals.approved(self.conn, call)
+            if granted is None:
+                message = f"{gate.rule}: {reason}; the user must approve this exact request before it runs"
+                return ToolResult.error(ResultCode.APPROVAL_REQUIRED, message, rule=gate.rule), None
+            approvals.use(self.conn, granted)
+            return None, granted
+        return None, None
+
+    def user_call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """A user-side tool (``approve_request`` or ``decline_request``) on one waiting request; the agent's tools
+        never include these, so nothing the agent writes can approve."""
+        with self.lock:
+            if name not in approvals.USER_TOOLS:
+                result = ToolResult.error(ResultCode.UNKNOWN_TOOL, f"no user-side tool {name!r}")
+                return self._record(name, dict(arguments), result, side="user")
+            request = arguments.get("request_id")
+            problem = approvals.decide(self.conn, name, request)
+            result = (
+                ToolResult(ResultCode.OK, {"request_id": request, "status": approvals.USER_TOOLS[name]})
+                if problem is None
+                else ToolResult.error(ResultCode.PRECONDITION_FAILED, problem)
+            )
+            return self._record(name, dict(arguments), result, side="user", request=str(request))
+
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """The requests waiting for the user: id, tool, arguments, rule and the refusal's text."""
+        with self.lock:
+            waiting = approvals.pending(self.conn)
+        return [{**r, **dict(zip(("tool", "arguments"), json.loads(r.pop("call")), strict=True))} for r in waiting]
 
     def audit(self) -> list[dict[str, Any]]:
         """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
@@ -269,7 +306,8 @@ class ToolEnvironment(CallingEnvironment):
             rows = self.conn.execute("SELECT * FROM audit ORDER BY seq").fetchall()
         return [
             {"seq": r["seq"], "tool": json.loads(r["tool"]), "arguments": json.loads(r["arguments"]),
-             "code": r["code"], "replayed": bool(r["replayed"])}
+             "code": r["code"], "replayed": bool(r["replayed"]), "side": r["side"], "rule": r["rule"],
+             "request": r["request"]}
             for r in rows
         ]  # fmt: skip
 
@@ -282,10 +320,12 @@ class ToolEnvironment(CallingEnvironment):
             return ToolResult.error(ResultCode.PRECONDITION_FAILED, f"constraint failed: {exc}")
 
     def _record(
-        self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False
-    ) -> ToolResult:
+        self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False,
+        side: str = "agent", request: str | None = None,
+    ) -> ToolResult:  # fmt: skip
+        rule = result.value["error"].get("rule") if not result.ok else None
         self.conn.execute(
-            "INSERT INTO audit (tool, arguments, code, replayed) VALUES (?, ?, ?, ?)",
-            (_canonical(name), _canonical(arguments), result.code.value, int(replayed)),
+            "INSERT INTO audit (tool, arguments, code, replayed, side, rule, request) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (_canonical(name), _canonical(arguments), result.code.value, int(replayed), side, rule, request),
         )
         return result

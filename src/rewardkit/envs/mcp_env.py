@@ -30,10 +30,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-from rewardkit.envs.harness import IDEMPOTENCY_KEY, CallingEnvironment, ResultCode, ToolResult, _unencodable
+from rewardkit.envs.harness import IDEMPOTENCY_KEY, CallingEnvironment, ResultCode, ToolResult
 from rewardkit.envs.mcp_quiet import attempt
 from rewardkit.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI, decode_result
-from rewardkit.envs.schemas import schema_violation
+from rewardkit.envs.schemas import schema_violation, unencodable
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
@@ -250,7 +250,7 @@ class MCPEnvironment(CallingEnvironment):
         name, arguments, refused = self._admit(name, arguments)  # the harness's own refusals, locally
         if refused is not None:
             return self._record(name, arguments, refused)
-        if _unencodable(arguments):  # no UTF-8 wire can carry it
+        if unencodable(arguments):  # no UTF-8 wire can carry it
             problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
             return self._record(name, arguments, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem))
         try:

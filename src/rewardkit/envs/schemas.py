@@ -42,3 +42,27 @@ def schema_violation(schema: Mapping[str, Any], arguments: Mapping[str, Any]) ->
     except (TypeError, ValueError, RecursionError):  # not JSON at all
         return None
     return None if validator is None else first_error(validator, arguments)
+
+
+def not_json(arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` is not plain JSON (an object of strings, finite numbers, lists, objects), or None."""
+    try:
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"arguments: not JSON ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+def unencodable(value: Any) -> bool:
+    """True if some string in ``value`` cannot be UTF-8 encoded (a lone surrogate from a JSON escape)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(unencodable(k) or unencodable(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(unencodable(v) for v in value)
+    return False
