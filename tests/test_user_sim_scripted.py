@@ -11,7 +11,7 @@ import pytest
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.scenario import first_person
 from rewardkit.loop.user_sim import GREETING, STOP, TRANSFER, Progress, Turn
-from rewardkit.loop.user_sim.scripted import GO_AHEAD, ScriptedSimulator
+from rewardkit.loop.user_sim.scripted import PHRASES, ScriptedSimulator
 
 TASKS: list[dict[str, Any]] = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))
 SIM = ScriptedSimulator()
@@ -83,7 +83,7 @@ def test_known_info_of_the_first_task() -> None:
     ],
 )
 def test_confirmation_question(question: str) -> None:
-    assert after(TASKS[0], question) == GO_AHEAD
+    assert after(TASKS[0], question) == PHRASES["en"].go_ahead
 
 
 def test_other_messages_restate_the_request() -> None:
@@ -140,3 +140,46 @@ def test_free_text_instructions_and_bad_input() -> None:
         SIM.reply({"id": "x"}, [Turn("agent", GREETING)], Progress())
     with pytest.raises(ValueError, match="end with an agent turn"):
         SIM.reply(task, [], Progress())
+
+
+def _task(approval: str | None, reason: str = "I want the price of P1 lowered to 80.") -> dict[str, Any]:
+    found: dict[str, Any] = {"reason_for_call": reason, "known_info": "The product is P1."}
+    if approval is not None:
+        found["approval"] = approval
+    return {"id": "gated", "user_scenario": {"instructions": found}}
+
+
+WAITING = ('req-1: set_price {"sku": "P1", "price": 80} (PRICE_CHANGE_NEEDS_APPROVAL)',)
+
+
+@pytest.mark.parametrize(
+    ("approval", "language", "marker"),
+    [
+        ("approve", "en", "###APPROVE###"),
+        ("decline", "en", "###DECLINE###"),
+        (None, "en", "###DECLINE###"),  # a scenario that says nothing never approves
+        ("approve", "zh", "###APPROVE###"),
+    ],
+)
+def test_a_waiting_request_is_answered_as_the_scenario_says(approval, language, marker) -> None:
+    reply = after(_task(approval), "Shall I proceed?", Progress(requests=WAITING, language=language))
+    assert marker in reply
+    assert reply == (PHRASES[language].approve if marker == "###APPROVE###" else PHRASES[language].decline)
+
+
+@pytest.mark.parametrize(
+    ("agent", "expected"),
+    [
+        ("请问是哪个商品？", "The product is P1."),  # a question about specifics: the known info
+        ("好的，我现在帮您改价，确认执行吗", PHRASES["zh"].go_ahead),
+        ("正在为您转接人工客服。", PHRASES["zh"].transferred),
+        ("收到。", PHRASES["zh"].as_i_said.format(reason="I want the price of P1 lowered to 80.")),
+    ],
+)
+def test_the_chinese_rules(agent: str, expected: str) -> None:
+    assert after(_task("approve"), agent, Progress(language="zh")) == expected
+
+
+def test_an_unknown_language_fails_loudly() -> None:
+    with pytest.raises(ValueError, match="not 'fr'"):
+        after(_task("approve"), "ok", Progress(language="fr"))

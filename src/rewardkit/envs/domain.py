@@ -37,6 +37,10 @@ class StatefulEnvironment(ABC):
     def close(self) -> None:  # noqa: B027 - optional: environments holding connections or sessions release them
         """Release what the environment holds (a database connection, a server session)."""
 
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """The soft-gated requests waiting for the user (``rewardkit.envs.approvals``); none without gates."""
+        return []
+
 
 class DomainDataError(ValueError):
     """A file the domain ships (or was pointed at) cannot be read as what it must hold; names the file."""

@@ -8,7 +8,8 @@ A task is tau2-bench's JSON object. What rewardkit reads of it:
   the tool's JSON Schema (``bad_gold_arguments``);
 - ``evaluation_criteria.communicate_info`` and ``nl_assertions``: lists of strings;
 - ``user_scenario.instructions``: tau2's structured mapping (``reason_for_call``, ``known_info``, ...)
-  or free text, which the user simulators act out.
+  or free text, which the user simulators act out; rewardkit adds ``approval`` (``"approve"`` or
+  ``"decline"``): how the user answers the agent's requests for approval of a soft-gated write.
 
 :func:`task_problem` says what is wrong with a task as ``(reason, detail)``; the builder counts the
 reason, and :func:`read_task` raises :class:`TaskError` with the detail and where the task came from.
@@ -23,6 +24,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from rewardkit.files.jsonl import kind
+
+APPROVAL_ANSWERS = ("approve", "decline")  # user_scenario.instructions.approval: how the user answers requests
 
 
 class TaskError(ValueError):
@@ -66,6 +69,9 @@ def _scenario_problem(task: Mapping[str, Any]) -> str | None:
     info = found.get("known_info") if isinstance(found, Mapping) else None
     if info is not None and not isinstance(info, str):
         return f"user_scenario.instructions.known_info: must be a string, got {kind(info)}"
+    answer = found.get("approval") if isinstance(found, Mapping) else None
+    if answer is not None and answer not in APPROVAL_ANSWERS:
+        return f"user_scenario.instructions.approval: must be 'approve' or 'decline', got {answer!r}"
     return None  # a missing or non-text reason_for_call is the builder's no_reason_for_call
 
 
@@ -172,6 +178,12 @@ def known_info(task: Mapping[str, Any]) -> str | None:
     found = instructions(task)
     info = found.get("known_info") if isinstance(found, Mapping) else None
     return info if isinstance(info, str) else None
+
+
+def approves(task: Mapping[str, Any]) -> bool:
+    """Whether the user approves the agent's approval requests (``instructions.approval``; absent: declines)."""
+    found = instructions(task)
+    return isinstance(found, Mapping) and found.get("approval") == "approve"
 
 
 def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:

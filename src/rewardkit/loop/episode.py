@@ -20,11 +20,13 @@ Every use of the environment (tool calls, the state hash, the audit) goes throug
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from rewardkit.envs import Domain
+from rewardkit.envs.approvals import user_decision
 from rewardkit.envs.termination import Termination
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 from rewardkit.loop.config import RolloutLimits
@@ -144,6 +146,12 @@ class Episode:
             return
         self.dialogue.append(Turn("user", reply))
         self.transcript.append(f"user: {reply}")
+        decision = user_decision(reply)
+        if decision is not None and progress.requests:  # the user's own action, run by the loop, never the agent
+            try:
+                self._decide(decision)
+            except _EnvGone:
+                return
         for token, reason in _USER_STOPS:
             if token in reply:
                 self._end(reason)
@@ -167,14 +175,18 @@ class Episode:
         return out
 
     def progress(self) -> Progress:
+        waiting = self._env("the approval requests", self.env.pending_approvals)
+        requests = tuple(f"{r['id']}: {r['tool']} {json.dumps(r['arguments'], ensure_ascii=False)} ({r['rule']})"
+                         for r in waiting)  # fmt: skip
+        language = self.domain.language
         if self.gold_state is None:
-            return Progress()
+            return Progress(requests=requests, language=language)
         from rewardkit.envs.tasks import expected_outputs
         from rewardkit.rewards.episodes import communicated_texts
 
         said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
         return Progress(state_done=self._env("the state hash", self.env.state_hash) == self.gold_state,
-                        outputs_said=said)  # fmt: skip
+                        outputs_said=said, requests=requests, language=language)  # fmt: skip
 
     def infos(self) -> dict[str, Any]:
         """What the rewards and the logs need, JSON-serialisable (ms-swift's ``rollout_infos``).
@@ -237,6 +249,13 @@ class Episode:
         self.pending.append({"role": "tool", "content": content})
         if result.ok and call.name in self.domain.stop_tools:
             self._end(Termination.AGENT_TRANSFER)
+
+    def _decide(self, decision: str) -> None:
+        """Run the user-side ``decision`` on every request waiting for the user."""
+        for request in self._env("the approval requests", self.env.pending_approvals):
+            arguments = {"request_id": request["id"]}
+            result = self._env(f"user action {decision}", lambda a=arguments: self.env.user_call(decision, a))
+            self.transcript.append(f"user action {decision} {request['id']}: {result.code.value}")
 
     def _end(self, reason: Termination) -> bool:
         if self.termination is None:

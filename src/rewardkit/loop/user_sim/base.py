@@ -41,14 +41,19 @@ class Turn:
 
 @dataclass(frozen=True)
 class Progress:
-    """What the environment knows about the task so far (read by the scripted simulator only).
+    """What the episode knows beyond the dialogue.
 
     ``state_done``: the database equals the gold final state; ``outputs_said``: every expected
-    output (``communicate_info``) has appeared in one agent message.
+    output (``communicate_info``) has appeared in one agent message (both read by the scripted
+    simulator only). ``requests``: the agent's soft-gated calls waiting for the user's approval, as the
+    harness worded them (the approval card a real user would see); a reply carrying ``###APPROVE###`` or
+    ``###DECLINE###`` decides them all. ``language``: the domain's (``Domain.language``).
     """
 
     state_done: bool = False
     outputs_said: bool = False
+    requests: tuple[str, ...] = ()
+    language: str = "en"
 
 
 @runtime_checkable

@@ -3,7 +3,9 @@
 It cannot negotiate, but it drives the common retail path (state the request, identify
 yourself when asked, confirm, leave when done) deterministically and without a GPU, so a
 multi-turn rollout can be tested end to end. Like tau2's user it reveals only ``known_info``;
-``unknown_info`` and ``task_instructions`` are never read.
+``unknown_info`` and ``task_instructions`` are never read. It answers an approval request (a soft-gated
+write waiting in ``Progress.requests``) as the task's ``approval`` says, marker included. It speaks the
+domain's language: :data:`PHRASES` holds English and Chinese.
 """
 
 from __future__ import annotations
@@ -11,35 +13,73 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.envs.scenario import first_person, request_only
-from rewardkit.envs.tasks import instructions, known_info, reason_for_call
+from rewardkit.envs.tasks import approves, instructions, known_info, reason_for_call
 from rewardkit.loop.user_sim.base import STOP, TRANSFER, Progress, Turn
 
-VERSION = 1  # bump when a rule changes: cached scripted replies must not survive it
+VERSION = 2  # bump when a rule changes: cached scripted replies must not survive it
 
-# The agent wants to know who the customer is.
-_ASKS_IDENTITY = re.compile(
-    r"\b(?:e-?mail|name|username|user\s*id|zip(?:\s*code)?|postal|identif\w*|verif\w*|authenticat\w*)\b"
-    r"|\blocate your account\b",
-    re.IGNORECASE,
-)
-# The agent asks for a go-ahead.
-_ASKS_CONFIRMATION = re.compile(
-    r"\b(?:confirm\w*|proceed|shall i|should i|would you like me to|do you want me to|go ahead)\b|\byes\s*/\s*no\b",
-    re.IGNORECASE,
-)
-# A sentence announcing a hand-off to a person (a question offering one is not a transfer yet).
-_TRANSFERS = re.compile(
-    r"\btransferr?(?:ed|ing)?\b.*\b(?:human|live|representative|specialist|supervisor|agent)\b", re.IGNORECASE
-)
-_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 
-THANKS = f"Thank you, that's everything I needed. {STOP}"
-TRANSFERRED = f"Okay, I'll hold for the next agent. {TRANSFER}"
-GO_AHEAD = "Yes, please go ahead."
-NO_DETAILS = "Sorry, I don't have any account details to share."
+@dataclass(frozen=True)
+class Phrases:
+    """One language's rules and lines: what the agent asks (identity, a go-ahead), and the customer's replies."""
+
+    asks_identity: re.Pattern[str]
+    asks_confirmation: re.Pattern[str]
+    transfers: re.Pattern[str]  # a sentence announcing a hand-off to a person
+    sentence: re.Pattern[str]
+    thanks: str
+    transferred: str
+    go_ahead: str
+    no_details: str
+    as_i_said: str  # "{reason}" is the request
+    approve: str  # a waiting request approved (carries the marker: the user's action)
+    decline: str
+
+
+PHRASES = {
+    "en": Phrases(
+        asks_identity=re.compile(
+            r"\b(?:e-?mail|name|username|user\s*id|zip(?:\s*code)?|postal|identif\w*|verif\w*|authenticat\w*)\b"
+            r"|\blocate your account\b",
+            re.IGNORECASE,
+        ),
+        asks_confirmation=re.compile(
+            r"\b(?:confirm\w*|proceed|shall i|should i|would you like me to|do you want me to|go ahead)\b"
+            r"|\byes\s*/\s*no\b",
+            re.IGNORECASE,
+        ),
+        transfers=re.compile(
+            r"\btransferr?(?:ed|ing)?\b.*\b(?:human|live|representative|specialist|supervisor|agent)\b", re.IGNORECASE
+        ),
+        sentence=re.compile(r"[^.!?]+[.!?]*"),
+        thanks=f"Thank you, that's everything I needed. {STOP}",
+        transferred=f"Okay, I'll hold for the next agent. {TRANSFER}",
+        go_ahead="Yes, please go ahead.",
+        no_details="Sorry, I don't have any account details to share.",
+        as_i_said="As I said: {reason}",
+        approve=f"Yes, I approve that request. {APPROVE}",
+        decline=f"No, I do not approve that. {DECLINE}",
+    ),
+    "zh": Phrases(
+        # A question about specifics: which, how much, what.
+        asks_identity=re.compile(r"请问|哪[个一款场些位]|多少|什么|具体|几[个场号点]"),
+        asks_confirmation=re.compile(r"确认|是否|要不要|可以吗|好吗|同意|批准|审批|继续"),
+        transfers=re.compile(r"转[接给交].*(?:人工|客服|专员|同事)"),
+        sentence=re.compile(r"[^。！？!?]+[。！？!?]*"),
+        thanks=f"好的，谢谢，就这些了。{STOP}",
+        transferred=f"好的，我等人工同事。{TRANSFER}",
+        go_ahead="可以，请执行。",
+        no_details="具体信息我这边没有了。",
+        as_i_said="我刚才说了：{reason}",
+        approve=f"同意，这个申请我批准了。{APPROVE}",
+        decline=f"不同意，这个申请我不批。{DECLINE}",
+    ),
+}
 
 
 def _customer_text(text: object) -> str:
@@ -50,8 +90,9 @@ def _customer_text(text: object) -> str:
     return first_person(request_only(re.sub(r"^[\s.]+", "", text).rstrip()))
 
 
-def _transferred(text: str) -> bool:
-    return any(_TRANSFERS.search(s) and not s.rstrip().endswith("?") for s in _SENTENCE.findall(text))
+def _transferred(text: str, phrases: Phrases) -> bool:
+    sentences = phrases.sentence.findall(text)
+    return any(phrases.transfers.search(s) and not s.rstrip().endswith(("?", "？")) for s in sentences)
 
 
 class ScriptedSimulator:
@@ -72,13 +113,18 @@ class ScriptedSimulator:
             raise ValueError(f"task {task.get('id')!r} has no reason for the call to state")
         if not any(turn.role == "user" for turn in dialogue):
             return reason  # the opening: the request only; identity waits until the agent asks
+        phrases = PHRASES.get(progress.language)
+        if phrases is None:
+            raise ValueError(f"the scripted user speaks {', '.join(PHRASES)}, not {progress.language!r}")
+        if progress.requests:  # an approval card is waiting: the scenario says how this user answers
+            return phrases.approve if approves(task) else phrases.decline
         if progress.state_done and progress.outputs_said:
-            return THANKS
+            return phrases.thanks
         said = dialogue[-1].text
-        if _transferred(said):
-            return TRANSFERRED
-        if _ASKS_IDENTITY.search(said):
-            return _customer_text(known_info(task)) or NO_DETAILS
-        if _ASKS_CONFIRMATION.search(said):
-            return GO_AHEAD
-        return f"As I said: {reason}"
+        if _transferred(said, phrases):
+            return phrases.transferred
+        if phrases.asks_identity.search(said):
+            return _customer_text(known_info(task)) or phrases.no_details
+        if phrases.asks_confirmation.search(said):
+            return phrases.go_ahead
+        return phrases.as_i_said.format(reason=reason)
