@@ -281,3 +281,21 @@ def test_cli_user_errors_are_one_line(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("rewardkit eval compare: ") and fragment in line, line
     assert json.loads((tmp_path / "a.jsonl").read_text().splitlines()[0])["task_id"] == "0"  # input untouched
+
+
+def test_operation_success_and_gate_traffic() -> None:
+    rows = [
+        ep("1", 0, call_codes={"OK": 3, "APPROVAL_REQUIRED": 1},
+           gates={"requested": 1, "approved": 1, "declined": 0, "hard_gate": 0}),
+        ep("2", 0, reward=0.0, call_codes={"OK": 1, "HARD_GATE": 2, "APPROVAL_REQUIRED": 1},
+           gates={"requested": 1, "approved": 0, "declined": 1, "hard_gate": 2}),
+        ep("3", 0, status="infra_error", reward=None, call_codes={"OK": 9},
+           gates={"requested": 9, "approved": 9, "declined": 0, "hard_gate": 0}),  # excluded: says nothing
+        ep("4", 0),  # a log written before gates: no call_codes, no gates
+    ]  # fmt: skip
+    summary = summarize_episodes(rows)
+    # calls: 4 + 4 = 8 over the valid episodes; ok: 3 + 1 = 4; success rate 4 / 8.
+    assert summary["operations"] == {"calls": 8, "ok": 4, "success_rate": 0.5}
+    # decided requests: 1 approved + 1 declined; approval rate 1 / 2; hard gates 2.
+    assert summary["gates"] == {"requested": 2, "approved": 1, "declined": 1, "approval_rate": 0.5, "hard_gate": 2}
+    assert summarize_episodes([ep("4", 0)])["operations"]["success_rate"] is None  # no calls: no rate

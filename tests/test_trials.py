@@ -33,7 +33,7 @@ TASK_IDS = ["0", "2", "10"]
 CODES = {"0": {"OK": 5}, "2": {"OK": 10, "NOT_FOUND": 1}, "10": {"OK": 5}}
 RECORD_KEYS = {
     "run", "task_id", "trial", "status", "reward", "tcr", "termination", "turns", "tool_calls", "tool_errors",
-    "tools", "call_codes", "error", "state_hash", "messages",
+    "tools", "call_codes", "gates", "error", "state_hash", "messages",
 }  # fmt: skip
 
 

@@ -114,3 +114,16 @@ def user_decision(text: str) -> str | None:
     if yes == no:
         return None
     return "approve_request" if yes else "decline_request"
+
+
+def gate_counts(audit: list[dict[str, Any]]) -> dict[str, int]:
+    """An episode's gates from its audit: approval requests opened, approved and declined by the user, and hard
+    gates hit (the production metrics of soft- and hard-gate traffic)."""
+    agent = [a for a in audit if a.get("side", "agent") == "agent"]
+    user_ok = [a for a in audit if a.get("side") == "user" and a.get("code") == "OK"]
+    return {
+        "requested": len({a["request"] for a in agent if a.get("code") == "APPROVAL_REQUIRED"}),
+        "approved": sum(a["tool"] == "approve_request" for a in user_ok),
+        "declined": sum(a["tool"] == "decline_request" for a in user_ok),
+        "hard_gate": sum(a.get("code") == "HARD_GATE" for a in agent),
+    }

@@ -13,7 +13,8 @@ Episode record (one JSON object per line)::
      "reward": 1.0 | 0.0 | None,       # task_completion; None for infra_error
      "tcr": 0.0..1.0 | None,           # task_completion_rate
      "termination": "user_stop", "turns": 4, "tool_calls": 3, "tool_errors": 0,
-     "tools": {"find_user_id_by_email": 1, …}, "call_codes": {"OK": 3}, "error": None, "state_hash": "…",
+     "tools": {"find_user_id_by_email": 1, …}, "call_codes": {"OK": 3}, "gates": {"requested": 0, …},
+     "error": None, "state_hash": "…",
      "messages": [...]}                # the conversation as the agent saw it
 
 ``run`` fingerprints what makes episodes comparable (agent, user simulator, tasks' domain,
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs import Domain
+from rewardkit.envs.approvals import gate_counts
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.files.jsonl import BOM, json_problem, kind
 from rewardkit.files.lock import WriterLock
@@ -199,6 +201,7 @@ class Scorer:
     def record(self, result: EpisodeResult, task: Mapping[str, Any], trial: int, run: str) -> dict[str, Any]:
         infos = result.infos
         excluded = infos["termination"] in EXCLUDED  # str-valued members: the stored value matches
+        agent_calls = [a for a in infos["audit"] if a.get("side", "agent") == "agent"]  # not the user's approvals
         columns = {"messages": [result.messages], "task": [task], "domain": [self.domain], "rollout_infos": [infos]}
         reward = None if excluded else self.completion([""], **columns)[0]
         tcr = None if excluded else self.rate([""], **columns)[0]
@@ -207,8 +210,8 @@ class Scorer:
             "run": run, "task_id": result.task_id, "trial": trial,
             "status": "infra_error" if excluded else "ok", "reward": reward, "tcr": tcr,
             "termination": infos["termination"], "turns": infos["turns"], "tool_calls": infos["tool_calls"],
-            "tool_errors": infos["tool_errors"], "tools": dict(Counter(str(a["tool"]) for a in infos["audit"])),
-            "call_codes": dict(Counter(str(a["code"]) for a in infos["audit"])),
+            "tool_errors": infos["tool_errors"], "tools": dict(Counter(str(a["tool"]) for a in agent_calls)),
+            "call_codes": dict(Counter(str(a["code"]) for a in agent_calls)), "gates": gate_counts(infos["audit"]),
             "error": infos["error"], "state_hash": infos["state_hash"], "messages": result.messages,
         }  # fmt: skip
 
@@ -236,7 +239,7 @@ def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: s
         except EndpointConfigError:  # a wrong model name or key: the same command cannot resume, fix the options
             raise
         except BaseException as exc:  # interrupted, or a fault: every finished episode is in the log already
-            with contextlib.suppress(AttributeError):  # for the command to say (the tau2 chain reruns a stage whole)
+            with contextlib.suppress(AttributeError):  # for the command to say (the agent chain reruns a stage whole)
                 setattr(exc, HINT, log.resume_hint())
             raise
     return [r for r in log.records() if (r["task_id"], r["trial"]) in keys]

@@ -1,6 +1,6 @@
 """Metrics of an agent evaluation: pass^k, per-task statistics, run summaries and paired run comparisons.
 
-Pure functions over episode records, one per (task, trial), as ``rewardkit eval tau2`` writes them to
+Pure functions over episode records, one per (task, trial), as ``rewardkit eval agent`` writes them to
 ``episodes.jsonl`` (one JSON object per line)::
 
     {"task_id": str, "trial": int,
@@ -10,6 +10,8 @@ Pure functions over episode records, one per (task, trial), as ``rewardkit eval 
      "termination": str,              # user_stop, agent_stop, max_turns, user_sim_error, agent_error, ...
      "turns": int, "tool_calls": int, "tool_errors": int,
      "tools": {tool_name: count},     # calls per tool in this episode
+     "call_codes": {code: count},     # the agent's calls per result code (OK, HARD_GATE, ...)
+     "gates": {"requested", "approved", "declined", "hard_gate": int},  # approval traffic (optional)
      "error": str | None, ...}        # any other key (messages, ...) is ignored
 
 An ``infra_error`` episode says nothing about the agent: it is left out of every metric and only counted
@@ -129,7 +131,9 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
     1..``trials`` (default: the most valid trials of any task), averaged over the tasks with at least k valid
     trials (``tasks``; the others are ``skipped``, value None when none is left); episode-weighted ``mean``s
     over valid episodes; ``termination`` counts over all episodes, infra included, most frequent first;
-    ``tools``: calls, share of all calls, episodes using the tool and their share, most called first."""
+    ``tools``: calls, share of all calls, episodes using the tool and their share, most called first;
+    ``operations``: the agent's calls, those that succeeded and their share; ``gates``: approval requests opened,
+    approved and declined by the user (``approval_rate`` of the decided ones), hard gates hit."""
     rows = list(records)
     kept = episodes(rows)
     stats = task_stats(kept)
@@ -141,6 +145,12 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
             tools[name] += int(count)
             users[name] += int(count) > 0
     total_calls = sum(tools.values())
+    codes: Counter[str] = Counter()
+    gates: Counter[str] = Counter()
+    for row in valid:
+        codes.update(row.get("call_codes") or {})
+        gates.update(row.get("gates") or {})
+    requested = gates["approved"] + gates["declined"]
     return {
         "episodes": {
             "total": len(kept),
@@ -156,6 +166,19 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
             "turns": _mean(r.get("turns") for r in valid),
             "tool_calls": _mean(r.get("tool_calls") for r in valid),
             "tool_errors": _mean(r.get("tool_errors") for r in valid),
+        },
+        # A production console's metrics: successful calls over all calls, and the gates' traffic.
+        "operations": {
+            "calls": sum(codes.values()),
+            "ok": codes["OK"],
+            "success_rate": codes["OK"] / sum(codes.values()) if codes else None,
+        },
+        "gates": {
+            "requested": gates["requested"],
+            "approved": gates["approved"],
+            "declined": gates["declined"],
+            "approval_rate": gates["approved"] / requested if requested else None,
+            "hard_gate": gates["hard_gate"],
         },
         "termination": dict(Counter(str(r.get("termination") or "unknown") for r in kept).most_common()),
         "tools": {

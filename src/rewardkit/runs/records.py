@@ -9,9 +9,9 @@ What a field must be (``None`` allowed only where written):
 - ``run``: a non-empty string (the log only); ``task_id``: a non-empty string (or an integer, outside the log);
   ``trial``: an integer >= 0; ``status``: ``ok`` or ``infra_error``;
 - ``reward``: a finite number in [0, 1], ``None`` only for ``infra_error``; ``tcr``: the same, or ``None``;
-- ``turns``, ``tool_calls``, ``tool_errors``: integers from 0 to 2^53 (or ``None``); ``tools``, ``call_codes``:
-  objects of such integers; ``termination``: a non-empty string; ``error``, ``state_hash``: a string or
-  ``None``; ``messages``: a list of objects, each with a string ``role``.
+- ``turns``, ``tool_calls``, ``tool_errors``: integers from 0 to 2^53 (or ``None``); ``tools``, ``call_codes``,
+  ``gates`` (optional): objects of such integers; ``termination``: a non-empty string; ``error``, ``state_hash``:
+  a string or ``None``; ``messages``: a list of objects, each with a string ``role``.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ _CHECKS: dict[str, tuple[Any, str, bool]] = {
     "tool_errors": (_count, "an integer from 0 to 2^53, or null", True),
     "tools": (_counts, "an object of integer counts from 0 to 2^53", True),
     "call_codes": (_counts, "an object of integer counts from 0 to 2^53", True),
+    "gates": (_counts, "an object of integer counts from 0 to 2^53", True),  # optional: logs before gates lack it
     "error": (lambda v: isinstance(v, str), "a string or null", True),
     "state_hash": (lambda v: isinstance(v, str), "a string or null", True),
     "messages": (_messages, "a list of messages, each an object with a string 'role'", False),
