@@ -18,7 +18,7 @@ import pytest
 
 DOCS = Path(__file__).parents[1] / "docs" / "domains.md"
 BLOCK = re.compile(r"```(?:python|json)\n# file: (\S+)\n(.*?)```", re.DOTALL)
-KINDS = ("schema", "idempotency", "gold", "outputs", "do_nothing", "say_only", "ids", "splits", "policy")
+KINDS = ("schema", "idempotency", "gold", "outputs", "do_nothing", "say_only", "ids", "splits", "policy", "guidelines")
 NEEDS_MCP = pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="MCPToolSpec needs the mcp package")
 DOMAIN_IMPORT = "from rewardkit.envs import Domain\n"
 MCP_IMPORT = (DOMAIN_IMPORT, DOMAIN_IMPORT + "from rewardkit.envs.mcp_env import MCPToolSpec\n")
@@ -27,20 +27,18 @@ WRITES = (
     '    conn.execute("UPDATE books SET available = 0 WHERE book_id = ?", (book_id,))\n'
     '    conn.execute("INSERT INTO loans VALUES (?, ?)", (book_id, member_id))\n'
 )
+TEST = '"test": ["6", "7", "8"]'
+LENDS = (0, 1, 2, 3, 6, 8)  # the starter's tasks that expect a write (lend_book)
 POLICY = 'policy=lambda: "You are a library assistant. Find the book by its title before you lend it.",'
 
 
 def write_library(root: Path, name: str) -> Path:
-    """The docs' example domain in ``root/name``, registered as ``name``: a process registers each name once, and
-    tests/test_own_domain.py may have registered ``library`` from a folder of its own."""
-    folder = root / name
-    blocks = BLOCK.findall(DOCS.read_text(encoding="utf-8"))
-    assert [file for file, _ in blocks] == ["library/__init__.py", "library/tasks.json"]
-    for file, text in blocks:
-        (folder / Path(file).name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / Path(file).name).write_text(text, encoding="utf-8")
-    edit(folder / "__init__.py", 'name="library"', f'name="{name}"')
-    return folder
+    """The starter domain (``rewardkit env new``, the docs' example) in ``root/name``, registered as ``name``: a
+    process registers each name once."""
+    from rewardkit.envs.domain import new_domain
+
+    new_domain(name, root / name)
+    return root / name
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -73,17 +71,17 @@ def check(capsys: pytest.CaptureFixture[str], domain: Path | str, report: Path) 
     return code, json.loads(report.read_text(encoding="utf-8")), out
 
 
-def test_the_docs_library_passes_every_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_starter_passes_every_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = write_library(tmp_path, "library_ok")
     code, report, out = check(capsys, folder, tmp_path / "report.json")
     assert code == 0 and report["passed"] and report["domain"] == str(folder), report
     assert [c["name"] for c in report["checks"]] == [
-        "schema:find_book", "schema:lend_book", "idempotency:lend_book", "gold:0", "gold:1", "gold:2",
-        "outputs:0", "outputs:1", "outputs:2", "do_nothing:0", "do_nothing:1", "say_only:0", "say_only:1",
-        "ids", "splits", "policy",
+        "schema:find_book", "schema:lend_book", "idempotency:lend_book", *(f"gold:{i}" for i in range(9)),
+        *(f"outputs:{i}" for i in range(9)), *(f"do_nothing:{i}" for i in LENDS), *(f"say_only:{i}" for i in LENDS),
+        "ids", "splits", "policy", "guidelines",
     ]  # fmt: skip
     assert all(c["passed"] and c["detail"] for c in report["checks"])
-    assert "all 16 checks passed" in out and "gold:*" in out  # the table: one row per kind when all pass
+    assert "all 37 checks passed" in out and "gold:*" in out  # the table: one row per kind when all pass
     _, every, _ = run(capsys, "env", "check", folder, "--all")
     assert "say_only:1" in every and "TaskCompletion scores saying '14' with no tool call 0" in every
 
@@ -145,17 +143,19 @@ CASES = [
     pytest.param(
         [('return {"book_id": book_id, "member_id": member_id, "due_in_days": 14}', 'return {}["due_in_days"]')],
         None,
-        {"gold:0", "gold:1"},
+        {f"gold:{i}" for i in LENDS},
         id="tool-raises",
     ),
     # lend_book writes nothing: the gold state is the fresh state; saying "14" without a call scores 1, staying
     # silent still scores 0 (the reward also wants "14" said)
-    pytest.param([(WRITES, "")], None, {"gold:0", "gold:1", "say_only:0", "say_only:1"}, id="write-is-a-no-op"),
+    pytest.param(
+        [(WRITES, "")], None, {*(f"gold:{i}" for i in LENDS), *(f"say_only:{i}" for i in LENDS)}, id="write-is-a-no-op"
+    ),
     # the same, and task 0 expects nothing said: an episode with no call and no word scores 1
     pytest.param(
         [(WRITES, "")],
         edit_task("0", communicate_info=[]),
-        {"gold:0", "gold:1", "do_nothing:0", "say_only:0", "say_only:1"},
+        {*(f"gold:{i}" for i in LENDS), "do_nothing:0", *(f"say_only:{i}" for i in LENDS)},
         id="no-op-write-nothing-to-say",
     ),
     # task 0 expects "21 days", which no tool result and no scenario holds (lend_book says due_in_days 14)
@@ -163,13 +163,17 @@ CASES = [
     # task 0 twice in tasks.json: tasks() keys by id and silently keeps one of them
     pytest.param([], lambda tasks: tasks.append(dict(tasks[0])), {"ids"}, id="duplicate-id"),
     # the test split names task 9, which does not exist
-    pytest.param([('"test": ["2"]', '"test": ["2", "9"]')], None, {"splits"}, id="split-names-missing-task"),
+    pytest.param([(TEST, '"test": ["6", "7", "8", "9"]')], None, {"splits"}, id="split-names-missing-task"),
     # task 1 in train and in test: an evaluation on test would score a task trained on
-    pytest.param([('"test": ["2"]', '"test": ["1", "2"]')], None, {"splits"}, id="splits-overlap"),
-    # task 2 in no split: nothing would ever train or evaluate on it
-    pytest.param([('"test": ["2"]', '"test": []')], None, {"splits"}, id="task-in-no-split"),
+    pytest.param([(TEST, '"test": ["1", "6", "7", "8"]')], None, {"splits"}, id="splits-overlap"),
+    # task 8 in no split: nothing would ever train or evaluate on it
+    pytest.param([(TEST, '"test": ["6", "7"]')], None, {"splits"}, id="task-in-no-split"),
     # a policy of blanks: the agent gets no rules
     pytest.param([(POLICY, 'policy=lambda: "  ",')], None, {"policy"}, id="empty-policy"),
+    # no guidelines: an LLM user simulator would get no part to play
+    pytest.param(
+        [('guidelines=lambda: _text("guidelines.md"),', "guidelines=None,")], None, {"guidelines"}, id="no-guidelines"
+    ),
 ]
 
 
@@ -199,7 +203,7 @@ def test_a_broken_copy_fails_its_check_only(
 
 def test_the_failures_say_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = write_library(tmp_path, "library_why")
-    edit(folder / "__init__.py", '"test": ["2"]', '"test": ["1", "2", "9"]')
+    edit(folder / "__init__.py", TEST, '"test": ["1", "6", "7", "8", "9"]')
     _, report, _ = check(capsys, folder, tmp_path / "report.json")
     splits = next(c for c in report["checks"] if c["name"] == "splits")["detail"]
     assert splits == "test names 1 task(s) that do not exist: '9'; train and test share 1 task(s): '1'"
@@ -257,4 +261,4 @@ def test_retail_fails_only_what_its_data_fails(tmp_path: Path, capsys: pytest.Ca
     assert kinds == {"schema": 16, "idempotency": 7, "gold": 114, "outputs": 114, "do_nothing": 102, "say_only": 102}
     splits = next(c for c in report["checks"] if c["name"] == "splits")
     assert splits["passed"] and "base holds all 114" in splits["detail"]  # tau2's whole set, besides train and test
-    assert "17 of 458 checks failed" in out
+    assert "17 of 459 checks failed" in out

@@ -1,9 +1,9 @@
-"""``rewardkit env tools|replay|serve|check``: inspect a tool environment, replay calls on a fresh database, serve
-it, check a domain before training on it.
+"""``rewardkit env tools|replay|serve|check|new``: inspect a tool environment, replay calls on a fresh database, serve
+it, check a domain before training on it, start one.
 
 ``add_parsers(sub)`` adds ``env``; its handlers are ``cmd_env_tools``, ``cmd_env_replay``, ``cmd_env_serve``
 (a domain's tools over the Model Context Protocol, docs/mcp.md; needs the optional ``mcp`` package) and
-``cmd_env_check`` (docs/domains.md#check-a-domain-rewardkit-env-check).
+``cmd_env_check`` (docs/domains.md#check-a-domain-rewardkit-env-check) and ``cmd_env_new``.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--json", type=Path, metavar="REPORT", help='write {"domain", "passed", "checks"} here')
     check.add_argument("--all", action="store_true", help="print every check (default: failures, one row per kind)")
     check.set_defaults(func=cmd_env_check)
+    new = actions.add_parser("new", help="write a minimal domain (a lending library) to start yours from")
+    new.add_argument("name", metavar="NAME", help="the domain's name (lower-case letters, digits, _)")
+    new.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new (or empty) folder to write into")
+    new.set_defaults(func=cmd_env_new)
 
 
 def _port(text: str) -> int:
@@ -214,3 +218,12 @@ def cmd_env_check(args: argparse.Namespace) -> int:
     if args.json is not None:
         atomic_write_text(args.json, json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n", "--json")
     return 0 if report.passed else 1
+
+
+def cmd_env_new(args: argparse.Namespace) -> int:
+    from rewardkit.envs.domain import new_domain
+
+    for path in new_domain(args.name, args.out):
+        print(path)
+    print(f"next: rewardkit env check {args.out}", file=sys.stderr)
+    return 0

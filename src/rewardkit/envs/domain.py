@@ -10,6 +10,7 @@ domain only through :func:`get_domain`, which takes a built-in name, an installe
 from __future__ import annotations
 
 import importlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -80,7 +81,8 @@ class Domain:
 BUILTIN: dict[str, str] = {"retail": "rewardkit.envs.retail.domain:RETAIL"}
 ENTRY_POINT_GROUP = "rewardkit.domains"  # an installed package's domains: name = "package.module:DOMAIN"
 _REGISTERED: dict[str, Domain] = {}
-_BY_REF: dict[str, Domain] = {}  # a path or an entry point, resolved once per process
+_BY_REF: dict[str, Domain] = {}  # an entry point or an absolute path, resolved once per process
+CONFIG_KEY = "domain"  # $REWARDKIT_CONFIG's top-level key naming a domain every process loads (rewards' SharedConfig)
 
 
 class DomainError(ValueError):
@@ -146,30 +148,105 @@ def _from_path(ref: str) -> Domain:
     return _as_domain(found, f"domain {ref}")
 
 
+STARTER = Path(__file__).parent / "starter"  # the domain `rewardkit env new` writes: a lending library
+STARTER_FILES = ("__init__.py", "tasks.json", "guidelines.md")
+_STARTER_NAME = 'name="library"'
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def new_domain(name: str, out: Path) -> list[Path]:
+    """Write the starter domain, named ``name``, into the new folder ``out``; return the files written. It
+    passes ``rewardkit env check`` and trains in the tiny chain as it is (``tests/test_env_new.py``)."""
+    if not _NAME.fullmatch(name):
+        raise DomainError(f"domain name {name!r}: use lower-case letters, digits and _, starting with a letter")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DomainError(f"--out {out}: exists and is not an empty folder; pick a new folder")
+    texts = {f: (STARTER / f).read_text(encoding="utf-8") for f in STARTER_FILES}
+    if texts["__init__.py"].count(_STARTER_NAME) != 1:  # the starter itself changed: a packaging bug
+        raise DomainError(f"{STARTER / '__init__.py'}: holds no single {_STARTER_NAME}; reinstall rewardkit")
+    texts["__init__.py"] = texts["__init__.py"].replace(_STARTER_NAME, f'name="{name}"')
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for file, text in texts.items():
+        (out / file).write_text(text, encoding="utf-8")
+        written.append(out / file)
+    return written
+
+
 def _is_path(ref: str) -> bool:
     return "/" in ref or "\\" in ref or ref.endswith(".py") or Path(ref).exists()
 
 
-def get_domain(ref: str) -> Domain:
-    """The domain ``ref`` names, in this order: a registered or built-in name; an installed package's entry point
-    in the group ``rewardkit.domains``; the path of a domain's folder or module, which defines ``DOMAIN`` (a
-    :class:`Domain`) or ``load_domain()`` returning one. A path or an entry point is loaded once per process, and
-    its domain registered under its own name, so that ``get_domain(domain.name)`` finds it afterwards."""
-    if ref in _REGISTERED:
-        return _REGISTERED[ref]
-    if ref in BUILTIN:
-        module, attr = BUILTIN[ref].split(":")
-        return register_domain(getattr(importlib.import_module(module), attr))
-    if ref not in _BY_REF:
-        points = _entry_points()
+def _load(ref: str) -> Domain | None:
+    """The domain an entry point or a path ``ref`` names, loaded once per process (a path under its absolute
+    form, however it is written); None when ``ref`` is neither."""
+    points = _entry_points()
+    key = ref if ref in points or not _is_path(ref) else str(Path(ref).resolve())
+    if key not in _BY_REF:
         if ref in points:
             domain = _as_domain(points[ref].load(), f"entry point {ref!r} ({points[ref].value})")
         elif _is_path(ref):
             domain = _from_path(ref)
         else:
-            raise DomainError(
-                f"unknown domain {ref!r}; known domains: {', '.join(domain_names())}, or the path of a domain's "
-                f"folder or module (docs/domains.md)"
-            )
-        _BY_REF[ref] = register_domain(domain)
-    return _BY_REF[ref]
+            return None
+        _BY_REF[key] = register_domain(domain)
+    return _BY_REF[key]
+
+
+def _find(ref: str) -> Domain | None:
+    """The domain ``ref`` names without the config: registered, built in, an entry point or a path."""
+    if ref in _REGISTERED:
+        return _REGISTERED[ref]
+    if ref in BUILTIN:
+        module, attr = BUILTIN[ref].split(":")
+        return register_domain(getattr(importlib.import_module(module), attr))
+    return _load(ref)
+
+
+def _load_configured() -> None:
+    """Load the domain that ``$REWARDKIT_CONFIG`` names under :data:`CONFIG_KEY`, if it names one. A recipe's config
+    names its domain so that every process reading it (each trainer rank, a rollout server) finds the domain that
+    the rows name, by its name too."""
+    from rewardkit.config import read_config_file
+
+    raw, source = read_config_file()
+    ref = raw.get(CONFIG_KEY)
+    if ref is None:
+        return
+    if not isinstance(ref, str) or not ref.strip():
+        raise DomainError(f"{source}: {CONFIG_KEY}: must name a domain (a built-in name, an entry point or a path), "
+                          f"got {ref!r}")  # fmt: skip
+    try:
+        found = _find(ref)
+    except DomainError as exc:
+        raise DomainError(f"{source}: {CONFIG_KEY}: {exc}") from None
+    if found is None:
+        known = ", ".join(domain_names())
+        raise DomainError(f"{source}: {CONFIG_KEY}: unknown domain {ref!r}; known domains: {known}, or the absolute "
+                          "path of a domain's folder or module")  # fmt: skip
+
+
+def get_domain(ref: str) -> Domain:
+    """The domain ``ref`` names, in this order: a registered or built-in name; an installed package's entry point
+    in the group ``rewardkit.domains``; the path of a domain's folder or module, which defines ``DOMAIN`` (a
+    :class:`Domain`) or ``load_domain()`` returning one; the name of the domain that ``$REWARDKIT_CONFIG``'s
+    ``domain`` key names. A path or an entry point is loaded once per process, and its domain registered under its
+    own name, so that ``get_domain(domain.name)`` finds it afterwards."""
+    found = _find(ref)
+    if found is None:
+        _load_configured()
+        found = _REGISTERED.get(ref)
+    if found is None:
+        raise DomainError(
+            f"unknown domain {ref!r}; known domains: {', '.join(domain_names())}, or the path of a domain's "
+            f"folder or module (docs/domains.md)"
+        )
+    return found
+
+
+def portable_ref(ref: str) -> str:
+    """``ref`` as any process reads it, whatever its working directory: a domain's path made absolute, a name or an
+    entry point as it is. What rows and configs record."""
+    if ref in _REGISTERED or ref in BUILTIN or ref in _entry_points() or not _is_path(ref):
+        return ref
+    return str(Path(ref).resolve())

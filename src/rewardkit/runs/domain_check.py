@@ -8,7 +8,8 @@
 - ``do_nothing:<task>``, ``say_only:<task>``: for a task that expects a write, an episode without a tool call
   (silent, then saying the expected outputs) scores 0 with :class:`~rewardkit.rewards.TaskCompletion`, the
   reward training uses;
-- ``ids``, ``splits``, ``policy``: the domain's task ids, its splits and its policy.
+- ``ids``, ``splits``, ``policy``, ``guidelines``: the domain's task ids, its splits, its policy and its user
+  simulator's guidelines.
 
 It scores with the rewards, so it lives above them (:mod:`rewardkit.layers`), not in ``rewardkit.envs``.
 """
@@ -60,7 +61,7 @@ class DomainReport:
         out = []
         for kind, group in groupby(rows, key=lambda r: r["name"].partition(":")[0]):
             group = list(group)
-            if len(group) == 1 and ":" not in group[0]["name"]:  # ids, splits, policy: one check each
+            if len(group) == 1 and ":" not in group[0]["name"]:  # ids, splits, policy, guidelines: one check each
                 out += group
                 continue
             failed = [r for r in group if not r["passed"]]
@@ -96,6 +97,7 @@ def check_domain(ref: str) -> DomainReport:
     scored = [episode_checks(reward, ref, i, tasks[i]) for i, g in golds.items() if g.writes and g.scorable]
     checks += [nothing for nothing, _ in scored] + [said for _, said in scored]
     checks += [ids_check(domain, tasks), splits_check(domain.splits(), tasks), policy_check(domain.policy())]
+    checks.append(guidelines_check(domain.guidelines() if domain.guidelines is not None else None))
     return DomainReport(ref, tuple(checks))
 
 
@@ -248,6 +250,14 @@ def policy_check(policy: Any) -> Check:
     if not isinstance(policy, str) or not policy.strip():
         return Check("policy", False, f"policy() returns {policy!r:.40}: the agent would get no rules")
     return Check("policy", True, f"{len(policy)} characters")
+
+
+def guidelines_check(guidelines: Any) -> Check:
+    """The user simulator's guidelines say something (an LLM user cannot play the domain without them)."""
+    if not isinstance(guidelines, str) or not guidelines.strip():
+        return Check("guidelines", False, f"guidelines is {guidelines!r:.40}: an LLM user simulator would get no "
+                                          "part to play; give the Domain guidelines=")  # fmt: skip
+    return Check("guidelines", True, f"{len(guidelines)} characters")
 
 
 def _few(ids: list[str]) -> str:
