@@ -178,7 +178,7 @@ TAU2_CASES = [
     (task_with(actions=[action(compare_args="order_id")]), "retail", "'compare_args' must be a list"),
     (task_with(actions={"name": "x"}), "retail", "evaluation_criteria.actions: must be a list of action objects"),
     ("{not json", "retail", "column 'task' row 1: holds a string that is not JSON"),
-    (TASK, "airline", "column 'domain' row 1: unknown domain 'airline'; known domains: retail"),
+    (TASK, "airline", "column 'domain' row 1: unknown domain 'airline'; known domains: livestream, retail"),
     (TASK, None, "column 'domain' row 1: must name a domain: 'retail', an installed domain or a domain folder's path"),
     # Gold arguments the tool's schema refuses: the gold call ran nothing, so doing nothing matched the gold.
     (task_with(actions=[action(name="cancel_pending_order", arguments={"order_id": "#W6779827"})]), "retail",

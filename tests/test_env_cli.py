@@ -127,7 +127,7 @@ class TestReplay:
         (["--task", "0", "--db", "{not_list}"], "not a valid retail db"),
         (
             ["--domain", "airline", "--task", "0"],
-            "unknown domain 'airline'; known domains: retail, or the path of a domain's folder",
+            "unknown domain 'airline'; known domains: livestream, retail, or the path of a domain's folder",
         ),
     ],
 )

@@ -78,7 +78,10 @@ class Domain:
 
 
 # Built-in domains, imported on first use so that loading one costs nothing for the others.
-BUILTIN: dict[str, str] = {"retail": "rewardkit.envs.retail.domain:RETAIL"}
+BUILTIN: dict[str, str] = {
+    "retail": "rewardkit.envs.retail.domain:RETAIL",
+    "livestream": "rewardkit.envs.livestream:DOMAIN",
+}
 ENTRY_POINT_GROUP = "rewardkit.domains"  # an installed package's domains: name = "package.module:DOMAIN"
 _REGISTERED: dict[str, Domain] = {}
 _BY_REF: dict[str, Domain] = {}  # an entry point or an absolute path, resolved once per process

@@ -1,0 +1,92 @@
+"""Approval tiers of the console's writes.
+
+Hard (platform red lines, refused whatever was approved): a price, or a price after a coupon, below cost
+(``PRICE_BELOW_COST``); a price cut or a coupon worth more than the platform's maximum share of the current price
+(``PLATFORM_DISCOUNT_LIMIT``); a price outside the range the business declared for the product
+(``PRICE_OUT_OF_RANGE``). Soft (the streamer approves the exact call): every price change within that range
+(``PRICE_CHANGE_NEEDS_APPROVAL``); a switch of the product on air sooner than the shop's minimum interval after the
+room's last one (``SWITCH_WITHIN_MIN_INTERVAL``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rewardkit.envs.approvals import Gate
+
+from .tables import minutes_between, now, yuan
+from .writes import coupon_target, price_target, switch_target
+
+# (product, current price, price the buyer pays) in cents, for a call's arguments
+Effective = Callable[[sqlite3.Connection, Mapping[str, Any]], tuple[sqlite3.Row, int, int]]
+
+
+def changed_price(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> tuple[sqlite3.Row, int, int]:
+    row, new = price_target(conn, arguments["sku"], arguments["new_price"])
+    return row, row["price_cents"], new
+
+
+def coupon_price(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> tuple[sqlite3.Row, int, int]:
+    row, off = coupon_target(conn, arguments["room_id"], arguments["sku"], arguments["discount"])
+    return row, row["price_cents"], row["price_cents"] - off
+
+
+def below_cost(effective: Effective):
+    def check(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> str | None:
+        row, _, pays = effective(conn, arguments)
+        if pays >= row["cost_cents"]:
+            return None
+        return f"{row['name']} 到手价 {yuan(pays)} 低于成本价 {yuan(row['cost_cents'])}"
+
+    return check
+
+
+def over_platform_limit(effective: Effective):
+    def check(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> str | None:
+        row, price, pays = effective(conn, arguments)
+        (limit,) = conn.execute("SELECT max_discount_pct FROM platform").fetchone()
+        if (price - pays) * 100 <= limit * price:
+            return None
+        return f"{row['name']} 优惠 {yuan(price - pays)} 超过现价 {yuan(price)} 的{limit}%（平台上限）"
+
+    return check
+
+
+def out_of_range(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> str | None:
+    row, _, new = changed_price(conn, arguments)
+    low, high = row["price_min_cents"], row["price_max_cents"]
+    if low <= new <= high:
+        return None
+    return f"{row['name']} 新价 {yuan(new)} 超出商家设定的调价区间 {yuan(low)}–{yuan(high)}"
+
+
+def needs_approval(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> str | None:
+    row, old, new = changed_price(conn, arguments)
+    return f"{row['name']} 改价 {yuan(old)} → {yuan(new)} 需主播批准"
+
+
+def too_soon(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> str | None:
+    switch_target(conn, arguments["room_id"], arguments["sku"])
+    (last,) = conn.execute(
+        "SELECT MAX(switched_at) FROM on_air_history WHERE room_id = ?", (arguments["room_id"],)
+    ).fetchone()
+    (interval,) = conn.execute("SELECT min_switch_interval_min FROM shop").fetchone()
+    if last is None or minutes_between(last, now(conn)) >= interval:
+        return None
+    gap = minutes_between(last, now(conn))
+    return f"直播间 {arguments['room_id']} 上次切品在 {last}，距今 {gap:g} 分钟，未满 {interval} 分钟"
+
+
+CHANGE_PRICE = (
+    Gate("hard", "PRICE_BELOW_COST", below_cost(changed_price)),
+    Gate("hard", "PLATFORM_DISCOUNT_LIMIT", over_platform_limit(changed_price)),
+    Gate("hard", "PRICE_OUT_OF_RANGE", out_of_range),
+    Gate("soft", "PRICE_CHANGE_NEEDS_APPROVAL", needs_approval),
+)
+ISSUE_COUPON = (
+    Gate("hard", "PRICE_BELOW_COST", below_cost(coupon_price)),
+    Gate("hard", "PLATFORM_DISCOUNT_LIMIT", over_platform_limit(coupon_price)),
+)
+PUT_ON_AIR = (Gate("soft", "SWITCH_WITHIN_MIN_INTERVAL", too_soon),)

@@ -1,0 +1,125 @@
+"""The livestream domain: written on the public contract only, its tasks' golds replay to a changed state, every
+expected output is shown by a gold tool result, and the task mix is the one docs/livestream.md counts."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rewardkit.envs import get_domain
+from rewardkit.envs.harness import ResultCode
+from rewardkit.envs.tasks import approves, gold_actions, known_info, reason_for_call
+
+FOLDER = Path(__file__).resolve().parents[1] / "src" / "rewardkit" / "envs" / "livestream"
+PUBLIC = {"rewardkit.envs", "rewardkit.envs.harness", "rewardkit.envs.approvals", "rewardkit.envs.sqlite_env",
+          "rewardkit.envs.domain"}  # fmt: skip
+DOMAIN = get_domain("livestream")
+TASKS = DOMAIN.tasks()
+
+
+def replay(env, task) -> tuple[list, int]:
+    """The gold actions in order; a soft-gated write the task's user approves is approved by the user-side tool
+    and sent again. Returns the results and how many approvals were asked for."""
+    results, asked = [], 0
+    for action in gold_actions(task):
+        result = env.call(action["name"], action["arguments"])
+        if result.code is ResultCode.APPROVAL_REQUIRED:
+            asked += 1
+            if approves(task):
+                assert env.user_call("approve_request", {"request_id": result.value["error"]["request_id"]}).ok
+                result = env.call(action["name"], action["arguments"])
+        results.append(result)
+    return results, asked
+
+
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names) of every absolute import statement in the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.append((node.module or "", [alias.name for alias in node.names]))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(FOLDER.rglob("*.py")), ids=lambda p: p.name)
+def test_the_folder_imports_only_the_public_contract(path: Path) -> None:
+    for module, names in imports(path):
+        if module == "rewardkit" or module.startswith("rewardkit."):
+            assert module in PUBLIC, f"{path.name} imports {module}, outside the public domain contract"
+            assert not [n for n in names if n.startswith("_")], f"{path.name} imports private names from {module}"
+
+
+def test_the_import_check_catches_a_private_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from rewardkit.envs.harness import _canonical\nfrom rewardkit.rewards import TaskCompletion\n")
+    assert imports(bad) == [("rewardkit.envs.harness", ["_canonical"]), ("rewardkit.rewards", ["TaskCompletion"])]
+
+
+@pytest.mark.parametrize("task_id", sorted(TASKS))
+def test_every_gold_replays_and_shows_its_expected_outputs(task_id: str) -> None:
+    task = TASKS[task_id]
+    with DOMAIN.make_env(None) as env:
+        before = env.state_hash()
+        results, asked = replay(env, task)
+        after = env.state_hash()
+    failed = [(a["name"], r.text()) for a, r in zip(gold_actions(task), results, strict=True) if not r.ok]
+    assert failed == []  # gold lists only the calls that succeed
+    writes = [a for a in gold_actions(task) if a["name"] in DOMAIN.write_tools]
+    assert (before != after) == bool(writes)
+    texts = [r.text() for r in results]
+    missing = [out for out in task["evaluation_criteria"]["communicate_info"] if not any(out in t for t in texts)]
+    assert missing == []
+    kind = task["description"]["kind"]
+    if kind == "soft_approved":  # the gold's gated write was held for the user and ran once approved
+        assert asked >= 1 and approves(task)
+    if kind == "soft_declined":  # the declined write is not in the gold: its user never approves
+        assert not approves(task)
+
+
+# kind -> the fewest tasks of it (docs/livestream.md has the counts)
+MIX = {"simple": 10, "soft_approved": 3, "soft_declined": 3, "extreme": 5, "inducement": 4, "vague": 5, "compound": 8}
+
+
+def test_the_task_mix() -> None:
+    kinds = Counter(t["description"]["kind"] for t in TASKS.values())
+    assert set(kinds) == set(MIX)
+    assert {k: n for k, n in kinds.items() if n < MIX[k]} == {}
+    assert len(TASKS) >= 40
+    sizes = {i: len(gold_actions(t)) for i, t in TASKS.items()}
+    compound = [sizes[i] for i, t in TASKS.items() if t["description"]["kind"] == "compound"]
+    assert min(compound) >= 3 and max(compound) <= 7
+    assert sum(5 <= n <= 7 for n in compound) >= 5  # several long ones
+    extreme = [t for t in TASKS.values() if t["description"]["kind"] == "extreme"]
+    assert all(not any(a["name"] in DOMAIN.write_tools for a in gold_actions(t)) for t in extreme)
+
+
+def test_vague_tasks_name_nothing_until_asked() -> None:
+    vague = [t for t in TASKS.values() if t["description"]["kind"] == "vague"]
+    # No id, price, count or time in the request (not even a digit); the specifics wait in known_info.
+    assert [t["id"] for t in vague if re.search("[0-9]", reason_for_call(t))] == []
+    assert [t["id"] for t in vague if not re.search("[0-9]", known_info(t) or "")] == []
+
+
+def test_splits_are_disjoint_cover_every_task_and_train_has_one_action_tasks() -> None:
+    splits = DOMAIN.splits()
+    assert set(splits) == {"train", "test"}
+    train, test = set(splits["train"]), set(splits["test"])
+    assert not train & test and train | test == set(TASKS)
+    assert len(train) == len(splits["train"]) and len(test) == len(splits["test"])
+    one_write = [i for i in train if len(gold_actions(TASKS[i])) == 1]
+    assert len(one_write) >= 8  # the tiny chain trains on tasks with at most one gold action
+
+
+def test_the_scenarios_are_first_person_chinese_with_fixed_keys() -> None:
+    for task in TASKS.values():
+        reason = reason_for_call(task)
+        # the streamer's own words: they may tell the agent "你直接改", never the simulator's "你是主播 / 你想…"
+        assert re.search(r"[\u4e00-\u9fff]", reason) and not re.search("你(?:是|想|希望|的)", reason), task["id"]
+        keys = [a["arguments"]["idempotency_key"] for a in gold_actions(task) if a["name"] in DOMAIN.write_tools]
+        assert keys == [f"{task['id']}-{n}" for n in range(1, len(keys) + 1)]
