@@ -10,8 +10,8 @@ import json
 from _timing import per_call
 
 from rewardkit.envs import make_env
+from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.retail.domain import tasks
-from rewardkit.envs.retail.state import state_hash
 from rewardkit.rewards import TaskCompletion
 
 
@@ -25,8 +25,8 @@ def main() -> None:
     all_tasks = list(tasks().values())
     env = make_env("retail")
     env.replay(all_tasks[0]["evaluation_criteria"]["actions"])  # an exchange: one order touched
-    assert env.state_hash() == state_hash(env.conn)
-    full = per_call(lambda: state_hash(env.conn), 10)
+    assert env.state_hash() == TABLES.full_hash(env.conn)
+    full = per_call(lambda: TABLES.full_hash(env.conn), 10)
     incremental = per_call(env.state_hash, 100)
 
     batch = [all_tasks[i % len(all_tasks)] for i in range(64)]

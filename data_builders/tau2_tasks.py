@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders._io import SURROGATE, BuildError
 from rewardkit.envs import tasks
+from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.files.jsonl import encodable, json_problem, kind
 
 if TYPE_CHECKING:
@@ -119,9 +120,9 @@ def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | N
     """(reason, detail) when a task the split names cannot become a row, else None.
 
     Besides the task checks every consumer shares (:func:`rewardkit.envs.tasks.task_problem` with the tools'
-    schemas, then :func:`~rewardkit.envs.tasks.gold_problem` on a replay of the gold actions on a fresh copy of
-    the database), a row needs a request to open the conversation with, and a task that can be written back as
-    UTF-8.
+    schemas, then :func:`~rewardkit.envs.tasks.gold_problem` on the task's gold outcome, its gold actions replayed
+    on a fresh copy of the database), a row needs a request to open the conversation with, and a task that can be
+    written back as UTF-8.
     """
     found = tasks.task_problem(task, domain.tools, domain.name)
     if found is not None:
@@ -131,7 +132,5 @@ def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | N
         return "no_reason_for_call", "user_scenario.instructions.reason_for_call must be a non-empty string"
     if not encodable(task):
         return "bad_task", f"the task {SURROGATE}"
-    with domain.make_env(None) as env:  # once per task: the builder reads each task once
-        results = env.replay(tasks.gold_actions(task))
-    replayed = [(r.ok, None if r.ok else tasks.error_text(r)) for r in results]
+    replayed = [(c.ok, c.error) for c in gold_outcome(domain.name, task).calls]
     return tasks.gold_problem(task, replayed, domain.write_tools)

@@ -21,6 +21,7 @@ from typing import Any
 from swift.rollout.multi_turn import MultiTurnScheduler
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.outcomes import checked_task, gold_outcome
 from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_rollout_limits
@@ -34,7 +35,6 @@ from rewardkit.plugins.tokens import (
     strip_end,
 )
 from rewardkit.rewards.config import read_config_file
-from rewardkit.rewards.episodes import checked_task, gold_outcome
 
 
 class SimulatorUnavailable(RuntimeError):

@@ -4,7 +4,7 @@ The seven rewards read the same completions. ``parse`` and ``read_plan`` are
 cached on the completion string in :data:`COMPLETIONS`, so a batch is split and
 JSON-decoded once no matter how many rewards look at it. The cache is a
 thread-safe LRU bounded in bytes (``$REWARDKIT_CACHE_MB``, default 64 MiB, see
-``_cache``): it counts each completion's text once, plus its parse and its plan
+:mod:`rewardkit.files.cache`): it counts each completion's text once, plus its parse and its plan
 per schema, so long multi-turn transcripts cannot pile up between batches.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.rewards._cache import BUDGET, ByteLRU
+from rewardkit.files.cache import BUDGET, ByteLRU
 from rewardkit.rewards._schema import DEPENDS_ON, AnswerSchema
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"

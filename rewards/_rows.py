@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from rewardkit.rewards._cache import MISS, SMALL_BUDGET, ByteLRU
+from rewardkit.files.cache import MISS, SMALL_BUDGET, ByteLRU
 from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import GoldError, Plan, read_gold, where
 from rewardkit.rewards._schema import AnswerSchema
@@ -28,8 +28,8 @@ MISSING: Any = object()  # the batch has no such column (unlike a cell that hold
 class RowCache:
     """A thread-safe LRU map from a row's cells to what validating them returned, bounded in bytes and entries.
 
-    ``budget`` (bytes) defaults to a quarter of ``$REWARDKIT_CACHE_MB`` (see ``_cache``); keys are the rows'
-    canonical JSON, so a row with long cells costs what it weighs.
+    ``budget`` (bytes) defaults to a quarter of ``$REWARDKIT_CACHE_MB`` (see :mod:`rewardkit.files.cache`); keys
+    are the rows' canonical JSON, so a row with long cells costs what it weighs.
     """
 
     def __init__(self, maxsize: int = 16384, budget: int = SMALL_BUDGET) -> None:

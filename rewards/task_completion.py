@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.tasks import expected_outputs
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, gold_outcome
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated
 from rewardkit.rewards.config import RewardConfig, TaskCompletionConfig, load_section
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.envs.outcomes import Call, gold_outcome
 from rewardkit.envs.tasks import expected_outputs, gold_actions
-from rewardkit.rewards._episodes import Call, EpisodeReward, agent_outcome, communicated, gold_outcome, write_tools
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, write_tools
 
 
 def _matches(action: Mapping[str, Any], call: Call) -> bool:

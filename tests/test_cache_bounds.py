@@ -11,9 +11,19 @@ from typing import Any
 import pytest
 from conftest import E5, GOLD, answer, completion, step
 
+from rewardkit.envs import outcomes
 from rewardkit.envs.retail.domain import tasks
-from rewardkit.rewards import PLANNING_REWARDS, _cache, _episodes
-from rewardkit.rewards._cache import ENTRY_OVERHEAD, MISS, ByteLRU, approx_size, budget_from_env, key_size
+from rewardkit.files.cache import (
+    ENTRY_OVERHEAD,
+    ENV,
+    MISS,
+    SMALL_BUDGET,
+    ByteLRU,
+    approx_size,
+    budget_from_env,
+    key_size,
+)
+from rewardkit.rewards import PLANNING_REWARDS
 from rewardkit.rewards._parsing import COMPLETIONS, parse, read_plan
 from rewardkit.rewards._rows import RowCache
 
@@ -150,18 +160,18 @@ class TestByteLRU:
 class TestBudgetFromEnv:
     @pytest.mark.parametrize(("raw", "expected"), [("", 64 * MIB), ("0.5", MIB // 2), ("0", 0), (" 128 ", 128 * MIB)])
     def test_values(self, raw: str, expected: int) -> None:
-        assert budget_from_env({_cache.ENV: raw}) == expected
+        assert budget_from_env({ENV: raw}) == expected
 
     @pytest.mark.parametrize("raw", ["lots", "-1", "inf", "nan"])
     def test_bad_values_name_the_variable(self, raw: str) -> None:
         with pytest.raises(ValueError, match=r"\$REWARDKIT_CACHE_MB="):
-            budget_from_env({_cache.ENV: raw})
+            budget_from_env({ENV: raw})
 
     def test_the_default_is_the_one_a_bad_value_reports(self) -> None:
         # Unset and empty both mean the default; the message for a bad value says which default that is.
-        assert budget_from_env({}) == budget_from_env({_cache.ENV: ""}) == 64 * MIB
+        assert budget_from_env({}) == budget_from_env({ENV: ""}) == 64 * MIB
         with pytest.raises(ValueError, match=r"default 64;"):
-            budget_from_env({_cache.ENV: "lots"})
+            budget_from_env({ENV: "lots"})
 
 
 class TestCompletionCache:
@@ -240,9 +250,9 @@ class TestRowCaches:
         assert cache.get(key, lambda: -1) == 99  # the latest row is still there
 
     def test_gold_outcomes_are_bounded_and_shared(self) -> None:
-        store = _episodes.GOLD_OUTCOMES
-        assert store.maxsize == 4096 and store.budget == _cache.SMALL_BUDGET
+        store = outcomes.GOLD_OUTCOMES
+        assert store.maxsize == 4096 and store.budget == SMALL_BUDGET
         task = tasks()["0"]
-        first = _episodes.gold_outcome("retail", task)
-        assert _episodes.gold_outcome("retail", task) is first  # replayed once
+        first = outcomes.gold_outcome("retail", task)
+        assert outcomes.gold_outcome("retail", task) is first  # replayed once
         check_accounting(store)

@@ -12,8 +12,8 @@ import pytest
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
-from rewardkit.envs.retail.db import drop_nulls
 from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.sqlite_env import drop_nulls
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = drop_nulls(json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8")))

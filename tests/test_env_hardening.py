@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import make_env
+from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.retail import DATA_DIR
-from rewardkit.envs.retail.db import DatabaseError
 
 THREADS = 8
 
@@ -143,7 +143,7 @@ class TestCustomDatabase:
     )
     def test_rejected_at_load_naming_the_file(self, tmp_path: Path, edit: Any, message: str) -> None:
         path = db_with(tmp_path, edit)
-        with pytest.raises(DatabaseError, match=message) as info:
+        with pytest.raises(DomainDataError, match=message) as info:
             make_env("retail", path)
         assert str(path) in str(info.value)
 

@@ -13,6 +13,7 @@ from _retail_gold import GOLD_FAILS, VALID
 from openai.types.chat import ChatCompletionMessageToolCall
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.outcomes import replay
 from rewardkit.envs.termination import Termination as T
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episodes
@@ -21,7 +22,6 @@ from rewardkit.loop.gold import GoldAgent, hermes_call
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
-from rewardkit.rewards._episodes import replay
 
 RETAIL = get_domain("retail")
 TASKS = RETAIL.tasks()

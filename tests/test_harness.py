@@ -11,11 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rewardkit.envs import make_env
-from rewardkit.envs.harness import ResultCode
+from rewardkit.envs.harness import ResultCode, ToolEnvironment
+from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.retail.domain import tasks
-from rewardkit.envs.retail.env import RetailEnv, template
 from rewardkit.envs.retail.specs import TOOLS
-from rewardkit.envs.retail.state import state_hash
 from rewardkit.envs.tool_calls import ToolCall
 
 CANCEL = {"order_id": "#W6779827", "reason": "no longer needed"}  # pending, paid by gift card
@@ -23,11 +22,11 @@ INJECTIONS = ["'; DROP TABLE users; --", '" OR 1=1 --', "x'); DELETE FROM orders
 
 
 @pytest.fixture
-def env() -> RetailEnv:
+def env() -> ToolEnvironment:
     return make_env("retail")
 
 
-def payments(env: RetailEnv, order_id: str = "#W6779827") -> list[dict[str, Any]]:
+def payments(env: ToolEnvironment, order_id: str = "#W6779827") -> list[dict[str, Any]]:
     return env.call("get_order_details", {"order_id": order_id}).value["payment_history"]
 
 
@@ -43,7 +42,7 @@ class TestSchemaViolations:
             {"order_id": "#W6779827", "reason": "ordered by mistake\ud800"},  # lone surrogate
         ],
     )
-    def test_nothing_is_written(self, env: RetailEnv, arguments: dict[str, Any]) -> None:
+    def test_nothing_is_written(self, env: ToolEnvironment, arguments: dict[str, Any]) -> None:
         before = env.state_hash()
         result = env.call("cancel_pending_order", arguments)
         assert result.code is ResultCode.SCHEMA_VIOLATION
@@ -51,11 +50,11 @@ class TestSchemaViolations:
         assert env.state_hash() == before
         assert env.audit()[-1]["code"] == "SCHEMA_VIOLATION"
 
-    def test_empty_item_lists_are_refused(self, env: RetailEnv) -> None:
+    def test_empty_item_lists_are_refused(self, env: ToolEnvironment) -> None:
         args = {"order_id": "#W5918442", "item_ids": [], "new_item_ids": [], "payment_method_id": "credit_card_5051208"}
         assert env.call("modify_pending_order_items", args).code is ResultCode.SCHEMA_VIOLATION
 
-    def test_undecodable_and_unknown_calls(self, env: RetailEnv) -> None:
+    def test_undecodable_and_unknown_calls(self, env: ToolEnvironment) -> None:
         assert env.execute(ToolCall("cancel_pending_order", {}, "arguments are not valid JSON")).code is (
             ResultCode.SCHEMA_VIOLATION
         )
@@ -65,7 +64,7 @@ class TestSchemaViolations:
 
 
 class TestIdempotency:
-    def test_a_repeated_key_returns_the_first_result_without_writing(self, env: RetailEnv) -> None:
+    def test_a_repeated_key_returns_the_first_result_without_writing(self, env: ToolEnvironment) -> None:
         args = {"order_id": "#W6779827", "payment_method_id": "credit_card_9789590", "idempotency_key": "k1"}
         first = env.call("modify_pending_order_payment", args)
         state = env.state_hash()
@@ -75,13 +74,13 @@ class TestIdempotency:
         assert env.state_hash() == state and len(payments(env)) == 3
         assert [a["replayed"] for a in env.audit()] == [False, True, False]  # the last: get_order_details
 
-    def test_the_key_with_other_arguments_is_a_conflict(self, env: RetailEnv) -> None:
+    def test_the_key_with_other_arguments_is_a_conflict(self, env: ToolEnvironment) -> None:
         assert env.call("cancel_pending_order", {**CANCEL, "idempotency_key": "k"}).ok
         other = {"order_id": "#W5918442", "reason": "no longer needed", "idempotency_key": "k"}
         assert env.call("cancel_pending_order", other).code is ResultCode.IDEMPOTENCY_CONFLICT
         assert env.call("get_order_details", {"order_id": "#W5918442"}).value["status"] == "pending"
 
-    def test_a_failed_write_does_not_burn_its_key(self, env: RetailEnv) -> None:
+    def test_a_failed_write_does_not_burn_its_key(self, env: ToolEnvironment) -> None:
         bad = {"order_id": "#W2611340", "reason": "no longer needed", "idempotency_key": "k"}  # processed
         assert env.call("cancel_pending_order", bad).code is ResultCode.PRECONDITION_FAILED
         assert env.call("cancel_pending_order", {**CANCEL, "idempotency_key": "k"}).ok
@@ -94,7 +93,7 @@ class TestIdempotency:
 
 
 class TestTransactions:
-    def test_a_write_failing_half_way_changes_nothing(self, env: RetailEnv) -> None:
+    def test_a_write_failing_half_way_changes_nothing(self, env: ToolEnvironment) -> None:
         # A second payment by an unknown method: the cancel credits the gift card for the first
         # payment, then fails on the second; the gift card credit must be rolled back.
         env.conn.execute("INSERT INTO payment_history VALUES ('#W6779827', 1, 'payment', 1.0, 'ghost_card_1')")
@@ -105,7 +104,7 @@ class TestTransactions:
         user = env.call("get_user_details", {"user_id": "ethan_lopez_6291"}).value
         assert user["payment_methods"]["gift_card_7219486"]["balance"] == 49.0
 
-    def test_the_audit_keeps_failed_calls_and_is_not_state(self, env: RetailEnv) -> None:
+    def test_the_audit_keeps_failed_calls_and_is_not_state(self, env: ToolEnvironment) -> None:
         before = env.state_hash()
         env.call("get_order_details", {"order_id": "#nope"})
         env.call("cancel_pending_order", {"order_id": "#W2611340", "reason": "no longer needed"})
@@ -117,7 +116,7 @@ class TestTransactions:
 
 class TestInjection:
     @pytest.mark.parametrize("tool", sorted(TOOLS))
-    def test_every_string_argument_is_plain_data(self, env: RetailEnv, tool: str) -> None:
+    def test_every_string_argument_is_plain_data(self, env: ToolEnvironment, tool: str) -> None:
         spec = TOOLS[tool]
         for text in INJECTIONS:
             args = {
@@ -130,7 +129,7 @@ class TestInjection:
         counts = [env.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("users", "orders", "products")]
         assert counts == [500, 1000, 50]
 
-    def test_an_address_holding_sql_is_stored_verbatim(self, env: RetailEnv) -> None:
+    def test_an_address_holding_sql_is_stored_verbatim(self, env: ToolEnvironment) -> None:
         address = {k: INJECTIONS[0] for k in ("address1", "address2", "city", "state", "country", "zip")}
         assert env.call("modify_user_address", {"user_id": "sofia_rossi_8776", **address}).ok
         assert env.call("get_user_details", {"user_id": "sofia_rossi_8776"}).value["address"] == address
@@ -142,7 +141,7 @@ class TestIsolation:
                    for a in t["evaluation_criteria"]["actions"])]  # fmt: skip
         cancels = [a["arguments"] for t in pending for a in t["evaluation_criteria"]["actions"]
                    if a["name"] == "cancel_pending_order"]  # fmt: skip
-        template_hash = state_hash(template()[0])
+        template_hash = TABLES.full_hash(TABLES.template()[0])
 
         def rollout(i: int) -> tuple[str, list[str]]:
             with make_env("retail") as env:
@@ -156,7 +155,7 @@ class TestIsolation:
         orders = [c["order_id"] for c in cancels]
         for mine, statuses in results:
             assert {o for o, s in zip(orders, statuses, strict=True) if s == "cancelled"} == {mine}
-        assert state_hash(template()[0]) == template_hash
+        assert TABLES.full_hash(TABLES.template()[0]) == template_hash
 
 
 class TestStateHash:
@@ -164,12 +163,12 @@ class TestStateHash:
         for task in tasks().values():
             with make_env("retail") as env:
                 env.replay(task["evaluation_criteria"]["actions"])
-                assert env.state_hash() == state_hash(env.conn), task["id"]
+                assert env.state_hash() == TABLES.full_hash(env.conn), task["id"]
 
-    def test_hash_is_sha256_of_sorted_compact_json(self, env: RetailEnv) -> None:
+    def test_hash_is_sha256_of_sorted_compact_json(self, env: ToolEnvironment) -> None:
         import hashlib
 
-        from rewardkit.envs.retail.db import drop_nulls
+        from rewardkit.envs.sqlite_env import drop_nulls
 
         env.call("cancel_pending_order", CANCEL)
         text = json.dumps(drop_nulls(env.export()), sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -17,7 +17,7 @@ from rewardkit.cli import main
 from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.retail import domain as retail_domain
-from rewardkit.envs.retail import env as retail_env
+from rewardkit.envs.retail.db import TABLES
 from rewardkit.loop.user_sim.cache import CachedSimulator, ReplyCacheError
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 
@@ -77,12 +77,12 @@ def corrupt_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     data = tmp_path / "data"
     shutil.copytree(DATA_DIR, data)
     monkeypatch.setattr(retail_domain, "DATA_DIR", data)
-    monkeypatch.setattr(retail_env, "DATA_DIR", data)
+    monkeypatch.setattr(TABLES, "seed", data / "db.json")
     retail_domain._read_json.cache_clear()
-    retail_env.template.cache_clear()
+    TABLES.template.cache_clear()
     yield data
     retail_domain._read_json.cache_clear()
-    retail_env.template.cache_clear()
+    TABLES.template.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -124,8 +124,8 @@ def test_a_user_cache_that_is_not_sqlite_is_one_error(tmp_path: Path, mode: str)
 def test_the_cli_says_it_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     junk = tmp_path / "x"
     junk.write_bytes(b"\x00\x01 not sqlite" * 100)
-    argv = ["synth", "tau2", "--agent", "gold", "--user", "scripted", "--user-cache", str(junk), "--tasks", "57",
+    argv = ["synth", "agent", "--agent", "gold", "--user", "scripted", "--user-cache", str(junk), "--tasks", "57",
             "--no-progress", "--out", str(tmp_path / "sft.jsonl")]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err == f"rewardkit synth tau2: --user-cache {junk}: {NOT_SQLITE}\n"
+    assert err == f"rewardkit synth agent: --user-cache {junk}: {NOT_SQLITE}\n"

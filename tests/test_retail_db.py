@@ -9,14 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from rewardkit.envs.retail import DATA_DIR
-from rewardkit.envs.retail.db import drop_nulls, export, fresh_copy, load_file
+from rewardkit.envs.retail.db import TABLES, export
+from rewardkit.envs.sqlite_env import drop_nulls
 
 RAW = json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
 def template() -> sqlite3.Connection:
-    return load_file()
+    return TABLES.template()[0]  # the process's template: the tests write only to copies of it
 
 
 class TestRetailDb:
@@ -35,7 +36,7 @@ class TestRetailDb:
         assert sorted(stored) == sorted(raw)  # floats compared exactly, not approximately
 
     def test_copies_are_isolated_from_the_template(self, template: sqlite3.Connection) -> None:
-        copy = fresh_copy(template)
+        copy = TABLES.copy()
         copy.execute("UPDATE orders SET status = 'cancelled', cancel_reason = 'no longer needed'")
         copy.execute("DELETE FROM user_orders")
         assert drop_nulls(export(template)) == drop_nulls(RAW)
@@ -43,7 +44,7 @@ class TestRetailDb:
         assert all(o["status"] == "cancelled" and o["cancel_reason"] for o in exported["orders"].values())
 
     def test_foreign_keys_and_checks_are_enforced(self, template: sqlite3.Connection) -> None:
-        copy = fresh_copy(template)
+        copy = TABLES.copy()
         with pytest.raises(sqlite3.IntegrityError):
             copy.execute(
                 "INSERT INTO payment_methods VALUES ('gift_card_x', 'nobody_1', 0, 'gift_card', NULL, NULL, 5)"
@@ -55,7 +56,7 @@ class TestRetailDb:
             copy.execute("UPDATE payment_history SET transaction_type = 'gift' WHERE position = 0")
 
     def test_injection_strings_are_plain_data(self, template: sqlite3.Connection) -> None:
-        copy = fresh_copy(template)
+        copy = TABLES.copy()
         evil = "'; DROP TABLE users; --"
         copy.execute("UPDATE users SET address1 = ? WHERE position = 0", (evil,))
         assert copy.execute("SELECT COUNT(*) FROM users").fetchone()[0] == 500
@@ -63,7 +64,7 @@ class TestRetailDb:
 
     def test_64_concurrent_copies_stay_isolated(self, template: sqlite3.Connection) -> None:
         def rollout(i: int) -> float:
-            db = fresh_copy(template)
+            db = TABLES.copy()
             gift = db.execute(
                 "SELECT id FROM payment_methods WHERE source = 'gift_card' ORDER BY id LIMIT 1"
             ).fetchone()[0]

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import get_domain, make_env
-from rewardkit.envs.harness import ResultCode
-from rewardkit.envs.retail.env import RetailEnv
+from rewardkit.envs.harness import ResultCode, ToolEnvironment
 from rewardkit.envs.retail.specs import TOOLS
 
 # Orders of the vendored db.json, by what the tests need of them.
@@ -20,15 +19,15 @@ DELIVERED_PAYPAL = "#W1840144"  # harper_brown_7363, paypal_2306935; two 8590708
 
 
 @pytest.fixture
-def env() -> RetailEnv:
+def env() -> ToolEnvironment:
     return make_env("retail")
 
 
-def order(env: RetailEnv, order_id: str) -> dict[str, Any]:
+def order(env: ToolEnvironment, order_id: str) -> dict[str, Any]:
     return env.call("get_order_details", {"order_id": order_id}).value
 
 
-def refused_without_writing(env: RetailEnv, tool: str, arguments: dict[str, Any]) -> ResultCode:
+def refused_without_writing(env: ToolEnvironment, tool: str, arguments: dict[str, Any]) -> ResultCode:
     """The call's code, after checking that the call left the state as it was."""
     before = env.state_hash()
     code = env.call(tool, arguments).code
@@ -36,7 +35,7 @@ def refused_without_writing(env: RetailEnv, tool: str, arguments: dict[str, Any]
     return code
 
 
-def balance(env: RetailEnv, user_id: str, method_id: str) -> float:
+def balance(env: ToolEnvironment, user_id: str, method_id: str) -> float:
     return env.call("get_user_details", {"user_id": user_id}).value["payment_methods"][method_id]["balance"]
 
 
@@ -90,17 +89,17 @@ class TestReads:
             ("transfer_to_human_agents", {"summary": "wants a human"}, ResultCode.OK, "Transfer successful"),
         ],
     )  # fmt: skip
-    def test_table(self, env: RetailEnv, tool: str, arguments: dict, code: ResultCode, value: Any) -> None:
+    def test_table(self, env: ToolEnvironment, tool: str, arguments: dict, code: ResultCode, value: Any) -> None:
         result = env.call(tool, arguments)
         assert result.code is code, result.value
         if value is not None:
             assert result.value == value
 
-    def test_item_details_search_every_product(self, env: RetailEnv) -> None:
+    def test_item_details_search_every_product(self, env: ToolEnvironment) -> None:
         item = env.call("get_item_details", {"item_id": "6700049080"}).value
         assert item == {"item_id": "6700049080", "options": item["options"], "available": True, "price": 466.75}
 
-    def test_product_types_are_a_sorted_name_to_id_json_string(self, env: RetailEnv) -> None:
+    def test_product_types_are_a_sorted_name_to_id_json_string(self, env: ToolEnvironment) -> None:
         import json
 
         text = env.call("list_all_product_types", {}).value
@@ -109,7 +108,7 @@ class TestReads:
 
 
 class TestWrites:
-    def test_cancel_refunds_a_gift_card_at_once(self, env: RetailEnv) -> None:
+    def test_cancel_refunds_a_gift_card_at_once(self, env: ToolEnvironment) -> None:
         result = env.call("cancel_pending_order", {"order_id": PENDING_GIFT, "reason": "no longer needed"})
         assert result.ok
         o = order(env, PENDING_GIFT)
@@ -126,10 +125,12 @@ class TestWrites:
             ({"order_id": "#W0000000", "reason": "ordered by mistake"}, ResultCode.NOT_FOUND),
         ],
     )
-    def test_cancel_refusals_change_nothing(self, env: RetailEnv, arguments: dict, code: ResultCode) -> None:
+    def test_cancel_refusals_change_nothing(self, env: ToolEnvironment, arguments: dict, code: ResultCode) -> None:
         assert refused_without_writing(env, "cancel_pending_order", arguments) is code
 
-    def test_modify_items_charges_the_unrounded_difference_and_copies_the_last_variant(self, env: RetailEnv) -> None:
+    def test_modify_items_charges_the_unrounded_difference_and_copies_the_last_variant(
+        self, env: ToolEnvironment
+    ) -> None:
         args = {"order_id": PENDING_CARD, "item_ids": ["1586641416", "6117189161"],
                 "new_item_ids": ["6700049080", "7523669277"], "payment_method_id": "credit_card_5051208"}  # fmt: skip
         assert env.call("modify_pending_order_items", args).ok
@@ -161,12 +162,14 @@ class TestWrites:
             (["1586641416"], ["6700049080", "7523669277"], ResultCode.INVALID_ARGUMENT),  # lengths differ
         ],
     )
-    def test_modify_items_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: ResultCode) -> None:
+    def test_modify_items_refusals(
+        self, env: ToolEnvironment, item_ids: list, new_item_ids: list, code: ResultCode
+    ) -> None:
         args = {"order_id": PENDING_CARD, "item_ids": item_ids, "new_item_ids": new_item_ids,
                 "payment_method_id": "credit_card_5051208"}  # fmt: skip
         assert refused_without_writing(env, "modify_pending_order_items", args) is code
 
-    def test_modify_payment_moves_money_between_gift_card_and_card(self, env: RetailEnv) -> None:
+    def test_modify_payment_moves_money_between_gift_card_and_card(self, env: ToolEnvironment) -> None:
         args = {"order_id": PENDING_GIFT, "payment_method_id": "credit_card_9789590"}
         assert env.call("modify_pending_order_payment", args).ok
         history = order(env, PENDING_GIFT)["payment_history"]
@@ -178,7 +181,7 @@ class TestWrites:
         back = {"order_id": PENDING_GIFT, "payment_method_id": "gift_card_7219486"}
         assert env.call("modify_pending_order_payment", back).code is ResultCode.PRECONDITION_FAILED
 
-    def test_exchange_records_the_rounded_difference_without_charging(self, env: RetailEnv) -> None:
+    def test_exchange_records_the_rounded_difference_without_charging(self, env: ToolEnvironment) -> None:
         # Action Camera 6700049080 (466.75) -> 9391733462 (521.07): round(54.32, 2), covered by the 69.0 gift card
         args = {"order_id": DELIVERED_GIFT, "item_ids": ["6700049080"], "new_item_ids": ["9391733462"],
                 "payment_method_id": "gift_card_8168843"}  # fmt: skip
@@ -198,12 +201,14 @@ class TestWrites:
             (["6700049080"], ["0000000000"], ResultCode.NOT_FOUND),
         ],
     )
-    def test_exchange_refusals(self, env: RetailEnv, item_ids: list, new_item_ids: list, code: ResultCode) -> None:
+    def test_exchange_refusals(
+        self, env: ToolEnvironment, item_ids: list, new_item_ids: list, code: ResultCode
+    ) -> None:
         args = {"order_id": DELIVERED_GIFT, "item_ids": item_ids, "new_item_ids": new_item_ids,
                 "payment_method_id": "gift_card_8168843"}  # fmt: skip
         assert refused_without_writing(env, "exchange_delivered_order_items", args) is code
 
-    def test_return_to_original_method_or_gift_card_only(self, env: RetailEnv) -> None:
+    def test_return_to_original_method_or_gift_card_only(self, env: ToolEnvironment) -> None:
         other = {"order_id": DELIVERED_PAYPAL, "item_ids": ["8590708195"], "payment_method_id": "credit_card_3240550"}
         assert env.call("return_delivered_order_items", other).code is ResultCode.PRECONDITION_FAILED
         three = {**other, "item_ids": ["8590708195"] * 3, "payment_method_id": "paypal_2306935"}
@@ -216,7 +221,7 @@ class TestWrites:
             env.call("return_delivered_order_items", two).code is ResultCode.PRECONDITION_FAILED
         )  # no longer delivered
 
-    def test_modify_user_address(self, env: RetailEnv) -> None:
+    def test_modify_user_address(self, env: ToolEnvironment) -> None:
         address = {"address1": "9 Elm", "address2": "Unit 2", "city": "Reno", "state": "NV", "country": "USA",
                    "zip": "89501"}  # fmt: skip
         assert env.call("modify_user_address", {"user_id": "sofia_rossi_8776", **address}).value["address"] == address

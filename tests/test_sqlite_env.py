@@ -3,14 +3,16 @@ that is order-free and kept incrementally. Real SQLite throughout."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.harness import ResultCode, ToolError, ToolSpec
-from rewardkit.envs.sqlite_env import Tables, environment
+from rewardkit.envs.sqlite_env import Nested, Tables, environment
 
 SCHEMA = """
 CREATE TABLE items (item_id TEXT PRIMARY KEY, qty INTEGER NOT NULL CHECK (qty >= 0));
@@ -102,3 +104,47 @@ def test_a_seed_file_replaces_the_seed(make_env, tmp_path: Path) -> None:
 def test_bad_seed_rows_name_the_table_and_row(seed: dict, message: str) -> None:
     with pytest.raises(DomainDataError, match=message.replace("(", r"\(").replace("[", r"\[")):
         environment(Tables(SCHEMA, seed), TOOLS)()
+
+
+def nested(owners: dict | None = None, collections: tuple[str, ...] = ("items",)) -> Nested:
+    """The tables as a nested format of their own: item id -> {"qty", "notes": [text, ...]}."""
+
+    def entity(conn, collection: str, key: str) -> dict | None:
+        row = conn.execute("SELECT qty FROM items WHERE item_id = ?", (key,)).fetchone()
+        notes = conn.execute("SELECT text FROM notes WHERE item_id = ? ORDER BY rowid", (key,))
+        return None if row is None else {"qty": row["qty"], "notes": [n["text"] for n in notes]}
+
+    def export(conn) -> dict:
+        keys = [r["item_id"] for r in conn.execute("SELECT item_id FROM items ORDER BY rowid")]
+        return {c: {k: entity(conn, c, k) for k in keys} for c in collections}
+
+    return Nested(owners or {"items": ("items", "item_id"), "notes": ("items", "item_id")}, entity, export)
+
+
+def test_a_nested_format_is_read_exported_and_hashed_as_itself(tmp_path: Path) -> None:
+    path = tmp_path / "seed.json"  # the format's own file: item id -> quantity
+    path.write_text(json.dumps({"a": 2, "b": 0}), encoding="utf-8")
+
+    def read(p: Path) -> dict:
+        return {"items": [{"item_id": k, "qty": v} for k, v in json.loads(p.read_text(encoding="utf-8")).items()]}
+
+    tables = Tables(SCHEMA, path, read_seed=read, nested=nested())
+    env = environment(tables, TOOLS)()
+    assert env.export() == {"items": {"a": {"qty": 2, "notes": []}, "b": {"qty": 0, "notes": []}}}
+    assert env.call("take", {"item_id": "a"}).ok and env.call("note", {"item_id": "b", "text": "x"}).ok
+    text = json.dumps(env.export(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    # The hash is the export's, kept incrementally (only a and b built again) and equal to a full rebuild.
+    assert env.state_hash() == hashlib.sha256(text.encode()).hexdigest() == tables.full_hash(env.conn)
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        (nested(owners={"items": ("items", "item_id")}), "Nested.owners: tables ['notes'] of the schema"),
+        (nested(collections=("items", "extra")), "export() gives collections ['extra', 'items'], owners name"),
+    ],
+    ids=["table-without-owner", "collection-without-owner"],
+)
+def test_a_nested_format_that_would_miss_writes_is_refused(declared: Nested, message: str) -> None:
+    with pytest.raises(DomainDataError, match=re.escape(message)):
+        environment(Tables(SCHEMA, SEED, nested=declared), TOOLS)()

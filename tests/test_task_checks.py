@@ -1,6 +1,6 @@
 """The task checks every consumer shares: gold arguments against the tools' schemas, and the gold replay.
 
-Real components only: the retail harness on SQLite, the builder on real files, the rewards' cached gold
+Real components only: the retail harness on SQLite, the builder on real files, the cached gold
 outcomes. A gold call that cannot run leaves the gold state without it, so an agent that does less matches.
 """
 
@@ -19,11 +19,11 @@ from rewardkit.cli import main
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.data_builders.tau2_tasks import task_problem as builder_problem
 from rewardkit.envs import Domain, get_domain, register_domain
+from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.mcp_env import MCPToolSpec
-from rewardkit.envs.retail.env import RetailEnv
+from rewardkit.envs.outcomes import checked_task, task_check
 from rewardkit.envs.tasks import TaskError, task_problem
 from rewardkit.rewards import TaskCompletion, _episodes
-from rewardkit.rewards.episodes import checked_task, task_check
 
 RETAIL = get_domain("retail")
 TASKS = RETAIL.tasks()
@@ -109,9 +109,9 @@ class TestRewardsAndScheduler:
     def test_each_task_replays_once_per_process(self) -> None:
         opened: list[int] = []
 
-        def counting(db_path: Any) -> RetailEnv:
+        def counting(db_path: Any) -> ToolEnvironment:
             opened.append(1)
-            return RetailEnv(db_path)
+            return RETAIL.make_env(db_path)
 
         domain = register_domain(Domain("retail-counted", counting, RETAIL.tools, RETAIL.tasks, RETAIL.splits,
                                         RETAIL.policy, RETAIL.stop_tools))  # fmt: skip

@@ -8,7 +8,9 @@ Every caller goes through the domain registry (:mod:`rewardkit.envs.domain`).
   idempotency keys and an audit log;
 - ``tool_calls.py``: an agent's tool calls read out of chat messages (Hermes, OpenAI, ms-swift);
 - ``calculator.py``: tau2's ``calculate`` tool without ``eval``;
-- ``retail/``: tau2-bench's retail domain (database, its 16 tools, tasks, canonical state hash);
+- ``sqlite_env.py``: a domain's tables (schema and seed): the template per process, a private copy per
+  rollout, the export and the incremental state hash;
+- ``retail/``: tau2-bench's retail domain on those tables (db.json <-> rows, its 16 tools, tasks);
 - ``mcp_server.py``: any registered domain served over the Model Context Protocol, one private
   database per MCP session (``rewardkit env serve --mcp``; needs the optional ``mcp`` package);
 - ``mcp_env.py`` and ``mcp_domain.py``: an MCP server's tools as an environment, and as a registered domain
@@ -16,7 +18,8 @@ Every caller goes through the domain registry (:mod:`rewardkit.envs.domain`).
 - ``mcp_quiet.py``: the SDK's log records silenced while a connection is attempted; ``schemas.py``: tool
   arguments against JSON Schemas, worded as the harness words them (gold actions on any domain's tools).
 
-- ``tasks.py``: tau2 tasks, read and checked one way for every consumer; ``scenario.py``: the
+- ``tasks.py``: tau2 tasks, read and checked one way for every consumer; ``outcomes.py``: what calls leave
+  on a fresh database, and a task's gold outcome, replayed once per process; ``scenario.py``: the
   customer's words from a task's scenario; ``termination.py``: how an episode may end, and which
   endings are excluded as infrastructure.
 

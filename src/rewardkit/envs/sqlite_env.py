@@ -1,18 +1,22 @@
 """A domain's database on SQLite, without writing the plumbing: declare the tables and their rows, get the rest.
 
-A domain gives its schema (``CREATE TABLE`` statements) and its seed rows (table -> list of row objects, or a JSON
-file of that shape); :class:`Tables` then gives every rollout what retail's hand-written database has:
+A domain gives its schema (``CREATE TABLE`` statements) and its seed: table -> list of row objects, a function
+returning them, or the path of a file that ``read_seed`` turns into them (by default a JSON object of that shape).
+:class:`Tables` then gives every rollout:
 
 - a template database built once per process (per seed file), and a private in-memory copy per rollout through
   SQLite's backup API;
-- ``export()``: the state as JSON, table -> rows in insertion order;
-- ``state_hash()``: sha256 of each table's rows as a sorted multiset of canonical JSON, so that equal states hash
-  equal whatever order the writes came in; kept incrementally (triggers mark the rows a write touches, and only
-  those are serialised again);
+- ``export()``: the state as JSON, by default table -> rows in insertion order;
+- ``state_hash()``: sha256 of the state as canonical JSON (sorted keys, compact), so that equal states hash equal
+  whatever order the writes came in; kept incrementally (triggers mark what a write touches, and only that is
+  serialised again);
 - through :class:`~rewardkit.envs.harness.ToolEnvironment`: schema-checked calls, a transaction per write, the
   audit and idempotency keys.
 
-Tables must have rowids (no ``WITHOUT ROWID``). docs/domains.md writes a domain on it.
+By default the hashed state is each table's rows as a multiset: sorted by their canonical JSON, without rowids. A
+domain whose data has a nested format of its own (tau2's db.json) gives ``read_seed`` (that format -> rows) and a
+:class:`Nested` (rows -> that format, entity by entity): its export is that format, and its hash that of the export
+with null-valued keys dropped. Tables must have rowids (no ``WITHOUT ROWID``). docs/domains.md writes a domain on it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +35,8 @@ from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.harness import ToolEnvironment, ToolSpec
 
 Rows = Mapping[str, Sequence[Mapping[str, Any]]]
-DIRTY = "_rewardkit_dirty"
+DIRTY = "_rewardkit_dirty"  # (kind, id) of every row or entity a write touched since the copy was made
+ROWID = "_rewardkit_rowid"  # selected beside a row's columns to find it again; never part of its state
 
 
 def connect() -> sqlite3.Connection:
@@ -41,14 +47,69 @@ def connect() -> sqlite3.Connection:
     return conn
 
 
-ROWID = "_rewardkit_rowid"  # selected beside a row's columns to find it again; never part of its state
+def canonical(value: Any) -> str:
+    """Compact JSON with sorted keys: the text a state is hashed as."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _canonical(row: sqlite3.Row) -> str:
-    """A row's columns as compact JSON with sorted keys, without the rowid (which depends on insertion order)."""
+def drop_nulls(value: Any) -> Any:
+    """``value`` with every null-valued key removed, recursively: a null and a missing key are the same state."""
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A state in a nested JSON format of the domain's own: collection -> key -> entity, an entity made of rows of
+    one or more tables (a tau2 order: its row of ``orders`` and its rows of ``order_items``, ``payment_history``)."""
+
+    owners: Mapping[str, tuple[str, str]]  # every table -> (the collection, the column of its entity's key)
+    entity: Callable[[sqlite3.Connection, str, str], Any]  # (collection, key) -> the entity's JSON; None when gone
+    export: Callable[[sqlite3.Connection], dict[str, dict[str, Any]]]  # the whole state: collection -> key -> entity
+
+
+class _Snapshot:
+    """A state serialised unit by unit (a row, or a nested entity), with each kind's part of the hashed text."""
+
+    def __init__(self, units: dict[str, dict[Any, str]], keyed: bool) -> None:
+        self.units = units
+        self.keyed = keyed  # nested: a kind is an object, key -> entity; else a list of rows, sorted by their text
+        self.bodies = {kind: self.body(found) for kind, found in units.items()}  # unchanged kinds reuse these
+        # Nested: each kind's "key":entity entries in key order, so that a few touched entities are put in place
+        # instead of every key being sorted and serialised again.
+        ordered = {kind: sorted(found) for kind, found in units.items()} if keyed else {}
+        self.entries = {kind: [f"{canonical(k)}:{units[kind][k]}" for k in keys] for kind, keys in ordered.items()}
+        self.places = {kind: {k: i for i, k in enumerate(keys)} for kind, keys in ordered.items()}
+
+    def body(self, units: Mapping[Any, str | None]) -> str:
+        if self.keyed:
+            return "{" + ",".join(f"{canonical(k)}:{t}" for k, t in sorted(units.items()) if t is not None) + "}"
+        return "[" + ",".join(sorted(t for t in units.values() if t is not None)) + "]"
+
+    def changed_body(self, kind: str, changed: Mapping[Any, str | None]) -> str:
+        if not self.keyed or not changed.keys() <= self.places[kind].keys():  # rows re-sorted, or a new entity
+            return self.body({**self.units[kind], **changed})
+        entries: list[str | None] = list(self.entries[kind])
+        for key, text in changed.items():
+            entries[self.places[kind][key]] = None if text is None else f"{canonical(key)}:{text}"
+        return "{" + ",".join(e for e in entries if e is not None) + "}"
+
+    def digest(self, changed: Mapping[str, Mapping[Any, str | None]]) -> str:
+        """sha256 of the whole state's canonical JSON, with the units in ``changed`` (None: gone) replaced."""
+        parts = []
+        for kind in sorted(self.units):
+            body = self.changed_body(kind, changed[kind]) if kind in changed else self.bodies[kind]
+            parts.append(f"{canonical(kind)}:{body}")
+        return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _row_text(row: sqlite3.Row) -> str:
     columns = dict(row)
-    columns.pop(ROWID, None)
-    return json.dumps(columns, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    columns.pop(ROWID, None)  # the rowid depends on insertion order, not on the state
+    return canonical(columns)
 
 
 def _insert(conn: sqlite3.Connection, table: str, rows: Sequence[Mapping[str, Any]], where: str) -> None:
@@ -63,68 +124,8 @@ def _insert(conn: sqlite3.Connection, table: str, rows: Sequence[Mapping[str, An
             raise DomainDataError(f"{where}: {table}[{i}] cannot be stored ({exc})") from exc
 
 
-class Tables:
-    """One domain's schema and seed rows: templates, private copies, exports and state hashes."""
-
-    def __init__(self, schema: str, seed: Callable[[], Rows] | Rows) -> None:
-        self.schema = schema
-        self._seed = seed if callable(seed) else (lambda: seed)
-        self._lock = threading.Lock()
-
-    @functools.lru_cache(maxsize=4)  # noqa: B019 - one template per seed file, for the process's life
-    def template(self, seed_file: str | None = None) -> tuple[sqlite3.Connection, dict[str, dict[int, str]]]:
-        """The template database (the seed rows, or those of ``seed_file``) and each table's rows serialised."""
-        where = seed_file or "the domain's seed"
-        rows = self._seed() if seed_file is None else _read_seed(Path(seed_file))
-        conn = connect()
-        conn.executescript(self.schema)
-        names = [r["name"] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        unknown = sorted(set(rows) - set(names))
-        if unknown:
-            raise DomainDataError(f"{where}: tables {unknown} are not in the schema (tables: {', '.join(names)})")
-        conn.execute("BEGIN")
-        for table, table_rows in rows.items():
-            _insert(conn, table, table_rows, where)
-        conn.execute("COMMIT")
-        _track(conn, names)
-        parts = {
-            t: {r[ROWID]: _canonical(r) for r in conn.execute(f'SELECT rowid AS {ROWID}, * FROM "{t}"')} for t in names
-        }
-        return conn, parts
-
-    def copy(self, seed_file: str | None = None) -> sqlite3.Connection:
-        """A private in-memory copy of the template (SQLite's backup API: far cheaper than re-inserting)."""
-        base, _ = self.template(seed_file)
-        out = connect()
-        with self._lock:
-            base.backup(out)
-        return out
-
-    def tables(self, seed_file: str | None = None) -> list[str]:
-        return list(self.template(seed_file)[1])
-
-    def export(self, conn: sqlite3.Connection, seed_file: str | None = None) -> dict[str, list[dict[str, Any]]]:
-        """Every declared table's rows, in insertion order."""
-        return {
-            t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in self.tables(seed_file)
-        }
-
-    def state_hash(self, conn: sqlite3.Connection, seed_file: str | None = None) -> str:
-        """sha256 of each table's rows as a sorted list of canonical JSON (order-free), re-serialising only the rows
-        the triggers marked as touched since the copy was made."""
-        _, parts = self.template(seed_file)
-        changed: dict[str, dict[int, str | None]] = {}
-        for table, rowid in conn.execute(f"SELECT tbl, id FROM {DIRTY}"):
-            found = conn.execute(f'SELECT rowid AS {ROWID}, * FROM "{table}" WHERE rowid = ?', (rowid,)).fetchone()
-            changed.setdefault(table, {})[rowid] = None if found is None else _canonical(found)
-        body = {}
-        for table, rows in parts.items():
-            merged = {**rows, **changed.get(table, {})}
-            body[table] = sorted(text for text in merged.values() if text is not None)
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _read_seed(path: Path) -> Rows:
+def read_rows(path: Path) -> Rows:
+    """A seed file: a JSON object of table name -> list of rows."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -134,12 +135,115 @@ def _read_seed(path: Path) -> Rows:
     return data
 
 
-def _track(conn: sqlite3.Connection, tables: Sequence[str]) -> None:
-    """A table of touched rows, and triggers that fill it on every insert, update and delete."""
-    statements = [f"CREATE TABLE {DIRTY} (tbl TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (tbl, id));"]
-    for table in tables:
+class Tables:
+    """One domain's schema and seed: templates, private copies, exports and state hashes."""
+
+    def __init__(
+        self,
+        schema: str,
+        seed: Rows | Callable[[], Rows] | Path,
+        read_seed: Callable[[Path], Rows] = read_rows,
+        nested: Nested | None = None,
+    ) -> None:
+        self.schema = schema
+        self.seed = seed
+        self.read_seed = read_seed
+        self.nested = nested
+        self._lock = threading.Lock()
+
+    @functools.cached_property
+    def names(self) -> list[str]:
+        """The schema's tables."""
+        conn = connect()
+        conn.executescript(self.schema)
+        found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")
+        return [r["name"] for r in found]
+
+    @functools.cached_property
+    def _owners(self) -> dict[str, tuple[str, str]]:
+        """Table -> (the kind its rows are hashed under, the SQL of the unit a row belongs to)."""
+        if self.nested is None:
+            return {t: (t, "rowid") for t in self.names}
+        missing = sorted(set(self.names) - set(self.nested.owners))
+        if missing:  # their writes would never reach the hash
+            raise DomainDataError(f"Nested.owners: tables {missing} of the schema have no collection")
+        return {t: (kind, f'"{key}"') for t, (kind, key) in self.nested.owners.items()}
+
+    def _rows(self, seed_file: str | None) -> tuple[Rows, str]:
+        if seed_file is not None or isinstance(self.seed, Path):
+            path = Path(seed_file) if seed_file is not None else self.seed
+            return self.read_seed(path), str(path)  # type: ignore[arg-type]
+        return (self.seed() if callable(self.seed) else self.seed), "the domain's seed"
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - one template per seed file, for the process's life
+    def template(self, seed_file: str | None = None) -> tuple[sqlite3.Connection, _Snapshot]:
+        """The template database (the seed, or ``seed_file`` read by ``read_seed``) and its state serialised."""
+        rows, where = self._rows(seed_file)
+        unknown = sorted(set(rows) - set(self.names))
+        if unknown:
+            raise DomainDataError(f"{where}: tables {unknown} are not in the schema (tables: {', '.join(self.names)})")
+        conn = connect()
+        conn.executescript(self.schema)
+        conn.execute("BEGIN")
+        for table, table_rows in rows.items():
+            _insert(conn, table, table_rows, where)
+        conn.execute("COMMIT")
+        _track(conn, self._owners)
+        return conn, self._snapshot(conn)
+
+    def _snapshot(self, conn: sqlite3.Connection) -> _Snapshot:
+        if self.nested is None:
+            select = 'SELECT rowid AS {}, * FROM "{}"'
+            rows = {t: {r[ROWID]: _row_text(r) for r in conn.execute(select.format(ROWID, t))} for t in self.names}
+            return _Snapshot(rows, keyed=False)
+        state = self.nested.export(conn)
+        owned = {collection for collection, _ in self.nested.owners.values()}
+        if set(state) != owned:  # a write to a collection the export lacks would never reach the hash
+            raise DomainDataError(f"Nested: export() gives collections {sorted(state)}, owners name {sorted(owned)}")
+        return _Snapshot({c: {str(k): canonical(drop_nulls(v)) for k, v in e.items()} for c, e in state.items()}, True)
+
+    def _unit(self, conn: sqlite3.Connection, kind: str, unit: Any) -> tuple[Any, str | None]:
+        """A touched unit's id and its text now (None: gone)."""
+        if self.nested is None:
+            found = conn.execute(f'SELECT rowid AS {ROWID}, * FROM "{kind}" WHERE rowid = ?', (unit,)).fetchone()
+            return unit, None if found is None else _row_text(found)
+        value = self.nested.entity(conn, kind, unit)
+        return str(unit), None if value is None else canonical(drop_nulls(value))
+
+    def copy(self, seed_file: str | None = None) -> sqlite3.Connection:
+        """A private in-memory copy of the template (SQLite's backup API: far cheaper than re-inserting)."""
+        base, _ = self.template(seed_file)
+        out = connect()
+        with self._lock:  # copies of one template in several threads: its reads are serialised
+            base.backup(out)
+        return out
+
+    def export(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        """The state as JSON: the nested format, or every table's rows in insertion order."""
+        if self.nested is not None:
+            return self.nested.export(conn)
+        return {t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in self.names}
+
+    def state_hash(self, conn: sqlite3.Connection, seed_file: str | None = None) -> str:
+        """The state's hash, serialising again only what the triggers marked as touched since the copy was made."""
+        _, snapshot = self.template(seed_file)
+        changed: dict[str, dict[Any, str | None]] = {}
+        for kind, unit in conn.execute(f"SELECT kind, id FROM {DIRTY}"):
+            key, text = self._unit(conn, kind, unit)
+            changed.setdefault(kind, {})[key] = text
+        return snapshot.digest(changed)
+
+    def full_hash(self, conn: sqlite3.Connection) -> str:
+        """The same hash from every row of ``conn`` (the reference :meth:`state_hash` is checked against)."""
+        return self._snapshot(conn).digest({})
+
+
+def _track(conn: sqlite3.Connection, owners: Mapping[str, tuple[str, str]]) -> None:
+    """A table of touched units, and triggers that fill it on every insert, update and delete."""
+    statements = [f"CREATE TABLE {DIRTY} (kind TEXT NOT NULL, id NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID;"]
+    for table, (kind, unit) in owners.items():
         for event, rows in (("INSERT", ("NEW",)), ("DELETE", ("OLD",)), ("UPDATE", ("OLD", "NEW"))):
-            marks = " ".join(f"INSERT OR IGNORE INTO {DIRTY} VALUES ('{table}', {r}.rowid);" for r in rows)
+            marks = " ".join(f"INSERT OR IGNORE INTO {DIRTY} VALUES ('{kind}', {r}.{unit});" for r in rows)
             statements.append(
                 f'CREATE TRIGGER "{DIRTY}_{table}_{event.lower()}" AFTER {event} ON "{table}" BEGIN {marks} END;'
             )
@@ -148,7 +252,7 @@ def _track(conn: sqlite3.Connection, tables: Sequence[str]) -> None:
 
 def environment(tables: Tables, tools: Mapping[str, ToolSpec]) -> Callable[[str | Path | None], ToolEnvironment]:
     """``make_env`` for a :class:`~rewardkit.envs.Domain`: ``make_env(seed_file=None)`` is a fresh environment on
-    a private copy of the template (of ``seed_file``'s rows when given, a JSON object of table -> rows)."""
+    a private copy of the template (of ``seed_file``'s rows when given, read by the tables' ``read_seed``)."""
 
     class TablesEnvironment(ToolEnvironment):
         def __init__(self, seed_file: str | Path | None = None) -> None:
@@ -157,7 +261,7 @@ def environment(tables: Tables, tools: Mapping[str, ToolSpec]) -> Callable[[str 
 
         def export(self) -> dict[str, Any]:
             with self.lock:
-                return tables.export(self.conn, self._seed_file)
+                return tables.export(self.conn)
 
         def state_hash(self) -> str:
             with self.lock:

@@ -192,3 +192,13 @@ def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 def expected_outputs(task: Mapping[str, Any]) -> list[str]:
     return [str(x) for x in task["evaluation_criteria"].get("communicate_info") or []]
+
+
+def _normalise(text: str) -> str:
+    return text.lower().replace(",", "")
+
+
+def communicated_texts(texts: Sequence[str], outputs: Sequence[str]) -> list[bool]:
+    """Per expected output: does one of ``texts`` contain it (case-insensitive, commas removed; tau2's check)?"""
+    normalised = [_normalise(t) for t in texts]
+    return [any(_normalise(out) in t for t in normalised) for out in outputs]

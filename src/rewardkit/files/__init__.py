@@ -1,2 +1,2 @@
 """Files: the one JSONL reader (``jsonl.py``), outputs that are never half-written (``outputs.py``), and one
-writer per file (``lock.py``)."""
+writer per file (``lock.py``); and what is kept in memory between batches, bounded in bytes (``cache.py``)."""

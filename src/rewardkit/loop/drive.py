@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.envs import Domain
+from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.episode import Episode
 from rewardkit.loop.user_sim.base import UserSimulator
-from rewardkit.rewards.episodes import gold_outcome
 
 
 @dataclass(frozen=True)

@@ -181,8 +181,7 @@ class Episode:
         language = self.domain.language
         if self.gold_state is None:
             return Progress(requests=requests, language=language)
-        from rewardkit.envs.tasks import expected_outputs
-        from rewardkit.rewards.episodes import communicated_texts
+        from rewardkit.envs.tasks import communicated_texts, expected_outputs
 
         said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
         return Progress(state_done=self._env("the state hash", self.env.state_hash) == self.gold_state,

@@ -45,6 +45,7 @@ from typing import Any
 
 from rewardkit.envs import Domain
 from rewardkit.envs.approvals import gate_counts
+from rewardkit.envs.outcomes import task_check
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.files.jsonl import BOM, json_problem, kind
 from rewardkit.files.lock import WriterLock
@@ -278,12 +279,10 @@ def select_tasks(
     domain: Domain, split: str, task_ids: Sequence[str] | None, limit: int | None
 ) -> tuple[list[dict], dict[str, str]]:
     """The split's usable tasks in split order, narrowed to ``task_ids`` and cut to the first ``limit``; and the
-    unusable ones left out, id -> why (the task checks and the gold replay of ``rewardkit.rewards.episodes``).
+    unusable ones left out, id -> why (the task checks and the gold replay of :mod:`rewardkit.envs.outcomes`).
 
     A task named in ``task_ids`` that is unusable is an error: it was asked for by name.
     """
-    from rewardkit.rewards.episodes import task_check
-
     splits = domain.splits()
     if split not in splits:
         raise RunError(f"--split {split!r}: {domain.name} has splits {', '.join(sorted(splits))}")

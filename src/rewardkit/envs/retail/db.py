@@ -1,12 +1,9 @@
-"""The retail database on SQLite: schema, import from and export to tau2's db.json.
+"""The retail database on SQLite: its schema, and how tau2's db.json maps to rows and back.
 
-``import → export`` reproduces db.json exactly (as JSON, after dropping
-null-valued keys): list order is kept in ``position`` columns, prices and
-balances are REAL, which stores the JSON doubles bit for bit.
-
-Each rollout gets a private in-memory copy of one template database through
-SQLite's backup API (:func:`fresh_copy`), far cheaper than re-parsing or
-deep-copying the JSON.
+``read → export`` reproduces db.json exactly (as JSON, after dropping null-valued keys): list order is kept in
+``position`` columns, prices and balances are REAL, which stores the JSON doubles bit for bit. :data:`TABLES`
+is retail on the shared plumbing (:mod:`rewardkit.envs.sqlite_env`): a template per process, a private copy per
+rollout, and the state hash of the exported db.json, kept incrementally per user, product and order.
 """
 
 from __future__ import annotations
@@ -14,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.sqlite_env import Nested, Rows, Tables
 
 SCHEMA = """
 CREATE TABLE users (
@@ -80,76 +78,40 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def connect(path: str = ":memory:") -> sqlite3.Connection:
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
-
-
-def load(db: Mapping[str, Any]) -> sqlite3.Connection:
-    """A new in-memory database holding ``db`` (the parsed db.json)."""
-    conn = connect()
-    conn.executescript(SCHEMA)
-    conn.execute("BEGIN")
+def _rows(db: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """db.json's products, users and orders as rows, parents before children (the foreign keys are checked)."""
+    products, variants, users, methods, user_orders = [], [], [], [], []
     for pos, p in enumerate(db["products"].values()):
-        conn.execute("INSERT INTO products VALUES (?, ?, ?)", (p["product_id"], pos, p["name"]))
-        for vpos, v in enumerate(p["variants"].values()):
-            conn.execute(
-                "INSERT INTO variants VALUES (?, ?, ?, ?, ?, ?)",
-                (v["item_id"], p["product_id"], vpos, _dumps(v["options"]), int(v["available"]), v["price"]),
-            )
+        products.append({"product_id": p["product_id"], "position": pos, "name": p["name"]})
+        variants += [{"item_id": v["item_id"], "product_id": p["product_id"], "position": i,
+                      "options": _dumps(v["options"]), "available": int(v["available"]), "price": v["price"]}
+                     for i, v in enumerate(p["variants"].values())]  # fmt: skip
     for pos, u in enumerate(db["users"].values()):
-        a = u["address"]
-        conn.execute(
-            "INSERT INTO users VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                u["user_id"],
-                pos,
-                u["name"]["first_name"],
-                u["name"]["last_name"],
-                u["email"],
-                *(a.get(k) for k in _ADDRESS),
-            ),
-        )
-        for mpos, m in enumerate(u["payment_methods"].values()):
-            conn.execute(
-                "INSERT INTO payment_methods VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (m["id"], u["user_id"], mpos, m["source"], m.get("brand"), m.get("last_four"), m.get("balance")),
-            )
-        conn.executemany(
-            "INSERT INTO user_orders VALUES (?, ?, ?)", [(u["user_id"], i, o) for i, o in enumerate(u["orders"])]
-        )
+        users.append({"user_id": u["user_id"], "position": pos, "first_name": u["name"]["first_name"],
+                      "last_name": u["name"]["last_name"], "email": u["email"],
+                      **{k: u["address"].get(k) for k in _ADDRESS}})  # fmt: skip
+        methods += [{"id": m["id"], "user_id": u["user_id"], "position": i, "source": m["source"],
+                     "brand": m.get("brand"), "last_four": m.get("last_four"), "balance": m.get("balance")}
+                    for i, m in enumerate(u["payment_methods"].values())]  # fmt: skip
+        user_orders += [{"user_id": u["user_id"], "position": i, "order_id": o} for i, o in enumerate(u["orders"])]
+    orders, items, fulfillments, payments = [], [], [], []
     for pos, o in enumerate(db["orders"].values()):
-        extras = [_dumps(o[k]) if k in o else None for k in _ORDER_EXTRAS_JSON] + [o.get(k) for k in _ORDER_EXTRAS]
-        conn.execute(
-            "INSERT INTO orders (order_id, position, user_id, address1, address2, city, country, state, zip, status, "
-            f"{', '.join(_ORDER_EXTRAS_JSON + _ORDER_EXTRAS)}) VALUES ({', '.join('?' * 17)})",
-            (o["order_id"], pos, o["user_id"], *(o["address"].get(k) for k in _ADDRESS), o["status"], *extras),
-        )
-        conn.executemany(
-            "INSERT INTO order_items VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(o["order_id"], i, it["item_id"], it["product_id"], it["name"], it["price"], _dumps(it["options"]))
-             for i, it in enumerate(o["items"])],
-        )  # fmt: skip
-        conn.executemany(
-            "INSERT INTO fulfillments VALUES (?, ?, ?, ?)",
-            [
-                (o["order_id"], i, _dumps(f["tracking_id"]), _dumps(f["item_ids"]))
-                for i, f in enumerate(o["fulfillments"])
-            ],
-        )
-        conn.executemany(
-            "INSERT INTO payment_history VALUES (?, ?, ?, ?, ?)",
-            [(o["order_id"], i, p["transaction_type"], p["amount"], p["payment_method_id"])
-             for i, p in enumerate(o["payment_history"])],
-        )  # fmt: skip
-    conn.execute("COMMIT")
-    return conn
-
-
-class DatabaseError(ValueError):
-    """A db.json that cannot be a retail database: not JSON, a missing field, or non-finite money."""
+        key = o["order_id"]
+        orders.append({"order_id": key, "position": pos, "user_id": o["user_id"],
+                       **{k: o["address"].get(k) for k in _ADDRESS}, "status": o["status"],
+                       **{k: _dumps(o[k]) if k in o else None for k in _ORDER_EXTRAS_JSON},
+                       **{k: o.get(k) for k in _ORDER_EXTRAS}})  # fmt: skip
+        items += [{"order_id": key, "position": i, "item_id": it["item_id"], "product_id": it["product_id"],
+                   "name": it["name"], "price": it["price"], "options": _dumps(it["options"])}
+                  for i, it in enumerate(o["items"])]  # fmt: skip
+        fulfillments += [{"order_id": key, "position": i, "tracking_ids": _dumps(f["tracking_id"]),
+                          "item_ids": _dumps(f["item_ids"])} for i, f in enumerate(o["fulfillments"])]  # fmt: skip
+        payments += [{"order_id": key, "position": i, "transaction_type": p["transaction_type"],
+                      "amount": p["amount"], "payment_method_id": p["payment_method_id"]}
+                     for i, p in enumerate(o["payment_history"])]  # fmt: skip
+    return {"products": products, "variants": variants, "users": users, "payment_methods": methods,
+            "user_orders": user_orders, "orders": orders, "order_items": items, "fulfillments": fulfillments,
+            "payment_history": payments}  # fmt: skip
 
 
 def _finite(text: str) -> float:
@@ -163,32 +125,17 @@ def _no_constants(name: str) -> float:
     raise ValueError(f"non-finite number {name}")  # NaN, Infinity, -Infinity: JSON extensions Python accepts
 
 
-def load_file(path: str | Path = DATA_DIR / "db.json") -> sqlite3.Connection:
-    """Load a db.json; money is checked finite, and a malformed file fails here, naming it."""
+def read_db(path: Path) -> Rows:
+    """A db.json as rows; money is checked finite, and a malformed file fails here, naming it."""
     try:
-        with Path(path).open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8") as f:
             db = json.load(f, parse_float=_finite, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise DatabaseError(f"{path}: not a usable db.json: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise DomainDataError(f"{path}: not a usable db.json: {exc}") from None
     try:
-        return load(db)
-    except (KeyError, TypeError, AttributeError, sqlite3.IntegrityError) as exc:
-        raise DatabaseError(f"{path}: not a tau2 retail db.json: missing or malformed field {exc}") from None
-
-
-_BACKUP_LOCK = threading.Lock()
-
-
-def fresh_copy(template: sqlite3.Connection) -> sqlite3.Connection:
-    """A private in-memory copy of ``template`` via SQLite's online backup API.
-
-    Rollouts in threads share one template connection; the lock serialises the
-    (sub-millisecond) reads of it, the copies are then fully independent.
-    """
-    copy = connect()
-    with _BACKUP_LOCK:
-        template.backup(copy)
-    return copy
+        return _rows(db)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DomainDataError(f"{path}: not a tau2 retail db.json: missing or malformed field {exc}") from None
 
 
 def _address(row: sqlite3.Row) -> dict[str, Any]:
@@ -312,10 +259,23 @@ def export(conn: sqlite3.Connection) -> dict[str, Any]:
     }
 
 
-def drop_nulls(value: Any) -> Any:
-    """``value`` with every null-valued key removed, recursively (the comparison db.json promises)."""
-    if isinstance(value, dict):
-        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [drop_nulls(v) for v in value]
-    return value
+# table -> (db.json's collection, the column holding the key of the entity its rows belong to)
+_OWNERS = {
+    "users": ("users", "user_id"),
+    "payment_methods": ("users", "user_id"),
+    "user_orders": ("users", "user_id"),
+    "products": ("products", "product_id"),
+    "variants": ("products", "product_id"),
+    "orders": ("orders", "order_id"),
+    "order_items": ("orders", "order_id"),
+    "fulfillments": ("orders", "order_id"),
+    "payment_history": ("orders", "order_id"),
+}
+_ENTITY = {"users": user_dict, "products": product_dict, "orders": order_dict}
+
+TABLES = Tables(
+    SCHEMA,
+    DATA_DIR / "db.json",
+    read_seed=read_db,
+    nested=Nested(_OWNERS, lambda conn, collection, key: _ENTITY[collection](conn, key), export),
+)

@@ -8,8 +8,9 @@ from typing import Any
 
 from rewardkit.envs.domain import Domain, DomainDataError
 from rewardkit.envs.retail import DATA_DIR
-from rewardkit.envs.retail.env import RetailEnv
+from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.sqlite_env import environment
 
 # Every file of data/ that some command reads (SOURCE.md and LICENSE are documentation).
 DATA_FILES = tuple(DATA_DIR / name for name in
@@ -63,7 +64,7 @@ def guidelines() -> str:
 
 RETAIL = Domain(
     name="retail",
-    make_env=RetailEnv,
+    make_env=environment(TABLES, TOOLS),  # a private copy of the template database per rollout
     tools=TOOLS,
     tasks=tasks,
     splits=splits,

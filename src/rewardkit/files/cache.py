@@ -1,4 +1,5 @@
-"""Byte-bounded, thread-safe LRU caches: what rewardkit keeps from one batch to the next.
+"""Byte-bounded, thread-safe LRU caches: what rewardkit keeps from one batch to the next (the rewards' parses
+and checked rows, the environments' gold outcomes).
 
 The rewards of one GRPO batch read the same completions and the same dataset
 rows, so each is parsed or validated once and shared. What outlives the batch
@@ -8,7 +9,7 @@ multi-turn transcript do not cost the same.
 Budget: ``$REWARDKIT_CACHE_MB`` (default 64, read once at import; 0 keeps
 nothing beyond the current call) is the budget of the completion cache
 (``parse``/``read_plan``); each of the smaller caches (dataset rows per reward
-family, think bands, tau2 gold outcomes) gets a quarter of it. Together they
+family, think bands, gold outcomes) gets a quarter of it. Together they
 hold at most ``2 x $REWARDKIT_CACHE_MB`` MiB.
 
 How an entry is counted: the key (``sys.getsizeof`` of its strings; other key

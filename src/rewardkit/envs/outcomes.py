@@ -1,0 +1,86 @@
+"""What a sequence of tool calls leaves behind on a fresh database, and a task's gold outcome, once per process.
+
+An :class:`Outcome` is the final state hash plus every call with its result. :func:`gold_outcome` replays a task's
+gold actions on a fresh copy of the domain's database; the rollout loop, the multi-turn scheduler and the
+task-completion rewards all take it from one per-process cache, so a task replays once however many rollouts it
+has. :func:`task_check` and :func:`checked_task` are the task checks of :mod:`rewardkit.envs.tasks` with the
+domain's tool schemas, plus that gold replay (a gold write that fails is ``gold_fails``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewardkit.envs import get_domain, make_env
+from rewardkit.envs.harness import IDEMPOTENCY_KEY
+from rewardkit.envs.tasks import error_text, gold_actions, gold_problem, read_task, task_error, task_problem
+from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    arguments: Mapping[str, Any]  # without the idempotency key
+    ok: bool
+    error: str | None = field(default=None, compare=False)  # "CODE: message" of a failed replayed call
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state_hash: str
+    calls: tuple[Call, ...]
+
+
+def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments as calls are compared: without the idempotency key."""
+    return {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
+
+
+def replay(domain: str, calls: Sequence[Any]) -> Outcome:
+    """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database."""
+    with make_env(domain) as env:
+        results = env.replay(calls)
+        audit = env.audit()
+        return Outcome(
+            env.state_hash(),
+            tuple(
+                Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r))
+                for a, r in zip(audit, results, strict=True)
+            ),
+        )
+
+
+# (domain, gold actions as JSON) -> Outcome. It grows with the distinct tasks in the data, so it is bounded twice:
+# 4096 tasks (tau2 retail has 114) and a quarter of $REWARDKIT_CACHE_MB in bytes. An entry is a task's gold calls
+# and their arguments, typically a few KB, so the count is what binds; the bytes guard against unusual data.
+GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
+
+
+def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
+    """The outcome of ``task``'s gold actions on a fresh copy of ``domain``'s database (cached per process)."""
+    actions = gold_actions(task)
+    return GOLD_OUTCOMES.get((domain, json.dumps(actions, sort_keys=True)), lambda: replay(domain, actions))
+
+
+def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
+    """``(reason, detail)`` of what is wrong with ``task`` in ``domain``, else None: the shared task checks with the
+    domain's tool schemas, then the gold replay (a failed gold write is ``gold_fails``). For a run that selects
+    tasks and counts bad ones."""
+    found = get_domain(domain)
+    problem = task_problem(task, found.tools, domain)
+    if problem is None:
+        replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
+        problem = gold_problem(task, replayed, found.write_tools)
+    return problem
+
+
+def checked_task(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
+    """The task in ``cell`` (an object or its JSON), checked by :func:`task_check`; a TaskError names ``at``."""
+    task = read_task(cell, at, get_domain(domain).tools, domain)
+    problem = task_check(task, domain)
+    if problem is not None:
+        raise task_error(at, problem)
+    return task
