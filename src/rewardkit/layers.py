@@ -24,7 +24,11 @@ class Package:
 LAYERS: tuple[tuple[Package, ...], ...] = (
     (
         Package("rewardkit", "src/rewardkit/__init__.py", "the version, and this declaration"),
-        Package("rewardkit.files", "src/rewardkit/files", "JSONL reading, and outputs that are never half-written"),
+        Package(
+            "rewardkit.files",
+            "src/rewardkit/files",
+            "JSONL reading, outputs that are never half-written, and the byte-bounded caches",
+        ),
         Package(
             "rewardkit.config",
             "src/rewardkit/config",
@@ -35,8 +39,8 @@ LAYERS: tuple[tuple[Package, ...], ...] = (
         Package(
             "rewardkit.envs",
             "src/rewardkit/envs",
-            "tool environments and the task format: harness, domains, tau2 retail on SQLite, MCP both ways, "
-            "tool-call parsing, tasks, gold outcomes, how an episode may end",
+            "tool environments and the task format: harness, domains, SQLite tables (tau2 retail on them), MCP both "
+            "ways, tool-call parsing, tasks, gold outcomes, how an episode may end",
         ),
     ),
     (Package("rewardkit.rewards", "rewards", "one reward per file, for ms-swift's `orms` (and TRL)"),),
