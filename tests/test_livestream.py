@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.harness import ResultCode
+from rewardkit.envs.approvals import gate_counts
 from rewardkit.envs.tasks import approves, gold_actions, known_info, reason_for_call
 
 FOLDER = Path(__file__).resolve().parents[1] / "src" / "rewardkit" / "envs" / "livestream"
@@ -19,21 +19,6 @@ PUBLIC = {"rewardkit.envs", "rewardkit.envs.harness", "rewardkit.envs.approvals"
           "rewardkit.envs.domain"}  # fmt: skip
 DOMAIN = get_domain("livestream")
 TASKS = DOMAIN.tasks()
-
-
-def replay(env, task) -> tuple[list, int]:
-    """The gold actions in order; a soft-gated write the task's user approves is approved by the user-side tool
-    and sent again. Returns the results and how many approvals were asked for."""
-    results, asked = [], 0
-    for action in gold_actions(task):
-        result = env.call(action["name"], action["arguments"])
-        if result.code is ResultCode.APPROVAL_REQUIRED:
-            asked += 1
-            if approves(task):
-                assert env.user_call("approve_request", {"request_id": result.value["error"]["request_id"]}).ok
-                result = env.call(action["name"], action["arguments"])
-        results.append(result)
-    return results, asked
 
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:
@@ -66,8 +51,9 @@ def test_every_gold_replays_and_shows_its_expected_outputs(task_id: str) -> None
     task = TASKS[task_id]
     with DOMAIN.make_env(None) as env:
         before = env.state_hash()
-        results, asked = replay(env, task)
+        results = env.replay(gold_actions(task), approve=approves(task))  # as its user answers
         after = env.state_hash()
+        asked = gate_counts(env.audit())["requested"]
     failed = [(a["name"], r.text()) for a, r in zip(gold_actions(task), results, strict=True) if not r.ok]
     assert failed == []  # gold lists only the calls that succeed
     writes = [a for a in gold_actions(task) if a["name"] in DOMAIN.write_tools]

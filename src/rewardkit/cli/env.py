@@ -94,14 +94,16 @@ def cmd_env_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gold_actions(domain: str, task_id: str) -> list[Any]:
+def _gold_actions(domain: str, task_id: str) -> tuple[list[Any], bool]:
+    """The task's gold actions, and whether its user approves what they ask approval for."""
     from rewardkit.envs import get_domain
+    from rewardkit.envs.tasks import approves
 
     tasks = get_domain(domain).tasks()
     if task_id not in tasks:
         raise _Usage(f"no task {task_id!r} in the {domain} tasks ({len(tasks)} tasks, ids like {next(iter(tasks))!r})")
     criteria = tasks[task_id].get("evaluation_criteria") or {}
-    return list(criteria.get("actions") or [])
+    return list(criteria.get("actions") or []), approves(tasks[task_id])
 
 
 def _file_actions(path: Path) -> list[Any]:
@@ -144,7 +146,7 @@ def cmd_env_replay(args: argparse.Namespace) -> int:
         # anything is read.
         inputs = [("--actions", args.actions) if args.actions else None, ("--db", args.db) if args.db else None]
         check_outputs([*inputs, *get_domain(args.domain).input_files()], [("--export", args.export)])
-        calls = _gold_actions(args.domain, args.task) if args.task is not None else _file_actions(args.actions)
+        calls, approve = _gold_actions(args.domain, args.task) if args.task else (_file_actions(args.actions), False)
         if args.db is not None and not args.db.is_file():
             raise _Usage(f"database {args.db} not found")
         try:
@@ -157,10 +159,15 @@ def cmd_env_replay(args: argparse.Namespace) -> int:
         print(f"rewardkit env replay: {exc}", file=sys.stderr)
         return 2
     with env:
-        results = env.replay(calls)
-        for entry, result in zip(env.audit(), results, strict=True):  # one audit row per call
-            line = f"{entry['seq']:>3}  {entry['tool']:<32} {result.code.value}"
-            print(line if result.ok else f"{line}  {_message(result.value)}")
+        results = []
+        for call in calls:
+            seen = len(env.audit())
+            results += env.replay([call], approve=approve)
+            *held, entry = env.audit()[seen:]  # a call its user approved: its refusal and the approval, then its run
+            for row in held:
+                print(f"{row['seq']:>3}  {row['tool']:<32} {row['code']}  ({row['side']})")
+            line = f"{entry['seq']:>3}  {entry['tool']:<32} {results[-1].code.value}"
+            print(line if results[-1].ok else f"{line}  {_message(results[-1].value)}")
         try:
             atomic_write_text(args.export, json.dumps(env.export(), ensure_ascii=False, indent=2) + "\n", "--export")
         except OutputError as exc:

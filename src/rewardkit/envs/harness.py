@@ -142,15 +142,26 @@ class CallingEnvironment(StatefulEnvironment):
                 return self._record(call.name, {}, ToolResult.error(ResultCode.SCHEMA_VIOLATION, call.error))
             return self._call(call.name, call.arguments)
 
-    def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]]) -> list[ToolResult]:
-        """Run calls in order; mappings are ``{"name", "arguments"}`` (gold actions, action files)."""
+    def replay(self, calls: Iterable[ToolCall | Mapping[str, Any]], approve: bool = False) -> list[ToolResult]:
+        """Run calls in order, one result each; mappings are ``{"name", "arguments"}`` (gold actions, action files).
+
+        With ``approve`` (a task whose user approves, ``tasks.approves``), a call held for approval is approved on
+        the user's behalf, by the user-side tool, and sent once more: the gold as its conversation would run it."""
         out = []
         with self.lock:  # one replay is one uninterrupted sequence
             for call in calls:
                 if isinstance(call, Mapping):
                     call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
-                out.append(self.execute(call))
+                result = self.execute(call)
+                if approve and result.code is ResultCode.APPROVAL_REQUIRED:
+                    self.user_call("approve_request", {"request_id": result.value["error"]["request_id"]})
+                    result = self.execute(call)
+                out.append(result)
         return out
+
+    def user_call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """A user-side tool (``approvals.USER_TOOLS``); an environment without gates takes none."""
+        return ToolResult.error(ResultCode.UNKNOWN_TOOL, f"no user-side tool {name!r} here: nothing is gated")
 
     def _admit(self, name: Any, arguments: Any) -> tuple[str, dict[str, Any], ToolResult | None]:
         """The name and arguments as stored, and the refusal when the call cannot run at all."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from rewardkit.envs import get_domain, make_env
 from rewardkit.envs.harness import IDEMPOTENCY_KEY
-from rewardkit.envs.tasks import error_text, gold_actions, gold_problem, read_task, task_error, task_problem
+from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
 from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
 
 
@@ -39,16 +39,22 @@ def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
 
 
-def replay(domain: str, calls: Sequence[Any]) -> Outcome:
-    """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database."""
+def replay(domain: str, calls: Sequence[Any], approve: bool = False) -> Outcome:
+    """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database; with
+    ``approve``, each call held for approval is approved as its user would and sent again (``harness.replay``)."""
     with make_env(domain) as env:
-        results = env.replay(calls)
-        audit = env.audit()
+        if approve:  # a held call leaves its refusal and the user's approval first: keep each call's last row
+            pairs = []
+            for call in calls:
+                result = env.replay([call], approve=True)[0]
+                pairs.append((env.audit()[-1], result))
+        else:
+            results = env.replay(calls)
+            pairs = list(zip(env.audit(), results, strict=True))
         return Outcome(
             env.state_hash(),
             tuple(
-                Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r))
-                for a, r in zip(audit, results, strict=True)
+                Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r)) for a, r in pairs
             ),
         )
 
@@ -60,9 +66,11 @@ GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
 
 
 def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
-    """The outcome of ``task``'s gold actions on a fresh copy of ``domain``'s database (cached per process)."""
-    actions = gold_actions(task)
-    return GOLD_OUTCOMES.get((domain, json.dumps(actions, sort_keys=True)), lambda: replay(domain, actions))
+    """The outcome of ``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved
+    when its user approves (cached per process)."""
+    actions, approve = gold_actions(task), approves(task)
+    key = (domain, json.dumps(actions, sort_keys=True), approve)
+    return GOLD_OUTCOMES.get(key, lambda: replay(domain, actions, approve))
 
 
 def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:

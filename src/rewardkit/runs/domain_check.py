@@ -28,7 +28,15 @@ from jsonschema.exceptions import SchemaError
 
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.harness import IDEMPOTENCY_KEY
-from rewardkit.envs.tasks import error_text, expected_outputs, gold_actions, gold_problem, reason_for_call, task_problem
+from rewardkit.envs.tasks import (
+    approves,
+    error_text,
+    expected_outputs,
+    gold_actions,
+    gold_problem,
+    reason_for_call,
+    task_problem,
+)
 from rewardkit.rewards import TaskCompletion
 from rewardkit.testing.report import Check, safe_text
 
@@ -135,7 +143,7 @@ def replay_gold(domain: Domain, task: Any) -> Gold:
     try:
         with domain.make_env(None) as env:
             before = env.state_hash()
-            results = env.replay(actions)
+            results = env.replay(actions, approve=approves(task))
             after = env.state_hash()
     except Exception as exc:  # a bug in the domain's environment or tools: reported, not a traceback
         return Gold(f"replaying the gold raised {type(exc).__name__}: {exc}", None, bool(writes), False)
