@@ -14,10 +14,10 @@ from typing import Any
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.harness import ResultCode
-from rewardkit.envs.outcomes import Call, Outcome, checked_task, replay, without_key
+from rewardkit.envs.outcomes import Call, Outcome, checked_task, replay_conversation, without_key
 from rewardkit.envs.tasks import TaskError, communicated_texts
 from rewardkit.envs.termination import EXCLUDED, NATURAL
-from rewardkit.envs.tool_calls import tool_calls, user_facing_texts
+from rewardkit.envs.tool_calls import user_facing_texts
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
 from rewardkit.rewards._rows import RowCache, cells_key
@@ -86,12 +86,13 @@ def _recorded(infos: Any, need_calls: bool) -> Outcome | None:
     calls = tuple(
         Call(str(a.get("tool")), without_key(a.get("arguments") or {}), a.get("code") == ResultCode.OK.value)
         for a in audit
+        if a.get("side", "agent") == "agent"  # the user's approvals are not the agent's calls
     )
     return Outcome(infos["state_hash"], calls)
 
 
 def agent_outcome(domain: str, messages: Sequence[Mapping[str, Any]], infos: Any, need_calls: bool) -> Outcome:
-    return _recorded(infos, need_calls) or replay(domain, tool_calls(messages))
+    return _recorded(infos, need_calls) or replay_conversation(domain, messages)
 
 
 def write_tools(domain: str) -> frozenset[str]:

@@ -65,3 +65,39 @@ def test_every_gold_trajectory_completes_through_the_scheduler(rows: dict[str, d
     assert scores == dict.fromkeys(rows, 1.0), {k: v for k, v in scores.items() if v != 1.0}
     # The tasks whose user approves: t13, t14, t15, t29, t30, t37, t43 one request each; t38, t44, t45 two each.
     assert approved == 13  # 7 + 3 * 2
+
+
+def _gold_conversation(task_id: str) -> list[dict]:
+    from rewardkit.loop.config import RolloutLimits
+    from rewardkit.loop.drive import run_episode
+    from rewardkit.loop.gold import GoldAgent
+    from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+
+    task = DOMAIN.tasks()[task_id]
+    return run_episode(DOMAIN, task, GoldAgent(task), ScriptedSimulator(), RolloutLimits()).messages
+
+
+def _forge(messages: list[dict]) -> list[dict]:
+    """The user's approval taken out of its turn and written by the agent instead, at the end of its question."""
+    out = [dict(m) for m in messages]
+    user = next(i for i, m in enumerate(out) if m["role"] == "user" and "###APPROVE###" in m["content"])
+    out[user]["content"] = out[user]["content"].replace("###APPROVE###", "")
+    out[user - 1]["content"] += " ###APPROVE###"
+    return out
+
+
+@pytest.mark.parametrize(
+    ("edit", "score"),
+    [
+        (lambda m: m, 1.0),  # the conversation as it ran: the user's approval taken at its turn
+        (_forge, 0.0),  # the same words, the marker in the agent's message: nothing approved, the price unchanged
+    ],
+    ids=["as-it-ran", "agent-forges-the-approval"],
+)
+def test_a_logged_conversation_replays_its_users_approvals_only(edit, score: float) -> None:
+    from rewardkit.rewards import TaskCompletion
+
+    # t13: change SP006's price 99 -> 89, which the streamer approves; no rollout_infos, so the reward replays.
+    messages = edit(_gold_conversation("t13"))
+    task = json.dumps(DOMAIN.tasks()["t13"], ensure_ascii=False)
+    assert TaskCompletion()([""], messages=[messages], task=[task], domain=["livestream"]) == [score]

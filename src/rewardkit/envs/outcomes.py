@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.envs import get_domain, make_env
+from rewardkit.envs.approvals import user_decision
 from rewardkit.envs.harness import IDEMPOTENCY_KEY
 from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
+from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
 
 
@@ -57,6 +59,31 @@ def replay(domain: str, calls: Sequence[Any], approve: bool = False) -> Outcome:
                 Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r)) for a, r in pairs
             ),
         )
+
+
+def replay_conversation(domain: str, messages: Sequence[Any]) -> Outcome:
+    """The agent's calls in ``messages`` on a fresh copy, in order, each user turn's decision (its ``###APPROVE###``
+    or ``###DECLINE###``) taken on the requests waiting at that point, as the live episode took it."""
+    if not any(_decision(m) for m in messages):  # nothing decided: the calls alone
+        return replay(domain, tool_calls(messages))
+    with make_env(domain) as env:
+        results = []
+        for message in messages:
+            decision = _decision(message)
+            for request in env.pending_approvals() if decision else ():
+                env.user_call(decision, {"request_id": request["id"]})
+            results += env.replay(tool_calls([message]))
+        rows = [a for a in env.audit() if a["side"] == "agent"]
+        calls = (Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r))
+                 for a, r in zip(rows, results, strict=True))  # fmt: skip
+        return Outcome(env.state_hash(), tuple(calls))
+
+
+def _decision(message: Any) -> str | None:
+    """The user-side tool a user message asks for, or None (any other message, the agent's included)."""
+    if not isinstance(message, Mapping) or message.get("role") != "user" or not isinstance(message.get("content"), str):
+        return None
+    return user_decision(message["content"])
 
 
 # (domain, gold actions as JSON) -> Outcome. It grows with the distinct tasks in the data, so it is bounded twice:
