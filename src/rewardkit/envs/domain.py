@@ -206,16 +206,10 @@ def _find(ref: str) -> Domain | None:
     return _load(ref)
 
 
-def _load_configured() -> None:
-    """Load the domain that ``$REWARDKIT_CONFIG`` names under :data:`CONFIG_KEY`, if it names one. A recipe's config
-    names its domain so that every process reading it (each trainer rank, a rollout server) finds the domain that
-    the rows name, by its name too."""
-    from rewardkit.config import read_config_file
-
-    raw, source = read_config_file()
-    ref = raw.get(CONFIG_KEY)
-    if ref is None:
-        return
+def load_configured(ref: Any, source: str) -> Domain:
+    """The domain a config's :data:`CONFIG_KEY` names (``source``: the config file, for messages), loaded and
+    registered. A recipe's config names its domain so that every process reading it (each trainer rank, a rollout
+    server) finds the domain the rows name, by its name too."""
     if not isinstance(ref, str) or not ref.strip():
         raise DomainError(f"{source}: {CONFIG_KEY}: must name a domain (a built-in name, an entry point or a path), "
                           f"got {ref!r}")  # fmt: skip
@@ -227,6 +221,7 @@ def _load_configured() -> None:
         known = ", ".join(domain_names())
         raise DomainError(f"{source}: {CONFIG_KEY}: unknown domain {ref!r}; known domains: {known}, or the absolute "
                           "path of a domain's folder or module")  # fmt: skip
+    return found
 
 
 def get_domain(ref: str) -> Domain:
@@ -237,7 +232,11 @@ def get_domain(ref: str) -> Domain:
     own name, so that ``get_domain(domain.name)`` finds it afterwards."""
     found = _find(ref)
     if found is None:
-        _load_configured()
+        from rewardkit.config import read_config_file
+
+        raw, source = read_config_file()
+        if raw.get(CONFIG_KEY) is not None:
+            load_configured(raw[CONFIG_KEY], source)
         found = _REGISTERED.get(ref)
     if found is None:
         raise DomainError(
