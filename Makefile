@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo demo-tau2 test test-compat lint bench lock clean
+.PHONY: demo demo-agent test test-compat lint bench lock clean
 
 # $(1) = venv dir, $(2) = lock file. torch goes first so that nothing pulls a CUDA build.
 define make_venv
@@ -36,10 +36,10 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/rewardkit demo
 	$(VENV)/bin/rewardkit recipe run planning --preset tiny --baseline --workdir runs/demo
 
-# The tau2 chain on CPU: gold-agent synthesis -> cold-start SFT -> multi-turn GRPO (+ no-learning control)
-# -> evaluation of every model. Resumable; rm -r runs/tau2 to redo.
-demo-tau2: $(VENV)/.installed
-	$(VENV)/bin/rewardkit recipe run tau2 --preset tiny --baseline --eval-tasks 10 --workdir runs/tau2
+# The agent chain on CPU: gold-agent synthesis -> cold-start SFT -> multi-turn GRPO (+ no-learning control)
+# -> evaluation of every model. Resumable; rm -r runs/agent to redo.
+demo-agent: $(VENV)/.installed
+	$(VENV)/bin/rewardkit recipe run agent --preset tiny --baseline --eval-tasks 10 --workdir runs/agent
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -5,7 +5,7 @@
 1. ``lint RECIPE``: the bundled planning set (recipes/planning/tiny_grpo.yaml) on the 160 GRPO rows built from
    examples/planning/annotated_p1.jsonl, per completion scored (each gold and its probes), against the reward
    stack's own cost: the seven rewards each scoring the same completions in one batch, as a GRPO step does.
-2. ``lint tokens``: synthesised tau2 rows (`rewardkit synth tau2 --agent gold`, 8 tasks) per row, against ms-swift's
+2. ``lint tokens``: synthesised tau2 rows (`rewardkit synth agent --agent gold`, 8 tasks) per row, against ms-swift's
    own ``template.encode`` of the same rows.
 """
 
@@ -62,7 +62,9 @@ def bench_tokens(tmp: Path) -> tuple[str, float, float, int]:
     domain = get_domain("retail")
     model = build_tiny_model(tmp / "tiny", [domain.policy() + json.dumps(domain.tool_specs())], max_positions=16384)
     out = tmp / "sft.jsonl"
-    main(["synth", "tau2", "--agent", "gold", "--user", "scripted", "--limit", "8", "--no-progress", "--out", str(out)])
+    main(
+        ["synth", "agent", "--agent", "gold", "--user", "scripted", "--limit", "8", "--no-progress", "--out", str(out)]
+    )
     rows = read_jsonl(out)
     template = load_template(model)
     encoded = preprocess(rows)

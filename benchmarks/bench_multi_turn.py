@@ -129,7 +129,7 @@ class Sleeper:
 
 
 def _run(server: Any, tasks: list[dict[str, Any]], workers: int) -> tuple[float, list[EpisodeResult]]:
-    sim = OpenAISimulator(server.base_url, "sim", concurrency=workers, retries=0)
+    sim = OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), concurrency=workers, retries=0)
     start = time.perf_counter()
     results = run_episodes(RETAIL, tasks, TwoTexts, sim, RolloutLimits(), workers=workers)
     wall = time.perf_counter() - start
@@ -172,19 +172,19 @@ def simulator_concurrency() -> None:
 
 
 def scheduler_batch() -> None:
-    """The training path: one batch's first user turns through the tau2_user scheduler's hook."""
+    """The training path: one batch's first user turns through the simulated_user scheduler's hook."""
     import json
 
     from swift.infer_engine.protocol import RolloutInferRequest
     from swift.rollout.agent_loop import invoke_async_hook
 
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-    from rewardkit.plugins.scheduler import Tau2UserScheduler
+    from rewardkit.plugins.scheduler import SimulatedUserScheduler
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from sim_server import SimServer
 
-    rows = build_tau2_grpo(Tau2Options(split="train", multi_turn=True))[0][:EPISODES]
+    rows = build_tau2_grpo(Tau2Options(domain="retail", split="train", multi_turn=True))[0][:EPISODES]
 
     def batch(n: int) -> list[Any]:
         return [
@@ -193,8 +193,10 @@ def scheduler_batch() -> None:
         ]
 
     def time_openings(server: Any, n: int, concurrency: int) -> float:
-        sim = OpenAISimulator(server.base_url, "sim", concurrency=concurrency, retries=0)
-        scheduler = Tau2UserScheduler(simulator=sim, limits=RolloutLimits(), concurrency=concurrency)
+        sim = OpenAISimulator(
+            server.base_url, "sim", guidelines=RETAIL.guidelines(), concurrency=concurrency, retries=0
+        )
+        scheduler = SimulatedUserScheduler(simulator=sim, limits=RolloutLimits(), concurrency=concurrency)
         requests = batch(n)
         start = time.perf_counter()
         invoke_async_hook(scheduler.on_trajectory_start(requests))
@@ -204,7 +206,7 @@ def scheduler_batch() -> None:
         time_openings(server, 1, 1)  # warm-up
         together = min(time_openings(server, EPISODES, EPISODES) for _ in range(2))
         serial = time_openings(server, 16, 1) * EPISODES / 16
-    hook = "Tau2UserScheduler.on_trajectory_start"
+    hook = "SimulatedUserScheduler.on_trajectory_start"
     print(f"\n### Training path: the first user turns of a {EPISODES}-rollout batch ({hook})\n")
     print("| run | wall s |\n|---|---:|")
     print(f"| one reply alone | {DELAY_S:.2f} + overhead |")

@@ -1,4 +1,4 @@
-"""tau2-grpo: tau2-bench tasks → ms-swift GRPO rows for tool-use rollouts.
+"""tau2-grpo: a domain's tasks in tau2-bench's format → ms-swift GRPO rows for tool-use rollouts.
 
 Output row (one per task of the split, in split order)::
 
@@ -6,7 +6,7 @@ Output row (one per task of the split, in split order)::
                   {"role": "user", "content": "I am Yusuf Rossi in zip code 19122. I received my order #W2378156 …"}],
      "tools": "[{\\"type\\": \\"function\\", …}]",   # JSON string of the domain's OpenAI specs
      "task": "{\\"id\\": \\"0\\", …}",                # the tau2 task, JSON string
-     "domain": "retail"}
+     "domain": "retail"}                               # --domain; a domain's path is written absolute
 
 ``tools`` and ``task`` are strings because HF datasets (Arrow) would otherwise
 merge the nested schemas of all rows, padding every dict with the union of keys.
@@ -34,29 +34,31 @@ from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record
 from rewardkit.data_builders.tau2_tasks import load_sources, task_problem
+from rewardkit.envs import portable_ref
 from rewardkit.envs.scenario import opening_turn
 from rewardkit.envs.tasks import instructions
 
 # --- building ---------------------------------------------------------------------
 
-# The user turn of a --multi-turn row. The tau2_user scheduler replaces it with the user
+# The user turn of a --multi-turn row. The simulated_user scheduler replaces it with the user
 # simulator's opening at rollout time; without the scheduler the row says so to the reader.
-MULTI_TURN_PLACEHOLDER = "[the user simulator writes this turn at rollout time: --multi_turn_scheduler tau2_user]"
+MULTI_TURN_PLACEHOLDER = "[the user simulator writes this turn at rollout time: --multi_turn_scheduler simulated_user]"
 
 
 @dataclass(frozen=True)
 class Tau2Options:
-    domain: str = "retail"
+    domain: str  # a built-in name, an entry point or a domain's path (the rows record a path made absolute)
     split: str = "train"
     tasks_file: Path | None = None  # default: the domain's vendored tasks.json
     split_file: Path | None = None  # default: its split_tasks.json
     policy_file: Path | None = None  # default: its policy.md
-    multi_turn: bool = False  # rows for the tau2_user scheduler (see MULTI_TURN_PLACEHOLDER)
+    multi_turn: bool = False  # rows for the simulated_user scheduler (see MULTI_TURN_PLACEHOLDER)
 
 
 def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildReport]:
     src = load_sources(opts)
     tools_json = json.dumps(src.tools, ensure_ascii=False)
+    domain = portable_ref(opts.domain)  # every process reads the rows' domain cell alike, whatever its cwd
     report = BuildReport()
     # Tasks-file items no split can name are counted too: nothing in an input goes unaccounted for.
     for source, item, reason, detail in src.unusable:
@@ -94,7 +96,7 @@ def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildRepor
                 ],
                 "tools": tools_json,
                 "task": json.dumps(task, ensure_ascii=False),
-                "domain": opts.domain,
+                "domain": domain,
             }
         )
         report.written += 1

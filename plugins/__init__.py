@@ -1,7 +1,7 @@
 """What ms-swift loads besides the rewards: the multi-turn GRPO adapter.
 
-- ``tau2_user.py``: the entry file for ``swift rlhf --external_plugins``; it registers the
-  ``tau2_user`` multi-turn scheduler and the advantage exclusion;
+- ``simulated_user.py``: the entry file for ``swift rlhf --external_plugins``; it registers the
+  ``simulated_user`` multi-turn scheduler and the advantage exclusion;
 - ``scheduler.py``: the scheduler, one :class:`rewardkit.loop.episode.Episode` per rollout;
 - ``tokens.py``: the sampled token ids and loss mask of each agent turn;
 - ``exclusion.py``: rollouts whose user simulator failed are left out of the group statistics and

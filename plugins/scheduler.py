@@ -1,7 +1,8 @@
-"""``tau2_user``: multi-turn GRPO rollouts where a simulated user talks to the policy and tools hit a real database.
+"""``simulated_user``: multi-turn GRPO rollouts where a simulated user talks to the policy and tools hit a database.
 
-MUA-RL's loop on ms-swift. Per rollout (``uuid``): a private database copy and the
-row's task; the simulator writes the first user turn; after each assistant turn the
+MUA-RL's loop on ms-swift, on any domain. Per rollout (``uuid``): a private database copy of the row's domain
+(``get_domain`` of its ``domain`` cell, or the domain that ``$REWARDKIT_CONFIG``'s ``domain`` key names) and the
+row's task; the domain's user simulator writes the first user turn; after each assistant turn the
 tool calls run through the harness (results come back as ``tool`` messages) or, with no
 tool call, the simulator answers. The episode ends on a user stop token, the domain's
 transfer tool, ``###STOP###`` from the agent, ``max_turns``, the token or error budget,
@@ -20,7 +21,8 @@ from typing import Any
 
 from swift.rollout.multi_turn import MultiTurnScheduler
 
-from rewardkit.envs import get_domain
+from rewardkit.envs import Domain, get_domain
+from rewardkit.envs.domain import CONFIG_KEY, load_configured
 from rewardkit.envs.outcomes import checked_task, gold_outcome
 from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
@@ -41,8 +43,10 @@ class SimulatorUnavailable(RuntimeError):
     """Too many episodes of one batch lost their user simulator: stop training rather than learn from noise."""
 
 
-class Tau2UserScheduler(MultiTurnScheduler):
-    """ms-swift ``MultiTurnScheduler`` for tau2-style rows (``messages``, ``task``, ``domain``)."""
+class SimulatedUserScheduler(MultiTurnScheduler):
+    """ms-swift ``MultiTurnScheduler`` for rows of ``build tau2-grpo --multi-turn`` (``messages``, ``task``,
+    ``domain``). ``simulator`` (tests, benchmarks) plays the user of every domain; else each domain gets the
+    ``user_sim`` section's simulator for its users."""
 
     def __init__(
         self,
@@ -61,7 +65,10 @@ class Tau2UserScheduler(MultiTurnScheduler):
             self.limits = RolloutLimits(**{**self.limits.__dict__, "max_turns": max_turns})
         self.max_turns = self.limits.max_turns
         sim_config = load_user_sim_config(raw.get("user_sim"), source)
-        self.simulator = simulator or make_simulator(sim_config)
+        self.sim_config, self.given = sim_config, simulator
+        self.simulators: dict[str, UserSimulator] = {}  # domain name -> the simulator of its users
+        if raw.get(CONFIG_KEY) is not None:  # the recipe's domain: one that does not load fails here, not later
+            self._simulator(load_configured(raw[CONFIG_KEY], source))
         # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
         # replies then really run `concurrency` at a time. A thread pool outlives ms-swift's per-hook event loops.
         workers = concurrency or sim_config.concurrency
@@ -95,7 +102,8 @@ class Tau2UserScheduler(MultiTurnScheduler):
         uuid = infer_request.uuid
         ep = self.episodes.get(uuid)
         if ep is None:
-            raise RuntimeError(f"tau2_user: no episode for rollout {uuid}; on_trajectory_start was not called for it")
+            raise RuntimeError(f"simulated_user: no episode for rollout {uuid}; on_trajectory_start was not called "
+                               "for it")  # fmt: skip
         message = response_choice.message
         ids = list(response_choice.token_ids or [])
         native = getattr(message, "tool_calls", None)
@@ -138,13 +146,14 @@ class Tau2UserScheduler(MultiTurnScheduler):
         missing = [c for c in ("task", "domain") if c not in row]
         if missing:
             raise TaskError(
-                f"tau2_user needs dataset columns {missing}; build rows with `rewardkit build tau2-grpo --multi-turn`"
+                f"simulated_user needs dataset columns {missing}; build rows with "
+                "`rewardkit build tau2-grpo --multi-turn`"
             )
         domain = get_domain(row["domain"])
         # Gold actions must name the domain's tools and fit their schemas, and the gold writes must succeed.
         task = checked_task(row["task"], "column 'task'", domain.name)
         gold = gold_outcome(domain.name, task).state_hash
-        episode = Episode(domain, task, self.simulator, self.limits, gold_state=gold)
+        episode = Episode(domain, task, self._simulator(domain), self.limits, gold_state=gold)
         old = self.episodes.pop(req.uuid, None)
         if old is not None:  # a rollout restarted under the same id: drop the stale copy
             old.close()
@@ -157,9 +166,17 @@ class Tau2UserScheduler(MultiTurnScheduler):
         if self.batch_failed > share * max(self.batch_size, 1):
             raise SimulatorUnavailable(
                 f"{self.batch_failed} of {self.batch_size} episodes in this batch lost the user simulator "
-                f"{self.simulator.name} (rollout.max_failed_share = {share}); last error: {ep.error}. "
+                f"{ep.simulator.name} (rollout.max_failed_share = {share}); last error: {ep.error}. "
                 "Check that the endpoint is up and reachable, or raise its timeout_s/retries."
             )
+
+    def _simulator(self, domain: Domain) -> UserSimulator:
+        """The simulator of ``domain``'s users, built on its first episode (an LLM user plays by its guidelines)."""
+        if self.given is not None:
+            return self.given
+        if domain.name not in self.simulators:
+            self.simulators[domain.name] = make_simulator(self.sim_config, domain)
+        return self.simulators[domain.name]
 
     def _prefix_ids(self) -> list[int]:
         if self._prefix is None:

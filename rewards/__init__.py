@@ -34,7 +34,7 @@ from rewardkit.rewards.expert_match import ExpertMatch
 from rewardkit.rewards.json_valid import JsonValid
 from rewardkit.rewards.plan_coverage import PlanCoverage
 from rewardkit.rewards.rewrite_similarity import RewriteSimilarity
-from rewardkit.rewards.sets import PLANNER, PLANNER_NO_THINK, SETS, TAU2, TAU2_MULTI_TURN, RewardSet
+from rewardkit.rewards.sets import AGENT, AGENT_MULTI_TURN, PLANNER, PLANNER_NO_THINK, SETS, RewardSet
 from rewardkit.rewards.strict_format import StrictFormat
 from rewardkit.rewards.task_completion import TaskCompletion
 from rewardkit.rewards.task_completion_rate import TaskCompletionRate
@@ -54,7 +54,7 @@ PLANNING_REWARDS: dict[str, type] = {
     # For answer-only (no-think) runs, in place of strict_format.
     "answer_format": AnswerFormat,
 }
-# Multi-turn tool-use agents on a tau2 domain (MUA-RL): the binary reward and its weight-0 metric.
+# Multi-turn tool-use agents on any domain (MUA-RL): the binary reward and its weight-0 metric.
 EPISODE_REWARDS: dict[str, type] = {
     "task_completion": TaskCompletion,
     "task_completion_rate": TaskCompletionRate,
@@ -63,7 +63,7 @@ EPISODE_REWARDS: dict[str, type] = {
 REWARDS: dict[str, type] = {**PLANNING_REWARDS, **EPISODE_REWARDS}
 
 # The merchant planner's seven rewards and their weights, in REWARDS order; declared once, with the no-think and
-# tau2 sets, in rewardkit.rewards.sets. A plain copy: changing it does not change the set or the recipes.
+# agent sets, in rewardkit.rewards.sets. A plain copy: changing it does not change the set or the recipes.
 PLANNER_WEIGHTS: dict[str, float] = dict(PLANNER.weights)
 
 
@@ -82,6 +82,8 @@ def register(registry: MutableMapping[str, Any] | None = None) -> MutableMapping
 
 
 __all__ = [
+    "AGENT",
+    "AGENT_MULTI_TURN",
     "EPISODE_REWARDS",
     "PLANNER",
     "PLANNER_NO_THINK",
@@ -89,8 +91,6 @@ __all__ = [
     "PLANNING_REWARDS",
     "REWARDS",
     "SETS",
-    "TAU2",
-    "TAU2_MULTI_TURN",
     "AnswerFormat",
     "ExpertMatch",
     "JsonValid",

@@ -62,7 +62,7 @@ class Reward:
     optional_columns: ClassVar[tuple[str, ...]] = ()  # read when the batch carries them
     dataset_format: ClassVar[str] = ""  # how to build rows that carry the columns, for error messages
     # Whether score() reads the completions' text. Those that do raise on a completion shape they cannot
-    # read; the others (the tau2 ones read 'messages') keep any shape, as they only count completions.
+    # read; the others (the agent ones read 'messages') keep any shape, as they only count completions.
     reads_completions: ClassVar[bool] = False
     # What the reward promises, read by rewardkit.testing (docs/testing.md): scores in ``range``, None only when
     # ``may_return_none``; ``gameable`` names the gaming probes it knowingly scores like the gold, and why.

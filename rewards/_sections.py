@@ -1,4 +1,4 @@
-"""The rewards' config sections: every planning and tau2 reward's settings, and the top-level ones they share.
+"""The rewards' config sections: every planning and agent reward's settings, and the top-level ones they share.
 
 Each class is one ``key:`` section of ``$REWARDKIT_CONFIG`` (``key`` = the reward's registry key; ``expert_match``
 is read by ExpertMatch, PlanCoverage and every planning reward's gold check) and each field a
@@ -7,7 +7,7 @@ section from here (``ThinkLengthConfig`` is also ``rewardkit.rewards.think_lengt
 
 They live here, not beside each formula, because the reward base class loads the whole schema
 (``rewardkit.rewards.config.REWARD_SCHEMA``): a section in a reward's file would make that file and the schema
-import each other. So this module imports no reward, and building a planning reward never imports the tau2 ones.
+import each other. So this module imports no reward, and building a planning reward never imports the agent ones.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rewardkit.config import config_section, setting
 
 @dataclass(frozen=True)
 class SharedConfig:
-    """Top-level settings every planning reward shares: the answer schema and the similarity backend."""
+    """Top-level settings: the planning rewards' answer schema and similarity backend, and the agent rows' domain."""
 
     SECTION: ClassVar[str] = ""  # top level, not a section
 
@@ -52,6 +52,13 @@ class SharedConfig:
         "outside DeepSpeed ZeRO-3 partitioning.",
     )
     embedding_device: str = setting("cpu", "Device of the embedding model.", min_length=1)
+    domain: str | None = setting(
+        None,
+        "A domain every process loads before it reads a row (a built-in name, an installed package's entry point "
+        "or the absolute path of a domain's folder or module), so that rows may name it by its name; "
+        "`recipe run agent` writes it.",
+        min_length=1,
+    )
 
     @staticmethod
     def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:

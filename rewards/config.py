@@ -37,9 +37,9 @@ REFERENCE = "recipes/planning/reward_config.yaml"  # every key, its default and 
 
 # Sections of the multi-turn loop (a higher layer): accepted here as mappings; RUN_SCHEMA checks their keys.
 LOOP_SECTIONS = {
-    "user_sim": "the user simulator of multi-turn rollouts (see recipes/tau2/mua_rl_config.yaml); "
+    "user_sim": "the user simulator of multi-turn rollouts (see recipes/agent/mua_rl_config.yaml); "
     "its keys are checked by rewardkit.loop.user_sim.config.",
-    "rollout": "when a multi-turn episode stops: turns, tokens, tool errors (see recipes/tau2/mua_rl_config.yaml); "
+    "rollout": "when a multi-turn episode stops: turns, tokens, tool errors (see recipes/agent/mua_rl_config.yaml); "
     "its keys are checked by rewardkit.loop.config.",
 }
 

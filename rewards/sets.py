@@ -13,7 +13,7 @@ This module imports neither ms-swift nor any reward class: it holds registry key
 ['0.1', '0.1', '0.1', '0.1', '0.2', '0.3', '0.1']
 >>> dict(PLANNER_NO_THINK.weights)
 {'answer_format': 0.1, 'json_valid': 0.1, 'rewrite_similarity': 0.2, 'expert_match': 0.3, 'plan_coverage': 0.1}
->>> TAU2_MULTI_TURN.yaml_weights()
+>>> AGENT_MULTI_TURN.yaml_weights()
 ['1', '0', '0']
 """
 
@@ -88,21 +88,21 @@ PLANNER_NO_THINK = RewardSet(
     "the planner's rewards without <think>: answer_format in place of strict_format, no think rewards",
 )
 
-# tau2 agents (MUA-RL): the binary task completion is trained on; the partial-credit rate is logged only.
-TAU2 = RewardSet(
-    "tau2",
+# Tool-use agents on any domain (MUA-RL): the binary task completion is trained on; the partial-credit rate is logged.
+AGENT = RewardSet(
+    "agent",
     {"task_completion": 1.0, "task_completion_rate": 0.0},
     "task_completion (trained on) and task_completion_rate (logged)",
 )
 
 # Multi-turn GRPO with a simulated user adds the share of episodes the simulator failed, logged only.
-TAU2_MULTI_TURN = RewardSet(
-    "tau2_multi_turn",
-    {**TAU2.weights, "user_sim_failure": 0.0},
-    "the tau2 set plus user_sim_failure (logged): how often the simulated user failed",
+AGENT_MULTI_TURN = RewardSet(
+    "agent_multi_turn",
+    {**AGENT.weights, "user_sim_failure": 0.0},
+    "the agent set plus user_sim_failure (logged): how often the simulated user failed",
 )
 
 # Every set by name; a recipe names one of these in rewardkit.recipes.CATALOG.
-SETS: dict[str, RewardSet] = {s.name: s for s in (PLANNER, PLANNER_NO_THINK, TAU2, TAU2_MULTI_TURN)}
+SETS: dict[str, RewardSet] = {s.name: s for s in (PLANNER, PLANNER_NO_THINK, AGENT, AGENT_MULTI_TURN)}
 
-__all__ = ["PLANNER", "PLANNER_NO_THINK", "SETS", "TAU2", "TAU2_MULTI_TURN", "RewardSet", "format_weight"]
+__all__ = ["AGENT", "AGENT_MULTI_TURN", "PLANNER", "PLANNER_NO_THINK", "SETS", "RewardSet", "format_weight"]

@@ -36,7 +36,7 @@ class TaskCompletion(EpisodeReward):
     ``tool_calls`` or ms-swift ``tool_call`` messages), ``task`` (tau2 task
     object or JSON), ``domain``; optional ``rollout_infos``.
     Range: {0.0, 1.0}. None only for an episode whose user simulator failed, which
-    the ``tau2_user`` scheduler leaves out of training. A malformed ``task`` cell or
+    the ``simulated_user`` scheduler leaves out of training. A malformed ``task`` cell or
     unknown domain raises (dataset bug); any model output scores.
 
     Example (the first call builds the retail database once per process)::

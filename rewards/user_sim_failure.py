@@ -17,7 +17,7 @@ class UserSimFailure(Reward):
     Columns: optional ``rollout_infos`` (rows without it score 0.0).
     Range: {0.0, 1.0}; never None. Use it with weight 0: ms-swift then logs
     ``rewards/UserSimFailure/mean``, the failed share of each batch. Failed
-    episodes are left out of training by the ``tau2_user`` plugin, not by this.
+    episodes are left out of training by the ``simulated_user`` plugin, not by this.
 
     Example::
 

@@ -20,8 +20,8 @@ OPEN_TASK = "0"
 
 def short_rows(task_ids: list[str]) -> list[dict]:
     """--multi-turn rows for ``task_ids`` with a one-line system prompt and no tools column (short prompts)."""
-    rows, _ = build_tau2_grpo(Tau2Options(split="train", multi_turn=True))
-    rows += build_tau2_grpo(Tau2Options(split="test", multi_turn=True))[0]
+    rows, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train", multi_turn=True))
+    rows += build_tau2_grpo(Tau2Options(domain="retail", split="test", multi_turn=True))[0]
     by_id = {json.loads(r["task"])["id"]: r for r in rows}
     out = []
     for task_id in task_ids:
@@ -38,7 +38,7 @@ def tiny_agent(out: Path) -> Path:
     from swift.model import get_processor
     from swift.template import TemplateInputs, get_template
 
-    rows, _ = build_tau2_grpo(Tau2Options(split="train", multi_turn=True))
+    rows, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train", multi_turn=True))
     corpus = [r["messages"][0]["content"] + r["tools"] for r in rows[:5]]
     build_tiny_model(out, corpus, max_positions=8192)
     task = get_domain("retail").tasks()[OPEN_TASK]

@@ -4,7 +4,7 @@ Real HTTP instead of a mocked client, so timeouts, retries, status codes and con
 limits are exercised through the same SDK code path as against vLLM or ``swift deploy``.
 
     with SimServer(delay_s=0.2, fail_first=2, status=500) as server:
-        sim = OpenAISimulator(server.base_url, "sim")
+        sim = OpenAISimulator(server.base_url, "sim", guidelines="Play the customer.")
         ...
         server.requests     # JSON bodies received, in arrival order
         server.played       # the fault each of them got ("ok" when none)

@@ -141,7 +141,9 @@ def test_tau2_never_raises_and_counts_reconcile(tasks: list[Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (tasks_file := Path(tmp) / "tasks.json").write_text(json.dumps(tasks), encoding="utf-8")
         (split_file := Path(tmp) / "split.json").write_text(json.dumps({"s": [*ids, "ghost"]}), encoding="utf-8")
-        rows, report = build_tau2_grpo(Tau2Options(split="s", tasks_file=tasks_file, split_file=split_file))
+        rows, report = build_tau2_grpo(
+            Tau2Options(domain="retail", split="s", tasks_file=tasks_file, split_file=split_file)
+        )
     report.check()
     # Each split id is read once; each tasks-file item no split can name (or a repeat) is read and rejected.
     unnamed = len(tasks) - len(set(ids))

@@ -258,7 +258,7 @@ def test_tau2_bad_tasks(tmp_path: Path, bad: Any, reason: str, detail: str) -> N
     tasks.write_text(json.dumps([task("good"), bad, task("good2")]), encoding="utf-8")
     split = tmp_path / "split.json"
     split.write_text(json.dumps({"s": ["good", "x", "good2"]}), encoding="utf-8")
-    rows, report = build_tau2_grpo(Tau2Options(split="s", tasks_file=tasks, split_file=split))
+    rows, report = build_tau2_grpo(Tau2Options(domain="retail", split="s", tasks_file=tasks, split_file=split))
     assert len(rows) == report.written == 2
     assert report.rejected[reason] == 1, report.rejects
     assert any(detail in r["detail"] for r in report.rejects), report.rejects
@@ -283,4 +283,6 @@ def test_tau2_unusable_files_raise(tmp_path: Path, tasks: str, split: Any, messa
     (tmp_path / "t.json").write_text(tasks, encoding="utf-8")
     (tmp_path / "s.json").write_text(json.dumps(split), encoding="utf-8")
     with pytest.raises(BuildError, match=message):
-        build_tau2_grpo(Tau2Options(split="s", tasks_file=tmp_path / "t.json", split_file=tmp_path / "s.json"))
+        build_tau2_grpo(
+            Tau2Options(domain="retail", split="s", tasks_file=tmp_path / "t.json", split_file=tmp_path / "s.json")
+        )

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from conftest import ctx_for
 
-from rewardkit.pipelines.chain import recipe_saves
+from rewardkit.pipelines.agent import AgentPipeline
+from rewardkit.pipelines.agent import Options as AgentOptions
+from rewardkit.pipelines.chain import read_recipe, recipe_saves
 from rewardkit.pipelines.planning import Options, PlanningPipeline
 from rewardkit.pipelines.stages import BrokenOutput, Context
-from rewardkit.pipelines.tau2 import Options as Tau2Options
-from rewardkit.pipelines.tau2 import Tau2Pipeline
 from rewardkit.recipes import EXAMPLES, recipe_path
 
 
@@ -33,13 +33,14 @@ def grpo_run(root: Path, steps: int = 1) -> Path:
 @pytest.mark.parametrize(
     ("chain", "check", "result", "key"),
     [
-        ("tau2", "check_data", {}, "dir"),
-        ("tau2", "check_data", {"dir": "d", "kept": 1, "grpo_rows": 1}, "tasks"),
-        ("tau2", "check_model", {}, "path"),
-        ("tau2", "check_sft", {}, "checkpoint"),
-        ("tau2", "check_grpo", {"run_dir": "RUN"}, "checkpoint"),  # the tiny tau2 GRPO saves its last step
-        ("tau2", "check_eval", {"greedy_train": "d", "greedy_test": "d", "sampled_train": "d"}, "sampled_test"),
-        ("tau2", "check_summary", {}, "summary"),
+        ("agent", "check_data", {}, "dir"),
+        ("agent", "check_data", {"dir": "d", "kept": 1, "grpo_rows": 1}, "domain"),
+        ("agent", "check_data", {"dir": "d", "domain": "retail", "kept": 1, "grpo_rows": 1}, "tasks"),
+        ("agent", "check_model", {}, "path"),
+        ("agent", "check_sft", {}, "checkpoint"),
+        ("agent", "check_grpo", {"run_dir": "RUN"}, "checkpoint"),  # the tiny agent GRPO saves its last step
+        ("agent", "check_eval", {"greedy_train": "d", "greedy_test": "d", "sampled_train": "d"}, "sampled_test"),
+        ("agent", "check_summary", {}, "summary"),
         ("planning", "check_model", {"data": str(EXAMPLES.resolve()), "path": "MODEL"}, "vocab"),
         ("planning", "check_build", {"data": str(EXAMPLES.resolve())}, "reports"),
         ("planning", "check_sft", {}, "checkpoint"),
@@ -56,7 +57,7 @@ def test_a_marker_without_a_key_is_broken_output_naming_the_key(
     (tmp_path / "d" / "summary.json").write_text('{"pass_hat_k": []}')  # a whole eval output, for check_eval
     paths = {"RUN": str(grpo_run(tmp_path / "grpo")), "MODEL": str(built / "tiny-model"), "d": str(tmp_path / "d")}
     result = {k: paths.get(v, v) if isinstance(v, str) else v for k, v in result.items()}
-    pipeline = Tau2Pipeline(Tau2Options()) if chain == "tau2" else PlanningPipeline(Options())
+    pipeline = AgentPipeline(AgentOptions()) if chain == "agent" else PlanningPipeline(Options())
     with pytest.raises(BrokenOutput, match=rf"^its marker records no '{key}'$"):
         getattr(pipeline, check)(ctx_for(tmp_path), result)
 
@@ -95,8 +96,8 @@ def test_the_planning_grpo_check(
 
 @pytest.mark.parametrize(
     ("recipe", "saves"),
-    [("planning/tiny_grpo.yaml", True), ("planning/grpo.yaml", True), ("tau2/tiny_grpo.yaml", True),
-     ("tau2/grpo_multiturn.yaml", True), ("tau2/tiny_multiturn.yaml", False)],
+    [("planning/tiny_grpo.yaml", True), ("planning/grpo.yaml", True), ("agent/tiny_grpo.yaml", True),
+     ("agent/grpo_multiturn.yaml", True), ("agent/tiny_multiturn.yaml", False)],
 )  # fmt: skip
 def test_whether_a_grpo_recipe_saves_is_read_from_the_recipe(recipe: str, saves: bool) -> None:
     assert recipe_saves(recipe_path(recipe)) is saves
@@ -143,25 +144,25 @@ PLANNING_WEIGHTS = ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"]  # tiny_grp
             ["rewards"],
             "planning/tiny_reward_config.yaml",
         ),
-        ("tau2", "grpo", "sft", 42, [], ["rewards", "tau2_user.py"], "tau2/tiny_config.yaml"),
+        ("agent", "grpo", "sft", 42, [], ["rewards", "simulated_user.py"], "agent/tiny_config.yaml"),
         (
-            "tau2",
+            "agent",
             "grpo_control_s2",
             "sft",
             43,
             ["--learning_rate", "1e-12"],
-            ["rewards", "tau2_user.py"],
-            "tau2/tiny_config.yaml",
+            ["rewards", "simulated_user.py"],
+            "agent/tiny_config.yaml",
         ),
-        # tau2: weights 1, 0, 0 -> -1, -0, -0: the advantage of 1 - TaskCompletion
+        # agent: weights 1, 0, 0 -> -1, -0, -0: the advantage of 1 - TaskCompletion
         (
-            "tau2",
+            "agent",
             "grpo_inverted",
             "sft",
             42,
             ["--reward_weights", "-1.0", "-0.0", "-0.0"],
-            ["rewards", "tau2_user.py"],
-            "tau2/tiny_config.yaml",
+            ["rewards", "simulated_user.py"],
+            "agent/tiny_config.yaml",
         ),
     ],
 )
@@ -170,7 +171,7 @@ def test_both_chains_launch_grpo_alike_and_check_what_it_left(
     plugins: list[str], config: str,
 ) -> None:  # fmt: skip
     opts = {"grpo_steps": 3, "seeds": 2, "sign_test": True, "baseline": True}  # baseline: planning adds grpo_base
-    pipeline = Tau2Pipeline(Tau2Options(**opts)) if chain == "tau2" else PlanningPipeline(Options(**opts))
+    pipeline = AgentPipeline(AgentOptions(**opts)) if chain == "agent" else PlanningPipeline(Options(**opts))
     shutil.copytree(built / "tiny-model", tmp_path / "sft-ckpt")
     ctx = FakeSwift(tmp_path)
     ctx.results = {"model": {"path": "BASE"}, "sft": {"checkpoint": "SFT"}}
@@ -188,7 +189,11 @@ def test_both_chains_launch_grpo_alike_and_check_what_it_left(
     assert [Path(p).parent.name if p.endswith("__init__.py") else Path(p).name for p in loaded] == plugins
     assert cmd[cmd.index("--external_plugins") + 1 + len(plugins)].startswith("--")  # and no other plugin
     assert cmd[cmd.index("--seed") + 1] == str(seed) and cmd[cmd.index("--seed") + 2 :] == extra
-    assert env == {"REWARDKIT_CONFIG": str(recipe_path(config))}
+    if chain == "planning":
+        assert env == {"REWARDKIT_CONFIG": str(recipe_path(config))}
+    else:  # the preset's config plus the chain's domain, so that every process of swift rlhf finds it
+        assert env == {"REWARDKIT_CONFIG": str(tmp_path / "grpo_config.yaml")}
+        assert read_recipe(Path(env["REWARDKIT_CONFIG"])) == {**read_recipe(recipe_path(config)), "domain": "retail"}
 
 
 @pytest.mark.parametrize(
@@ -206,3 +211,10 @@ def test_the_grpo_runs_of_a_chain(seeds: int, baseline: bool, sign_test: bool, s
     runs = grpo_runs(Options(seeds=seeds, baseline=baseline, sign_test=sign_test))
     assert [r.stage for r in runs] == stages
     assert [r.seed for r in runs] == [42 + int(s.endswith("_s2")) for s in stages]
+
+
+def test_the_data_of_another_domain_is_made_again(tmp_path: Path) -> None:
+    """A workdir's data marker made on another domain is broken output: the data stage and every later one rerun."""
+    marker = {"dir": str(tmp_path), "domain": "/x/library", "tasks": ["0"], "kept": 1, "grpo_rows": 1}
+    with pytest.raises(BrokenOutput, match=r"^it was made on domain /x/library; this run's is retail$"):
+        AgentPipeline(AgentOptions()).check_data(ctx_for(tmp_path), marker)

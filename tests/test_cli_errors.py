@@ -157,7 +157,7 @@ def test_recipe_list_advertises_only_runnable_pipelines(capsys) -> None:
     assert main(["recipe", "list"]) == 0
     advertised = [line.split("(rewardkit recipe run ")[1].rstrip(")") for line in capsys.readouterr().out.splitlines()
                   if "(rewardkit recipe run " in line]  # fmt: skip
-    assert advertised == ["planning", "tau2"]
+    assert advertised == ["planning", "agent"]
     for name in advertised:  # the parser accepts each one (it would exit 2 on an invalid choice)
         assert build_parser().parse_args(["recipe", "run", name]).pipeline == name
 

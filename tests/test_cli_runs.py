@@ -1,4 +1,4 @@
-"""``synth tau2``, ``eval tau2`` and ``eval compare`` through ``rewardkit.cli.main``: one writer per log, outputs
+"""``synth agent``, ``eval agent`` and ``eval compare`` through ``rewardkit.cli.main``: one writer per log, outputs
 that land together or not at all, every option checked, and each failure one line (the gold agent and the
 scripted customer, on the real retail tasks)."""
 
@@ -22,8 +22,8 @@ from rewardkit.runs.metrics import compare, task_stats
 from rewardkit.runs.spec import RunSpec, build_plan
 from rewardkit.runs.tables import read_run, write_task_table
 
-EVAL = ["eval", "tau2", "--agent", "gold", "--split", "test", "--trials", "1", "--no-progress"]
-SYNTH = ["synth", "tau2", "--agent", "gold", "--tasks", "10", "--no-progress"]
+EVAL = ["eval", "agent", "--agent", "gold", "--split", "test", "--trials", "1", "--no-progress"]
+SYNTH = ["synth", "agent", "--agent", "gold", "--tasks", "10", "--no-progress"]
 OUTPUTS = ("tasks.jsonl", "tasks.csv", "summary.json", "eval.png")
 
 
@@ -47,7 +47,7 @@ def test_a_second_eval_into_the_same_out_dir_is_refused(tmp_path: Path, capsys: 
     out = tmp_path / "d"
     with EpisodeLog(out / "episodes.jsonl", "another-run", resume=False, choose="another --out-dir"):
         assert main([*EVAL, "--limit", "1", "--out-dir", str(out)]) == 2  # once both runs exited 0
-        assert one_line(capsys, "eval tau2") == (
+        assert one_line(capsys, "eval agent") == (
             f"{out / 'episodes.jsonl'} is being written by another run (pid {os.getpid()}); wait for it or "
             "choose another --out-dir")  # fmt: skip
     assert list(out.iterdir()) == []  # the refused run wrote nothing; the holder's lock went with it
@@ -55,8 +55,10 @@ def test_a_second_eval_into_the_same_out_dir_is_refused(tmp_path: Path, capsys: 
 
 def test_the_mcp_server_is_part_of_the_fingerprint_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spec_module, "_domain", lambda spec: spec_module.get_domain(spec.domain))  # no server
-    plain = build_plan(RunSpec(agent="gold", split="test", limit=1))[1]
-    one, other = (build_plan(RunSpec(agent="gold", split="test", limit=1, mcp=m))[1] for m in ("a.py", "b.py"))
+    plain = build_plan(RunSpec(domain="retail", agent="gold", split="test", limit=1))[1]
+    one, other = (
+        build_plan(RunSpec(domain="retail", agent="gold", split="test", limit=1, mcp=m))[1] for m in ("a.py", "b.py")
+    )
     assert "mcp" not in plain and (one["mcp"], other["mcp"]) == ("a.py", "b.py")
     assert len({plain["run"], one["run"], other["run"]}) == 3  # three servers' runs never mix in one log
     # Without --mcp the fingerprint hashes exactly the dict it hashed before the MCP server was added.
@@ -73,7 +75,7 @@ def test_eval_outputs_land_together_or_not_at_all(tmp_path: Path, capsys: pytest
     before = {name: (tmp_path / name).read_bytes() for name in OUTPUTS}
     # One more task, and a title matplotlib cannot draw: the run's episodes are logged, no report is replaced.
     assert main([*EVAL, "--limit", "3", "--resume", "--title", r"$\foo$", "--out-dir", out]) == 2
-    message = one_line(capsys, "eval tau2")
+    message = one_line(capsys, "eval agent")
     assert message.startswith(f"cannot draw {tmp_path / 'eval.png'} (title '$\\\\foo$')"), message
     assert {name: (tmp_path / name).read_bytes() for name in OUTPUTS} == before
     assert not [p for p in tmp_path.iterdir() if p.name.endswith((".tmp", ".lock"))]
@@ -144,18 +146,18 @@ PROMPT = "You are a retail agent.\n"
 @pytest.mark.parametrize(
     ("argv", "command", "files", "message"),
     [
-        (["synth", "tau2", "--agent", "gold", "--out", "."], "synth tau2", {},
+        (["synth", "agent", "--agent", "gold", "--out", "."], "synth agent", {},
          "--out . is a directory; give a file path"),  # was a traceback from Path.with_suffix
-        ([*SYNTH[:4], "--tasks", " , ", "--out", "o.jsonl"], "synth tau2", {},
+        ([*SYNTH[:4], "--tasks", " , ", "--out", "o.jsonl"], "synth agent", {},
          "--tasks ' , ' names no task id; give comma-separated ids (--tasks 0,2), or leave --tasks out for the "
          "whole split"),
-        ([*SYNTH, "--system-prompt", "nope.txt", "--out", "o.jsonl"], "synth tau2", {},
+        ([*SYNTH, "--system-prompt", "nope.txt", "--out", "o.jsonl"], "synth agent", {},
          "--system-prompt nope.txt: not found; give the prompt's text file"),
-        ([*SYNTH, "--system-prompt", "p", "--out", "o.jsonl"], "synth tau2", {"p": None},
+        ([*SYNTH, "--system-prompt", "p", "--out", "o.jsonl"], "synth agent", {"p": None},
          "--system-prompt p is a directory; give the prompt's text file"),
-        ([*SYNTH, "--system-prompt", "o.jsonl", "--out", "o.jsonl"], "synth tau2", {"o.jsonl": b""},
+        ([*SYNTH, "--system-prompt", "o.jsonl", "--out", "o.jsonl"], "synth agent", {"o.jsonl": b""},
          "--out o.jsonl is also an input (--system-prompt o.jsonl); choose another output path"),
-        ([*EVAL, "--system-prompt", "d/summary.json", "--out-dir", "d"], "eval tau2", {"d": None},
+        ([*EVAL, "--system-prompt", "d/summary.json", "--out-dir", "d"], "eval agent", {"d": None},
          "--out-dir d/summary.json is also an input (--system-prompt d/summary.json); choose another output path"),
     ],
     ids=["out-is-a-directory", "tasks-without-ids", "prompt-missing", "prompt-directory", "prompt-is-out",
@@ -177,7 +179,8 @@ def test_run_options_fail_as_one_line(
 def test_a_bom_is_not_part_of_the_system_prompt(tmp_path: Path) -> None:
     (tmp_path / "plain.txt").write_text(PROMPT, encoding="utf-8")
     (tmp_path / "bom.txt").write_text(PROMPT, encoding="utf-8-sig")
-    plans = [build_plan(RunSpec(agent="gold", split="train", tasks=("10",), system_prompt=tmp_path / name))
+    plans = [build_plan(RunSpec(domain="retail", agent="gold", split="train", tasks=("10",),
+                                system_prompt=tmp_path / name))
              for name in ("plain.txt", "bom.txt")]  # fmt: skip
     assert plans[0][0].system == plans[1][0].system == PROMPT  # no U+FEFF in front of every row's prompt
     assert plans[0][1]["run"] == plans[1][1]["run"]
@@ -197,7 +200,7 @@ def test_a_failed_append_is_one_line_naming_the_log_with_the_resume_hint(
     out = tmp_path / "sft.jsonl"
     assert main([*SYNTH[:4], "--tasks", "10,57,24", "--workers", "1", "--no-progress", "--out", str(out)]) == 2
     log = tmp_path / "sft.episodes.jsonl"
-    assert one_line(capsys, "synth tau2") == (
+    assert one_line(capsys, "synth agent") == (
         f"cannot append to the episode log {log}: No space left on device; 1 finished episode(s) are kept in "
         f"{log}; rerun the same command with --resume to run the rest")  # fmt: skip
     assert not out.exists() and len(log.read_text().splitlines()) == 1

@@ -224,7 +224,7 @@ def test_the_docs_that_code_and_tests_name_exist() -> None:
 
 SLUGS = [
     ("The pass^k metric", "the-passk-metric"),
-    ("Synthesis: `rewardkit synth tau2`", "synthesis-rewardkit-synth-tau2"),
+    ("Synthesis: `rewardkit synth agent`", "synthesis-rewardkit-synth-agent"),
     ("3. ThinkLength (weight 0.1): the S-curve", "3-thinklength-weight-01-the-s-curve"),
     ("The no-think control: AnswerFormat", "the-no-think-control-answerformat"),
     ("SFT → GRPO", "sft--grpo"),
@@ -246,7 +246,7 @@ FAKE_PAGE = """# Fake
 
 ## Real heading
 
-[fine](README.md) [fine too](#real-heading) ![image](docs/img/tau2_bars.png) [web](https://example.com/x.md)
+[fine](README.md) [fine too](#real-heading) ![image](docs/img/retail_bars.png) [web](https://example.com/x.md)
 [gone](docs/no_such_page.md) [bad anchor](README.md#no-such-heading) [bad local](#nowhere)
 [escape](../../etc/passwd)
 
@@ -273,14 +273,14 @@ def test_broken_links_are_reported(tmp_path: Path) -> None:
 
 def test_commands_are_read_from_shell_blocks_only() -> None:
     page = (
-        "```bash\nrewardkit synth tau2 --agent gold \\\n    --out x.jsonl  # comment\n"
+        "```bash\nrewardkit synth agent --agent gold \\\n    --out x.jsonl  # comment\n"
         "CUDA_VISIBLE_DEVICES=0 swift rlhf recipes/x.yaml\n# only a comment\n```\n"
         "```python\nrewardkit = 1\n```\n"
     )
     assert list(commands(page)) == [
         (
-            "rewardkit synth tau2 --agent gold      --out x.jsonl  # comment",
-            ["rewardkit", "synth", "tau2", "--agent", "gold", "--out", "x.jsonl"],
+            "rewardkit synth agent --agent gold      --out x.jsonl  # comment",
+            ["rewardkit", "synth", "agent", "--agent", "gold", "--out", "x.jsonl"],
         ),
         ("CUDA_VISIBLE_DEVICES=0 swift rlhf recipes/x.yaml", ["swift", "rlhf", "recipes/x.yaml"]),
     ]
@@ -290,4 +290,4 @@ def test_a_made_up_command_does_not_parse() -> None:
     from rewardkit.cli import build_parser
 
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["synth", "tau2", "--no-such-flag"])
+        build_parser().parse_args(["synth", "agent", "--no-such-flag"])

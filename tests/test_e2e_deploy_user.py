@@ -29,7 +29,7 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
         user_sim = {"kind": "openai", "base_url": base_url, "model": "tiny-user", "max_tokens": 24, "retries": 1}
         rollout = {"max_turns": 3, "token_budget": 512, "error_budget": 4}
         config.write_text(yaml.safe_dump({"user_sim": user_sim, "rollout": rollout}), encoding="utf-8")
-        recipe = yaml.safe_load((ROOT / "recipes/tau2/tiny_multiturn.yaml").read_text(encoding="utf-8"))
+        recipe = yaml.safe_load((ROOT / "recipes/agent/tiny_multiturn.yaml").read_text(encoding="utf-8"))
         recipe["ENV"] = {"REWARDKIT_CONFIG": str(config)}
         recipe.update(max_steps=1, max_turns=3)
         recipe_file = tmp_path / "grpo.yaml"
@@ -41,7 +41,7 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
         out = tmp_path / "grpo"
         cmd = [
             SWIFT, "rlhf", str(recipe_file),
-            "--external_plugins", "rewards/__init__.py", "plugins/tau2_user.py", str(probe),
+            "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", str(probe),
             "--model", str(tiny_agent_model), "--dataset", str(data), "--output_dir", str(out),
         ]  # fmt: skip
         run_env = {**env, "RK_PROBE": str(probe_log), "REWARDKIT_CONFIG": str(config)}

@@ -1,4 +1,4 @@
-"""End to end: ``rewardkit eval tau2`` and ``eval compare`` against real HTTP endpoints.
+"""End to end: ``rewardkit eval agent`` and ``eval compare`` against real HTTP endpoints.
 
 * The agent is a real OpenAI-compatible server, ``swift deploy`` of the tiny Qwen3 on CPU (e2e): whatever it
   says is a (failed or passed) task, never an infrastructure error, and the episodes hold its replies.
@@ -75,7 +75,7 @@ def tiny_run(deployed: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     prompt.write_text(SYSTEM, encoding="utf-8")
     out = work / "run"
     rc, stdout, stderr = cli(
-        "eval", "tau2", "--agent", deployed, *TINY, "--max-tokens", MAX_TOKENS, "--max-turns", MAX_TURNS,
+        "eval", "agent", "--agent", deployed, *TINY, "--max-tokens", MAX_TOKENS, "--max-turns", MAX_TURNS,
         "--no-tools", "--system-prompt", prompt, "--out-dir", out,
     )  # fmt: skip
     return out, rc, stdout + stderr
@@ -128,7 +128,7 @@ def test_compare_gold_against_the_deployed_model(tiny_run: tuple[Path, int, str]
     tiny, rc, log = tiny_run
     assert rc == 0, log
     gold = tmp_path / "gold"
-    rc, _, err = cli("eval", "tau2", "--agent", "gold", *TINY, "--out-dir", gold)
+    rc, _, err = cli("eval", "agent", "--agent", "gold", *TINY, "--out-dir", gold)
     assert rc == 0, err
     assert summary(gold)["pass_hat_k"][0]["value"] == 1.0  # gold with the scripted user completes everything
     report = tmp_path / "compare.json"
@@ -175,7 +175,7 @@ def kill_after(server: SimServer, log: Path, lines: int) -> threading.Thread:
 
 def test_a_killed_simulator_is_excluded_and_resume_reruns_only_its_episodes(tmp_path: Path) -> None:
     out, port = tmp_path / "run", free_port()
-    args = ["eval", "tau2", "--agent", "gold", "--user", f"http://127.0.0.1:{port}/v1", "--user-model", "sim",
+    args = ["eval", "agent", "--agent", "gold", "--user", f"http://127.0.0.1:{port}/v1", "--user-model", "sim",
             "--user-retries", "0", "--user-timeout", "5", "--workers", "1", "--split", "test", "--limit", "8",
             "--trials", "1", "--no-progress", "--out-dir", str(out)]  # fmt: skip
     first = Customer(port, delay_s=0.1)  # slow enough that the kill lands mid-run
@@ -216,7 +216,8 @@ def test_a_killed_simulator_is_excluded_and_resume_reruns_only_its_episodes(tmp_
     assert all(r["status"] == "ok" and r["reward"] == 1.0 for r in rerun)
     # The restarted simulator only heard from the episodes that failed before.
     tasks = get_domain("retail").tasks()
-    prompts = {system_prompt(tasks[r["task_id"]]): r["task_id"] for r in before}
+    guidelines = get_domain("retail").guidelines()
+    prompts = {system_prompt(guidelines, tasks[r["task_id"]]): r["task_id"] for r in before}
     heard = {prompts[body["messages"][0]["content"]] for body in second.requests}
     assert heard == {r["task_id"] for r in down}
     s = summary(out)
@@ -227,7 +228,7 @@ def test_a_killed_simulator_is_excluded_and_resume_reruns_only_its_episodes(tmp_
 
 def test_an_existing_out_dir_needs_resume(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ["eval", "tau2", "--agent", "gold", "--split", "test", "--limit", "1", "--trials", "1", "--no-progress",
+    args = ["eval", "agent", "--agent", "gold", "--split", "test", "--limit", "1", "--trials", "1", "--no-progress",
             "--out-dir", str(out)]  # fmt: skip
     assert cli(*args)[0] == 0
     log = (out / "episodes.jsonl").read_bytes()

@@ -1,4 +1,4 @@
-"""End to end: real `swift rlhf` multi-turn GRPO with the tau2_user scheduler and the scripted user on CPU."""
+"""End to end: real `swift rlhf` multi-turn GRPO with the simulated_user scheduler and the scripted user on CPU."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     probe.write_text(PROBE, encoding="utf-8")
     out = tmp_path / "grpo"
     cmd = [
-        SWIFT, "rlhf", "recipes/tau2/tiny_multiturn.yaml",
-        "--external_plugins", "rewards/__init__.py", "plugins/tau2_user.py", str(probe),
+        SWIFT, "rlhf", "recipes/agent/tiny_multiturn.yaml",
+        "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", str(probe),
         "--model", str(tiny_agent_model), "--dataset", str(data), "--output_dir", str(out),
     ]  # fmt: skip
     env = {**os.environ, **offline_env(), "RK_PROBE": str(probe_log)}

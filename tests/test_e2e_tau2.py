@@ -33,7 +33,7 @@ def assert_tools_reach_the_prompt(model: Path, row: dict) -> None:
 @pytest.mark.e2e
 @pytest.mark.compat
 def test_grpo_on_tau2_rows_scores_task_completion(tmp_path: Path) -> None:
-    rows, report = build_tau2_grpo(Tau2Options(split="train"))
+    rows, report = build_tau2_grpo(Tau2Options(domain="retail", split="train"))
     assert report.written == 73 and report.rejected == {"gold_fails": 1}  # train task 105's gold write fails
     chosen = [r for r in rows if json.loads(r["task"])["id"] in (ALWAYS, NEVER)]
     data = tmp_path / "tau2.jsonl"
@@ -45,7 +45,7 @@ def test_grpo_on_tau2_rows_scores_task_completion(tmp_path: Path) -> None:
 
     out = tmp_path / "grpo"
     cmd = [
-        SWIFT, "rlhf", "recipes/tau2/rewards.yaml",
+        SWIFT, "rlhf", "recipes/agent/rewards.yaml",
         "--external_plugins", plugin_form(),
         "--model", str(model), "--dataset", str(data),
         "--tuner_type", "full", "--torch_dtype", "float32", "--beta", "0",

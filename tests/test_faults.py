@@ -1,4 +1,4 @@
-"""Random fault schedules over a real agent endpoint, through the run engine of ``synth tau2`` and ``eval tau2``.
+"""Random fault schedules over a real agent endpoint, through the run engine of ``synth agent`` and ``eval agent``.
 
 One SimServer plays the agent; each episode's calls get the faults Hypothesis draws for them (keyed on the
 episode's opening line, the call's place in the conversation and the attempt). Whatever the schedule:
@@ -90,8 +90,9 @@ def infrastructure(seen: list[tuple[str, int, str]]) -> set[str]:
 
 
 def run(server: SimServer, log_path: Path, resume: bool) -> list[dict[str, Any]]:
-    spec = RunSpec(agent=server.base_url, agent_model="m", split="train", tasks=TASK_IDS, max_turns=MAX_TURNS,
-                   agent_retries=RETRIES, agent_timeout=TIMEOUT_S, workers=len(TASK_IDS))  # fmt: skip
+    spec = RunSpec(domain="retail", agent=server.base_url, agent_model="m", split="train", tasks=TASK_IDS,
+                   max_turns=MAX_TURNS, agent_retries=RETRIES, agent_timeout=TIMEOUT_S,
+                   workers=len(TASK_IDS))  # fmt: skip
     plan, meta = build_plan(spec)
     # The spec's agent, with a 10 ms backoff instead of 1 s between attempts (the run takes seconds, not minutes).
     make_agent, described = make_agent_factory(

@@ -178,7 +178,7 @@ def circles(imports: Iterable[Import]) -> list[list[str]]:
 
 def test_every_module_is_read_and_placed() -> None:
     assert len(SOURCES) > 80
-    for module in ("rewardkit.cli", "rewardkit.rewards.strict_format", "rewardkit.plugins.tau2_user"):
+    for module in ("rewardkit.cli", "rewardkit.rewards.strict_format", "rewardkit.plugins.simulated_user"):
         assert module in SOURCES
     assert {package_of(m) for m in SOURCES} == set(LEVEL), "a declared package without modules, or the reverse"
     assert len(own(IMPORTS)) > 200 and any(not imp.top for imp in own(IMPORTS))
@@ -216,7 +216,7 @@ def test_imports_are_absolute_through_rewardkit() -> None:
 
 
 def test_plugins_init_imports_nothing() -> None:
-    # ms-swift loads plugins/tau2_user.py, whose imports run this file first: it must not pull ms-swift or the loop.
+    # ms-swift loads plugins/simulated_user.py, whose imports run this file first: no ms-swift, no loop here.
     assert [imp for imp in IMPORTS if imp.module == "rewardkit.plugins" and imp.target != "__future__"] == []
 
 

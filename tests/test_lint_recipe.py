@@ -37,7 +37,7 @@ def planning_rows() -> list[dict]:
 def tau2_rows() -> list[dict]:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 
-    rows, _ = build_tau2_grpo(Tau2Options(split="train"))
+    rows, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train"))
     assert len(rows) == 73  # the 74 train tasks but one whose gold write fails (gold_fails)
     return rows
 
@@ -58,8 +58,8 @@ def lint(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tupl
     [
         ("planning/tiny_grpo.yaml", "planning", "solution", "tiny_reward_config.yaml"),
         ("planning/grpo.yaml", "planning", "solution", "reward_config.yaml"),
-        ("tau2/rewards.yaml", "tau2", "gold actions", None),
-        ("tau2/tiny_grpo.yaml", "tau2", "gold actions", "tiny_config.yaml"),
+        ("agent/rewards.yaml", "tau2", "gold actions", None),
+        ("agent/tiny_grpo.yaml", "tau2", "gold actions", "tiny_config.yaml"),
     ],
 )
 def test_the_bundled_sets_pass(

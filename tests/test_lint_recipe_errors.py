@@ -186,7 +186,7 @@ def tau2_rows() -> list[dict]:
     """Two tau2 rows as `rewardkit build tau2-grpo` writes them ('messages', 'tools', 'task', 'domain')."""
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 
-    rows, _ = build_tau2_grpo(Tau2Options(split="train"))
+    rows, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train"))
     return rows[:2]
 
 

@@ -1,6 +1,6 @@
 """``rewardkit lint tokens --model DIR --data FILE``: where the loss falls, with ms-swift's real template.
 
-The rows are `rewardkit synth tau2` output (agent format: tool_call and tool messages, a tools column) and a user's
+The rows are `rewardkit synth agent` output (agent format: tool_call and tool messages, a tools column) and a user's
 own messages-format row (Hermes calls inside assistant text); the model is the tiny offline Qwen3, whose ms-swift
 template is qwen3 with the hermes agent template. Run in this process through ``rewardkit.cli.main``.
 """
@@ -38,7 +38,7 @@ def synth_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
         main(
             [
                 "synth",
-                "tau2",
+                "agent",
                 "--agent",
                 "gold",
                 "--user",

@@ -190,7 +190,7 @@ class TestTools:
         with pytest.raises(MCPUnavailableError, match=rf"cannot reach the MCP server '{down}'.*rewardkit env serve"):
             MCPEnvironment(down, timeout=10)
         with pytest.raises(MCPUnavailableError, match="cannot reach the MCP server 'no-such-mcp-server --x'"):
-            mcp_domain("no-such-mcp-server --x", name="mcp:nowhere")
+            mcp_domain("no-such-mcp-server --x", "retail", name="mcp:nowhere")
 
     def test_a_server_without_state_or_tools_says_so(self, tmp_path: Path) -> None:
         script = tmp_path / "plain.py"
@@ -214,8 +214,8 @@ class TestTools:
 
 class TestEpisode:
     def test_a_gold_episode_over_mcp_scores_one(self, url: str) -> None:
-        domain = mcp_domain(url, name="mcp:retail-http")
-        assert mcp_domain(url, name="mcp:retail-http") is domain and get_domain("mcp:retail-http") is domain
+        domain = mcp_domain(url, "retail", name="mcp:retail-http")
+        assert mcp_domain(url, "retail", name="mcp:retail-http") is domain and get_domain("mcp:retail-http") is domain
         assert domain.tasks is RETAIL.tasks and domain.stop_tools == RETAIL.stop_tools
         task = TASKS["59"]
         run = run_episode(domain, task, GoldAgent(task), ScriptedSimulator(), RolloutLimits())
@@ -248,7 +248,7 @@ class TestCli:
         out = tmp_path / "sft.jsonl"
         assert (
             main(
-                ["synth", "tau2", *common, "--split", "train", "--out", str(out), "--report", str(tmp_path / "r.json")]
+                ["synth", "agent", *common, "--split", "train", "--out", str(out), "--report", str(tmp_path / "r.json")]
             )
             == 0
         )
@@ -257,7 +257,7 @@ class TestCli:
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert json.loads(rows[0]["tools"]) == RETAIL.tool_specs()  # the listing from the server, same specs
         eval_dir = tmp_path / "eval"
-        assert main(["eval", "tau2", *common, "--split", "train", "--trials", "1", "--out-dir", str(eval_dir)]) == 0
+        assert main(["eval", "agent", *common, "--split", "train", "--trials", "1", "--out-dir", str(eval_dir)]) == 0
         summary = json.loads((eval_dir / "summary.json").read_text())
         assert summary["pass_hat_k"][0]["value"] == 1.0 and summary["episodes"]["infra_error"] == 0
 
@@ -265,7 +265,7 @@ class TestCli:
         """An MCP server that stops mid-run: its episodes end as env_error (excluded, counted), not as failures."""
         port = free_port()
         with http_server(port, tmp_path / "first.log") as served:
-            domain = mcp_domain(served, name="mcp:retail-restarted")  # the tools are listed while it is up
+            domain = mcp_domain(served, "retail", name="mcp:retail-restarted")  # the tools are listed while it is up
         tasks = [TASKS["57"], TASKS["10"]]
         plan = TrialPlan(domain, tasks, 1, GoldAgent, ScriptedSimulator(), RolloutLimits(), workers=1)
         log_path = tmp_path / "episodes.jsonl"

@@ -85,7 +85,7 @@ class TestServerGoneDuringAUserTurn:
 
     def test_the_episode_ends_as_env_error(self, tmp_path: Path) -> None:
         with http_process(free_port(), tmp_path / "server.log") as (served, proc):
-            domain = mcp_domain(served, name="mcp:retail-killed", timeout=20)
+            domain = mcp_domain(served, "retail", name="mcp:retail-killed", timeout=20)
             run = run_episode(domain, self.TASK, GoldAgent(self.TASK), KillsTheServer(proc), RolloutLimits())
         assert run.infos["termination"] == "env_error" and run.infos["state_hash"] is None
         assert run.infos["error"].startswith("the state hash: ") and served in run.infos["error"]
@@ -93,7 +93,7 @@ class TestServerGoneDuringAUserTurn:
 
     def test_the_run_records_it_and_goes_on(self, tmp_path: Path) -> None:
         with http_process(free_port(), tmp_path / "server.log") as (served, proc):
-            domain = mcp_domain(served, name="mcp:retail-killed-run", timeout=20)
+            domain = mcp_domain(served, "retail", name="mcp:retail-killed-run", timeout=20)
             plan = TrialPlan(domain, [self.TASK], 1, GoldAgent, KillsTheServer(proc), RolloutLimits(), workers=1)
             records = run_trials(plan, EpisodeLog(tmp_path / "episodes.jsonl", "run", resume=False), progress=False)
         assert [(r["status"], r["termination"], r["reward"]) for r in records] == [("infra_error", "env_error", None)]
@@ -138,9 +138,9 @@ def web() -> Iterator[str]:
     ids=["web-page", "stdio-text", "stdio-lines"],
 )
 def test_a_server_that_is_not_mcp_is_one_line(tmp_path: Path, web: str, server: str) -> None:
-    cmd = [sys.executable, "-m", "rewardkit.cli", "eval", "tau2", "--agent", "gold", "--mcp", server.format(web=web)]
+    cmd = [sys.executable, "-m", "rewardkit.cli", "eval", "agent", "--agent", "gold", "--mcp", server.format(web=web)]
     cmd += ["--tasks", "57", "--split", "train", "--trials", "1", "--out-dir", str(tmp_path / "eval"), "--no-progress"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr  # rewardkit's own line, and nothing of the SDK's
-    assert done.stderr.startswith("rewardkit eval tau2: cannot reach the MCP server")
+    assert done.stderr.startswith("rewardkit eval agent: cannot reach the MCP server")

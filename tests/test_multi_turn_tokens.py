@@ -1,6 +1,6 @@
 """Token and loss audit: a real multi-turn rollout through ms-swift's own loop, engine and encoder.
 
-The tau2_user scheduler, the transformers engine sampling from a tiny Qwen3, ms-swift's
+The simulated_user scheduler, the transformers engine sampling from a tiny Qwen3, ms-swift's
 ``run_multi_turn`` (the colocate driver) and ``encode_sample`` (what the GRPO trainer
 trains on). Every assistant turn's sampled ids must appear verbatim among the loss
 tokens, and nothing else may carry loss but the template's own separator after the end
@@ -41,7 +41,7 @@ def rollouts(tiny_agent_model):
     from swift.rollout.agent_loop import invoke_async_hook, run_multi_turn
     from swift.template import get_template
 
-    from rewardkit.plugins.scheduler import Tau2UserScheduler
+    from rewardkit.plugins.scheduler import SimulatedUserScheduler
     from rewardkit.plugins.tokens import NATIVE_TOKEN_IDS
 
     # Built as the GRPO trainer builds its rollout engine without vLLM: the trainer's template (train mode,
@@ -51,7 +51,7 @@ def rollouts(tiny_agent_model):
     template.set_mode("train")
     engine = TransformersEngine(model, template=copy.copy(template), max_batch_size=0)
     extra = {"template": template} if NATIVE_TOKEN_IDS else {}  # what each version's trainer passes
-    scheduler = Tau2UserScheduler(
+    scheduler = SimulatedUserScheduler(
         max_turns=3, tokenizer=engine.tokenizer, simulator=ScriptedSimulator(), limits=RolloutLimits(), **extra
     )
     row = short_rows([OPEN_TASK])[0]

@@ -62,7 +62,7 @@ def test_the_docs_commands_run_on_it(library: Path, tmp_path: Path, capsys: pyte
     rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert code == 0 and len(rows) == 2 and {r["domain"] for r in rows} == {str(library)}, err
     out_file = tmp_path / "sft.jsonl"
-    args = ["synth", "tau2", "--domain", library, "--agent", "gold", "--user", "scripted", "--split", "train"]
+    args = ["synth", "agent", "--domain", library, "--agent", "gold", "--user", "scripted", "--split", "train"]
     code, _, err = run(capsys, *args, "--out", out_file, "--no-progress")
     assert code == 0, err
     assert len(out_file.read_text().splitlines()) == 2  # both gold episodes complete the task, so both are kept
@@ -111,19 +111,19 @@ def test_an_unknown_domain_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[
 
 
 def test_episodes_through_ms_swifts_scheduler_hooks(library: Path) -> None:
-    """The ``tau2_user`` scheduler on rows whose ``domain`` is the folder's path, driven as ms-swift drives it."""
+    """The ``simulated_user`` scheduler on rows whose ``domain`` is the folder's path, driven as ms-swift drives it."""
     from swift.infer_engine.protocol import ChatCompletionResponseChoice, ChatMessage, RolloutInferRequest
     from swift.rollout.agent_loop import invoke_async_hook
 
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
     from rewardkit.loop.config import RolloutLimits
     from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-    from rewardkit.plugins.scheduler import Tau2UserScheduler
+    from rewardkit.plugins.scheduler import SimulatedUserScheduler
     from rewardkit.rewards import TaskCompletion
 
     rows, _ = build_tau2_grpo(Tau2Options(split="train", multi_turn=True, domain=str(library)))
     row = next(r for r in rows if json.loads(r["task"])["id"] == "0")
-    sched = Tau2UserScheduler(max_turns=6, simulator=ScriptedSimulator(), limits=RolloutLimits(max_turns=6))
+    sched = SimulatedUserScheduler(max_turns=6, simulator=ScriptedSimulator(), limits=RolloutLimits(max_turns=6))
     req = RolloutInferRequest(messages=[dict(m) for m in row["messages"]], data_dict=row, uuid="lib0")
     invoke_async_hook(sched.on_trajectory_start([req]))
     turns = [
@@ -168,3 +168,60 @@ def test_an_installed_package_is_found_by_its_entry_point(
     from rewardkit.envs import domain_names
 
     assert "books" in domain_names()
+
+
+def test_a_config_names_the_domain_for_every_process(library: Path, tmp_path: Path) -> None:
+    """Rows may name the domain by its name when ``$REWARDKIT_CONFIG``'s ``domain`` says where it lives: a fresh
+    process (a trainer rank, a rollout server), in another working directory, loads it from the config."""
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "config.yaml"
+    config.write_text(f"domain: {library}\n", encoding="utf-8")
+    code = (
+        "import json; from rewardkit.envs import get_domain; from rewardkit.rewards import TaskCompletion\n"
+        "task = get_domain('library').tasks()['2']\n"  # a read-only task: the gold state is the start state
+        "said = [{'role': 'user', 'content': 'Is Ulysses in?'}, {'role': 'assistant', 'content': 'It is on loan.'}]\n"
+        "print(TaskCompletion()([''], messages=[said], task=[task], domain=['library']))"
+    )
+    env = {**os.environ, "REWARDKIT_CONFIG": str(config)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[1.0]", proc.stderr
+    config.write_text("domain: ./nowhere\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert f"DomainError: {config}: domain: domain ./nowhere: " in proc.stderr  # the config and its key named
+
+
+def test_the_rows_and_the_chain_name_a_path_absolute(library: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+    from rewardkit.envs import portable_ref
+
+    monkeypatch.chdir(library.parent)
+    assert portable_ref("./library") == str(library) and portable_ref("retail") == "retail"
+    rows, _ = build_tau2_grpo(Tau2Options(domain="./library", split="train"))
+    assert {r["domain"] for r in rows} == {str(library)}  # any process finds it, whatever its working directory
+    assert get_domain("./library") is get_domain(str(library))  # one domain, however its path is written
+
+
+def test_the_agent_chain_runs_on_it(library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`recipe run agent --domain ./library`: the data stage synthesises on it, the tiny prompt names it, and the
+    GRPO runs' config names its absolute path."""
+    import io
+
+    import yaml
+
+    from rewardkit.pipelines.agent import AgentPipeline, Options
+    from rewardkit.pipelines.stages import Context, run_stages
+
+    monkeypatch.chdir(library.parent)
+    chain, ctx = AgentPipeline(Options(domain="./library")), Context(workdir=tmp_path, echo=io.StringIO())
+    [data] = run_stages(chain.stages()[:1], ctx).values()
+    # Both train tasks take two gold actions: the tiny preset's one-action cap gives way to the fewest there are.
+    assert data["domain"] == str(library) and data["tasks"] == ["0", "1"] and data["kept"] == data["grpo_rows"] == 2
+    prompt = (tmp_path / "data" / "system_prompt.txt").read_text(encoding="utf-8")
+    assert prompt == "You are a library customer service agent. Use the tools.\n"
+    rows = [json.loads(line) for line in (tmp_path / "data" / "grpo.jsonl").read_text().splitlines()]
+    assert {r["domain"] for r in rows} == {str(library)} and {r["messages"][0]["content"] for r in rows} == {prompt}
+    config = yaml.safe_load(chain.grpo_config(ctx).read_text(encoding="utf-8"))
+    assert config["domain"] == str(library) and config["user_sim"] == {"kind": "scripted"}

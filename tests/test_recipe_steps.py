@@ -18,9 +18,9 @@ GRPO = [name for name, keys in RLHF.items()
 
 
 def test_every_grpo_recipe_is_checked() -> None:
-    # The catalogue's nine GRPO recipes: five planning (grpo, nothink, server, zero3, tiny), four tau2.
+    # The catalogue's nine GRPO recipes: five planning (grpo, nothink, server, zero3, tiny), four agent.
     assert len(GRPO) == 9, GRPO
-    assert sorted(set(RLHF) - set(GRPO)) == ["planning/rewards.yaml", "tau2/rewards.yaml"]
+    assert sorted(set(RLHF) - set(GRPO)) == ["agent/rewards.yaml", "planning/rewards.yaml"]
 
 
 @pytest.mark.parametrize("name", GRPO)
@@ -73,11 +73,11 @@ def test_the_claimed_dataset_sizes_are_the_bundled_ones() -> None:
     from rewardkit.data_builders import InputSpec
     from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-    from rewardkit.pipelines.tau2 import Options, Tau2Pipeline
+    from rewardkit.pipelines.agent import AgentPipeline, Options
     from rewardkit.recipes import EXAMPLES
 
     planning, _ = build_grpo([InputSpec(p, None) for p in sorted(EXAMPLES.glob("annotated_p*.jsonl"))], GrpoOptions())
-    tau2, _ = build_tau2_grpo(Tau2Options(split="train", multi_turn=True))
-    sizes = {"planning/grpo.yaml": len(planning), "tau2/grpo_multiturn.yaml": len(tau2),
-             "tau2/tiny_grpo.yaml": len(Tau2Pipeline(Options()).train_tasks())}  # fmt: skip
+    tau2, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train", multi_turn=True))
+    sizes = {"planning/grpo.yaml": len(planning), "agent/grpo_multiturn.yaml": len(tau2),
+             "agent/tiny_grpo.yaml": len(AgentPipeline(Options()).train_tasks())}  # fmt: skip
     assert {name: claimed(recipe_path(name).read_text())["rows"] for name in sizes} == sizes

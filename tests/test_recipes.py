@@ -84,7 +84,7 @@ def test_recipe_is_what_the_generator_writes(recipe: RecipeFile) -> None:
 
 def test_compose_check_and_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A copy of the recipes with one weight changed by hand: --check names it and fails, --write restores it.
-    for sub in ("planning", "tau2"):
+    for sub in ("planning", "agent"):
         shutil.copytree(ROOT / sub, tmp_path / sub)
     assert compose.main(["--check", "--root", str(tmp_path)]) == 0
     grpo = tmp_path / "planning" / "grpo.yaml"
@@ -110,11 +110,11 @@ def test_render_keeps_every_other_line() -> None:
         "reward_weights: ['9', '9']    # trailing, kept\n"
         "beta: 0.04\n"
     )
-    out = compose.render(text, SETS["tau2_multi_turn"])
+    out = compose.render(text, SETS["agent_multi_turn"])
     assert out == (
         "# head\n"
         "rlhf_type: grpo   # kept\n"
-        f"{compose.MARKER.format(name='tau2_multi_turn')}\n"
+        f"{compose.MARKER.format(name='agent_multi_turn')}\n"
         "reward_funcs:   # block list, indent 4\n"
         "    - task_completion\n"
         "    - task_completion_rate\n"
@@ -124,8 +124,8 @@ def test_render_keeps_every_other_line() -> None:
         "beta: 0.04\n"
     )
     # Idempotent, and switching sets replaces the marker rather than adding a second one.
-    assert compose.render(out, SETS["tau2_multi_turn"]) == out
-    assert compose.render(out, SETS["tau2"]).count("# Generated from reward set") == 1
+    assert compose.render(out, SETS["agent_multi_turn"]) == out
+    assert compose.render(out, SETS["agent"]).count("# Generated from reward set") == 1
 
 
 @pytest.mark.parametrize(
@@ -139,7 +139,7 @@ def test_render_keeps_every_other_line() -> None:
 )
 def test_render_refuses_what_it_cannot_rewrite_safely(text: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        compose.render(text, SETS["tau2"])
+        compose.render(text, SETS["agent"])
 
 
 def test_planner_weights_is_the_planner_set() -> None:
@@ -169,8 +169,10 @@ def test_reward_configs_validate(recipe: RecipeFile) -> None:
 @pytest.mark.parametrize("recipe", [f for f in FILES if "multiturn" in f.name], ids=lambda f: f.name)
 def test_multi_turn_recipes_load_the_scheduler(recipe: RecipeFile) -> None:
     config = yaml.safe_load((ROOT / recipe.name).read_text(encoding="utf-8"))
-    assert config["multi_turn_scheduler"] == "tau2_user" and "plugins/tau2_user.py" in config["external_plugins"]
-    assert recipe.reward_set == "tau2_multi_turn"  # its rewards and weights: test_recipe_trains_with_its_reward_set
+    assert (
+        config["multi_turn_scheduler"] == "simulated_user" and "plugins/simulated_user.py" in config["external_plugins"]
+    )
+    assert recipe.reward_set == "agent_multi_turn"  # its rewards and weights: test_recipe_trains_with_its_reward_set
 
 
 def test_recipe_path_names_the_available_files() -> None:

@@ -18,7 +18,7 @@ from rewardkit.loop.endpoint import check_model
 from rewardkit.runs.episode_log import RunError
 from rewardkit.runs.spec import RunSpec, build_plan
 
-GOLD = {"agent": "gold", "split": "train", "tasks": ("57",)}
+GOLD = {"domain": "retail", "agent": "gold", "split": "train", "tasks": ("57",)}
 
 
 @pytest.mark.parametrize(
@@ -61,9 +61,9 @@ def test_the_cli_says_it_in_one_line_and_exits_2(
     command: str, flag: str, value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = ["--out", str(tmp_path / "sft.jsonl")] if command == "synth" else ["--out-dir", str(tmp_path / "d")]
-    assert main([command, "tau2", "--agent", "gold", "--tasks", "57", "--split", "train", flag, value, *out]) == 2
+    assert main([command, "agent", "--agent", "gold", "--tasks", "57", "--split", "train", flag, value, *out]) == 2
     err = capsys.readouterr().err
-    assert err == f"rewardkit {command} tau2: {message}\n"
+    assert err == f"rewardkit {command} agent: {message}\n"
     assert not any(tmp_path.rglob("*.jsonl"))  # nothing ran
 
 
@@ -95,11 +95,11 @@ def test_a_served_model_and_an_endpoint_that_cannot_list_pass_the_check() -> Non
 def test_an_unknown_model_found_mid_run_stops_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Before: every episode became agent_error, the run exited 0 and advised --resume.
     with SimServer(models=["m"], list_models=False) as server:
-        argv = ["eval", "tau2", "--agent", server.base_url, "--agent-model", "x", "--split", "train",
+        argv = ["eval", "agent", "--agent", server.base_url, "--agent-model", "x", "--split", "train",
                 "--tasks", "57,24", "--trials", "1", "--out-dir", str(tmp_path / "d"), "--no-progress"]  # fmt: skip
         assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"rewardkit eval tau2: agent endpoint {server.base_url}: HTTP 404 for model 'x'")
+    assert err.startswith(f"rewardkit eval agent: agent endpoint {server.base_url}: HTTP 404 for model 'x'")
     assert err.count("\n") == 1 and "hit an infrastructure error" not in err
     log = tmp_path / "d" / "episodes.jsonl"
     assert not log.exists() or "agent_error" not in log.read_text(encoding="utf-8")  # no episode was blamed on it

@@ -1,6 +1,6 @@
-"""One run specification: the CLI's flags map onto a RunSpec and back, the tau2 chain builds the same
+"""One run specification: the CLI's flags map onto a RunSpec and back, the agent chain builds the same
 RunSpec its old command lines gave, runs/ and pipelines/ never touch argparse, and every infrastructure
-ending (``EXCLUDED``, ``env_error`` included) earns the ``--resume`` hint of ``synth tau2`` and ``eval tau2``.
+ending (``EXCLUDED``, ``env_error`` included) earns the ``--resume`` hint of ``synth agent`` and ``eval agent``.
 """
 
 from __future__ import annotations
@@ -20,26 +20,27 @@ from rewardkit.runs.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 HINT = "episode(s) hit an infrastructure error; rerun with --resume to retry them"
-PROMPT = recipe_path("tau2/tiny_system_prompt.txt")
+PROMPT = recipe_path("agent/tiny_system_prompt.txt")
 OUTPUTS = {"synth": ["--out", "sft.jsonl"], "eval": ["--out-dir", "d"]}
 
 
 def parsed(command: str, *options: str) -> RunSpec:
-    return _run_spec(build_parser().parse_args([command, "tau2", *options, *OUTPUTS[command]]))
+    return _run_spec(build_parser().parse_args([command, "agent", *options, *OUTPUTS[command]]))
 
 
-TINY_LOOP = RunSpec(agent="gold", split="train", tasks=("10", "57"), tools=False, system_prompt=PROMPT,
+TINY_LOOP = RunSpec(domain="retail", agent="gold", split="train", tasks=("10", "57"), tools=False, system_prompt=PROMPT,
                     max_tokens=128, max_turns=4)  # fmt: skip
 EVERY_FIELD = RunSpec(
-    agent="http://127.0.0.1:1/v1", agent_model="m", temperature=0.7, agent_retries=0, agent_timeout=5.5,
-    user="http://127.0.0.1:2/v1", user_model="u", user_retries=1, user_timeout=2.0, user_cache=Path("c.sqlite"),
-    mcp="python server.py", split="test", limit=3, trials=2, rule="mua-rl", workers=2,
+    domain="retail", agent="http://127.0.0.1:1/v1", agent_model="m", temperature=0.7, agent_retries=0,
+    agent_timeout=5.5, user="http://127.0.0.1:2/v1", user_model="u", user_retries=1, user_timeout=2.0,
+    user_cache=Path("c.sqlite"), mcp="python server.py", split="test", limit=3, trials=2, rule="mua-rl", workers=2,
 )  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("command", "spec"),
-    [("synth", RunSpec(agent="gold", split="train")), ("eval", RunSpec(agent="gold", split="test", trials=4)),
+    [("synth", RunSpec(domain="retail", agent="gold", split="train")),
+     ("eval", RunSpec(domain="retail", agent="gold", split="test", trials=4)),
      ("synth", TINY_LOOP), ("eval", EVERY_FIELD)],
     ids=["synth-defaults", "eval-defaults", "tiny-loop", "every-field"],
 )  # fmt: skip
@@ -49,16 +50,16 @@ def test_the_options_of_a_spec_parse_back_to_it(command: str, spec: RunSpec) -> 
 
 def test_the_cli_defaults_are_the_spec_defaults() -> None:
     # --split and --trials are the two defaults that differ between synth and eval.
-    assert parsed("synth", "--agent", "gold") == RunSpec(agent="gold", split="train", trials=1)
-    assert parsed("eval", "--agent", "gold") == RunSpec(agent="gold", split="test", trials=4)
+    assert parsed("synth", "--agent", "gold") == RunSpec(domain="retail", agent="gold", split="train", trials=1)
+    assert parsed("eval", "--agent", "gold") == RunSpec(domain="retail", agent="gold", split="test", trials=4)
 
 
 @pytest.mark.parametrize(("tasks", "expected"), [("10, 57,", ("10", "57")), (" 3 ", ("3",))])
 def test_tasks_are_split_on_commas_and_none_means_all(tasks: str, expected: tuple[str, ...] | None) -> None:
     assert parsed("synth", "--agent", "gold", "--tasks", tasks).tasks == expected
     assert parsed("synth", "--agent", "gold").tasks is None  # no --tasks: the whole split
-    assert RunSpec(agent="gold", split="train", tasks=list(expected or [])).tasks == expected
-    assert RunSpec(agent="gold", split="train", tasks=[]).tasks is None  # the API's "every task"
+    assert RunSpec(domain="retail", agent="gold", split="train", tasks=list(expected or [])).tasks == expected
+    assert RunSpec(domain="retail", agent="gold", split="train", tasks=[]).tasks is None  # the API's "every task"
 
 
 # "" and "," once meant the whole split, silently; an option that names no task is now an error.
@@ -70,37 +71,47 @@ def test_a_tasks_option_without_ids_is_an_error(tasks: str) -> None:
         parsed("synth", "--agent", "gold", "--tasks", tasks)
 
 
-def test_the_tau2_chain_builds_the_spec_its_command_lines_gave() -> None:
-    from rewardkit.pipelines.tau2 import Options, Tau2Pipeline
+def test_the_agent_chain_builds_the_spec_its_command_lines_gave(tmp_path: Path) -> None:
+    from rewardkit.pipelines.agent import AgentPipeline, Options
+    from rewardkit.pipelines.stages import Context
 
-    loop = ["--max-tokens", "128", "--max-turns", "4", "--system-prompt", str(PROMPT), "--no-tools"]
-    chain = Tau2Pipeline(Options(eval_tasks=2))
-    synth = chain.run_spec(agent="gold", user="scripted", split="train", tasks=["24", "50"])
+    ctx = Context(workdir=tmp_path)
+    prompt = str(tmp_path / "data" / "system_prompt.txt")  # the data stage writes the preset's prompt there
+    loop = ["--max-tokens", "128", "--max-turns", "4", "--system-prompt", prompt, "--no-tools"]
+    chain = AgentPipeline(Options(eval_tasks=2))
+    synth = chain.run_spec(ctx, agent="gold", user="scripted", split="train", tasks=["24", "50"])
     assert synth == parsed("synth", "--agent", "gold", "--user", "scripted", "--split", "train",
                            "--tasks", "24,50", *loop)  # fmt: skip
-    evaluation = chain.run_spec(agent="m", user="scripted", split="test", limit=2, trials=1)
+    evaluation = chain.run_spec(ctx, agent="m", user="scripted", split="test", limit=2, trials=1)
     assert evaluation == parsed("eval", "--agent", "m", "--user", "scripted", *loop, "--split", "test",
                                 "--limit", "2", "--trials", "1")  # fmt: skip
 
 
-def test_the_tau2_data_stage_synthesises_in_process(tmp_path: Path) -> None:
+def test_the_agent_data_stage_synthesises_in_process(tmp_path: Path) -> None:
     import io
 
+    from rewardkit.pipelines.agent import AgentPipeline, Options
     from rewardkit.pipelines.stages import Context, run_stages
-    from rewardkit.pipelines.tau2 import Options, Tau2Pipeline
 
-    chain, ctx = Tau2Pipeline(Options()), Context(workdir=tmp_path, echo=io.StringIO())
+    chain, ctx = AgentPipeline(Options()), Context(workdir=tmp_path, echo=io.StringIO())
     [data] = run_stages(chain.stages()[:1], ctx).values()
     log = ctx.echo.getvalue()
     n = len(data["tasks"])
     assert n == len(chain.train_tasks()) > 0 and data["kept"] == data["grpo_rows"] == n  # gold completes every task
     assert (
-        f"[data] rewardkit synth tau2 --agent gold --max-tokens 128 --split train --tasks {','.join(data['tasks'])}"
-        in log
+        f"[data] rewardkit synth agent --agent gold --max-tokens 128 --domain retail --split train --tasks "
+        f"{','.join(data['tasks'])}" in log
     )
+    # The tiny preset's one-line prompt names the domain the chain runs on; the GRPO rows carry it too.
+    prompt = (tmp_path / "data" / "system_prompt.txt").read_text(encoding="utf-8")
+    assert prompt == "You are a retail customer service agent. Use the tools.\n"
+    rows = [json.loads(line) for line in (tmp_path / "data" / "grpo.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {r["domain"] for r in rows} == {"retail"} and {r["messages"][0]["content"] for r in rows} == {prompt}
     assert f"[data] read {n}  kept {n} ({n} of {n} tasks)  rejected: none" in log
     report = json.loads((tmp_path / "data" / "synth_report.json").read_text(encoding="utf-8"))
-    assert report["run"] == build_plan_meta(chain.run_spec(agent="gold", split="train", tasks=data["tasks"]))["run"]
+    assert (
+        report["run"] == build_plan_meta(chain.run_spec(ctx, agent="gold", split="train", tasks=data["tasks"]))["run"]
+    )
 
 
 def build_plan_meta(spec: RunSpec) -> dict:
@@ -142,7 +153,7 @@ def test_an_env_error_episode_earns_the_resume_hint(
     if broken:
         request.getfixturevalue("unreachable_tools")
     out = ["--out", str(tmp_path / "sft.jsonl"), "--report", str(tmp_path / "r.json")]
-    argv = ["synth", "tau2", "--tasks", "10", *out] if command == "synth" else ["eval", "tau2", "--split", "test",
+    argv = ["synth", "agent", "--tasks", "10", *out] if command == "synth" else ["eval", "agent", "--split", "test",
             "--limit", "1", "--trials", "1", "--out-dir", str(tmp_path / "d")]  # fmt: skip
     assert main([*argv, "--agent", "gold", "--no-progress"]) == 0
     err = capsys.readouterr().err

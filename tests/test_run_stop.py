@@ -1,8 +1,8 @@
 """A run that is stopped (Ctrl-C, SIGTERM, a failing log, a bug in one episode) stops within a second or two,
 keeps every finished episode and says how to resume; ``--resume`` then runs only the rest.
 
-``run_episodes`` is tested in-process with gold agents that can be slowed or broken; ``synth tau2`` and
-``eval tau2`` as real subprocesses against a slow agent endpoint (``SimServer(delay_s=...)``), signalled
+``run_episodes`` is tested in-process with gold agents that can be slowed or broken; ``synth agent`` and
+``eval agent`` as real subprocesses against a slow agent endpoint (``SimServer(delay_s=...)``), signalled
 once a few episodes are in the log.
 """
 
@@ -138,7 +138,7 @@ def command(kind: str, url: str, out: Path) -> list[str]:
     loop = ["--agent", url, "--agent-model", "m", "--limit", str(N), "--trials", "1", "--workers", "2",
             "--max-turns", "2", "--no-progress"]  # fmt: skip
     where = ["--out", str(out / "sft.jsonl")] if kind == "synth" else ["--split", "test", "--out-dir", str(out)]
-    return [sys.executable, "-m", "rewardkit.cli", kind, "tau2", *loop, *where]
+    return [sys.executable, "-m", "rewardkit.cli", kind, "agent", *loop, *where]
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -176,7 +176,7 @@ def test_a_signalled_run_stops_at_once_keeps_its_episodes_and_resumes(
         # The grace is 1 s; the rest is the interpreter's exit, which a loaded 2-core machine can stretch.
         assert took < 5, took
         (line,) = err.splitlines()
-        assert line.startswith(f"rewardkit {kind} tau2: {said}; {len(kept)} finished episode(s) are kept in {log}")
+        assert line.startswith(f"rewardkit {kind} agent: {said}; {len(kept)} finished episode(s) are kept in {log}")
         assert line.endswith("rerun the same command with --resume to run the rest")
         assert 2 <= len(kept) < N and len({(r["task_id"], r["trial"]) for r in kept}) == len(kept)
         assert not log.with_name(log.name + ".lock").exists()  # the lock went with the run

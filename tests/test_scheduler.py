@@ -1,4 +1,4 @@
-"""The tau2_user scheduler's hooks, driven as ms-swift drives them (fresh event loop per hook call)."""
+"""The simulated_user scheduler's hooks, driven as ms-swift drives them (fresh event loop per hook call)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ def choice(text: str, finish_reason: str = "stop") -> Any:
 
 
 def scheduler(simulator: Any, **limits: Any) -> Any:
-    from rewardkit.plugins.scheduler import Tau2UserScheduler
+    from rewardkit.plugins.scheduler import SimulatedUserScheduler
 
-    return Tau2UserScheduler(max_turns=4, simulator=simulator, limits=RolloutLimits(**limits))
+    return SimulatedUserScheduler(max_turns=4, simulator=simulator, limits=RolloutLimits(**limits))
 
 
 def hook(coro: Any) -> Any:
@@ -44,7 +44,11 @@ def hook(coro: Any) -> Any:
 
 
 def sim(base_url: str, **kw: Any) -> OpenAISimulator:
-    return OpenAISimulator(base_url, "tiny", **{"timeout_s": 2.0, "retries": 1, "backoff_s": 0.05, **kw})
+    return OpenAISimulator(
+        base_url,
+        "tiny",
+        **{"guidelines": "Play the customer.", "timeout_s": 2.0, "retries": 1, "backoff_s": 0.05, **kw},
+    )
 
 
 class TestSimulatorFaults:

@@ -1,4 +1,4 @@
-"""``rewardkit synth tau2``: verified trajectories as ms-swift agent-format SFT rows.
+"""``rewardkit synth agent``: verified trajectories as ms-swift agent-format SFT rows.
 
 The command runs as a user runs it (a subprocess on the real retail tasks); its rows then go
 through ms-swift's own dataset loader and template encoder, and the loss mask is checked token
@@ -29,7 +29,7 @@ ROLES = {"system", "user", "assistant", "tool_call", "tool"}
 
 
 def synth_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rewardkit.cli", "synth", "tau2", "--no-progress", *args]
+    return [sys.executable, "-m", "rewardkit.cli", "synth", "agent", "--no-progress", *args]
 
 
 def synth(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -44,7 +44,7 @@ def synth_here(capsys: pytest.CaptureFixture[str], cwd: Path, *args: str) -> sub
 
     absolute = [str(cwd / a) if a.endswith((".jsonl", ".json", ".txt")) else a for a in args]
     capsys.readouterr()
-    code = main(["synth", "tau2", "--no-progress", *absolute])
+    code = main(["synth", "agent", "--no-progress", *absolute])
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(args, code, out, err)
 
@@ -299,7 +299,7 @@ def test_agent_endpoint_down_without_a_model_name_exits_2(tmp_path: Path, capsys
     done = synth_here(capsys, tmp_path, "--agent", url, "--tasks", "57", "--out", "sft.jsonl", "--report", "r.json")
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rewardkit synth tau2: agent endpoint")
+    assert len(lines) == 1 and lines[0].startswith("rewardkit synth agent: agent endpoint")
     assert url in lines[0] and "cannot list its models" in lines[0] and "is the server up?" in lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, not even the episode log
 

@@ -91,7 +91,7 @@ class TestRewardsAndScheduler:
         ],
     )
     def test_a_failing_gold_write_is_a_task_error(self, cell: Any, fragment: str) -> None:
-        # checked_task is what the tau2_user scheduler calls on each row; the rewards call it through _check_row.
+        # checked_task is what the simulated_user scheduler calls on each row; the rewards call it through _check_row.
         with pytest.raises(TaskError, match="column 'task'") as info:
             checked_task(cell, "column 'task'", "retail")
         assert fragment in str(info.value) and "fix the task in the dataset" in str(info.value)
@@ -128,7 +128,7 @@ class TestBuilder:
     def test_a_split_listing_an_id_twice_counts_the_repeats(self, tmp_path: Path) -> None:
         (tmp_path / "t.json").write_text(json.dumps([task("a"), task("b")]), encoding="utf-8")
         (tmp_path / "s.json").write_text(json.dumps({"s": ["a", "b", "a", 1, "a"]}), encoding="utf-8")
-        rows, report = build_tau2_grpo(Tau2Options(split="s", tasks_file=tmp_path / "t.json",
+        rows, report = build_tau2_grpo(Tau2Options(domain="retail", split="s", tasks_file=tmp_path / "t.json",
                                                    split_file=tmp_path / "s.json"))  # fmt: skip
         assert [json.loads(r["task"])["id"] for r in rows] == ["a", "b"]
         # read 5 = written 2 + duplicate_in_split 2 + missing_task 1 (id 1)

@@ -44,7 +44,7 @@ def test_builder_and_rewards_give_the_same_detail(tmp_path: Path, path: str, val
     # The builder counts it under that reason, with that detail ...
     (tasks_file := tmp_path / "t.json").write_text(json.dumps([bad]), encoding="utf-8")
     (split := tmp_path / "s.json").write_text(json.dumps({"s": ["x"]}), encoding="utf-8")
-    rows, report = build_tau2_grpo(Tau2Options(split="s", tasks_file=tasks_file, split_file=split))
+    rows, report = build_tau2_grpo(Tau2Options(domain="retail", split="s", tasks_file=tasks_file, split_file=split))
     assert rows == [] and report.rejected == {reason: 1}
     assert report.rejects[0]["detail"] == found[1]
     # ... and a reward given the row raises with the same detail, naming the column and row.

@@ -14,6 +14,7 @@ import pytest
 from sim_server import SimServer, free_port
 
 from rewardkit.config import ConfigError
+from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.loop.config import load_run_config
 from rewardkit.loop.user_sim import (
@@ -27,18 +28,20 @@ from rewardkit.loop.user_sim import (
     make_simulator,
 )
 from rewardkit.loop.user_sim.cache import CachedSimulator
-from rewardkit.loop.user_sim.openai_sim import OpenAISimulator, guidelines
+from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 
 TASK = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))[0]
 DIALOGUE = [Turn("agent", GREETING)]
 OPENAI = {"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}
+RETAIL = get_domain("retail")
+GUIDELINES = RETAIL.guidelines()  # tau2-bench's, which retail declares
 
 
 def fast(base_url: str, **kw: Any) -> OpenAISimulator:
     """A simulator that backs off for milliseconds, not seconds."""
     kw = {"backoff_s": 0.01, "timeout_s": 5.0, **kw}
-    return OpenAISimulator(base_url, "sim-model", **kw)
+    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, **kw)
 
 
 # --- config ------------------------------------------------------------------------
@@ -88,13 +91,27 @@ def test_good_config_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     cfg = load_user_sim_config(raw, "x")
     assert cfg.cache_mode == "read_write"  # the default once a cache is set
     assert load_user_sim_config({k: getattr(cfg, k) for k in raw} | {"cache_mode": cfg.cache_mode}, "x") == cfg
-    sim = make_simulator(cfg)
+    sim = make_simulator(cfg, RETAIL)
     assert isinstance(sim, CachedSimulator) and isinstance(sim.inner, OpenAISimulator)
     assert sim.name == OPENAI["base_url"]
-    assert isinstance(make_simulator(UserSimConfig()), ScriptedSimulator)
+    assert isinstance(make_simulator(UserSimConfig(), RETAIL), ScriptedSimulator)
     assert isinstance(sim, UserSimulator) and isinstance(sim.inner, UserSimulator)
     with pytest.raises(ConfigError, match=r"UserSimConfig: user_sim\.model: required"):
-        make_simulator(UserSimConfig(kind="openai", base_url="http://h/v1"))  # built directly, still checked
+        make_simulator(UserSimConfig(kind="openai", base_url="http://h/v1"), RETAIL)  # built directly, still checked
+
+
+def test_an_llm_user_plays_by_the_domains_guidelines() -> None:
+    import dataclasses
+
+    cfg = UserSimConfig(kind="openai", base_url="http://h/v1", model="m")
+    own = dataclasses.replace(RETAIL, name="shop", guidelines=lambda: "Play a shop's customer.")
+    sim = make_simulator(cfg, own)
+    assert isinstance(sim, OpenAISimulator) and sim.guidelines == "Play a shop's customer."
+    assert sim.fingerprint() != make_simulator(cfg, RETAIL).fingerprint()  # other guidelines, other replies
+    bare = dataclasses.replace(RETAIL, name="bare", guidelines=None)
+    with pytest.raises(ConfigError, match=r"^user_sim\.kind 'openai': domain 'bare' declares no simulator guidelines"):
+        make_simulator(cfg, bare)
+    assert isinstance(make_simulator(UserSimConfig(), bare), ScriptedSimulator)  # the scripted user needs none
 
 
 def test_config_from_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,7 +146,7 @@ def test_request_follows_tau2_conventions() -> None:
         assert fast(server.base_url).reply(TASK, dialogue, Progress()) == "My email is a@b.c"
     (body,) = server.requests
     system, *rest = body["messages"]
-    assert system["role"] == "system" and system["content"].startswith(guidelines())
+    assert system["role"] == "system" and system["content"].startswith(GUIDELINES.strip())
     scenario = system["content"].split("<scenario>\n", 1)[1]
     assert scenario.endswith("\n</scenario>")
     instructions = TASK["user_scenario"]["instructions"]
@@ -146,10 +163,10 @@ def test_request_follows_tau2_conventions() -> None:
 
 
 def test_fingerprint_tracks_what_shapes_replies() -> None:
-    a = OpenAISimulator("http://h/v1", "m")
-    assert a.fingerprint() == OpenAISimulator("http://h/v1", "m", retries=9).fingerprint()
-    assert a.fingerprint() != OpenAISimulator("http://h/v1", "m", temperature=0.5).fingerprint()
-    assert a.fingerprint() != OpenAISimulator("http://h/v1", "other").fingerprint()
+    a = OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES)
+    assert a.fingerprint() == OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES, retries=9).fingerprint()
+    assert a.fingerprint() != OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES, temperature=0.5).fingerprint()
+    assert a.fingerprint() != OpenAISimulator("http://h/v1", "other", guidelines=GUIDELINES).fingerprint()
 
 
 def test_slow_server_within_timeout() -> None:
@@ -243,4 +260,6 @@ def test_works_across_fresh_event_loops() -> None:
 
 def test_dialogue_must_end_with_the_agent() -> None:
     with pytest.raises(ValueError, match="end with an agent turn"):
-        OpenAISimulator("http://h/v1", "m").reply(TASK, [*DIALOGUE, Turn("user", "hi")], Progress())
+        OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES).reply(
+            TASK, [*DIALOGUE, Turn("user", "hi")], Progress()
+        )

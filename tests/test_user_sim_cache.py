@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sim_server import SimServer, free_port
 
+from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.loop.user_sim import GREETING, Progress, SimulatorError, Turn, UserSimConfig, make_simulator
 from rewardkit.loop.user_sim.cache import CachedSimulator
@@ -19,10 +20,12 @@ from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 TASKS = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))
 TASK = TASKS[0]
 DIALOGUE = [Turn("agent", GREETING)]
+RETAIL = get_domain("retail")
+GUIDELINES = RETAIL.guidelines()
 
 
 def sim(base_url: str, **kw: object) -> OpenAISimulator:
-    return OpenAISimulator(base_url, "sim-model", backoff_s=0.01, timeout_s=5.0, **kw)  # type: ignore[arg-type]
+    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, backoff_s=0.01, timeout_s=5.0, **kw)  # type: ignore[arg-type]
 
 
 def test_identical_dialogue_is_served_from_the_cache(tmp_path: Path) -> None:
@@ -38,7 +41,9 @@ def test_identical_dialogue_is_served_from_the_cache(tmp_path: Path) -> None:
         cached.reply(TASKS[1], DIALOGUE, Progress())
         assert server.count == 4
         # Another simulator identity (here: model) never reads these replies.
-        other = CachedSimulator(OpenAISimulator(server.base_url, "other-model"), tmp_path / "c.db")
+        other = CachedSimulator(
+            OpenAISimulator(server.base_url, "other-model", guidelines=GUIDELINES), tmp_path / "c.db"
+        )
         other.reply(TASK, DIALOGUE, Progress())
         assert server.count == 5
     rows = sqlite3.connect(tmp_path / "c.db").execute("SELECT fingerprint, reply FROM replies").fetchall()
@@ -107,9 +112,9 @@ def test_concurrent_writers(tmp_path: Path) -> None:
 
 def test_make_simulator_wraps_in_cache(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    scripted = make_simulator(UserSimConfig(cache=str(path)))
+    scripted = make_simulator(UserSimConfig(cache=str(path)), RETAIL)
     assert isinstance(scripted, CachedSimulator) and isinstance(scripted.inner, ScriptedSimulator)
     text = scripted.reply(TASK, DIALOGUE, Progress())
-    replay = make_simulator(UserSimConfig(cache=str(path), cache_mode="replay"))
+    replay = make_simulator(UserSimConfig(cache=str(path), cache_mode="replay"), RETAIL)
     assert replay.reply(TASK, DIALOGUE, Progress()) == text
-    assert isinstance(make_simulator(UserSimConfig(cache=str(path), cache_mode="off")), ScriptedSimulator)
+    assert isinstance(make_simulator(UserSimConfig(cache=str(path), cache_mode="off"), RETAIL), ScriptedSimulator)

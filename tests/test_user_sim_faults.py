@@ -26,7 +26,9 @@ REPLY = "My email is a@b.c"
 
 
 def fast(base_url: str, model: str = "sim", **kw: Any) -> OpenAISimulator:
-    return OpenAISimulator(base_url, model, **{"retries": 1, "backoff_s": 0.01, "timeout_s": 1.0, **kw})
+    return OpenAISimulator(
+        base_url, model, **{"guidelines": "Play the customer.", "retries": 1, "backoff_s": 0.01, "timeout_s": 1.0, **kw}
+    )
 
 
 # Every spelling of "said nothing": a retry, then (all attempts empty) the simulator's failure.

@@ -76,7 +76,7 @@ LAYERS: tuple[tuple[Package, ...], ...] = (
         Package(
             "rewardkit.pipelines",
             "src/rewardkit/pipelines",
-            "`recipe run`: one stage skeleton, the planning and tau2 chains, the tiny model, reports",
+            "`recipe run`: one stage skeleton, the planning and agent chains, the tiny model, reports",
         ),
         Package(
             "rewardkit.lint",

@@ -42,7 +42,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     grpo = names.add_parser("planning-grpo", help="annotated plans -> GRPO rows (messages, solution, experts)")
     _common(grpo)
     grpo.set_defaults(func=cmd_build_planning)
-    tau2 = names.add_parser("tau2-grpo", help="tau2-bench tasks -> GRPO rows (policy, opening turn, tools, task)")
+    tau2 = names.add_parser(
+        "tau2-grpo", help="a domain's tasks (tau2's format) -> GRPO rows (policy, opening, tools, task)"
+    )
     tau2.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     tau2.add_argument("--split", required=True, help="split name in the split file: train, test or base")
     tau2.add_argument("--out", "-o", required=True, type=Path, help="output JSONL")
@@ -54,7 +56,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tau2.add_argument(
         "--multi-turn",
         action="store_true",
-        help="rows for the tau2_user scheduler: the user simulator writes the first user turn at rollout time",
+        help="rows for the simulated_user scheduler: the user simulator writes the first user turn at rollout time",
     )
     tau2.set_defaults(func=cmd_build_tau2)
 

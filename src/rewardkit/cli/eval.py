@@ -1,7 +1,7 @@
-"""``rewardkit eval tau2|compare``: evaluate an agent on a tau2 domain; compare two runs, paired by task.
+"""``rewardkit eval agent|compare``: evaluate an agent on a domain; compare two runs, paired by task.
 
 ``add_parsers(sub)`` adds ``eval``; each action has an ``_add_<action>(actions)`` that declares its options
-and a handler ``cmd_eval_<action>``. A new action (``eval tau2``) is one more ``_add_…`` call and one handler.
+and a handler ``cmd_eval_<action>``. A new action (``eval NAME``) is one more ``_add_…`` call and one handler.
 User errors (a missing file, a bad line, no shared task) raise and reach ``rewardkit.cli.main``, which prints
 them as one line with exit code 2.
 """
@@ -24,14 +24,14 @@ from rewardkit.runs.tables import read_run
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     evaluate = sub.add_parser("eval", help="evaluate agents and compare evaluation runs")
     actions = evaluate.add_subparsers(dest="action", required=True)
-    _add_tau2(actions)
+    _add_agent(actions)
     _add_compare(actions)
 
 
-def _add_tau2(actions: argparse._SubParsersAction) -> None:
+def _add_agent(actions: argparse._SubParsersAction) -> None:
     p = actions.add_parser(
-        "tau2",
-        help="pass^k, task completion, turns and tool use of an agent on a tau2 split",
+        "agent",
+        help="pass^k, task completion, turns and tool use of an agent on a domain's split",
         description="Run --trials episodes per task of --split (agent <-> simulated user <-> database) and "
         "report tau-bench's pass^k for k = 1..trials, mean task_completion_rate, turns, tool calls, "
         "termination reasons and tool use, per task and overall. Infrastructure errors are excluded and "
@@ -39,11 +39,11 @@ def _add_tau2(actions: argparse._SubParsersAction) -> None:
     )
     _add_run_options(p, split="test", trials=4)
     p.add_argument("--out-dir", type=Path, required=True, help=f"writes {', '.join(FILES)}")
-    p.add_argument("--title", default=None, help="the plot's title (default: the agent)")
-    p.set_defaults(func=cmd_eval_tau2)
+    p.add_argument("--title", default=None, help="the plot's title (default: the agent and the domain)")
+    p.set_defaults(func=cmd_eval_agent)
 
 
-def cmd_eval_tau2(args: argparse.Namespace) -> int:
+def cmd_eval_agent(args: argparse.Namespace) -> int:
     out: Path = args.out_dir
     check_outputs(_run_inputs(args), [("--out-dir", out / name) for name in FILES])
     spec = _run_spec(args)

@@ -10,10 +10,11 @@ import json
 import sys
 from pathlib import Path
 
+from rewardkit.cli.env import DOMAIN_HELP
 from rewardkit.recipes import EXAMPLES
 
 # The pipelines `recipe run` can run; every other CATALOG entry is a set of configs for `swift` itself.
-RUNNABLE = ("planning", "tau2")
+RUNNABLE = ("planning", "agent")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -32,17 +33,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--eval-rows", type=int, default=40,
                      help="planning: evaluate on the first N test rows and N training rows (default: 40)")  # fmt: skip
     run.add_argument("--eval-samples", type=int,
-                     help="sampled completions (planning) or trials (tau2) per prompt at the GRPO temperature "
+                     help="sampled completions (planning) or trials (agent) per task at the GRPO temperature "
                           "(default: 8)")  # fmt: skip
     run.add_argument("--seeds", type=int, default=1, help="repeat the GRPO runs under N seeds (default: 1)")
     run.add_argument("--sign-test", action="store_true",
                      help="also GRPO on the inverted reward, and the control: they must move apart")  # fmt: skip
-    tau2 = run.add_argument_group("tau2")
-    tau2.add_argument("--agent", default="gold", help="who synthesises the cold-start data: gold, or a teacher URL")
-    tau2.add_argument("--user", default="scripted", help="the user simulator: scripted, or a URL")
-    tau2.add_argument("--eval-user", help="the user simulator of the evaluation (default: --user)")
-    tau2.add_argument("--eval-tasks", type=int, help="evaluate on the first N held-out tasks only")
-    tau2.add_argument("--eval-train-tasks", type=int, help="evaluate on the first N training tasks only")
+    agent = run.add_argument_group("agent")
+    agent.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
+    agent.add_argument("--agent", default="gold", help="who synthesises the cold-start data: gold, or a teacher URL")
+    agent.add_argument("--user", default="scripted", help="the user simulator: scripted, or a URL")
+    agent.add_argument("--eval-user", help="the user simulator of the evaluation (default: --user)")
+    agent.add_argument("--eval-tasks", type=int, help="evaluate on the first N held-out tasks only")
+    agent.add_argument("--eval-train-tasks", type=int, help="evaluate on the first N training tasks only")
     run.add_argument("--baseline", action="store_true",
                      help="also run GRPO from the untrained model, and a no-learning control from SFT")  # fmt: skip
     run.set_defaults(func=cmd_recipe_run)
@@ -96,20 +98,20 @@ def _table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def _tau2_table(summary: dict) -> str:
+def _agent_table(summary: dict) -> str:
     return "\n".join(_evidence(summary, summary["pass1"], "pass^1"))
 
 
 def _pipeline(args: argparse.Namespace):
-    if args.pipeline == "tau2":
-        from rewardkit.pipelines.tau2 import Options as Tau2Options
-        from rewardkit.pipelines.tau2 import Tau2Pipeline
+    if args.pipeline == "agent":
+        from rewardkit.pipelines.agent import AgentPipeline
+        from rewardkit.pipelines.agent import Options as AgentOptions
 
-        return Tau2Pipeline(Tau2Options(
-            preset=args.preset, model=args.model, agent=args.agent, user=args.user, eval_user=args.eval_user,
-            sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, eval_tasks=args.eval_tasks, baseline=args.baseline,
-            eval_train_tasks=args.eval_train_tasks,
-            seeds=args.seeds, sign_test=args.sign_test, eval_samples=args.eval_samples,
+        return AgentPipeline(AgentOptions(
+            preset=args.preset, model=args.model, domain=args.domain, agent=args.agent, user=args.user,
+            eval_user=args.eval_user, sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, eval_tasks=args.eval_tasks,
+            baseline=args.baseline, eval_train_tasks=args.eval_train_tasks, seeds=args.seeds, sign_test=args.sign_test,
+            eval_samples=args.eval_samples,
         ))  # fmt: skip
     from rewardkit.pipelines.planning import Options, PlanningPipeline
 
@@ -133,6 +135,6 @@ def cmd_recipe_run(args: argparse.Namespace) -> int:
         print(f"rewardkit recipe run: {exc}", file=sys.stderr)
         return 1
     summary = json.loads((ctx.workdir / "summary.json").read_text())
-    print(_tau2_table(summary) if args.pipeline == "tau2" else _table(summary))
+    print(_agent_table(summary) if args.pipeline == "agent" else _table(summary))
     print(f"summary: {ctx.workdir / 'summary.json'}")
     return 0

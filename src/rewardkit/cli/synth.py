@@ -1,7 +1,7 @@
-"""``rewardkit synth tau2``: verified multi-turn tool-use trajectories as ms-swift SFT rows (a cold start).
+"""``rewardkit synth agent``: verified multi-turn tool-use trajectories as ms-swift SFT rows (a cold start).
 
-``add_parsers(sub)`` adds ``synth``; its handler is ``cmd_synth_tau2``. The run options it shares with
-``eval tau2`` are declared here once (``_add_run_options``) and mapped onto a
+``add_parsers(sub)`` adds ``synth``; its handler is ``cmd_synth_agent``. The run options it shares with
+``eval agent`` are declared here once (``_add_run_options``) and mapped onto a
 :class:`~rewardkit.runs.spec.RunSpec` (``_run_spec``); ``rewardkit.cli.eval`` uses both.
 """
 
@@ -38,7 +38,7 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     who.add_argument("--user-timeout", type=float, default=d.user_timeout, help="seconds per simulator call")
     who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator")
     what = p.add_argument_group("tasks and loop")
-    what.add_argument("--domain", default=d.domain, help=DOMAIN_HELP)
+    what.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     what.add_argument("--mcp", metavar="SERVER", help="take the tools from this MCP server (command line or URL)")
     what.add_argument("--split", default=split, help=f"task split (default {split})")
     what.add_argument("--tasks", help="comma-separated task ids within the split")
@@ -98,23 +98,23 @@ def _retry_hint(infrastructure: int) -> None:
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     synth = sub.add_parser("synth", help="synthesise SFT trajectories by running agent, simulated user and tools")
     actions = synth.add_subparsers(dest="action", required=True)
-    tau2 = actions.add_parser(
-        "tau2",
-        help="episodes on a tau2 domain; keep those task_completion scores 1.0",
+    agent = actions.add_parser(
+        "agent",
+        help="episodes of an agent on a domain; keep those task_completion scores 1.0",
         description="Run --trials episodes per task of --split (agent <-> simulated user <-> database), keep "
         "the ones task_completion scores 1.0, and write them as ms-swift agent-format SFT rows. Every "
         "episode is logged as it ends (--episodes); --resume continues a run and retries failed "
         "infrastructure.",
     )
-    _add_run_options(tau2, split="train", trials=1)
-    out = tau2.add_argument_group("outputs")
+    _add_run_options(agent, split="train", trials=1)
+    out = agent.add_argument_group("outputs")
     out.add_argument("--out", type=Path, required=True, metavar="SFT.jsonl", help="the kept rows")
     out.add_argument("--report", type=Path, metavar="REPORT.json", help="counts per task and per reason")
     out.add_argument("--episodes", type=Path, help="the episode log (default: OUT with .episodes.jsonl)")
-    tau2.set_defaults(func=cmd_synth_tau2)
+    agent.set_defaults(func=cmd_synth_agent)
 
 
-def cmd_synth_tau2(args: argparse.Namespace) -> int:
+def cmd_synth_agent(args: argparse.Namespace) -> int:
     from rewardkit.runs.synthesis import headline, infrastructure_errors, synthesize_run
 
     inputs = _run_inputs(args)

@@ -32,7 +32,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rewardkit.envs.domain import Domain, DomainError, StatefulEnvironment, domain_names, get_domain, register_domain
+from rewardkit.envs.domain import (
+    Domain,
+    DomainError,
+    StatefulEnvironment,
+    domain_names,
+    get_domain,
+    portable_ref,
+    register_domain,
+)
 
 if TYPE_CHECKING:
     from rewardkit.envs.harness import ToolEnvironment
@@ -43,4 +51,13 @@ def make_env(domain: str, db_path: str | Path | None = None) -> ToolEnvironment:
     return get_domain(domain).make_env(db_path)
 
 
-__all__ = ["Domain", "DomainError", "StatefulEnvironment", "domain_names", "get_domain", "make_env", "register_domain"]
+__all__ = [
+    "Domain",
+    "DomainError",
+    "StatefulEnvironment",
+    "domain_names",
+    "get_domain",
+    "make_env",
+    "portable_ref",
+    "register_domain",
+]

@@ -1,9 +1,9 @@
 """A registered domain whose tools come from an MCP server (docs/mcp.md).
 
-``mcp_domain(server)`` lists the server's tools once and registers a :class:`Domain` with a base domain's
-tasks, splits, policy and stop tools; every ``make_env(None)`` opens a new session (:class:`MCPEnvironment`),
-so each episode gets the server's fresh state. The loop, synthesis, evaluation and the task-completion
-rewards then run on it unchanged.
+``mcp_domain(server, base)`` lists the server's tools once and registers a :class:`Domain` with the base domain's
+tasks, splits, policy, simulator guidelines, language and stop tools; every ``make_env(None)`` opens a new session
+(:class:`MCPEnvironment`), so each episode gets the server's fresh state. The loop, synthesis, evaluation and the
+task-completion rewards then run on it unchanged.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ def _make_env(server: str, tools: Mapping[str, MCPToolSpec], timeout: float, db_
     return MCPEnvironment(server, timeout=timeout, tools=tools)
 
 
-def mcp_domain(server: str, base: str | Domain = "retail", name: str | None = None, timeout: float = 60.0) -> Domain:
-    """The tools of ``server`` as a registered domain (``mcp:<base>`` unless named), with ``base``'s tasks.
+def mcp_domain(server: str, base: str | Domain, name: str | None = None, timeout: float = 60.0) -> Domain:
+    """The tools of ``server`` as a registered domain (``mcp:<base>`` unless named), with the tasks of ``base`` (the
+    domain the server serves: a built-in name, an entry point, a path or a :class:`Domain`).
 
     The server's tools are listed once, here; every ``make_env(None)`` opens a new session on it.
     """
@@ -47,6 +48,8 @@ def mcp_domain(server: str, base: str | Domain = "retail", name: str | None = No
             tasks=base_domain.tasks,
             splits=base_domain.splits,
             policy=base_domain.policy,
+            guidelines=base_domain.guidelines,
+            language=base_domain.language,
             stop_tools=base_domain.stop_tools & frozenset(tools),
             data_files=base_domain.data_files,  # the tasks, splits and policy are read from there
         )

@@ -200,6 +200,10 @@ def build_rewards(recipe: Recipe) -> tuple[dict[str, Any], Any]:
     from rewardkit.rewards.config import load_config
 
     cfg = load_config(path=recipe.config) if recipe.config is not None else load_config({})
+    if cfg.domain is not None:  # the config's domain, loaded as a `swift rlhf` process loads it: rows may name it
+        from rewardkit.envs.domain import load_configured
+
+        load_configured(cfg.domain, str(recipe.config))
     out = {}
     for key in recipe.keys:  # one instance per distinct reward: a repeated entry is the same reward
         cls = REWARDS[key]

@@ -19,7 +19,7 @@ column whose type differs between rows. So each row is checked first, and the fi
 :func:`prepared` then hands ms-swift only what it reads of a text row: those four columns in every row (null where
 a row has none: a dataset built from rows takes its columns from the first row, so a ``tools`` column that the
 first row lacks would be dropped from all), the message keys it keeps (``role``, ``content``, ``loss``,
-``loss_scale``), and ``tools`` as JSON text (as ``rewardkit synth tau2`` writes it), so that Arrow cannot merge
+``loss_scale``), and ``tools`` as JSON text (as ``rewardkit synth agent`` writes it), so that Arrow cannot merge
 the tool specs of different rows (adding null fields to them) or fail on a mix of lists and texts.
 """
 

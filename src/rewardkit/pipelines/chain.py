@@ -1,4 +1,4 @@
-"""The skeleton both `recipe run` chains (planning, tau2) are built on.
+"""The skeleton both `recipe run` chains (planning, agent) are built on.
 
 A chain has options and a preset, checked before any stage runs; on the tiny preset it builds the
 offline tiny Qwen3 (one size, :data:`TINY_MODEL`) and trains it on CPU; it runs the SFT, then GRPO
@@ -56,7 +56,7 @@ class GrpoRun:
 class ChainPreset:
     sft: str  # the SFT recipe, under recipes/
     grpo: str  # the GRPO recipe
-    grpo_config: str  # REWARDKIT_CONFIG of the GRPO runs (rewards; tau2: the simulator and the loop too)
+    grpo_config: str  # REWARDKIT_CONFIG of the GRPO runs (rewards; agent: the simulator and the loop too)
     tiny: bool  # build the offline tiny Qwen3 as the base model
 
 
@@ -172,7 +172,7 @@ class Chain:
         elif run.kind == "inverted":
             extra += ["--reward_weights", *inverted_weights(recipe)]
         # The plugins' file forms, absolute: they load on every ms-swift whatever the cwd. The files are
-        # located, not imported: the tau2 scheduler's entry file imports ms-swift at module level.
+        # located, not imported: the simulated_user scheduler's entry file imports ms-swift at module level.
         plugins = [plugin_file(module) for module in self.grpo_plugins]
         out = ctx.workdir / run.stage
         cmd = [SWIFT, "rlhf", str(recipe), "--model", model,
@@ -180,9 +180,13 @@ class Chain:
                "--external_plugins", *plugins, "--log_completions", "true"]  # fmt: skip
         if self.opts.grpo_steps:  # a shortened run saves (if its recipe saves at all) once, at its end
             cmd += ["--max_steps", str(self.opts.grpo_steps), "--save_steps", str(self.opts.grpo_steps)]
-        ctx.run(run.stage, [*cmd, *extra, *overrides], {"REWARDKIT_CONFIG": str(recipe_path(self.preset.grpo_config))})
+        ctx.run(run.stage, [*cmd, *extra, *overrides], {"REWARDKIT_CONFIG": str(self.grpo_config(ctx))})
         checkpoint = merged(ctx, run.stage, last_checkpoint(out))
         return {"run_dir": str(latest_run_dir(out)), "checkpoint": str(checkpoint), "kind": run.kind, "seed": run.seed}
+
+    def grpo_config(self, ctx: Context) -> Path:
+        """The ``$REWARDKIT_CONFIG`` of the GRPO runs: the preset's."""
+        return recipe_path(self.preset.grpo_config)
 
     def grpo_stages(self) -> list[Stage]:
         """One stage per GRPO run, each from the SFT checkpoint. The control tells learning apart from later

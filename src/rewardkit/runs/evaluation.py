@@ -1,4 +1,4 @@
-"""Agent evaluation on a tau2 domain: K trials per task through the shared loop, then tau-bench's metrics.
+"""Agent evaluation on a domain: K trials per task through the shared loop, then tau-bench's metrics.
 
 Writes into one directory: ``episodes.jsonl`` (the resumable log, one record per episode),
 ``tasks.jsonl`` and ``tasks.csv`` (one row per task), ``summary.json`` (pass^k for k = 1..K,
@@ -49,11 +49,12 @@ def evaluate(
 def evaluate_run(
     spec: RunSpec, out_dir: Path, resume: bool = False, progress: bool = True, title: str | None = None
 ) -> dict[str, Any]:
-    """The whole of ``eval tau2`` after its options are checked: plan the spec, continue (``resume``) or
-    start ``OUT_DIR/episodes.jsonl``, run, write the tables, the summary and the plot (titled the agent)."""
+    """The whole of ``eval agent`` after its options are checked: plan the spec, continue (``resume``) or
+    start ``OUT_DIR/episodes.jsonl``, run, write the tables, the summary and the plot (titled the agent and the
+    domain unless ``title`` is given)."""
     plan, meta = build_plan(spec)
     with EpisodeLog(out_dir / "episodes.jsonl", meta["run"], resume, choose="another --out-dir") as log:
-        return evaluate(plan, log, out_dir, meta, progress=progress, title=title or spec.agent)
+        return evaluate(plan, log, out_dir, meta, progress=progress, title=title or f"{spec.agent} on {meta['domain']}")
 
 
 def headline(summary: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""One run of the loop, as ``rewardkit synth tau2`` and ``rewardkit eval tau2`` (and the tau2 chain) describe it.
+"""One run of the loop, as ``rewardkit synth agent`` and ``rewardkit eval agent`` (and the agent chain) describe it.
 
 Who plays the agent (``gold``, an OpenAI-compatible URL, or a local checkpoint), who plays the
 user (``scripted`` or a URL), which domain and tasks, how many trials, the loop's limits: a
@@ -41,7 +41,7 @@ class RunSpec:
     user_timeout: float = 60.0
     user_cache: Path | None = None  # SQLite reply cache of the simulator
     # tasks and loop
-    domain: str = "retail"
+    domain: str  # a built-in name, an entry point or a domain's path
     mcp: str | None = None  # take the tools from this MCP server (command line or URL)
     split: str
     tasks: tuple[str, ...] | None = None  # task ids within the split (None or empty: all of them)
@@ -58,7 +58,7 @@ class RunSpec:
             object.__setattr__(self, "tasks", tuple(self.tasks) or None)
 
     def options(self) -> list[str]:
-        """The ``synth tau2`` / ``eval tau2`` options that give this spec: ``--split`` and ``--trials``
+        """The ``synth agent`` / ``eval agent`` options that give this spec: ``--split`` and ``--trials``
         always (their defaults differ between the two), every other field only where it is not the default."""
         out: list[str] = []
         for f in fields(self):
@@ -84,7 +84,7 @@ def _domain(spec: RunSpec) -> Domain:
     return mcp_domain(spec.mcp, base=spec.domain)
 
 
-def _user(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
+def _user(spec: RunSpec, domain: Domain) -> tuple[Any, dict[str, Any]]:
     cache = str(spec.user_cache) if spec.user_cache else None
     if spec.user == "scripted":
         cfg = UserSimConfig(kind="scripted", cache=cache)
@@ -96,7 +96,7 @@ def _user(spec: RunSpec) -> tuple[Any, dict[str, Any]]:
         )  # fmt: skip
     else:
         raise RunError(f"--user {spec.user!r}: pass scripted or an http(s):// URL")
-    sim = make_simulator(cfg)
+    sim = make_simulator(cfg, domain)
     return sim, {"kind": cfg.kind, "base_url": cfg.base_url, "model": cfg.model, "fingerprint": sim.fingerprint()}
 
 
@@ -197,7 +197,7 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
         raise RunError(str(exc)) from exc
     except ValueError as exc:
         raise RunError(str(exc)) from exc
-    simulator, user = _user(spec)
+    simulator, user = _user(spec, domain)
     limits = RolloutLimits(max_turns=spec.max_turns)
     plan = TrialPlan(
         domain=domain, tasks=tasks, trials=spec.trials, make_agent=make_agent, simulator=simulator, limits=limits,

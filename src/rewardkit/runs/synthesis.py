@@ -109,7 +109,7 @@ def synthesize(
 def synthesize_run(
     spec: RunSpec, out: Path, report_path: Path | None, episodes: Path, resume: bool = False, progress: bool = True
 ) -> dict[str, Any]:
-    """The whole of ``synth tau2`` after its options are checked: plan the spec, continue (``resume``) or
+    """The whole of ``synth agent`` after its options are checked: plan the spec, continue (``resume``) or
     start the episode log at ``episodes``, run, write the kept rows to ``out`` and the report."""
     plan, meta = build_plan(spec)
     tools = json.dumps(plan.domain.tool_specs(), ensure_ascii=False) if spec.tools else None

@@ -1,8 +1,8 @@
 """User simulators: the customer side of multi-turn GRPO rollouts on tau2-bench tasks (MUA-RL).
 
-``make_simulator(load_run_config().user_sim)`` (``rewardkit.loop.config``) builds the one the ``user_sim``
-config section names: ``scripted`` (model-free, for CI) or ``openai`` (any OpenAI-compatible endpoint),
-optionally behind a SQLite reply cache.
+``make_simulator(load_run_config().user_sim, domain)`` (``rewardkit.loop.config``) builds the one the ``user_sim``
+config section names for a domain's users: ``scripted`` (model-free, for CI) or ``openai`` (any OpenAI-compatible
+endpoint, playing the user by the domain's guidelines), optionally behind a SQLite reply cache.
 
 - ``base.py``: what every simulator shares (the visible dialogue, stop tokens, errors);
 - ``scripted.py`` and ``openai_sim.py``: the two simulators; ``cache.py``: the reply cache;

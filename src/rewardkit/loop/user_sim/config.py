@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rewardkit.config import ConfigSchema, config_section, setting
+from rewardkit.config import ConfigError, ConfigSchema, config_section, setting
+from rewardkit.envs import Domain
 from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.loop.user_sim.cache import CachedSimulator
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
@@ -28,7 +29,7 @@ _STRINGS = ("base_url", "model", "api_key_env", "cache")
 @config_section(SECTION)
 @dataclass(frozen=True)
 class UserSimConfig:
-    """The user simulator of multi-turn rollouts (see recipes/tau2/mua_rl_config.yaml)."""
+    """The user simulator of multi-turn rollouts (see recipes/agent/mua_rl_config.yaml)."""
 
     kind: Literal["scripted", "openai"] = setting(
         "scripted", "`scripted` (model-free, for CI) or `openai` (any OpenAI-compatible endpoint)."
@@ -93,12 +94,18 @@ def load_user_sim_config(raw: Mapping[str, Any] | None, source: str) -> UserSimC
     return _SCHEMA.section(UserSimConfig, raw, source)
 
 
-def make_simulator(cfg: UserSimConfig) -> UserSimulator:
-    """The simulator ``cfg`` describes, behind the reply cache when ``cfg.cache`` is set and not off."""
+def make_simulator(cfg: UserSimConfig, domain: Domain) -> UserSimulator:
+    """The simulator ``cfg`` describes for the users of ``domain``, behind the reply cache when ``cfg.cache`` is set
+    and not off. A chat model plays the user by the domain's guidelines: a domain without them cannot have one."""
     # Re-checked: a UserSimConfig built directly (not loaded) skips load_user_sim_config.
     load_user_sim_config(dataclasses.asdict(cfg), "UserSimConfig")
     sim: UserSimulator
     if cfg.kind == "openai":
+        if domain.guidelines is None:
+            raise ConfigError(
+                f"user_sim.kind 'openai': domain {domain.name!r} declares no simulator guidelines (Domain.guidelines, "
+                "how a chat model plays its user); declare them, or use the scripted user"
+            )
         # Imported here: the openai SDK takes a while to import and scripted runs never need it.
         from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 
@@ -106,6 +113,7 @@ def make_simulator(cfg: UserSimConfig) -> UserSimulator:
         sim = OpenAISimulator(
             cfg.base_url,
             cfg.model,
+            guidelines=domain.guidelines(),
             api_key=os.environ[cfg.api_key_env] if cfg.api_key_env else "EMPTY",
             temperature=cfg.temperature,
             max_tokens=cfg.max_tokens,

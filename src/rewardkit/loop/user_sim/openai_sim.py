@@ -1,6 +1,6 @@
 """A customer played by a chat model behind any OpenAI-compatible endpoint (swift deploy, vLLM, hosted APIs).
 
-Follows tau2-bench's user simulator: system prompt = the simulation guidelines plus the task's
+Follows tau2-bench's user simulator: system prompt = the domain's simulation guidelines plus the task's
 scenario, and the visible dialogue with roles flipped (the agent speaks as "user", the simulator's
 own earlier messages are "assistant"), so a plain chat model continues as the customer.
 
@@ -10,23 +10,14 @@ concurrency limit), one sync client shared by the worker threads (``asyncio.to_t
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardkit.envs.retail import DATA_DIR
 from rewardkit.loop.endpoint import ChatEndpoint, Completion
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
-
-GUIDELINES_FILE = DATA_DIR / "simulation_guidelines.md"  # tau2-bench's, MIT (see data/SOURCE.md)
-
-
-@functools.cache
-def guidelines() -> str:
-    return GUIDELINES_FILE.read_text(encoding="utf-8").strip()
 
 
 def _block(title: str, text: str) -> str:
@@ -60,31 +51,34 @@ def render_scenario(scenario: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def system_prompt(task: Mapping[str, Any]) -> str:
+def system_prompt(guidelines: str, task: Mapping[str, Any]) -> str:
+    """The domain's ``guidelines`` (how to play its user), then the task's scenario."""
     scenario = task.get("user_scenario")
     if not isinstance(scenario, Mapping):
         raise ValueError(f"task {task.get('id')!r} has no user_scenario mapping")
-    return f"{guidelines()}\n\n<scenario>\n{render_scenario(scenario)}\n</scenario>"
+    return f"{guidelines.strip()}\n\n<scenario>\n{render_scenario(scenario)}\n</scenario>"
 
 
-def chat_messages(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[dict[str, str]]:
+def chat_messages(guidelines: str, task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[dict[str, str]]:
     """The request's messages: system prompt, then the dialogue seen from the customer's side."""
     if not dialogue or dialogue[0].role != "agent" or dialogue[-1].role != "agent":
         raise ValueError("the dialogue must start with the agent's greeting and end with an agent turn")
     flipped = {"agent": "user", "user": "assistant"}
-    return [{"role": "system", "content": system_prompt(task)}] + [
+    return [{"role": "system", "content": system_prompt(guidelines, task)}] + [
         {"role": flipped[t.role], "content": t.text} for t in dialogue
     ]
 
 
 class OpenAISimulator:
-    """The customer as a chat model; ``reply`` is thread-safe and blocks (run it in a worker thread)."""
+    """The customer as a chat model, playing the user by ``guidelines`` (the domain's); ``reply`` is thread-safe and
+    blocks (run it in a worker thread)."""
 
     def __init__(
         self,
         base_url: str,
         model: str,
         *,
+        guidelines: str,
         api_key: str = "EMPTY",
         temperature: float = 0.0,
         max_tokens: int = 512,
@@ -95,6 +89,7 @@ class OpenAISimulator:
     ) -> None:
         self.name = base_url
         self.model = model
+        self.guidelines = guidelines
         self.temperature = float(temperature)  # 0 and 0.0 must give one fingerprint
         self.max_tokens = max_tokens
         self._endpoint = ChatEndpoint(
@@ -103,7 +98,7 @@ class OpenAISimulator:
         )  # fmt: skip
 
     def fingerprint(self) -> str:
-        ident = ["openai", self.name, self.model, self.temperature, self.max_tokens, guidelines()]
+        ident = ["openai", self.name, self.model, self.temperature, self.max_tokens, self.guidelines.strip()]
         return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode()).hexdigest()
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
@@ -114,8 +109,9 @@ class OpenAISimulator:
         Content parts are read as their joined text, as the agent's are.
         """
         response = self._endpoint.complete(
-            chat_messages(task, dialogue), _has_text, temperature=self.temperature, max_tokens=self.max_tokens
-        )
+            chat_messages(self.guidelines, task, dialogue), _has_text, temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )  # fmt: skip
         return response.text.strip()
 
 

@@ -1,19 +1,23 @@
-"""`rewardkit recipe run tau2`: synthesis -> cold-start SFT -> multi-turn GRPO -> evaluation, resumable.
+"""`rewardkit recipe run agent --domain REF`: synthesis -> cold-start SFT -> multi-turn GRPO -> evaluation, resumable.
 
-Stages: ``data`` (``synth tau2``, in this process, on the train tasks, plus the multi-turn GRPO rows), ``model``
-(tiny preset: the offline tiny Qwen3), ``sft`` (the cold start), ``grpo`` (``tau2_user``
+The chain runs on any domain (``--domain``: a built-in name, an entry point or a path; default retail). The rows,
+the runs and the GRPO runs' ``$REWARDKIT_CONFIG`` (``WORKDIR/grpo_config.yaml``: the preset's, plus ``domain:``)
+name it as :func:`~rewardkit.envs.portable_ref` writes it, so that every process of ``swift rlhf`` finds it.
+
+Stages: ``data`` (``synth agent``, in this process, on the train tasks, plus the multi-turn GRPO rows), ``model``
+(tiny preset: the offline tiny Qwen3), ``sft`` (the cold start), ``grpo`` (``simulated_user``
 scheduler, the user simulator in the loop), ``grpo_control`` (with ``--baseline``: the same GRPO
 with a learning rate of 1e-12, which sees the same rollouts and learns nothing), ``grpo_inverted``
 (with ``--sign-test``: the same GRPO trained on 1 - TaskCompletion), each again per extra seed
-(``--seeds N``: ``grpo_s2``, ...), one ``eval_<model>`` stage per model (``eval tau2`` on the
+(``--seeds N``: ``grpo_s2``, ...), one ``eval_<model>`` stage per model (``eval agent`` on the
 training tasks and on the held-out split, greedy and sampled at the GRPO temperature), and ``summary``.
 
 The tiny preset runs on CPU: the gold agent and the scripted user make the data, the model is a
-tiny random Qwen3 with a one-line system prompt and no tools column (short sequences), and the
-training tasks are the train split's tasks with at most one gold action. It shows the plumbing
-learning something measurable, not a useful agent. The full preset follows MUA-RL: a teacher
-agent and an LLM user synthesise the data, the cold start is ``recipes/tau2/cold_start_sft.yaml``,
-GRPO is ``recipes/tau2/grpo_multiturn.yaml``, and evaluation uses another simulator.
+tiny random Qwen3 with a one-line system prompt naming the domain and no tools column (short sequences), and the
+training tasks are the train split's tasks with at most one gold action (or the fewest any of its tasks has). It
+shows the plumbing learning something measurable, not a useful agent. The full preset follows MUA-RL: a teacher
+agent and an LLM user synthesise the data, the cold start is ``recipes/agent/cold_start_sft.yaml``,
+GRPO is ``recipes/agent/grpo_multiturn.yaml``, and evaluation uses another simulator.
 """
 
 from __future__ import annotations
@@ -22,37 +26,41 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
+from rewardkit.envs import get_domain, portable_ref
+from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value, read_recipe
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
 from rewardkit.recipes import recipe_path
 from rewardkit.runs.spec import RunSpec
 
 MAX_POSITIONS = 4096  # the tiny model's: multi-turn conversations are longer than planning's prompts
+DOMAIN_FIELD = "{domain}"  # in a preset's system prompt file: replaced by the domain's name
 
 
 @dataclass(frozen=True)
 class Preset(ChainPreset):
-    system_prompt: str | None  # None: the domain's policy
+    system_prompt: str | None  # a recipe file, DOMAIN_FIELD replaced by the domain's name; None: the domain's policy
     tools: bool
-    max_actions: int | None  # train tasks with at most this many gold actions (None: all)
+    max_actions: int | None  # train tasks with at most this many gold actions, or the fewest any has (None: all)
     eval_trials: int  # sampled trials per task (pass^k for k up to it); greedy runs one
     max_tokens: int
     max_turns: int
 
 
 PRESETS = {
-    "tiny": Preset("tau2/tiny_sft.yaml", "tau2/tiny_grpo.yaml", "tau2/tiny_config.yaml", True,
-                   "tau2/tiny_system_prompt.txt", False, 1, 8, 128, 4),
-    "full": Preset("tau2/cold_start_sft.yaml", "tau2/grpo_multiturn.yaml", "tau2/mua_rl_config.yaml", False,
+    "tiny": Preset("agent/tiny_sft.yaml", "agent/tiny_grpo.yaml", "agent/tiny_config.yaml", True,
+                   "agent/tiny_system_prompt.txt", False, 1, 8, 128, 4),
+    "full": Preset("agent/cold_start_sft.yaml", "agent/grpo_multiturn.yaml", "agent/mua_rl_config.yaml", False,
                    None, True, None, 8, 2048, 30),
 }  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Options(ChainOptions):
+    domain: str = "retail"  # a built-in name, an entry point or a domain's path
     agent: str = "gold"  # who synthesises: gold, or a teacher's URL
     user: str = "scripted"  # the simulator during synthesis
     eval_user: str | None = None  # the simulator during evaluation (MUA-RL: another one); default --user
@@ -65,13 +73,15 @@ def _echo(ctx: Context, stage: str, line: str) -> None:
     print(f"[{stage}] {line}", file=ctx.echo, flush=True)
 
 
-class Tau2Pipeline(Chain):
-    grpo_plugins = ("rewardkit.rewards", "rewardkit.plugins.tau2_user")  # the rewards and the multi-turn scheduler
+class AgentPipeline(Chain):
+    grpo_plugins = ("rewardkit.rewards", "rewardkit.plugins.simulated_user")  # the rewards and the multi-turn scheduler
 
     def __init__(self, opts: Options) -> None:
         super().__init__(opts, PRESETS)
         self.opts: Options = opts
         self.preset: Preset = PRESETS[opts.preset]
+        self.domain = get_domain(opts.domain)  # a domain that does not load: one line and exit 2, before any stage
+        self.ref = portable_ref(opts.domain)  # how the rows, the runs and the GRPO config name it
         if not self.preset.tiny and (opts.agent == "gold" or opts.user == "scripted"):
             raise PipelineError("the full preset synthesises with a teacher: pass --agent URL and --user URL")
         self.kinds = model_kinds(self.grpo_runs)
@@ -86,51 +96,81 @@ class Tau2Pipeline(Chain):
         stages += [Stage(f"eval_{m}", self._eval_stage(m), self.check_eval) for m in self.kinds]
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
-    # -- what `synth tau2` and `eval tau2` share ---------------------------------------------
-    def run_spec(self, **run: Any) -> RunSpec:
-        """A run with the preset's loop: its tokens per message, turns, system prompt and tools."""
-        prompt = self.preset.system_prompt
-        system_prompt = recipe_path(prompt) if prompt else None
-        return RunSpec(max_tokens=self.preset.max_tokens, max_turns=self.preset.max_turns, system_prompt=system_prompt,
-                       tools=self.preset.tools, **run)  # fmt: skip
+    # -- what `synth agent` and `eval agent` share ---------------------------------------------
+    def run_spec(self, ctx: Context, **run: Any) -> RunSpec:
+        """A run on the chain's domain with the preset's loop: its tokens per message, turns, system prompt (the
+        data stage writes it) and tools."""
+        system_prompt = self.prompt_path(ctx) if self.preset.system_prompt else None
+        return RunSpec(domain=self.ref, max_tokens=self.preset.max_tokens, max_turns=self.preset.max_turns,
+                       system_prompt=system_prompt, tools=self.preset.tools, **run)  # fmt: skip
+
+    def prompt_path(self, ctx: Context) -> Path:
+        return ctx.workdir / "data" / "system_prompt.txt"
+
+    def system_prompt(self) -> str | None:
+        """The preset's system prompt for the chain's domain (None: the domain's policy)."""
+        if self.preset.system_prompt is None:
+            return None
+        template = recipe_path(self.preset.system_prompt).read_text(encoding="utf-8")
+        return template.replace(DOMAIN_FIELD, self.domain.name)
 
     def train_tasks(self) -> list[str]:
-        """The train split's usable tasks (as ``synth`` selects them) with at most ``max_actions`` gold actions."""
-        from rewardkit.envs import get_domain
+        """The train split's usable tasks (as ``synth`` selects them) with at most ``max_actions`` gold actions, or
+        with the fewest any of them has when that is more."""
         from rewardkit.runs.episode_log import select_tasks
 
-        usable, _ = select_tasks(get_domain("retail"), "train", None, None)
+        usable, _ = select_tasks(self.domain, "train", None, None)
+        if not usable:
+            raise PipelineError(f"domain {self.domain.name!r}: its train split has no usable task to train on")
+        actions = {str(t["id"]): len(t["evaluation_criteria"]["actions"]) for t in usable}
         cap = self.preset.max_actions
-        return [str(t["id"]) for t in usable if cap is None or len(t["evaluation_criteria"]["actions"]) <= cap]
+        cap = None if cap is None else max(cap, min(actions.values()))
+        return [task for task, n in actions.items() if cap is None or n <= cap]
+
+    def grpo_config(self, ctx: Context) -> Path:
+        """The preset's ``$REWARDKIT_CONFIG`` with the chain's domain (``domain:``), written into the workdir: each
+        trainer rank and the rollout server load the domain from it, whatever their working directory."""
+        import yaml
+
+        from rewardkit.envs.domain import CONFIG_KEY
+        from rewardkit.files.outputs import atomic_write_text
+
+        config = {**read_recipe(recipe_path(self.preset.grpo_config)), CONFIG_KEY: self.ref}
+        path = ctx.workdir / "grpo_config.yaml"
+        header = f"# recipes/{self.preset.grpo_config} on the chain's domain (`rewardkit recipe run agent` wrote it)\n"
+        atomic_write_text(path, header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+        return path
 
     # -- stages ------------------------------------------------------------------------------
     def data(self, ctx: Context) -> dict[str, Any]:
-        # In-process (`rewardkit synth tau2`'s own code), then the GRPO rows from the tau2-grpo builder.
+        # In-process (`rewardkit synth agent`'s own code), then the GRPO rows from the tau2-grpo builder.
         from rewardkit.data_builders import write_jsonl
         from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
-        from rewardkit.files.outputs import atomic_writer
+        from rewardkit.files.outputs import atomic_write_text, atomic_writer
         from rewardkit.runs.synthesis import headline, synthesize_run
 
         out = ctx.workdir / "data"
         tasks = self.train_tasks()
+        system = self.system_prompt()
+        if system is not None:
+            atomic_write_text(self.prompt_path(ctx), system)
         sft, report_path, episodes = out / "sft.jsonl", out / "synth_report.json", out / "synth_episodes.jsonl"
-        spec = self.run_spec(agent=self.opts.agent, user=self.opts.user, split="train", tasks=tasks)
+        spec = self.run_spec(ctx, agent=self.opts.agent, user=self.opts.user, split="train", tasks=tasks)
         outputs = ["--out", str(sft), "--report", str(report_path), "--episodes", str(episodes), "--no-progress"]
-        _echo(ctx, "data", f"rewardkit synth tau2 {shlex.join([*spec.options(), *outputs])}")
+        _echo(ctx, "data", f"rewardkit synth agent {shlex.join([*spec.options(), *outputs])}")
         episodes.unlink(missing_ok=True)  # the stage reruns whole; `synth --resume` is for manual runs
         report = synthesize_run(spec, sft, report_path, episodes, progress=False)
         _echo(ctx, "data", headline(report))
-        rows, _ = build_tau2_grpo(Tau2Options(split="train", multi_turn=True))
+        rows, _ = build_tau2_grpo(Tau2Options(domain=self.ref, split="train", multi_turn=True))
         wanted = set(tasks)
-        rows = [r for r in rows if json.loads(r["task"])["id"] in wanted]
-        if self.preset.system_prompt:
-            system = recipe_path(self.preset.system_prompt).read_text(encoding="utf-8")
+        rows = [r for r in rows if str(json.loads(r["task"])["id"]) in wanted]
+        if system is not None:
             rows = [{**r, "messages": [{"role": "system", "content": system}, *r["messages"][1:]]} for r in rows]
         if not self.preset.tools:
             rows = [{k: v for k, v in r.items() if k != "tools"} for r in rows]
         with atomic_writer(out / "grpo.jsonl") as f:
             write_jsonl(rows, f)
-        return {"dir": str(out), "tasks": tasks, "kept": report["kept"], "grpo_rows": len(rows)}
+        return {"dir": str(out), "domain": self.ref, "tasks": tasks, "kept": report["kept"], "grpo_rows": len(rows)}
 
     def model(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.files.jsonl import read_jsonl
@@ -145,8 +185,8 @@ class Tau2Pipeline(Chain):
 
     def _eval_stage(self, model: str):  # returns a Stage.run callable
         def run(ctx: Context) -> dict[str, Any]:
-            # In-process (`rewardkit eval tau2`'s own code): one interpreter start instead of one per split.
-            from rewardkit.pipelines.tau2_report import MODES, SPLITS
+            # In-process (`rewardkit eval agent`'s own code): one interpreter start instead of one per split.
+            from rewardkit.pipelines.agent_report import MODES, SPLITS
             from rewardkit.runs.evaluation import evaluate_run, headline
 
             user = self.opts.eval_user or self.opts.user
@@ -158,12 +198,13 @@ class Tau2Pipeline(Chain):
                 temperature, trials = modes[mode]
                 for name in SPLITS:
                     target = ctx.workdir / "eval" / model / f"{mode}_{name}"
-                    spec = self.run_spec(agent=self.checkpoint(ctx, model), user=user, limit=limits[name],
+                    spec = self.run_spec(ctx, agent=self.checkpoint(ctx, model), user=user, limit=limits[name],
                                          trials=trials, temperature=temperature, **sets[name])  # fmt: skip
                     command = shlex.join([*spec.options(), "--out-dir", str(target)])
-                    _echo(ctx, f"eval_{model}", f"rewardkit eval tau2 {command}")
+                    _echo(ctx, f"eval_{model}", f"rewardkit eval agent {command}")
                     (target / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
-                    summary = evaluate_run(spec, target, progress=False, title=f"{model} on {name} tasks, {mode}")
+                    title = f"{model} on {self.domain.name} {name} tasks, {mode}"
+                    summary = evaluate_run(spec, target, progress=False, title=title)
                     _echo(ctx, f"eval_{model}", f"{mode} {name}: {headline(summary)}")
                     out[f"{mode}_{name}"] = str(target)
             return out
@@ -171,15 +212,20 @@ class Tau2Pipeline(Chain):
         return run
 
     def summary(self, ctx: Context) -> dict[str, Any]:
-        from rewardkit.pipelines.tau2_report import write_summary
+        from rewardkit.pipelines.agent_report import write_summary
 
-        path = write_summary(ctx, self.opts.preset, self.kinds)
+        path = write_summary(ctx, self.opts.preset, self.domain.name, self.kinds)
         return {"summary": str(path)}
 
     # -- output checks (the model, SFT, GRPO and summary ones are the chain's) ---------------------------
     def check_data(self, ctx: Context, result: Mapping[str, Any]) -> None:
         data = marker_path(result, "dir")
+        made_on = marker_value(result, "domain")
+        if made_on != self.ref:  # the workdir of a run on another domain: make the data again, and all after it
+            raise BrokenOutput(f"it was made on domain {made_on}; this run's is {self.ref}")
         marker_value(result, "tasks")  # what the evaluation of the training tasks reads
+        if self.preset.system_prompt:  # what the evaluation prompts with
+            read_output(self.prompt_path(ctx), lambda p: p.read_text(encoding="utf-8"))
         kept, grpo_rows = marker_value(result, "kept"), marker_value(result, "grpo_rows")
         if check_jsonl(data / "sft.jsonl") != kept:
             raise BrokenOutput(f"{data / 'sft.jsonl'} does not hold the {kept} rows synthesis kept")

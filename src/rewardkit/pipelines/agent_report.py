@@ -1,4 +1,4 @@
-"""The tau2 chain's summary: each model on the training tasks and the held-out split, greedy and sampled; each
+"""The agent chain's summary: each model on the training tasks and the held-out split, greedy and sampled; each
 kind's pass^1 over the seeds; GRPO against its control paired by task; the sign test; GRPO's curves; PNGs."""
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def _per_task(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {t.task_id: t.pass1 for t in task_stats(records) if t.trials}
 
 
-def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str]) -> Path:
+def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, str]) -> Path:
+    """``WORKDIR/summary.json`` and its plots; ``domain`` (the domain's name) titles them."""
     data = ctx.results["data"]
     report = json.loads((Path(data["dir"]) / "synth_report.json").read_text(encoding="utf-8"))
     cells = [(m, f"{mode}_{split}") for m in kinds for mode in MODES for split in SPLITS]
@@ -69,6 +70,7 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str]) -> Path:
                                              kinds) for split in SPLITS} for mode in MODES}  # fmt: skip
     summary: dict[str, Any] = {
         "preset": preset,
+        "domain": domain,
         "seeds": sum(k == "grpo" for k in kinds.values()),
         "train_tasks": data["tasks"],
         "synthesis": {k: report[k] for k in ("read", "kept", "rejected", "terminations")},
@@ -78,10 +80,10 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str]) -> Path:
         "paired": evidence.paired_by_kind(kinds, per_task, list(dict.fromkeys(c for _, c in cells))),
     }
     summary["sign_test"] = evidence.sign_test_of(summary["paired"], "sampled_train", "pass^1, sampled, training tasks")
-    summary["plot"] = str(plot(summary, ctx.workdir / "tau2.png"))
-    title = f"tau2 retail {preset}: each model, sampled"
+    summary["plot"] = str(plot(summary, ctx.workdir / "agent.png"))
+    title = f"{domain}, {preset} preset: each model, sampled"
     summary["bars"] = str(evidence.bar_chart(pass1["sampled"], "pass^1 (sampled, mean over seeds)", title,
-                                             ctx.workdir / "tau2_bars.png"))  # fmt: skip
+                                             ctx.workdir / "agent_bars.png"))  # fmt: skip
     path = ctx.workdir / "summary.json"
     atomic_write_text(path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return path
@@ -108,7 +110,7 @@ def plot(summary: Mapping[str, Any], out: Path) -> Path:
     axes[1].set(xlabel="GRPO step", ylabel="mean TaskCompletion of the rollouts", ylim=(-0.02, 1.02),
                 title="multi-turn GRPO rollouts")  # fmt: skip
     axes[1].legend(fontsize=8)
-    fig.suptitle(f"tau2 retail, {summary['preset']} preset: cold start then GRPO")
+    fig.suptitle(f"{summary['domain']}, {summary['preset']} preset: cold start then GRPO")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

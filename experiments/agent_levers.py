@@ -1,12 +1,12 @@
-"""One lever at a time on the tiny tau2 chain's multi-turn GRPO, measured where GRPO optimises.
+"""One lever at a time on the tiny agent chain's multi-turn GRPO, measured where GRPO optimises.
 
-Each lever is one change to ``recipes/tau2/tiny_grpo.yaml``, trained from the cold-start checkpoint of a tau2
-chain's workdir (``rewardkit recipe run tau2 --preset tiny --workdir WORKDIR`` made it) and evaluated by
+Each lever is one change to ``recipes/agent/tiny_grpo.yaml``, trained from the cold-start checkpoint of an agent
+chain's workdir (``rewardkit recipe run agent --preset tiny --workdir WORKDIR`` made it) and evaluated by
 sampling (8 trials per task at temperature 1.0) on the *training* tasks only: the held-out split is never
 looked at while choosing. Per lever: sampled pass^1, the rollouts' TaskCompletion in the first and last quarter
 of the steps, and the mean share of groups with zero reward variance (no gradient).
 
-    python experiments/tau2_levers.py --workdir runs/evidence-tau2 --out runs/levers [--first N]
+    python experiments/agent_levers.py --workdir runs/evidence-retail --out runs/levers [--first N]
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import argparse
 import json
 from pathlib import Path
 
+from rewardkit.pipelines.agent import AgentPipeline, Options
 from rewardkit.pipelines.chain import GrpoRun
 from rewardkit.pipelines.grpo_log import grpo_steps, summarize_steps
 from rewardkit.pipelines.stages import Context
-from rewardkit.pipelines.tau2 import Options, Tau2Pipeline
 from rewardkit.runs.evaluation import evaluate_run
 
 LEVERS = {
@@ -32,15 +32,15 @@ LEVERS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, required=True, help="a tau2 chain's workdir (its sft stage done)")
+    parser.add_argument("--workdir", type=Path, required=True, help="a agent chain's workdir (its sft stage done)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--first", type=int, default=len(LEVERS), help="only the first N levers (default: all)")
     args = parser.parse_args()
-    pipeline = Tau2Pipeline(Options())
     chain = Context(workdir=args.workdir.resolve())
     markers = chain.workdir / ".stages"
     chain.results = {name: json.loads((markers / f"{name}.json").read_text()) for name in ("data", "sft")}
+    pipeline = AgentPipeline(Options(domain=chain.results["data"]["domain"]))  # the chain's domain
     ctx = Context(workdir=args.out.resolve(), results=chain.results)
     (ctx.workdir / "data").mkdir(parents=True, exist_ok=True)
     grpo_rows = chain.workdir / "data" / "grpo.jsonl"
@@ -48,7 +48,7 @@ def main() -> None:
     table = {}
     for i, (lever, flags) in enumerate(list(LEVERS.items())[: args.first]):
         result = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"], *flags)
-        spec = pipeline.run_spec(agent=result["checkpoint"], user="scripted", trials=args.trials,
+        spec = pipeline.run_spec(chain, agent=result["checkpoint"], user="scripted", trials=args.trials,
                                  temperature=pipeline.grpo_temperature(),
                                  split="train", tasks=chain.results["data"]["tasks"])  # fmt: skip
         summary = evaluate_run(spec, ctx.workdir / f"lever{i}" / "eval", progress=False, title=lever)

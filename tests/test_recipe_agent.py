@@ -1,4 +1,4 @@
-"""`rewardkit recipe run tau2 --preset tiny`, shortened: synthesis -> SFT -> GRPO -> evaluation -> summary.
+"""`rewardkit recipe run agent --preset tiny`, shortened: synthesis -> SFT -> GRPO -> evaluation -> summary.
 
 The full-length runs are the measurements in docs/results.md; here we check the chain with the control and two
 seeds: every stage ran, the summary holds the four kinds of model on both task sets, greedy and sampled, with
@@ -30,26 +30,29 @@ def rewardkit(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    workdir = tmp_path_factory.mktemp("tau2")
-    return workdir, rewardkit("recipe", "run", "tau2", "--preset", "tiny", "--workdir", str(workdir), *ARGS)
+    workdir = tmp_path_factory.mktemp("agent")
+    return workdir, rewardkit("recipe", "run", "agent", "--preset", "tiny", "--workdir", str(workdir), *ARGS)
 
 
 @pytest.mark.e2e
 @pytest.mark.compat  # the whole chain, multi-turn GRPO included, on ms-swift 4.4 and 4.6
-class TestTau2Chain:
+class TestAgentChain:
     def test_every_stage_ran(self, short_run) -> None:
         workdir, proc = short_run
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         assert sorted(p.stem for p in (workdir / ".stages").glob("*.json")) == sorted(STAGES)
-        for command in ("synth tau2", "swift sft", "swift rlhf", "eval tau2"):
+        for command in ("synth agent", "swift sft", "swift rlhf", "eval agent"):
             assert command in proc.stdout
         assert "--multi_turn_scheduler" not in proc.stdout  # the recipe file sets it, not the command line
         assert "grpo_vs_control (sampled, train)" in proc.stdout  # the closing table
+        # The GRPO runs read the preset's config plus the chain's domain: every rank of swift rlhf loads it from there.
+        config = (workdir / "grpo_config.yaml").read_text(encoding="utf-8")
+        assert "domain: retail" in config and "kind: scripted" in config
 
     def test_summary_has_every_model_on_both_task_sets_greedy_and_sampled(self, short_run) -> None:
         workdir, _ = short_run
         summary = json.loads((workdir / "summary.json").read_text())
-        assert list(summary["models"]) == MODELS
+        assert list(summary["models"]) == MODELS and summary["domain"] == "retail"
         for model in MODELS:
             for cell in CELLS:
                 metrics = summary["models"][model][cell]
@@ -89,6 +92,6 @@ class TestTau2Chain:
 
     def test_rerun_skips_every_stage(self, short_run) -> None:
         workdir, _ = short_run
-        proc = rewardkit("recipe", "run", "tau2", "--workdir", str(workdir), *ARGS)
+        proc = rewardkit("recipe", "run", "agent", "--workdir", str(workdir), *ARGS)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.count("done earlier, skipped") == len(STAGES)
