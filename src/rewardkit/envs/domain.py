@@ -15,10 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from rewardkit.envs.harness import ToolEnvironment, ToolSpec
+    from rewardkit.envs.harness import CallingEnvironment
 
 
 class StatefulEnvironment(ABC):
@@ -43,6 +43,21 @@ class StatefulEnvironment(ABC):
         return []
 
 
+@runtime_checkable
+class Tool(Protocol):
+    """What every consumer reads of a tool, whether the harness runs it (``harness.ToolSpec``) or an MCP server
+    lists it (``mcp_env.MCPToolSpec``): the schema the model sees, the risk, and the check of gold arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # JSON Schema of the arguments object
+    risk: Literal["read", "write"]
+
+    def openai(self) -> dict[str, Any]: ...
+
+    def violation(self, arguments: Mapping[str, Any]) -> str | None: ...
+
+
 class DomainDataError(ValueError):
     """A file the domain ships (or was pointed at) cannot be read as what it must hold; names the file."""
 
@@ -52,8 +67,8 @@ class Domain:
     """A registered tool-use domain. ``make_env(db_path)`` returns a fresh, private environment."""
 
     name: str
-    make_env: Callable[[str | Path | None], ToolEnvironment]
-    tools: Mapping[str, ToolSpec]
+    make_env: Callable[[str | Path | None], CallingEnvironment]  # the SQLite harness, or an MCP session
+    tools: Mapping[str, Tool]
     tasks: Callable[[], dict[str, dict[str, Any]]]  # task id -> tau2 task object (shared: do not mutate)
     splits: Callable[[], dict[str, list[str]]]  # split name -> task ids
     policy: Callable[[], str]  # the agent's system prompt

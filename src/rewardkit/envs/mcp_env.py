@@ -268,8 +268,11 @@ class MCPEnvironment(CallingEnvironment):
             ResultCode.UNKNOWN_TOOL,
         ):  # the harness audits the key only then
             arguments = {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
+        error = result.value.get("error") if not result.ok and isinstance(result.value, Mapping) else None
+        rule = error.get("rule") if isinstance(error, Mapping) else None  # a gate of the served domain refused it
         row = {"seq": len(self._rows) + 1, "tool": name, "arguments": json.loads(json.dumps(arguments)),
-               "code": result.code.value, "replayed": replayed}  # fmt: skip
+               "code": result.code.value, "replayed": replayed, "side": "agent", "rule": rule,
+               "request": error.get("request_id") if isinstance(error, Mapping) else None}  # fmt: skip
         self._rows.append(row)
         return result
 

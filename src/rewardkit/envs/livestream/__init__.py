@@ -9,10 +9,9 @@ import json
 from typing import Any
 
 from rewardkit.envs.domain import Domain, DomainDataError
+from rewardkit.envs.livestream.specs import TOOLS
+from rewardkit.envs.livestream.tables import DATA, SEED, TABLES
 from rewardkit.envs.sqlite_env import environment
-
-from .specs import TOOLS
-from .tables import DATA, SEED, TABLES
 
 FILES = ("tasks.json", "split_tasks.json", "policy.md", "simulation_guidelines.md")
 DATA_FILES = (SEED, *(DATA / name for name in FILES))

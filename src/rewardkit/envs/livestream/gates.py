@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rewardkit.envs.approvals import Gate
-
-from .tables import minutes_between, now, yuan
-from .writes import coupon_target, price_target, switch_target
+from rewardkit.envs.livestream.tables import minutes_between, now, yuan
+from rewardkit.envs.livestream.writes import coupon_target, price_target, switch_target
 
 # (product, current price, price the buyer pays) in cents, for a call's arguments
 Effective = Callable[[sqlite3.Connection, Mapping[str, Any]], tuple[sqlite3.Row, int, int]]

@@ -6,8 +6,7 @@ import sqlite3
 from typing import Any
 
 from rewardkit.envs.harness import ResultCode, ToolError
-
-from .tables import now, product, room, yuan
+from rewardkit.envs.livestream.tables import now, product, room, yuan
 
 
 def get_shop_rules(conn: sqlite3.Connection) -> dict[str, Any]:

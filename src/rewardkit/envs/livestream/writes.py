@@ -8,8 +8,18 @@ from datetime import datetime
 from typing import Any
 
 from rewardkit.envs.harness import ResultCode, ToolError
-
-from .tables import LIVE, SCHEDULED, TIME, cents, next_id, now, product, room, room_product, yuan
+from rewardkit.envs.livestream.tables import (
+    LIVE,
+    SCHEDULED,
+    TIME,
+    cents,
+    next_id,
+    now,
+    product,
+    room,
+    room_product,
+    yuan,
+)
 
 
 def price_target(conn: sqlite3.Connection, sku: str, new_price: float) -> tuple[sqlite3.Row, int]:
