@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-DOCS = Path(__file__).parents[1] / "docs" / "domains.md"
-BLOCK = re.compile(r"```(?:python|json)\n# file: (\S+)\n(.*?)```", re.DOTALL)
 KINDS = ("schema", "idempotency", "gold", "outputs", "do_nothing", "say_only", "ids", "splits", "policy", "guidelines")
 NEEDS_MCP = pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="MCPToolSpec needs the mcp package")
 DOMAIN_IMPORT = "from rewardkit.envs import Domain\n"

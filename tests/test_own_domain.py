@@ -17,15 +17,19 @@ from rewardkit.envs import get_domain
 from rewardkit.envs.domain import DomainError
 
 DOCS = Path(__file__).parents[1] / "docs" / "domains.md"
-BLOCK = re.compile(r"```(?:python|json)\n# file: (\S+)\n(.*?)```", re.DOTALL)
+BLOCK = re.compile(r"```(?:python|json|text)\n# file: (\S+)\n(.*?)```", re.DOTALL)
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The docs' example domain, written file by file into a folder outside the package."""
+    """The docs' example domain, written file by file into a folder outside the package. The blocks are the
+    starter's files, as ``rewardkit env new library`` writes them: the page shows what the command gives."""
+    from rewardkit.envs.domain import STARTER, STARTER_FILES
+
     root = tmp_path_factory.mktemp("own")
     blocks = BLOCK.findall(DOCS.read_text(encoding="utf-8"))
-    assert [name for name, _ in blocks] == ["library/__init__.py", "library/tasks.json"]
+    assert [name for name, _ in blocks] == [f"library/{f}" for f in STARTER_FILES]
+    assert [text for _, text in blocks] == [(STARTER / f).read_text(encoding="utf-8") for f in STARTER_FILES]
     for name, text in blocks:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
@@ -60,12 +64,12 @@ def test_the_docs_commands_run_on_it(library: Path, tmp_path: Path, capsys: pyte
         capsys, "build", "tau2-grpo", "--domain", library, "--split", "train", "--out", tmp_path / "r.jsonl"
     )
     rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
-    assert code == 0 and len(rows) == 2 and {r["domain"] for r in rows} == {str(library)}, err
+    assert code == 0 and len(rows) == 6 and {r["domain"] for r in rows} == {str(library)}, err  # train: 0-5
     out_file = tmp_path / "sft.jsonl"
     args = ["synth", "agent", "--domain", library, "--agent", "gold", "--user", "scripted", "--split", "train"]
     code, _, err = run(capsys, *args, "--out", out_file, "--no-progress")
     assert code == 0, err
-    assert len(out_file.read_text().splitlines()) == 2  # both gold episodes complete the task, so both are kept
+    assert len(out_file.read_text().splitlines()) == 6  # every gold episode completes its task: all six are kept
 
 
 def test_task_completion_reads_the_domain_from_the_row(library: Path) -> None:
@@ -181,7 +185,7 @@ def test_a_config_names_the_domain_for_every_process(library: Path, tmp_path: Pa
     config.write_text(f"domain: {library}\n", encoding="utf-8")
     code = (
         "import json; from rewardkit.envs import get_domain; from rewardkit.rewards import TaskCompletion\n"
-        "task = get_domain('library').tasks()['2']\n"  # a read-only task: the gold state is the start state
+        "task = get_domain('library').tasks()['4']\n"  # a read-only task: the gold state is the start state
         "said = [{'role': 'user', 'content': 'Is Ulysses in?'}, {'role': 'assistant', 'content': 'It is on loan.'}]\n"
         "print(TaskCompletion()([''], messages=[said], task=[task], domain=['library']))"
     )
@@ -217,8 +221,9 @@ def test_the_agent_chain_runs_on_it(library: Path, tmp_path: Path, monkeypatch: 
     monkeypatch.chdir(library.parent)
     chain, ctx = AgentPipeline(Options(domain="./library")), Context(workdir=tmp_path, echo=io.StringIO())
     [data] = run_stages(chain.stages()[:1], ctx).values()
-    # Both train tasks take two gold actions: the tiny preset's one-action cap gives way to the fewest there are.
-    assert data["domain"] == str(library) and data["tasks"] == ["0", "1"] and data["kept"] == data["grpo_rows"] == 2
+    # The tiny preset trains on the train tasks with one gold action: 2, 3 (lend_book), 4, 5 (find_book).
+    assert data["domain"] == str(library) and data["tasks"] == ["2", "3", "4", "5"]
+    assert data["kept"] == data["grpo_rows"] == 4
     prompt = (tmp_path / "data" / "system_prompt.txt").read_text(encoding="utf-8")
     assert prompt == "You are a library customer service agent. Use the tools.\n"
     rows = [json.loads(line) for line in (tmp_path / "data" / "grpo.jsonl").read_text().splitlines()]
