@@ -162,6 +162,18 @@ def test_request_follows_tau2_conventions() -> None:
     assert body["temperature"] == 0 and body["max_tokens"] == 512 and body["model"] == "sim-model"
 
 
+def test_waiting_approval_requests_are_shown_with_how_to_answer() -> None:
+    task = {**TASK, "user_scenario": {"instructions": {**TASK["user_scenario"]["instructions"], "approval": "approve"}}}
+    waiting = ('req-1: change_price {"sku": "SP006", "new_price": 89} (PRICE_CHANGE_NEEDS_APPROVAL)',)
+    with SimServer() as server:
+        fast(server.base_url).reply(task, DIALOGUE, Progress(requests=waiting))
+        fast(server.base_url).reply(task, DIALOGUE, Progress())
+    waited, idle = (body["messages"][0]["content"] for body in server.requests)
+    assert "\tApproval requests:\n\t\tapprove" in waited  # the scenario says how this user answers
+    assert f"- {waiting[0]}\n</approval_requests>" in waited and "###APPROVE###" in waited and "###DECLINE###" in waited
+    assert "<approval_requests>" not in idle  # nothing waits: nothing shown
+
+
 def test_fingerprint_tracks_what_shapes_replies() -> None:
     a = OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES)
     assert a.fingerprint() == OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES, retries=9).fingerprint()

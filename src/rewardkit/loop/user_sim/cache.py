@@ -31,7 +31,7 @@ def cache_key(fingerprint: str, task: Mapping[str, Any], dialogue: Sequence[Turn
         fingerprint,
         task.get("user_scenario"),
         [[turn.role, turn.text] for turn in dialogue],
-        [progress.state_done, progress.outputs_said],
+        [progress.state_done, progress.outputs_said, list(progress.requests), progress.language],
     ]
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 

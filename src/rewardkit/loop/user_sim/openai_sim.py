@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.loop.endpoint import ChatEndpoint, Completion
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 
@@ -39,6 +40,7 @@ def render_scenario(scenario: Mapping[str, Any]) -> str:
             ("known_info", "Known info"),
             ("unknown_info", "Unknown info"),
             ("task_instructions", "Task instructions"),
+            ("approval", "Approval requests"),  # rewardkit's: approve or decline what the agent asks approval for
         ):
             if instructions.get(key) is not None:
                 parts.append(_block(title, str(instructions[key])))
@@ -59,14 +61,24 @@ def system_prompt(guidelines: str, task: Mapping[str, Any]) -> str:
     return f"{guidelines.strip()}\n\n<scenario>\n{render_scenario(scenario)}\n</scenario>"
 
 
-def chat_messages(guidelines: str, task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[dict[str, str]]:
-    """The request's messages: system prompt, then the dialogue seen from the customer's side."""
+def waiting_note(requests: Sequence[str]) -> str:
+    """What the user sees of the requests waiting for their approval, and how to answer them (the markers)."""
+    lines = "\n".join(f"- {r}" for r in requests)
+    return (f"<approval_requests>\n{lines}\n</approval_requests>\nThe assistant is waiting for your approval of the "
+            f"requests above. Answer as your scenario says: write {APPROVE} in your reply to approve them all, or "
+            f"{DECLINE} to decline them all.")  # fmt: skip
+
+
+def chat_messages(
+    guidelines: str, task: Mapping[str, Any], dialogue: Sequence[Turn], requests: Sequence[str] = ()
+) -> list[dict[str, str]]:
+    """The request's messages: system prompt (with the waiting approval requests, if any), then the dialogue seen
+    from the customer's side."""
     if not dialogue or dialogue[0].role != "agent" or dialogue[-1].role != "agent":
         raise ValueError("the dialogue must start with the agent's greeting and end with an agent turn")
     flipped = {"agent": "user", "user": "assistant"}
-    return [{"role": "system", "content": system_prompt(guidelines, task)}] + [
-        {"role": flipped[t.role], "content": t.text} for t in dialogue
-    ]
+    system = system_prompt(guidelines, task) + (f"\n\n{waiting_note(requests)}" if requests else "")
+    return [{"role": "system", "content": system}] + [{"role": flipped[t.role], "content": t.text} for t in dialogue]
 
 
 class OpenAISimulator:
@@ -102,14 +114,15 @@ class OpenAISimulator:
         return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode()).hexdigest()
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
-        """The customer's next message; ``progress`` is unused (a model judges completion itself).
+        """The customer's next message; of ``progress`` only the waiting approval requests are read (a model judges
+        completion itself).
 
         The simulator is infrastructure, not the policy: a reply without text (empty, null, blank, only tool
         calls, whatever its finish reason) is retried like a server error, then :class:`SimulatorError`.
         Content parts are read as their joined text, as the agent's are.
         """
         response = self._endpoint.complete(
-            chat_messages(self.guidelines, task, dialogue), _has_text, temperature=self.temperature,
+            chat_messages(self.guidelines, task, dialogue, progress.requests), _has_text, temperature=self.temperature,
             max_tokens=self.max_tokens,
         )  # fmt: skip
         return response.text.strip()
