@@ -17,10 +17,11 @@ STDIO = shlex.join(SERVE)
 
 
 @contextlib.contextmanager
-def http_process(port: int, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def http_process(port: int, log: Path, domain: str = "retail") -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`rewardkit env serve --mcp --transport http` on ``port``; yields its URL and process once it listens."""
     with log.open("w") as err:
         cmd = [*SERVE, "--transport", "http", "--port", str(port)]
+        cmd[cmd.index("retail")] = domain
         proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     try:
         deadline = time.monotonic() + 60
@@ -39,7 +40,7 @@ def http_process(port: int, log: Path) -> Iterator[tuple[str, subprocess.Popen[b
 
 
 @contextlib.contextmanager
-def http_server(port: int, log: Path) -> Iterator[str]:
+def http_server(port: int, log: Path, domain: str = "retail") -> Iterator[str]:
     """The same, yielding only the URL."""
-    with http_process(port, log) as (url, _):
+    with http_process(port, log, domain) as (url, _):
         yield url
