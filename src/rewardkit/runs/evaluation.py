@@ -58,7 +58,8 @@ def evaluate_run(
 
 
 def headline(summary: Mapping[str, Any]) -> str:
-    """One line: pass^k, TCR, turns and what was excluded."""
+    """One line: pass^k, TCR, turns, the share of calls that succeeded, the gates (when any was met) and what was
+    excluded."""
     passes = "  ".join(
         f"pass^{p['k']} {p['value']:.3f}" if p["value"] is not None else f"pass^{p['k']} -"
         for p in summary["pass_hat_k"]
@@ -67,7 +68,11 @@ def headline(summary: Mapping[str, Any]) -> str:
     tcr = "-" if mean["tcr"] is None else f"{mean['tcr']:.3f}"
     turns = "-" if mean["turns"] is None else f"{mean['turns']:.1f}"
     episodes = summary["episodes"]
+    ops, gates = summary["operations"], summary["gates"]
+    rate = "-" if ops["success_rate"] is None else f"{ops['success_rate']:.3f}"
+    gated = (f"  gates: {gates['approved']} approved, {gates['declined']} declined, {gates['hard_gate']} hard"
+             if gates["requested"] or gates["hard_gate"] else "")  # fmt: skip
     return (
-        f"{passes}  TCR {tcr}  turns {turns}  episodes {episodes['valid']} valid, "
+        f"{passes}  TCR {tcr}  turns {turns}  calls ok {rate}{gated}  episodes {episodes['valid']} valid, "
         f"{episodes['infra_error']} infrastructure errors excluded"
     )
