@@ -58,6 +58,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_rewards.py
 	$(VENV)/bin/python benchmarks/bench_retail_copy.py
 	$(VENV)/bin/python benchmarks/bench_task_completion.py
+	$(VENV)/bin/python benchmarks/bench_harness.py
 	$(VENV)/bin/python benchmarks/bench_multi_turn.py
 	$(VENV)/bin/python benchmarks/bench_memory.py
 	$(VENV)/bin/python benchmarks/bench_lint.py
