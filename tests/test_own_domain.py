@@ -70,6 +70,15 @@ def test_the_docs_commands_run_on_it(library: Path, tmp_path: Path, capsys: pyte
     code, _, err = run(capsys, *args, "--out", out_file, "--no-progress")
     assert code == 0, err
     assert len(out_file.read_text().splitlines()) == 6  # every gold episode completes its task: all six are kept
+    code, out, err = run(capsys, "env", "check", library)
+    assert code == 0 and "all 37 checks passed" in out, out + err
+    out_dir = tmp_path / "eval"
+    args = ["eval", "agent", "--domain", library, "--agent", "gold", "--user", "scripted", "--split", "test"]
+    code, out, err = run(capsys, *args, "--trials", "2", "--out-dir", out_dir, "--no-progress")
+    summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+    # 3 test tasks x 2 trials, the gold agent: pass^1 = pass^2 = 1; its calls: 2 + 1 + 1 per trial, all OK.
+    assert code == 0 and [p["value"] for p in summary["pass_hat_k"]] == [1.0, 1.0], out + err
+    assert summary["operations"] == {"calls": 8, "ok": 8, "success_rate": 1.0}
 
 
 def test_task_completion_reads_the_domain_from_the_row(library: Path) -> None:
