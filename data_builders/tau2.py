@@ -35,6 +35,7 @@ from typing import Any
 from rewardkit.data_builders._io import BuildReport, Record
 from rewardkit.data_builders.tau2_tasks import load_sources, task_problem
 from rewardkit.envs import portable_ref
+from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.scenario import opening_turn
 from rewardkit.envs.tasks import instructions
 
@@ -85,6 +86,9 @@ def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildRepor
         if problem is None and not opening:
             problem = ("no_reason_for_call", "nothing is left of the request once the sentences meant only for a "
                        "user simulator are dropped")  # fmt: skip
+        if problem is None and not opts.multi_turn and gold_outcome(src.domain.name, task).approvals:
+            problem = ("needs_approval", "its gold write waits for the user's approval, which only a conversation "
+                       "gives: build it with --multi-turn")  # fmt: skip
         if problem:
             report.reject(Record(source, task), *problem)
             continue

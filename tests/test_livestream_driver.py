@@ -101,3 +101,25 @@ def test_a_logged_conversation_replays_its_users_approvals_only(edit, score: flo
     messages = edit(_gold_conversation("t13"))
     task = json.dumps(DOMAIN.tasks()["t13"], ensure_ascii=False)
     assert TaskCompletion()([""], messages=[messages], task=[task], domain=["livestream"]) == [score]
+
+
+@pytest.mark.parametrize(("multi_turn", "rejected"), [(False, {"needs_approval": 6}), (True, {})])
+def test_single_turn_rows_leave_out_what_needs_an_approval(multi_turn: bool, rejected: dict) -> None:
+    from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+
+    # The train split's 30 tasks; 6 of them (t13, t14, t15, t29, t30, t37) hold a write their user approves, which
+    # a single completion cannot: it has no user turn to approve in.
+    rows, report = build_tau2_grpo(Tau2Options(split="train", multi_turn=multi_turn, domain="livestream"))
+    assert len(rows) == 30 - sum(rejected.values()) and dict(report.rejected) == rejected
+
+
+def test_lint_passes_the_agent_recipe_on_its_rows(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rewardkit.cli import main
+    from rewardkit.recipes import recipe_path
+
+    rows = tmp_path / "rows.jsonl"
+    assert main(["build", "tau2-grpo", "--domain", "livestream", "--split", "train", "--out", str(rows)]) == 0
+    # Every tool-use probe (say_only, no_op, every_write, other_gold, other_actions, wrong_argument, ...) scores
+    # below the gold on the 24 single-turn rows: the reward set cannot be gamed on this domain's tasks either.
+    code = main(["lint", str(recipe_path("agent/tiny_grpo.yaml")), "--dataset", str(rows)])
+    assert code == 0 and "all 20 checks passed" in capsys.readouterr().out

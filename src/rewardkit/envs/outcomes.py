@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.envs import get_domain, make_env
-from rewardkit.envs.approvals import user_decision
+from rewardkit.envs.approvals import gate_counts, user_decision
 from rewardkit.envs.harness import IDEMPOTENCY_KEY
 from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
 from rewardkit.envs.tool_calls import tool_calls
@@ -34,6 +34,7 @@ class Call:
 class Outcome:
     state_hash: str
     calls: tuple[Call, ...]
+    approvals: int = 0  # requests the user approved on the way (a single-turn completion can hold none)
 
 
 def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,6 +59,7 @@ def replay(domain: str, calls: Sequence[Any], approve: bool = False) -> Outcome:
             tuple(
                 Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r)) for a, r in pairs
             ),
+            gate_counts(env.audit())["approved"] if approve else 0,
         )
 
 
