@@ -69,6 +69,23 @@ def test_the_state_hash_is_order_free_and_incremental(make_env) -> None:
     assert rebuilt.state_hash() == first.state_hash()
 
 
+@pytest.mark.parametrize(
+    "write",
+    [
+        "INSERT OR REPLACE INTO items VALUES ('a', 5)",  # deletes the old row, then inserts: two rows touched
+        "UPDATE items SET qty = 5 WHERE item_id = 'a'",
+        "REPLACE INTO items VALUES ('a', 5)",
+    ],
+)
+def test_every_way_to_the_same_row_hashes_the_same(make_env, write: str) -> None:
+    env, updated = make_env(), make_env()
+    env.conn.execute(write)
+    updated.conn.execute("UPDATE items SET qty = 5 WHERE item_id = 'a'")
+    # Incremental and from scratch agree, and equal the same state reached by an UPDATE.
+    tables = Tables(SCHEMA, SEED)
+    assert env.state_hash() == updated.state_hash() == tables.full_hash(env.conn)
+
+
 def test_a_write_undone_hashes_as_the_template(make_env) -> None:
     env, fresh = make_env(), make_env()
     assert env.call("note", {"item_id": "a", "text": "x"}).ok

@@ -114,6 +114,15 @@ def test_an_llm_user_plays_by_the_domains_guidelines() -> None:
     assert isinstance(make_simulator(UserSimConfig(), bare), ScriptedSimulator)  # the scripted user needs none
 
 
+def test_the_scripted_user_refuses_a_language_it_does_not_speak() -> None:
+    import dataclasses
+
+    french = dataclasses.replace(RETAIL, name="boutique", language="fr")
+    with pytest.raises(ConfigError, match=r"domain 'boutique' speaks 'fr', and the scripted user speaks en, zh"):
+        make_simulator(UserSimConfig(), french)  # at start-up, not at the second user turn of a run
+    assert make_simulator(UserSimConfig(), dataclasses.replace(RETAIL, name="zh_shop", language="zh")) is not None
+
+
 def test_config_from_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The public loader of the whole file checks user_sim as strictly as load_user_sim_config, naming the file.
     file = tmp_path / "rk.yaml"

@@ -40,10 +40,13 @@ ROWID = "_rewardkit_rowid"  # selected beside a row's columns to find it again; 
 
 
 def connect() -> sqlite3.Connection:
-    """An in-memory connection as the harness wants it: no implicit transactions, rows by name, foreign keys on."""
+    """An in-memory connection as the harness wants it: no implicit transactions, rows by name, foreign keys on, and
+    recursive triggers on (without them ``INSERT OR REPLACE`` deletes a row no trigger sees, and the incremental
+    hash would keep the deleted row)."""
     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA recursive_triggers = ON")
     return conn
 
 

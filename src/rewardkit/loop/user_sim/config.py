@@ -19,7 +19,7 @@ from rewardkit.config import ConfigError, ConfigSchema, config_section, setting
 from rewardkit.envs import Domain
 from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.loop.user_sim.cache import CachedSimulator
-from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+from rewardkit.loop.user_sim.scripted import PHRASES, ScriptedSimulator
 from rewardkit.rewards.config import REFERENCE
 
 SECTION = "user_sim"
@@ -123,6 +123,11 @@ def make_simulator(cfg: UserSimConfig, domain: Domain) -> UserSimulator:
             concurrency=cfg.concurrency,
         )
     else:
+        if domain.language not in PHRASES:  # found here, not at the second user turn of a training run
+            raise ConfigError(
+                f"user_sim.kind 'scripted': domain {domain.name!r} speaks {domain.language!r}, and the scripted user "
+                f"speaks {', '.join(PHRASES)}; use an LLM user (user_sim.kind: openai)"
+            )
         sim = ScriptedSimulator()
     if cfg.cache is not None and cfg.cache_mode != "off":
         sim = CachedSimulator(sim, cfg.cache, cfg.cache_mode)  # type: ignore[arg-type]
