@@ -186,3 +186,37 @@ def test_a_badly_declared_gate_fails_at_declaration(kwargs, message) -> None:
 def test_only_a_write_can_be_gated() -> None:
     with pytest.raises(ValueError, match="only a write can be gated"):
         ToolSpec("read", "Read.", {"type": "object"}, "read", set_price, gates=(Gate("hard", "X", always("x")),))
+
+
+def returns_a_set(conn, sku: str, price: float) -> dict:
+    conn.execute("UPDATE products SET price = ? WHERE sku = ?", (price, sku))
+    return {"changed": {sku}}  # a set: no JSON can hold it (a bug in the tool)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        # a key of another type than string, where the schema leaves it open: refused, nothing stored or run
+        ("open_key", {"sku": "p1", "price": 95.0, "idempotency_key": {"k": 1}}, ResultCode.SCHEMA_VIOLATION),
+        ("open_key", {"sku": "p1", "price": 95.0, "idempotency_key": 7}, ResultCode.SCHEMA_VIOLATION),
+    ],
+)
+def test_a_key_that_is_no_string_is_refused(tool: str, arguments: dict, code: ResultCode) -> None:
+    open_params = {**PARAMS, "properties": {**PARAMS["properties"], "idempotency_key": {}}}
+    tools = {"open_key": ToolSpec("open_key", "Set.", open_params, "write", set_price)}
+    with environment(Tables(SCHEMA, SEED), tools)() as env:
+        assert env.call(tool, arguments).code is code and price(env) == 100.0
+
+
+def test_a_tool_whose_result_cannot_be_stored_raises_and_leaves_no_transaction_open() -> None:
+    tools = {"bad": ToolSpec("bad", "Set.", PARAMS, "write", returns_a_set), "set_price": TOOLS["set_price"]}
+    with environment(Tables(SCHEMA, SEED), tools)() as env:
+        with pytest.raises(TypeError):
+            env.call("bad", {"sku": "p1", "price": 95.0, "idempotency_key": "k"})
+        assert price(env) == 100.0 and not env.conn.in_transaction  # rolled back; the next call can run
+        assert call(env, 95.0).ok and price(env) == 95.0  # the environment goes on: a 5% change, no gate
+
+
+def test_a_tool_cannot_take_the_users_approval_tool_name() -> None:
+    with pytest.raises(ValueError, match="the user's approval tool"):
+        ToolSpec("approve_request", "Approve.", PARAMS, "write", set_price)

@@ -84,6 +84,8 @@ class ToolSpec:
         Draft202012Validator.check_schema(self.parameters)
         if self.gates and self.risk != "write":
             raise ValueError(f"tool {self.name!r}: only a write can be gated (risk is {self.risk!r})")
+        if self.name in approvals.USER_TOOLS:  # the user's side: no agent tool may take the name
+            raise ValueError(f"tool {self.name!r}: the name is the user's approval tool; name the tool otherwise")
         # A write's schema advertises the optional idempotency key to the model.
         if self.risk == "write" and IDEMPOTENCY_KEY not in self.parameters.get("properties", {}):
             raise ValueError(f"write tool {self.name!r} must declare an optional {IDEMPOTENCY_KEY!r} property")
@@ -112,6 +114,13 @@ class ToolResult:
     def text(self) -> str:
         """The tool message content: strings as they are, everything else as JSON."""
         return self.value if isinstance(self.value, str) else json.dumps(self.value, ensure_ascii=False)
+
+    @property
+    def request_id(self) -> str | None:
+        """The approval request a held call opened (``APPROVAL_REQUIRED``), or None."""
+        error = self.value.get("error") if isinstance(self.value, Mapping) else None
+        found = error.get("request_id") if isinstance(error, Mapping) else None
+        return found if self.code is ResultCode.APPROVAL_REQUIRED and isinstance(found, str) else None
 
     @classmethod
     def error(cls, code: ResultCode, message: str, **detail: str) -> ToolResult:
@@ -153,8 +162,8 @@ class CallingEnvironment(StatefulEnvironment):
                 if isinstance(call, Mapping):
                     call = ToolCall(str(call.get("name", "")), call.get("arguments") or {})
                 result = self.execute(call)
-                if approve and result.code is ResultCode.APPROVAL_REQUIRED:
-                    self.user_call("approve_request", {"request_id": result.value["error"]["request_id"]})
+                if approve and result.request_id is not None:
+                    self.user_call("approve_request", {"request_id": result.request_id})
                     result = self.execute(call)
                 out.append(result)
         return out
@@ -232,6 +241,9 @@ class ToolEnvironment(CallingEnvironment):
         if problem is not None:
             return self._record(name, arguments, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem))
         key = arguments.pop(IDEMPOTENCY_KEY, None)
+        if key is not None and not isinstance(key, str):  # a schema may leave the key's type open; the store may not
+            problem = f"{IDEMPOTENCY_KEY}: must be a string, got {type(key).__name__}"
+            return self._record(name, arguments, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem))
         if spec.risk == "read":
             return self._record(name, arguments, self._run(spec, arguments))
         if key is not None:
@@ -251,17 +263,17 @@ class ToolEnvironment(CallingEnvironment):
         try:
             gated, request = self._gate(spec, call, arguments)
             result = gated or self._run(spec, arguments)
-        except BaseException:
+            if result.ok and key is not None:  # only successes are remembered: a failed write may be retried
+                self.conn.execute("INSERT INTO idempotency VALUES (?, ?, ?)", (key, call, _canonical(result.value)))
+        except BaseException:  # a tool returning what JSON cannot hold, a bug: nothing stays half-written
             self.conn.execute("ROLLBACK")
             raise
         if not result.ok:
             self.conn.execute("ROLLBACK")
-            if result.code is ResultCode.APPROVAL_REQUIRED:  # the request outlives the refused write
-                request = approvals.request(self.conn, call, result.value["error"]["rule"], result.text())
-                result.value["error"]["request_id"] = request
+            if gated is not None and gated.code is ResultCode.APPROVAL_REQUIRED:  # the request outlives the write
+                request = approvals.request(self.conn, call, gated.value["error"]["rule"], gated.text())
+                gated.value["error"]["request_id"] = request
             return self._record(name, arguments, result, request=request)
-        if key is not None:  # only successes are remembered: a failed write may be retried
-            self.conn.execute("INSERT INTO idempotency VALUES (?, ?, ?)", (key, call, _canonical(result.value)))
         self.conn.execute("COMMIT")
         return self._record(name, arguments, result, request=request)
 
@@ -309,7 +321,11 @@ class ToolEnvironment(CallingEnvironment):
         """The requests waiting for the user: id, tool, arguments, rule and the refusal's text."""
         with self.lock:
             waiting = approvals.pending(self.conn)
-        return [{**r, **dict(zip(("tool", "arguments"), json.loads(r.pop("call")), strict=True))} for r in waiting]
+        out = []
+        for request in waiting:
+            tool, arguments = json.loads(request.pop("call"))
+            out.append({**request, "tool": tool, "arguments": arguments})
+        return out
 
     def audit(self) -> list[dict[str, Any]]:
         """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
