@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.outcomes import Call, Outcome, checked_task, replay_conversation, without_key
 from rewardkit.envs.tasks import TaskError, communicated_texts
 from rewardkit.envs.termination import EXCLUDED, NATURAL
+from rewardkit.envs.tool import ResultCode
 from rewardkit.envs.tool_calls import user_facing_texts
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where

@@ -8,8 +8,9 @@ import importlib.util
 import pytest
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.domain import BUILTIN, Tool
+from rewardkit.envs.domain import BUILTIN
 from rewardkit.envs.harness import CallingEnvironment
+from rewardkit.envs.tool import Tool
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))

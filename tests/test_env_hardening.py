@@ -13,8 +13,8 @@ import pytest
 
 from rewardkit.envs import make_env
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.tool import ResultCode
 
 THREADS = 8
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rewardkit.envs.approvals import APPROVE, DECLINE, Gate, always, user_decision
-from rewardkit.envs.harness import ResultCode, ToolError, ToolSpec
 from rewardkit.envs.sqlite_env import Tables, environment
+from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec
 
 SCHEMA = "CREATE TABLE products (sku TEXT PRIMARY KEY, price REAL NOT NULL, cost REAL NOT NULL);"
 SEED = {"products": [{"sku": "p1", "price": 100.0, "cost": 60.0}]}

@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rewardkit.envs import make_env
-from rewardkit.envs.harness import ResultCode, ToolEnvironment
+from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.tool import ResultCode
 from rewardkit.envs.tool_calls import ToolCall
 
 CANCEL = {"order_id": "#W6779827", "reason": "no longer needed"}  # pending, paid by gift card

@@ -15,8 +15,8 @@ from rewardkit.envs.approvals import gate_counts
 from rewardkit.envs.tasks import approves, gold_actions, known_info, reason_for_call
 
 FOLDER = Path(__file__).resolve().parents[1] / "src" / "rewardkit" / "envs" / "livestream"
-PUBLIC = {"rewardkit.envs", "rewardkit.envs.harness", "rewardkit.envs.approvals", "rewardkit.envs.sqlite_env",
-          "rewardkit.envs.domain"}  # fmt: skip
+PUBLIC = {"rewardkit.envs", "rewardkit.envs.tool", "rewardkit.envs.harness", "rewardkit.envs.approvals",
+          "rewardkit.envs.sqlite_env", "rewardkit.envs.domain"}  # fmt: skip
 DOMAIN = get_domain("livestream")
 TASKS = DOMAIN.tasks()
 

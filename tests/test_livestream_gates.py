@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.harness import ResultCode
+from rewardkit.envs.tool import ResultCode
 
 DOMAIN = get_domain("livestream")
 

@@ -24,9 +24,9 @@ from sim_server import free_port
 
 from rewardkit.cli import main
 from rewardkit.envs import get_domain
-from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.mcp_domain import mcp_domain
 from rewardkit.envs.mcp_env import MCPEnvironment, MCPServerError, MCPUnavailableError
+from rewardkit.envs.tool import ResultCode
 from rewardkit.envs.tool_calls import ToolCall
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episode

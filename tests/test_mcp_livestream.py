@@ -15,9 +15,9 @@ from mcp_servers import http_server
 from sim_server import free_port
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.harness import ResultCode
 from rewardkit.envs.mcp_env import MCPEnvironment
 from rewardkit.envs.tasks import approves, gold_actions
+from rewardkit.envs.tool import ResultCode
 
 DOMAIN = get_domain("livestream")
 UNGATED = {i: t for i, t in DOMAIN.tasks().items() if not approves(t)}  # no approval in their gold

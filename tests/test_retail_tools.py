@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import get_domain, make_env
-from rewardkit.envs.harness import ResultCode, ToolEnvironment
+from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.tool import ResultCode
 
 # Orders of the vendored db.json, by what the tests need of them.
 PENDING_GIFT = "#W6779827"  # ethan_lopez_6291, 4079.45 paid by gift_card_7219486 (balance 49.0)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.harness import ResultCode, ToolError, ToolSpec
 from rewardkit.envs.sqlite_env import Nested, Tables, environment
+from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec
 
 SCHEMA = """
 CREATE TABLE items (item_id TEXT PRIMARY KEY, qty INTEGER NOT NULL CHECK (qty >= 0));

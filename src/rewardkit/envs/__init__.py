@@ -4,8 +4,9 @@ Every caller goes through the domain registry (:mod:`rewardkit.envs.domain`).
 
 - ``domain.py``: the :class:`Domain` contract (environment factory, tools, tasks, splits, policy)
   and the registry;
+- ``tool.py``: the tool contract (``Tool``, ``ToolSpec``, ``ToolError``, ``ResultCode``, ``ToolResult``);
 - ``harness.py``: tools over one private SQLite copy, with argument schemas, risk levels,
-  idempotency keys and an audit log;
+  idempotency keys, approval gates (``approvals.py``) and an audit log;
 - ``tool_calls.py``: an agent's tool calls read out of chat messages (Hermes, OpenAI, ms-swift);
 - ``calculator.py``: tau2's ``calculate`` tool without ``eval``;
 - ``sqlite_env.py``: a domain's tables (schema and seed): the template per process, a private copy per
@@ -43,10 +44,10 @@ from rewardkit.envs.domain import (
 )
 
 if TYPE_CHECKING:
-    from rewardkit.envs.harness import ToolEnvironment
+    from rewardkit.envs.harness import CallingEnvironment
 
 
-def make_env(domain: str, db_path: str | Path | None = None) -> ToolEnvironment:
+def make_env(domain: str, db_path: str | Path | None = None) -> CallingEnvironment:
     """A fresh environment of ``domain`` (a private copy of its database)."""
     return get_domain(domain).make_env(db_path)
 

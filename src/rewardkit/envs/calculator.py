@@ -6,7 +6,7 @@ import ast
 import operator
 import sqlite3
 
-from rewardkit.envs.harness import ResultCode, ToolError
+from rewardkit.envs.tool import ResultCode, ToolError
 
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}

@@ -15,10 +15,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rewardkit.envs.harness import CallingEnvironment
+    from rewardkit.envs.tool import Tool
 
 
 class StatefulEnvironment(ABC):
@@ -41,21 +42,6 @@ class StatefulEnvironment(ABC):
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The soft-gated requests waiting for the user (``rewardkit.envs.approvals``); none without gates."""
         return []
-
-
-@runtime_checkable
-class Tool(Protocol):
-    """What every consumer reads of a tool, whether the harness runs it (``harness.ToolSpec``) or an MCP server
-    lists it (``mcp_env.MCPToolSpec``): the schema the model sees, the risk, and the check of gold arguments."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]  # JSON Schema of the arguments object
-    risk: Literal["read", "write"]
-
-    def openai(self) -> dict[str, Any]: ...
-
-    def violation(self, arguments: Mapping[str, Any]) -> str | None: ...
 
 
 class DomainDataError(ValueError):

@@ -1,7 +1,7 @@
 """A tool harness over one private SQLite database, with a production agent harness's rules (docs/harness.md).
 
 - every tool declares a JSON Schema for its arguments (an OpenAI function spec,
-  usable as ms-swift's ``tools`` column) and a risk level, ``read`` or ``write``;
+  usable as ms-swift's ``tools`` column) and a risk level, ``read`` or ``write`` (:mod:`rewardkit.envs.tool`);
 - arguments are validated before anything runs;
 - failures come back as structured results with a code, never as exceptions;
 - a write runs in one transaction: a failed write changes nothing;
@@ -19,17 +19,13 @@ import json
 import sqlite3
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, ClassVar, Literal
-
-from jsonschema import Draft202012Validator
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
 
 from rewardkit.envs import approvals
-from rewardkit.envs.approvals import Gate
 from rewardkit.envs.domain import StatefulEnvironment
-from rewardkit.envs.schemas import first_error, not_json, unencodable
+from rewardkit.envs.schemas import not_json, unencodable
+from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode, ToolError, ToolResult, ToolSpec, canonical
 from rewardkit.envs.tool_calls import ToolCall
 
 HARNESS_SCHEMA = (
@@ -43,94 +39,6 @@ CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL
 """
     + approvals.APPROVALS_SCHEMA
 )
-
-IDEMPOTENCY_KEY = "idempotency_key"
-
-
-class ResultCode(str, Enum):  # str: comparable with the codes in JSON records
-    OK = "OK"
-    NOT_FOUND = "NOT_FOUND"
-    INVALID_ARGUMENT = "INVALID_ARGUMENT"
-    SCHEMA_VIOLATION = "SCHEMA_VIOLATION"
-    PRECONDITION_FAILED = "PRECONDITION_FAILED"
-    INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
-    UNKNOWN_TOOL = "UNKNOWN_TOOL"
-    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
-    APPROVAL_REQUIRED = "APPROVAL_REQUIRED"  # a soft gate: the user has not approved this exact call
-    HARD_GATE = "HARD_GATE"  # a platform red line: refused whatever was approved
-
-
-class ToolError(Exception):
-    """A tool refusing a call; the harness turns it into a structured result."""
-
-    def __init__(self, code: ResultCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool: ``fn(conn, **arguments)`` returns a JSON value or raises :class:`ToolError`."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]  # JSON Schema of the arguments object
-    risk: Literal["read", "write"]
-    fn: Callable[..., Any] = field(repr=False, compare=False)
-    gates: tuple[Gate, ...] = ()  # approval rules, checked in order before the write runs (writes only)
-
-    def __post_init__(self) -> None:
-        Draft202012Validator.check_schema(self.parameters)
-        if self.gates and self.risk != "write":
-            raise ValueError(f"tool {self.name!r}: only a write can be gated (risk is {self.risk!r})")
-        if self.name in approvals.USER_TOOLS:  # the user's side: no agent tool may take the name
-            raise ValueError(f"tool {self.name!r}: the name is the user's approval tool; name the tool otherwise")
-        # A write's schema advertises the optional idempotency key to the model.
-        if self.risk == "write" and IDEMPOTENCY_KEY not in self.parameters.get("properties", {}):
-            raise ValueError(f"write tool {self.name!r} must declare an optional {IDEMPOTENCY_KEY!r} property")
-        object.__setattr__(self, "_validator", Draft202012Validator(self.parameters))
-
-    def violation(self, arguments: Mapping[str, Any]) -> str | None:
-        return first_error(self._validator, arguments)  # type: ignore[attr-defined]
-
-    def openai(self) -> dict[str, Any]:
-        """The OpenAI function spec (what goes into a dataset's ``tools`` column)."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
-        }
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    code: ResultCode
-    value: Any  # the tool's JSON value, or {"error": {"code", "message"}}
-
-    @property
-    def ok(self) -> bool:
-        return self.code is ResultCode.OK
-
-    def text(self) -> str:
-        """The tool message content: strings as they are, everything else as JSON."""
-        return self.value if isinstance(self.value, str) else json.dumps(self.value, ensure_ascii=False)
-
-    @property
-    def request_id(self) -> str | None:
-        """The approval request a held call opened (``APPROVAL_REQUIRED``), or None."""
-        error = self.value.get("error") if isinstance(self.value, Mapping) else None
-        found = error.get("request_id") if isinstance(error, Mapping) else None
-        return found if self.code is ResultCode.APPROVAL_REQUIRED and isinstance(found, str) else None
-
-    @classmethod
-    def error(cls, code: ResultCode, message: str, **detail: str) -> ToolResult:
-        """A refusal; ``detail`` adds fields the caller acts on (a gate's ``rule``, an approval's ``request_id``)."""
-        return cls(code, {"error": {"code": code.value, "message": message, **detail}})
-
-
-def _canonical(value: Any) -> str:
-    # ASCII escapes keep lone surrogates (valid JSON, not UTF-8) storable.
-    return json.dumps(value, sort_keys=True)
 
 
 class CallingEnvironment(StatefulEnvironment):
@@ -249,7 +157,7 @@ class ToolEnvironment(CallingEnvironment):
         if key is not None:
             row = self.conn.execute("SELECT call, result FROM idempotency WHERE key = ?", (key,)).fetchone()
             if row is not None:
-                if row["call"] != _canonical([name, arguments]):
+                if row["call"] != canonical([name, arguments]):
                     result = ToolResult.error(
                         ResultCode.IDEMPOTENCY_CONFLICT,
                         f"idempotency_key {key!r} was already used for a different call",
@@ -258,13 +166,13 @@ class ToolEnvironment(CallingEnvironment):
                 return self._record(
                     name, arguments, ToolResult(ResultCode.OK, json.loads(row["result"])), replayed=True
                 )
-        call = _canonical([name, arguments])
+        call = canonical([name, arguments])
         self.conn.execute("BEGIN")
         try:
             gated, request = self._gate(spec, call, arguments)
             result = gated or self._run(spec, arguments)
             if result.ok and key is not None:  # only successes are remembered: a failed write may be retried
-                self.conn.execute("INSERT INTO idempotency VALUES (?, ?, ?)", (key, call, _canonical(result.value)))
+                self.conn.execute("INSERT INTO idempotency VALUES (?, ?, ?)", (key, call, canonical(result.value)))
         except BaseException:  # a tool returning what JSON cannot hold, a bug: nothing stays half-written
             self.conn.execute("ROLLBACK")
             raise
@@ -353,6 +261,6 @@ class ToolEnvironment(CallingEnvironment):
         rule = result.value["error"].get("rule") if not result.ok else None
         self.conn.execute(
             "INSERT INTO audit (tool, arguments, code, replayed, side, rule, request) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (_canonical(name), _canonical(arguments), result.code.value, int(replayed), side, rule, request),
+            (canonical(name), canonical(arguments), result.code.value, int(replayed), side, rule, request),
         )
         return result

@@ -30,10 +30,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
-from rewardkit.envs.harness import IDEMPOTENCY_KEY, CallingEnvironment, ResultCode, ToolResult
+from rewardkit.envs.harness import CallingEnvironment
 from rewardkit.envs.mcp_quiet import attempt
 from rewardkit.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI, decode_result
 from rewardkit.envs.schemas import schema_violation, unencodable
+from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode, ToolResult
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup

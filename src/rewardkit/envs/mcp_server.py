@@ -35,7 +35,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 
 from rewardkit.envs.domain import Domain
-from rewardkit.envs.harness import ResultCode, ToolEnvironment, ToolResult, ToolSpec
+from rewardkit.envs.harness import ToolEnvironment
+from rewardkit.envs.tool import ResultCode, ToolResult, ToolSpec
 
 STATE_HASH_URI = "rewardkit://state/hash"
 STATE_EXPORT_URI = "rewardkit://state/export"

@@ -16,8 +16,8 @@ from typing import Any
 
 from rewardkit.envs import get_domain, make_env
 from rewardkit.envs.approvals import gate_counts, user_decision
-from rewardkit.envs.harness import IDEMPOTENCY_KEY
 from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
+from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
 

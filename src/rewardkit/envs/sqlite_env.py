@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.harness import ToolEnvironment, ToolSpec
+from rewardkit.envs.harness import ToolEnvironment
+from rewardkit.envs.tool import ToolSpec
 
 Rows = Mapping[str, Sequence[Mapping[str, Any]]]
 DIRTY = "_rewardkit_dirty"  # (kind, id) of every row or entity a write touched since the copy was made

@@ -27,7 +27,6 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from rewardkit.envs import Domain, get_domain
-from rewardkit.envs.harness import IDEMPOTENCY_KEY
 from rewardkit.envs.tasks import (
     approves,
     error_text,
@@ -37,6 +36,7 @@ from rewardkit.envs.tasks import (
     reason_for_call,
     task_problem,
 )
+from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
 from rewardkit.testing.report import Check, safe_text
 

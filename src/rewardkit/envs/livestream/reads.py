@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from rewardkit.envs.harness import ResultCode, ToolError
 from rewardkit.envs.livestream.tables import now, product, room, yuan
+from rewardkit.envs.tool import ResultCode, ToolError
 
 
 def get_shop_rules(conn: sqlite3.Connection) -> dict[str, Any]:

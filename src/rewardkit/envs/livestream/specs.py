@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rewardkit.envs.approvals import Gate
-from rewardkit.envs.harness import IDEMPOTENCY_KEY, ToolSpec
 from rewardkit.envs.livestream import gates, reads, writes
+from rewardkit.envs.tool import IDEMPOTENCY_KEY, ToolSpec
 
 ROOM_ID = {"type": "string", "pattern": "^R[0-9]{3}$", "description": "直播间编号，如 R101"}
 SKU = {"type": "string", "pattern": "^SP[0-9]{3}$", "description": "商品编号，如 SP001"}

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.harness import ResultCode, ToolError
 from rewardkit.envs.sqlite_env import Tables
+from rewardkit.envs.tool import ResultCode, ToolError
 
 DATA = Path(__file__).resolve().parent / "data"
 SEED = DATA / "seed.json"

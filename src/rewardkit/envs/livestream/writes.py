@@ -7,7 +7,6 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from rewardkit.envs.harness import ResultCode, ToolError
 from rewardkit.envs.livestream.tables import (
     LIVE,
     SCHEDULED,
@@ -20,6 +19,7 @@ from rewardkit.envs.livestream.tables import (
     room_product,
     yuan,
 )
+from rewardkit.envs.tool import ResultCode, ToolError
 
 
 def price_target(conn: sqlite3.Connection, sku: str, new_price: float) -> tuple[sqlite3.Row, int]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from rewardkit.envs.calculator import calculate
-from rewardkit.envs.harness import IDEMPOTENCY_KEY, ToolSpec
 from rewardkit.envs.retail import tools
+from rewardkit.envs.tool import IDEMPOTENCY_KEY, ToolSpec
 
 _ORDER_ID = {"type": "string", "description": "Order id, with the leading '#', e.g. '#W0000000'."}
 _USER_ID = {"type": "string", "description": "User id, e.g. 'sara_doe_496'."}

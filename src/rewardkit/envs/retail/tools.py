@@ -16,8 +16,8 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from rewardkit.envs.harness import ResultCode, ToolError
 from rewardkit.envs.retail.db import order_dict, product_dict, user_dict, variant_dict
+from rewardkit.envs.tool import ResultCode, ToolError
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 

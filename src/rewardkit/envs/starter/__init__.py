@@ -5,8 +5,8 @@ import sqlite3
 from pathlib import Path
 
 from rewardkit.envs import Domain
-from rewardkit.envs.harness import ResultCode, ToolError, ToolSpec
 from rewardkit.envs.sqlite_env import Tables, environment
+from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec
 
 HERE = Path(__file__).parent
 SCHEMA = """
