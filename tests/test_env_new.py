@@ -36,10 +36,11 @@ def _holding(path: Path) -> Path:
     [
         ("Shelf", lambda p: p / "new", "use lower-case letters"),  # not a name every process can key on
         ("shelf-2", lambda p: p / "new", "use lower-case letters"),
+        ("retail", lambda p: p / "new", "is taken by a built-in"),  # a built-in's name: which one loads would vary
         ("shelf", lambda p: _holding(p / "full" / "x.txt").parent, "is not an empty folder"),
         ("shelf", lambda p: _holding(p / "file.txt"), "is not an empty folder"),
     ],
-    ids=["capitals", "hyphen", "folder-with-files", "a-file"],
+    ids=["capitals", "hyphen", "built-in-name", "folder-with-files", "a-file"],
 )
 def test_env_new_refuses_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, make_out, message: str

@@ -201,9 +201,15 @@ def test_a_config_names_the_domain_for_every_process(library: Path, tmp_path: Pa
     env = {**os.environ, "REWARDKIT_CONFIG": str(config)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "[1.0]", proc.stderr
+    config.write_text(f"domain: {os.path.relpath(library, tmp_path)}\n", encoding="utf-8")  # from the config's folder
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[1.0]", proc.stderr
     config.write_text("domain: ./nowhere\n", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert f"DomainError: {config}: domain: domain ./nowhere: " in proc.stderr  # the config and its key named
+    # The config and its key named, and the path as it was looked for: from the config's folder.
+    assert f"DomainError: {config}: domain: domain {tmp_path / 'nowhere'}: " in proc.stderr
 
 
 def test_the_rows_and_the_chain_name_a_path_absolute(library: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -163,6 +163,8 @@ def new_domain(name: str, out: Path) -> list[Path]:
     passes ``rewardkit env check`` and trains in the tiny chain as it is (``tests/test_env_new.py``)."""
     if not _NAME.fullmatch(name):
         raise DomainError(f"domain name {name!r}: use lower-case letters, digits and _, starting with a letter")
+    if name in BUILTIN or name in _entry_points():  # it would shadow that domain, or be shadowed, by load order
+        raise DomainError(f"domain name {name!r} is taken by a built-in or installed domain; pick another name")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DomainError(f"--out {out}: exists and is not an empty folder; pick a new folder")
     texts = {f: (STARTER / f).read_text(encoding="utf-8") for f in STARTER_FILES}
@@ -210,10 +212,12 @@ def _find(ref: str) -> Domain | None:
 def load_configured(ref: Any, source: str) -> Domain:
     """The domain a config's :data:`CONFIG_KEY` names (``source``: the config file, for messages), loaded and
     registered. A recipe's config names its domain so that every process reading it (each trainer rank, a rollout
-    server) finds the domain the rows name, by its name too."""
+    server) finds the domain the rows name, by its name too; a relative path is taken from the config's folder."""
     if not isinstance(ref, str) or not ref.strip():
         raise DomainError(f"{source}: {CONFIG_KEY}: must name a domain (a built-in name, an entry point or a path), "
                           f"got {ref!r}")  # fmt: skip
+    if _is_path(ref) and not Path(ref).is_absolute() and Path(source).is_file():
+        ref = str(Path(source).resolve().parent / ref)  # the config's own folder, whatever a process's cwd
     try:
         found = _find(ref)
     except DomainError as exc:
