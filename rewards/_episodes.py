@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.approvals import agent_rows
 from rewardkit.envs.outcomes import Call, Outcome, checked_task, replay_conversation, without_key
 from rewardkit.envs.tasks import TaskError, communicated_texts
 from rewardkit.envs.termination import EXCLUDED, NATURAL
@@ -85,8 +86,7 @@ def _recorded(infos: Any, need_calls: bool) -> Outcome | None:
         return None
     calls = tuple(
         Call(str(a.get("tool")), without_key(a.get("arguments") or {}), a.get("code") == ResultCode.OK.value)
-        for a in audit
-        if a.get("side", "agent") == "agent"  # the user's approvals are not the agent's calls
+        for a in agent_rows(audit)  # the user's approvals are not the agent's calls
     )
     return Outcome(infos["state_hash"], calls)
 

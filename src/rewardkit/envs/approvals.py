@@ -116,10 +116,15 @@ def user_decision(text: str) -> str | None:
     return "approve_request" if yes else "decline_request"
 
 
+def agent_rows(audit: list[Any]) -> list[Mapping[str, Any]]:
+    """The audit rows of the agent's own calls: not the user's decisions (rows recorded before gates have no side)."""
+    return [a for a in audit if isinstance(a, Mapping) and a.get("side", "agent") == "agent"]
+
+
 def gate_counts(audit: list[dict[str, Any]]) -> dict[str, int]:
     """An episode's gates from its audit: approval requests opened, approved and declined by the user, and hard
     gates hit (the production metrics of soft- and hard-gate traffic)."""
-    agent = [a for a in audit if a.get("side", "agent") == "agent"]
+    agent = agent_rows(audit)
     user_ok = [a for a in audit if a.get("side") == "user" and a.get("code") == "OK"]
     return {
         "requested": len({a["request"] for a in agent if a.get("code") == "APPROVAL_REQUIRED"}),

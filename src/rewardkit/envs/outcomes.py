@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.envs import get_domain, make_env
-from rewardkit.envs.approvals import gate_counts, user_decision
+from rewardkit.envs.approvals import agent_rows, gate_counts, user_decision
 from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.envs.tool_calls import tool_calls
@@ -75,7 +75,7 @@ def replay_conversation(domain: str, messages: Sequence[Any]) -> Outcome:
             for request in env.pending_approvals() if decision else ():
                 env.user_call(decision, {"request_id": request["id"]})
             results += env.replay(tool_calls([message]))
-        rows = [a for a in env.audit() if a["side"] == "agent"]
+        rows = agent_rows(env.audit())
         calls = (Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r))
                  for a, r in zip(rows, results, strict=True))  # fmt: skip
         return Outcome(env.state_hash(), tuple(calls))

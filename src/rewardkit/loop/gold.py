@@ -21,7 +21,6 @@ LINES = {
     "zh": {"found": "查询结果：{outputs}。", "done": "您交代的都已办好，还有什么需要吗？",
            "ask": "这一步需要您先批准：{request}。您同意吗？"},
 }  # fmt: skip
-DONE = LINES["en"]["done"]
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 

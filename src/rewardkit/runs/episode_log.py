@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs import Domain
-from rewardkit.envs.approvals import gate_counts
+from rewardkit.envs.approvals import agent_rows, gate_counts
 from rewardkit.envs.outcomes import task_check
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.files.jsonl import BOM, json_problem, kind
@@ -202,7 +202,7 @@ class Scorer:
     def record(self, result: EpisodeResult, task: Mapping[str, Any], trial: int, run: str) -> dict[str, Any]:
         infos = result.infos
         excluded = infos["termination"] in EXCLUDED  # str-valued members: the stored value matches
-        agent_calls = [a for a in infos["audit"] if a.get("side", "agent") == "agent"]  # not the user's approvals
+        agent_calls = agent_rows(infos["audit"])  # not the user's approvals
         columns = {"messages": [result.messages], "task": [task], "domain": [self.domain], "rollout_infos": [infos]}
         reward = None if excluded else self.completion([""], **columns)[0]
         tcr = None if excluded else self.rate([""], **columns)[0]

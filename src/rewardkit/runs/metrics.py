@@ -150,7 +150,8 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
     for row in valid:
         codes.update(row.get("call_codes") or {})
         gates.update(row.get("gates") or {})
-    requested = gates["approved"] + gates["declined"]
+    decided = gates["approved"] + gates["declined"]
+    calls = sum(codes.values())
     return {
         "episodes": {
             "total": len(kept),
@@ -168,16 +169,12 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
             "tool_errors": _mean(r.get("tool_errors") for r in valid),
         },
         # A production console's metrics: successful calls over all calls, and the gates' traffic.
-        "operations": {
-            "calls": sum(codes.values()),
-            "ok": codes["OK"],
-            "success_rate": codes["OK"] / sum(codes.values()) if codes else None,
-        },
+        "operations": {"calls": calls, "ok": codes["OK"], "success_rate": codes["OK"] / calls if calls else None},
         "gates": {
             "requested": gates["requested"],
             "approved": gates["approved"],
             "declined": gates["declined"],
-            "approval_rate": gates["approved"] / requested if requested else None,
+            "approval_rate": gates["approved"] / decided if decided else None,
             "hard_gate": gates["hard_gate"],
         },
         "termination": dict(Counter(str(r.get("termination") or "unknown") for r in kept).most_common()),

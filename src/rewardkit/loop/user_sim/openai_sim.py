@@ -20,6 +20,8 @@ from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.loop.endpoint import ChatEndpoint, Completion
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 
+PROMPT_VERSION = 2  # bump when the wording of the prompt changes: cached replies must not survive it
+
 
 def _block(title: str, text: str) -> str:
     return f"{title}:\n{textwrap.indent(text, chr(9))}"
@@ -110,7 +112,8 @@ class OpenAISimulator:
         )  # fmt: skip
 
     def fingerprint(self) -> str:
-        ident = ["openai", self.name, self.model, self.temperature, self.max_tokens, self.guidelines.strip()]
+        ident = ["openai", PROMPT_VERSION, self.name, self.model, self.temperature, self.max_tokens,
+                 self.guidelines.strip()]  # fmt: skip
         return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode()).hexdigest()
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
