@@ -61,6 +61,19 @@ def test_each_gate_fires_where_it_should_and_writes_nothing(env, tool, arguments
     assert len(env.pending_approvals()) == (1 if code == "APPROVAL_REQUIRED" else 0)  # a red line opens no request
 
 
+def test_a_price_change_counts_the_largest_coupon_already_issued(env) -> None:
+    cut = {"sku": "SP006", "new_price": 80, "idempotency_key": "p1"}
+    # SP006 99.00 -> 80.00: in the range 79.00-109.00, a 19.2% cut, above cost 72.00: only the soft gate.
+    assert env.call(PRICE, cut).code.value == "APPROVAL_REQUIRED"
+    # A 10.00 coupon in R103 (99.00 - 10.00 = 89.00, 10.1% off): no gate.
+    assert env.call(COUPON, {"room_id": "R103", "sku": "SP006", "discount": 10, "quantity": 100,
+                             "idempotency_key": "c1"}).ok  # fmt: skip
+    # Now a buyer would pay 80.00 - 10.00 = 70.00 < cost 72.00 (one coupon an order): a red line.
+    result = env.call(PRICE, {**cut, "idempotency_key": "p2"})
+    assert (result.code.value, result.value["error"]["rule"]) == ("HARD_GATE", "PRICE_BELOW_COST")
+    assert price(env, "SP006") == 9900
+
+
 FREE = [
     # SP001 89.00 - a 10.00 coupon = 79.00: 11.2% off, above cost 32.00: no gate
     (COUPON, {"room_id": "R101", "sku": "SP001", "discount": 10, "quantity": 100}),

@@ -27,6 +27,14 @@ def changed_price(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> tup
     return row, row["price_cents"], new
 
 
+def paid_after_change(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> tuple[sqlite3.Row, int, int]:
+    """What a buyer pays at the new price with the largest coupon issued for the product (one coupon an order)."""
+    row, price, new = changed_price(conn, arguments)
+    query = "SELECT COALESCE(MAX(discount_cents), 0) FROM coupons WHERE sku = ?"
+    (best,) = conn.execute(query, (row["sku"],)).fetchone()
+    return row, price, new - best
+
+
 def coupon_price(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> tuple[sqlite3.Row, int, int]:
     row, off = coupon_target(conn, arguments["room_id"], arguments["sku"], arguments["discount"])
     return row, row["price_cents"], row["price_cents"] - off
@@ -79,7 +87,7 @@ def too_soon(conn: sqlite3.Connection, arguments: Mapping[str, Any]) -> str | No
 
 
 CHANGE_PRICE = (
-    Gate("hard", "PRICE_BELOW_COST", below_cost(changed_price)),
+    Gate("hard", "PRICE_BELOW_COST", below_cost(paid_after_change)),
     Gate("hard", "PLATFORM_DISCOUNT_LIMIT", over_platform_limit(changed_price)),
     Gate("hard", "PRICE_OUT_OF_RANGE", out_of_range),
     Gate("soft", "PRICE_CHANGE_NEEDS_APPROVAL", needs_approval),

@@ -61,8 +61,9 @@ TABLES = Tables(SCHEMA, read_seed)
 
 
 def yuan(cents: int) -> str:
-    """Cents as the tools show money: ``8990`` -> ``"89.90"``."""
-    return f"{cents // 100}.{cents % 100:02d}"
+    """Cents as the tools show money: ``8990`` -> ``"89.90"``, ``-1050`` -> ``"-10.50"``."""
+    sign, cents = ("-", -cents) if cents < 0 else ("", cents)
+    return f"{sign}{cents // 100}.{cents % 100:02d}"
 
 
 def cents(value: float, field: str) -> int:
