@@ -101,6 +101,15 @@ def test_an_approval_the_agent_writes_itself_grants_nothing(env, agent_attempt) 
     assert call(env, 80.0).code is ResultCode.APPROVAL_REQUIRED
 
 
+def test_one_number_written_two_ways_is_one_call(env) -> None:
+    call(env, 80.0)
+    env.user_call("approve_request", {"request_id": "req-1"})
+    # 80 and 80.0 are one JSON number: the approval of one is the approval of the other.
+    assert env.call("set_price", {"sku": "p1", "price": 80, "idempotency_key": "k1"}).ok and price(env) == 80.0
+    replay = env.call("set_price", {"sku": "p1", "price": 80.0, "idempotency_key": "k1"})
+    assert replay.ok and env.audit()[-1]["replayed"] is True  # and one call to its idempotency key
+
+
 def test_an_approval_is_for_that_exact_call(env) -> None:
     call(env, 80.0)
     env.user_call("approve_request", {"request_id": "req-1"})

@@ -124,5 +124,16 @@ class ToolResult:
 
 def canonical(value: Any) -> str:
     """``value`` as the harness stores and compares it: sorted keys, ASCII escapes (they keep lone surrogates, valid
-    JSON but not UTF-8, storable)."""
-    return json.dumps(value, sort_keys=True)
+    JSON but not UTF-8, storable), and a whole float written as the integer it equals (``89.0`` is ``89``: one JSON
+    number, so one call to an idempotency key or an approval)."""
+    return json.dumps(_whole(value), sort_keys=True)
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
