@@ -54,13 +54,8 @@ def replay(domain: str, calls: Sequence[Any], approve: bool = False) -> Outcome:
         else:
             results = env.replay(calls)
             pairs = list(zip(env.audit(), results, strict=True))
-        return Outcome(
-            env.state_hash(),
-            tuple(
-                Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r)) for a, r in pairs
-            ),
-            gate_counts(env.audit())["approved"] if approve else 0,
-        )
+        approved = gate_counts(env.audit())["approved"] if approve else 0
+        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved)
 
 
 def replay_conversation(domain: str, messages: Sequence[Any]) -> Outcome:
@@ -75,10 +70,13 @@ def replay_conversation(domain: str, messages: Sequence[Any]) -> Outcome:
             for request in env.pending_approvals() if decision else ():
                 env.user_call(decision, {"request_id": request["id"]})
             results += env.replay(tool_calls([message]))
-        rows = agent_rows(env.audit())
-        calls = (Call(a["tool"], without_key(a["arguments"]), r.ok, None if r.ok else error_text(r))
-                 for a, r in zip(rows, results, strict=True))  # fmt: skip
-        return Outcome(env.state_hash(), tuple(calls))
+        pairs = zip(agent_rows(env.audit()), results, strict=True)
+        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs))
+
+
+def _call(row: Mapping[str, Any], result: Any) -> Call:
+    """One call as outcomes compare it: its audit row's tool and arguments (key dropped), and its result."""
+    return Call(row["tool"], without_key(row["arguments"]), result.ok, None if result.ok else error_text(result))
 
 
 def _decision(message: Any) -> str | None:
