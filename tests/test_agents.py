@@ -14,7 +14,7 @@ from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episode
 from rewardkit.loop.gold import GoldAgent, hermes_call
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.runs.episode_log import Scorer
+from rewardkit.runs.scorer import Scorer
 
 RETAIL = get_domain("retail")
 TASK = RETAIL.tasks()["57"]  # no gold action, nothing to say: any proper ending completes it

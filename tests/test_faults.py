@@ -27,8 +27,9 @@ from rewardkit.envs import get_domain
 from rewardkit.loop.agents import make_agent_factory
 from rewardkit.loop.user_sim.base import GREETING, Progress, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.runs.episode_log import EpisodeLog, run_trials
+from rewardkit.runs.episode_log import EpisodeLog
 from rewardkit.runs.spec import RunSpec, build_plan
+from rewardkit.runs.trials import run_trials
 
 RETAIL = get_domain("retail")
 # Train tasks: 57 needs nothing done (a whole reply completes it, 1.0); 24 and 0 need tool calls this

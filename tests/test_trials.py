@@ -1,4 +1,4 @@
-"""``rewardkit.runs.episode_log``: the resumable episode log, K trials through the real loop, and task selection.
+"""``rewardkit.runs``: the resumable episode log, K trials through the real loop (``trials``), task selection.
 
 Episodes run for real: the gold agent, the scripted customer and the retail database. The only
 test doubles are a simulator and an agent that fail on chosen tasks, standing in for an endpoint
@@ -22,7 +22,9 @@ from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.runs.episode_log import EpisodeLog, RunError, TrialPlan, run_trials, select_tasks
+from rewardkit.runs.episode_log import EpisodeLog, RunError
+from rewardkit.runs.selection import select_tasks
+from rewardkit.runs.trials import TrialPlan, run_trials
 
 DOMAIN = get_domain("retail")
 RUN = "run-a"

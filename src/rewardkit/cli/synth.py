@@ -16,8 +16,8 @@ from pathlib import Path
 from rewardkit.cli.env import DOMAIN_HELP
 from rewardkit.envs import get_domain
 from rewardkit.files.outputs import check_outputs
-from rewardkit.runs.episode_log import resume_hint
 from rewardkit.runs.spec import RULES, RunSpec, task_ids
+from rewardkit.runs.trials import resume_hint
 
 
 def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:

@@ -117,7 +117,7 @@ class AgentPipeline(Chain):
     def train_tasks(self) -> list[str]:
         """The train split's usable tasks (as ``synth`` selects them) with at most ``max_actions`` gold actions, or
         with the fewest any of them has when that is more."""
-        from rewardkit.runs.episode_log import select_tasks
+        from rewardkit.runs.selection import select_tasks
 
         usable, _ = select_tasks(self.domain, "train", None, None)
         if not usable:

@@ -2,8 +2,10 @@
 
 - ``spec.py``: the run specification (who plays agent and user, which tasks, the limits) and the plan
   it builds;
-- ``episode_log.py``: the resumable episode log (one writer at a time), and running a plan's trials into it;
-  ``records.py``: the field-by-field check of every episode record read back;
+- ``episode_log.py``: the resumable episode log (one writer at a time); ``records.py``: the field-by-field
+  check of every episode record read back;
+- ``trials.py``: running a plan's trials into the log; ``scorer.py``: the training rewards on one finished
+  episode, its record; ``progress.py``: the progress bar; ``selection.py``: which tasks a run plays;
 - ``synthesis.py``: verified trajectories -> SFT rows; ``evaluation.py``: pass^k and the report;
 - ``metrics.py``: pass^k, per-task statistics and the paired comparison; ``tables.py``: the per-task table
   files and reading a run back; ``plots.py``: their figures;

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.files.outputs import OutputSet
-from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
+from rewardkit.runs.episode_log import EpisodeLog
 from rewardkit.runs.metrics import summarize_episodes, task_stats
 from rewardkit.runs.spec import RunSpec, build_plan
 from rewardkit.runs.tables import write_task_table
+from rewardkit.runs.trials import TrialPlan, run_trials
 
 FILES = ("episodes.jsonl", "tasks.jsonl", "tasks.csv", "summary.json", "eval.png")
 

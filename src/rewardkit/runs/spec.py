@@ -18,7 +18,9 @@ from rewardkit.envs import Domain, get_domain
 from rewardkit.loop.agents import AgentError, make_agent_factory
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.user_sim.config import UserSimConfig, make_simulator
-from rewardkit.runs.episode_log import RunError, TrialPlan, fingerprint, select_tasks
+from rewardkit.runs.episode_log import RunError, fingerprint
+from rewardkit.runs.selection import select_tasks
+from rewardkit.runs.trials import TrialPlan
 
 RULES = ("tau2", "mua-rl")  # task completion: tau2 (state and outputs) or mua-rl (state only)
 

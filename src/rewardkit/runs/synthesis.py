@@ -25,9 +25,10 @@ from typing import Any
 from rewardkit.data_builders.trajectories import sft_row, trajectory_key
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.files.outputs import OutputSet
-from rewardkit.runs.episode_log import EpisodeLog, TrialPlan, run_trials
+from rewardkit.runs.episode_log import EpisodeLog
 from rewardkit.runs.metrics import task_order
 from rewardkit.runs.spec import RunSpec, build_plan
+from rewardkit.runs.trials import TrialPlan, run_trials
 
 TASK_FAILED = "task_failed"
 DUPLICATE = "duplicate"

@@ -1,0 +1,44 @@
+"""The scorer: the training rewards applied to one finished episode, giving its episode-log record.
+
+The same rewards GRPO trains with (``TaskCompletion``, ``TaskCompletionRate``); an episode that ended
+on an infrastructure error is recorded ``infra_error`` and left unscored. The record's fields are
+listed in :mod:`rewardkit.runs.episode_log`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from rewardkit.envs.approvals import agent_rows, gate_counts
+from rewardkit.envs.termination import EXCLUDED
+from rewardkit.loop.drive import EpisodeResult
+from rewardkit.rewards import TaskCompletion, TaskCompletionRate
+
+
+class Scorer:
+    """The training rewards, applied to one finished episode."""
+
+    def __init__(self, domain: str, require_outputs: bool) -> None:
+        self.domain = domain
+        self.completion = TaskCompletion(config={"task_completion": {"require_outputs": require_outputs}})
+        self.rate = TaskCompletionRate()
+
+    def record(self, result: EpisodeResult, task: Mapping[str, Any], trial: int, run: str) -> dict[str, Any]:
+        infos = result.infos
+        excluded = infos["termination"] in EXCLUDED  # str-valued members: the stored value matches
+        agent_calls = agent_rows(infos["audit"])  # not the user's approvals
+        columns = {"messages": [result.messages], "task": [task], "domain": [self.domain], "rollout_infos": [infos]}
+        reward = None if excluded else self.completion([""], **columns)[0]
+        tcr = None if excluded else self.rate([""], **columns)[0]
+        tcr = tcr if tcr is None or math.isfinite(tcr) else None  # an undefined rate is null, never NaN
+        return {
+            "run": run, "task_id": result.task_id, "trial": trial,
+            "status": "infra_error" if excluded else "ok", "reward": reward, "tcr": tcr,
+            "termination": infos["termination"], "turns": infos["turns"], "tool_calls": infos["tool_calls"],
+            "tool_errors": infos["tool_errors"], "tools": dict(Counter(str(a["tool"]) for a in agent_calls)),
+            "call_codes": dict(Counter(str(a["code"]) for a in agent_calls)), "gates": gate_counts(infos["audit"]),
+            "error": infos["error"], "state_hash": infos["state_hash"], "messages": result.messages,
+        }  # fmt: skip

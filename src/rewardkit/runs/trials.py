@@ -1,0 +1,73 @@
+"""K trials of every task through the shared agent <-> user <-> database loop, into an episode log.
+
+The engine under ``rewardkit synth`` and ``rewardkit eval``: :func:`run_trials` runs every (task, trial)
+of a :class:`TrialPlan` that the log lacks, scores each finished episode (:mod:`rewardkit.runs.scorer`)
+and appends it to the log (:mod:`rewardkit.runs.episode_log`) as soon as it ends. A run stopped by an
+interrupt or a fault carries a hint saying how to resume it (:func:`resume_hint`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rewardkit.envs import Domain
+from rewardkit.loop.agents import Agent
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import EpisodeResult, run_episodes
+from rewardkit.loop.endpoint import EndpointConfigError
+from rewardkit.loop.user_sim.base import UserSimulator
+from rewardkit.runs.episode_log import EpisodeLog
+from rewardkit.runs.progress import ProgressBar
+from rewardkit.runs.scorer import Scorer
+
+HINT = "rewardkit_resume_hint"  # the attribute of an exception that stopped run_trials: how to resume
+
+
+def resume_hint(exc: BaseException) -> str | None:
+    """What to tell the user about the episodes a stopped run kept, if ``exc`` stopped one."""
+    return getattr(exc, HINT, None)
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    domain: Domain
+    tasks: Sequence[Mapping[str, Any]]
+    trials: int
+    make_agent: Callable[[Mapping[str, Any]], Agent]
+    simulator: UserSimulator
+    limits: RolloutLimits
+    system: str | None = None  # None: the domain's policy
+    workers: int = 8
+    require_outputs: bool = True  # TaskCompletion's rule: tau2's (true) or MUA-RL's database-only (false)
+
+
+def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: str = "episodes") -> list[dict]:
+    """Run every (task, trial) of the plan the log lacks, ``plan.workers`` at a time; return the plan's records
+    (a log resumed with fewer tasks or trials keeps the others, but they are not this run's)."""
+    scorer = Scorer(plan.domain.name, plan.require_outputs)
+    done = log.done()
+    keys = {(str(t["id"]), k) for t in plan.tasks for k in range(plan.trials)}
+    todo = [(t, k) for t in plan.tasks for k in range(plan.trials) if (str(t["id"]), k) not in done]
+
+    with ProgressBar(len(todo), len(done), label, progress) as advance:
+
+        def logged(i: int, result: EpisodeResult) -> None:
+            task, trial = todo[i]
+            record = scorer.record(result, task, trial, log.run)
+            log.append(record)
+            advance(record)
+
+        tasks = [task for task, _ in todo]
+        limits, workers = plan.limits, plan.workers
+        try:
+            run_episodes(plan.domain, tasks, plan.make_agent, plan.simulator, limits, workers, plan.system, logged)
+        except EndpointConfigError:  # a wrong model name or key: the same command cannot resume, fix the options
+            raise
+        except BaseException as exc:  # interrupted, or a fault: every finished episode is in the log already
+            with contextlib.suppress(AttributeError):  # for the command to say (the agent chain reruns a stage whole)
+                setattr(exc, HINT, log.resume_hint())
+            raise
+    return [r for r in log.records() if (r["task_id"], r["trial"]) in keys]
