@@ -26,7 +26,7 @@ from typing import Any
 from rewardkit.files.jsonl import read_rows
 from rewardkit.lint.gold import GoldError, with_gold
 from rewardkit.lint.recipe import Recipe, RecipeError, build_rewards, read_recipe
-from rewardkit.lint.samples import correlation, expand, rates, score_all, weighted, zero_variance
+from rewardkit.lint.samples import Cell, correlation, expand, rates, score_all, weighted, zero_variance
 from rewardkit.testing.checks import TOLERANCE
 from rewardkit.testing.content import NEAR_MISS, all_probes
 
@@ -99,36 +99,11 @@ def lint_recipe(
     samples: list[dict[str, Any]] = list(rows)
     labels = [f"row {i + 1} gold" for i in range(len(rows))]
     probe_index = _add_probes(rows, tool_use, samples, labels, dataset)
-    groups: list[list[int]] = []
-    if sft is not None:
-        for group in expand(read_rows(sft, "--sft"), opts.group_by, tool_use, spec.num_generations):
-            groups.append(list(range(len(samples), len(samples) + len(group))))
-            samples.extend(group)
-            labels += [f"--sft group {len(groups)} sample {j + 1}" for j in range(len(group))]
-        if not groups:
-            by = f"--group-by {opts.group_by}" if opts.group_by else "every column but the completion"
-            raise RecipeError(
-                f"--sft {sft}: no prompt has 2 or more samples (grouped by {by}); pass --group-by COLUMN naming "
-                "the column that holds the prompt, or give each prompt's samples as one row's 'completions' list"
-            )
+    groups = [] if sft is None else _add_sft(sft, opts, tool_use, spec.num_generations, samples, labels)
     cells = score_all(rewards, samples)
 
     for key in spec.keys:
-        stats = rates(cells[key], labels)
-        gold = [cells[key][i].number() for i in range(len(rows))]
-        out.rewards[key] = {"weight": weights[key], **stats, "gold_mean": sum(gold) / len(gold)}
-        out.check(
-            f"errors:{key}",
-            stats["error_rate"] == 0,
-            f"{stats['error_rate']:.1%} of {len(samples)} calls raised"
-            + (f"; first: {stats['first_error']}" if stats["first_error"] else ""),
-        )
-        out.check(f"nan:{key}", stats["nan_rate"] == 0, f"{stats['nan_rate']:.1%} NaN or infinite")
-        out.check(
-            f"latency:{key}",
-            stats["p99_ms"] <= opts.time_limit_s * 1000,
-            f"p99 {stats['p99_ms']:.2f} ms per completion (limit {opts.time_limit_s * 1000:g} ms)",
-        )
+        _reward_checks(out, key, weights[key], cells[key], labels, len(rows), opts.time_limit_s)
 
     for name, pairs in probe_index.items():
         _probe_check(out, name, cells, weights, pairs, opts.margin * spec.total_weight)
@@ -147,6 +122,46 @@ def lint_recipe(
     picked = [i for g in groups for i in g] or list(range(len(samples)))
     out.correlation = correlation({k: [c[i] for i in picked] for k, c in cells.items()})
     return out
+
+
+def _add_sft(
+    sft: str | Path, opts: Options, tool_use: bool, num_generations: int, samples: list[Any], labels: list[str]
+) -> list[list[int]]:
+    """Append the SFT samples, grouped by prompt, to ``samples`` and ``labels``; each group's sample indices."""
+    groups: list[list[int]] = []
+    for group in expand(read_rows(sft, "--sft"), opts.group_by, tool_use, num_generations):
+        groups.append(list(range(len(samples), len(samples) + len(group))))
+        samples.extend(group)
+        labels += [f"--sft group {len(groups)} sample {j + 1}" for j in range(len(group))]
+    if not groups:
+        by = f"--group-by {opts.group_by}" if opts.group_by else "every column but the completion"
+        raise RecipeError(
+            f"--sft {sft}: no prompt has 2 or more samples (grouped by {by}); pass --group-by COLUMN naming "
+            "the column that holds the prompt, or give each prompt's samples as one row's 'completions' list"
+        )
+    return groups
+
+
+def _reward_checks(
+    out: RecipeLint, key: str, weight: float, cells: Sequence[Cell], labels: list[str], golds: int, time_limit_s: float
+) -> None:
+    """One reward's rates over every sample (the first ``golds`` are the golds), and its error, NaN and latency
+    checks."""
+    stats = rates(cells, labels)
+    gold = [cells[i].number() for i in range(golds)]
+    out.rewards[key] = {"weight": weight, **stats, "gold_mean": sum(gold) / len(gold)}
+    out.check(
+        f"errors:{key}",
+        stats["error_rate"] == 0,
+        f"{stats['error_rate']:.1%} of {len(cells)} calls raised"
+        + (f"; first: {stats['first_error']}" if stats["first_error"] else ""),
+    )
+    out.check(f"nan:{key}", stats["nan_rate"] == 0, f"{stats['nan_rate']:.1%} NaN or infinite")
+    out.check(
+        f"latency:{key}",
+        stats["p99_ms"] <= time_limit_s * 1000,
+        f"p99 {stats['p99_ms']:.2f} ms per completion (limit {time_limit_s * 1000:g} ms)",
+    )
 
 
 def _add_probes(

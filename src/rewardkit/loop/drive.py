@@ -125,29 +125,13 @@ def run_episodes(
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in range(len(tasks)):
         todo.put(i)
-    finished: queue.SimpleQueue[tuple[int, EpisodeResult | None, BaseException | None]] = queue.SimpleQueue()
+    finished: queue.SimpleQueue[_Finished] = queue.SimpleQueue()
     stop = threading.Event()
 
-    def work() -> None:
-        while not stop.is_set():
-            try:
-                i = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                result = run_episode(domain, tasks[i], make_agent(tasks[i]), simulator, limits, system, stop)
-            except _Abandoned:
-                finished.put((i, None, None))
-            except BaseException as exc:  # a bug in one episode stops the run, in the caller's thread
-                stop.set()  # now: this worker and the others take nothing more from the queue
-                finished.put((i, None, exc))
-            else:
-                finished.put((i, result, None))
+    def episode(i: int) -> EpisodeResult:
+        return run_episode(domain, tasks[i], make_agent(tasks[i]), simulator, limits, system, stop)
 
-    threads = [threading.Thread(target=work, name=f"rewardkit-episode-{n}", daemon=True)
-               for n in range(max(1, min(workers, len(tasks))))]  # fmt: skip
-    for thread in threads:
-        thread.start()
+    threads = _start_workers(max(1, min(workers, len(tasks))), episode, todo, finished, stop)
     results: list[EpisodeResult | None] = [None] * len(tasks)
     try:
         for _ in range(len(tasks)):
@@ -164,6 +148,43 @@ def run_episodes(
     for thread in threads:
         thread.join()
     return results  # type: ignore[return-value]  # every slot is filled
+
+
+# A finished episode, as a worker hands it over: (index in tasks, result or None when abandoned, its exception).
+_Finished = tuple[int, EpisodeResult | None, BaseException | None]
+
+
+def _work(
+    episode: Callable[[int], EpisodeResult], todo: queue.SimpleQueue[int], finished: queue.SimpleQueue[_Finished],
+    stop: threading.Event,
+) -> None:  # fmt: skip
+    """One worker: run queued episodes until the queue is empty or the run stops, handing each over."""
+    while not stop.is_set():
+        try:
+            i = todo.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            result = episode(i)
+        except _Abandoned:
+            finished.put((i, None, None))
+        except BaseException as exc:  # a bug in one episode stops the run, in the caller's thread
+            stop.set()  # now: this worker and the others take nothing more from the queue
+            finished.put((i, None, exc))
+        else:
+            finished.put((i, result, None))
+
+
+def _start_workers(
+    count: int, episode: Callable[[int], EpisodeResult], todo: queue.SimpleQueue[int],
+    finished: queue.SimpleQueue[_Finished], stop: threading.Event,
+) -> list[threading.Thread]:  # fmt: skip
+    """``count`` daemon worker threads, started (an agent call in flight cannot hold the process at exit)."""
+    threads = [threading.Thread(target=_work, args=(episode, todo, finished, stop), name=f"rewardkit-episode-{n}",
+                                daemon=True) for n in range(count)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    return threads
 
 
 def _next(finished: queue.SimpleQueue[Any]) -> Any:

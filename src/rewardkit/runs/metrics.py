@@ -138,13 +138,6 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
     kept = episodes(rows)
     stats = task_stats(kept)
     valid = [r for r in kept if r["status"] == "ok"]
-    tools: Counter[str] = Counter()
-    users: Counter[str] = Counter()  # episodes that called the tool at least once
-    for row in valid:
-        for name, count in (row.get("tools") or {}).items():
-            tools[name] += int(count)
-            users[name] += int(count) > 0
-    total_calls = sum(tools.values())
     codes: Counter[str] = Counter()
     gates: Counter[str] = Counter()
     for row in valid:
@@ -178,15 +171,28 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
             "hard_gate": gates["hard_gate"],
         },
         "termination": dict(Counter(str(r.get("termination") or "unknown") for r in kept).most_common()),
-        "tools": {
-            name: {
-                "calls": calls,
-                "share_of_calls": calls / total_calls if total_calls else 0.0,  # tools listed with 0 calls
-                "episodes": users[name],
-                "share_of_episodes": users[name] / len(valid),
-            }
-            for name, calls in sorted(tools.items(), key=lambda item: (-item[1], item[0]))
-        },
+        "tools": _tool_use(valid),
+    }
+
+
+def _tool_use(valid: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per tool over the valid episodes: calls, share of all calls, episodes using it and their share; most
+    called first."""
+    tools: Counter[str] = Counter()
+    users: Counter[str] = Counter()  # episodes that called the tool at least once
+    for row in valid:
+        for name, count in (row.get("tools") or {}).items():
+            tools[name] += int(count)
+            users[name] += int(count) > 0
+    total_calls = sum(tools.values())
+    return {
+        name: {
+            "calls": calls,
+            "share_of_calls": calls / total_calls if total_calls else 0.0,  # tools listed with 0 calls
+            "episodes": users[name],
+            "share_of_episodes": users[name] / len(valid),
+        }
+        for name, calls in sorted(tools.items(), key=lambda item: (-item[1], item[0]))
     }
 
 

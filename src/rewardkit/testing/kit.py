@@ -216,16 +216,22 @@ def check_reward(
     kind = set(TOOL_USE_PROBES if promised.tool_use else COMPLETION_PROBES) | set(CONTENT_PROBES)
     applies = [n for n in skipped if not n.startswith("gaming:") or n.removeprefix("gaming:") in kind]
     report = Report(reward=name_of(reward), skipped=applies)
+    report.checks += _run_checks(ctx, wanted, limit)
+    return report
+
+
+def _run_checks(ctx: Context, wanted: Callable[[str], bool], limit: float) -> list[Check]:
+    """The gold batch (when isolated), then the generic, hostile and gaming checks that ``wanted`` keeps, each
+    unit bounded by ``limit`` seconds; their results in that order."""
+    out: list[Check] = []
     if ctx.isolate:
         _gold(ctx, limit)
     for name, check in GENERIC.items():
         if wanted(name):
-            report.checks += _unit(ctx, name, lambda check=check: [check(ctx)], limit)[0]
+            out += _unit(ctx, name, lambda check=check: [check(ctx)], limit)[0]
     hostile = [f"hostile:{n}" for n in HOSTILE if wanted(f"hostile:{n}")]
-    report.checks += _group(
-        ctx, "hostile", hostile, lambda on: _warm_hostile(ctx, on), _hostile_budget(ctx, hostile, limit)
-    )
+    out += _group(ctx, "hostile", hostile, lambda on: _warm_hostile(ctx, on), _hostile_budget(ctx, hostile, limit))
     gaming = [n for n in check_names() if n.startswith("gaming:") and wanted(n)]
     if wanted("gaming") or gaming:
-        report.checks += _group(ctx, "gaming", gaming, lambda on: gaming_checks(ctx, on), limit)
-    return report
+        out += _group(ctx, "gaming", gaming, lambda on: gaming_checks(ctx, on), limit)
+    return out
