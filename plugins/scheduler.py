@@ -21,6 +21,7 @@ from typing import Any
 
 from swift.rollout.multi_turn import MultiTurnScheduler
 
+from rewardkit.config import read_config_file
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.domain import CONFIG_KEY, load_configured
 from rewardkit.envs.outcomes import checked_task, gold_outcome
@@ -36,7 +37,6 @@ from rewardkit.plugins.tokens import (
     response_prefix_ids,
     strip_end,
 )
-from rewardkit.rewards.config import read_config_file
 
 
 class SimulatorUnavailable(RuntimeError):

@@ -69,6 +69,12 @@ class Reward:
     range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     may_return_none: ClassVar[bool] = True
     gameable: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    # Where it is registered and listed (rewardkit.rewards.registry): its ``<key>:`` settings section (declared in
+    # its own file), its place in lists (the registry, a set's ``reward_funcs``; ties go by key) and the recipe sets
+    # it joins, set name -> its weight there (0: logged, not trained on).
+    section: ClassVar[type | None] = None
+    order: ClassVar[int] = 1000
+    sets: ClassVar[Mapping[str, float]] = MappingProxyType({})
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Reward:
         # Checked here, not in __init__: a subclass __init__ may swallow **kwargs without passing them up.
@@ -128,7 +134,9 @@ class PlanningReward(Reward):
 
     def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        self.config = config if isinstance(config, RewardConfig) else load_config(config)
+        own = () if type(self).section is None else (type(self).section,)
+        sections = (ExpertMatchConfig, *own)  # every planning reward checks its gold's experts
+        self.config = config if isinstance(config, RewardConfig) else load_config(config, sections=sections)
         self.schema: AnswerSchema = load_schema(self.config.schema, self.config.schema_keys)
 
     def __repr__(self) -> str:

@@ -1,6 +1,6 @@
 """Map free-form expert names onto a row's expert list.
 
-The rule's one setting is the ``expert_match:`` section (:class:`ExpertMatchConfig` in ``rewards/_sections.py``).
+The rule's one setting is the ``expert_match:`` section (:class:`ExpertMatchConfig` in ``rewards/config.py``).
 More than ExpertMatch reads it: PlanCoverage resolves the experts of its items with the same threshold, and every
 planning reward checks its rows' gold experts with it (``PlanningReward.golds``).
 """

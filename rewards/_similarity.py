@@ -17,8 +17,8 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from rewardkit.config import ConfigError
-from rewardkit.rewards._sections import SharedConfig
 from rewardkit.rewards._text import normalize_text
+from rewardkit.rewards.config import SharedConfig
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

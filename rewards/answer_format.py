@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps
@@ -35,6 +36,9 @@ class AnswerFormat(PlanningReward):
         >>> AnswerFormat()([answer, "<think>\n查看周报\n</think>\n\n" + answer])  # a think is not allowed
         [1.0, 0.0]
     """
+
+    order = 10
+    sets = MappingProxyType({"planner_no_think": 0.1})
 
     may_return_none = False
     gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rewardkit.rewards._base import PlanningReward, known_gaps
@@ -24,7 +25,7 @@ class ExpertMatch(PlanningReward):
 
     Formula: predicted names are resolved to the row's ``experts`` (NFKC,
     whitespace/zero-width removed, casefolded, then rapidfuzz ratio >=
-    ``expert_match.fuzzy_threshold``: :class:`ExpertMatchConfig` in ``rewards/_sections.py``, shared with
+    ``expert_match.fuzzy_threshold``: :class:`ExpertMatchConfig` in ``rewards/config.py``, shared with
     PlanCoverage). If any predicted name resolves to
     nothing (a hallucinated expert) the reward is 0.0; otherwise
     ``2|P∩G| / (|P|+|G|)`` over the sets (duplicates collapse; both empty = 1.0).
@@ -45,6 +46,10 @@ class ExpertMatch(PlanningReward):
         >>> [round(s, 3) for s in scores]  # exact; one extra expert: 2*1/(2+1); a name not in the list
         [1.0, 0.667, 0.0]
     """
+
+    section = ExpertMatchConfig  # shared with PlanCoverage and the gold checks (rewards/config.py)
+    order = 60
+    sets = MappingProxyType({"planner": 0.3, "planner_no_think": 0.3})
 
     columns = ("solution", "experts")
     gameable = known_gaps(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rewardkit.rewards._base import CONTENT, JSON_ONLY, PlanningReward, known_gaps
@@ -29,6 +30,9 @@ class JsonValid(PlanningReward):
         >>> JsonValid()([done(plan), done('{"plan": [}'), done(later)])  # valid; broken JSON; bad depends_on
         [1.0, 0.0, 0.0]
     """
+
+    order = 20
+    sets = MappingProxyType({"planner": 0.1, "planner_no_think": 0.1})
 
     may_return_none = False
     gameable = known_gaps(JSON_ONLY, *CONTENT)

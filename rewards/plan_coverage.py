@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from rewardkit.config import config_section, setting
 from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._similarity import Session, backend_for
-from rewardkit.rewards.config import ExpertMatchConfig, PlanCoverageConfig
+from rewardkit.rewards.config import ExpertMatchConfig
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,42 @@ def items(plan: Plan, resolve: Any) -> list[Item]:
 
 def edges(plan: Plan) -> set[tuple[int, int]]:
     return {(d, i) for i, s in enumerate(plan.steps or ()) for d in s.depends_on}
+
+
+@dataclass(frozen=True)
+class PlanCoverageWeights:
+    """Weights of the four parts in the weighted mean (normalised over the parts present)."""
+
+    coverage: float = setting(0.4, "Weight of coverage: the share of gold items matched.", minimum=0)
+    quality: float = setting(0.3, "Weight of quality: the mean similarity of the matched pairs.", minimum=0)
+    diversity: float = setting(0.1, "Weight of diversity: 1 - the near-duplicate rate of predicted items.", minimum=0)
+    dependency: float = setting(
+        0.2, "Weight of dependency: F1 of the gold's `depends_on` edges (only when the gold has some).", minimum=0
+    )
+
+
+@config_section("plan_coverage")
+@dataclass(frozen=True)
+class PlanCoverageConfig:
+    """How predicted (expert, sub-question) items match the gold's, and how the parts weigh."""
+
+    match_threshold: float = setting(
+        0.5, "Similarity at or above which an assigned pair counts as a match.", minimum=0, maximum=1
+    )
+    duplicate_threshold: float = setting(
+        0.9, "Similarity at or above which a predicted item duplicates an earlier one.", minimum=0, maximum=1
+    )
+    cross_expert: float = setting(
+        0.5, "Similarity factor when a sub-question sits under a different expert.", minimum=0, maximum=1
+    )
+    weights: PlanCoverageWeights = setting(PlanCoverageWeights(), "Weights of the parts.")  # noqa: RUF009 (a field)
+
+    @staticmethod
+    def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+        weights = raw.get("weights", {})
+        if weights and sum(weights.values()) <= 0:
+            return "weights", "at least one weight must be > 0"
+        return None
 
 
 class PlanCoverage(PlanningReward):
@@ -51,7 +89,7 @@ class PlanCoverage(PlanningReward):
     Reward = ``sum(w_k * c_k) / sum(w_k)`` over the present components with
     ``plan_coverage.weights``. Both plans empty = 1.0, exactly one empty = 0.0,
     answer not schema-valid JSON = 0.0.
-    Config: ``plan_coverage`` (:class:`PlanCoverageConfig` in ``rewards/_sections.py``), the top-level
+    Config: ``plan_coverage`` (:class:`PlanCoverageConfig`, above), the top-level
     ``backend``, and ``expert_match.fuzzy_threshold`` (:class:`ExpertMatchConfig`), with which item
     experts resolve to the row's list exactly as in ExpertMatch.
     Columns: ``solution``, ``experts``. Range: [0, 1]. None when the gold has no plan.
@@ -74,6 +112,10 @@ class PlanCoverage(PlanningReward):
     In the third, one item sits under the wrong expert, so its similarity is halved (``cross_expert``):
     quality = (1 + 0.5) / 2 and the reward is (0.4 + 0.3*0.75 + 0.1) / 0.8.
     """
+
+    section = PlanCoverageConfig
+    order = 70
+    sets = MappingProxyType({"planner": 0.1, "planner_no_think": 0.1})
 
     columns = ("solution", "experts")
     gameable = known_gaps("it scores the plan's steps, not the rewrite; RewriteSimilarity scores that", "unrewritten")

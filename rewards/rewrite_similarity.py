@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
 
+from rewardkit.config import config_section, setting
 from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._parsing import read_plan
 from rewardkit.rewards._similarity import backend_for
 from rewardkit.rewards._text import CjkUnit, content_units
-from rewardkit.rewards.config import RewriteSimilarityConfig
 
 
 def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
@@ -18,6 +20,15 @@ def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
     if not gold_units:
         return 1.0
     return len(gold_units & content_units(pred, cjk)) / len(gold_units)
+
+
+@config_section("rewrite_similarity")
+@dataclass(frozen=True)
+class RewriteSimilarityConfig:
+    """How the semantic and the coverage part of the rewrite score mix."""
+
+    alpha: float = setting(0.5, "Reward = alpha * semantic + (1 - alpha) * coverage.", minimum=0, maximum=1)
+    cjk_units: Literal["char", "bigram"] = setting("bigram", "Coverage units for Chinese text: characters or bigrams.")
 
 
 class RewriteSimilarity(PlanningReward):
@@ -29,7 +40,7 @@ class RewriteSimilarity(PlanningReward):
     ``coverage`` is the share of the gold's content units (Latin words, CJK
     characters or bigrams per ``rewrite_similarity.cjk_units``) present in the
     prediction. 0.0 when the answer is not schema-valid JSON.
-    Config: ``rewrite_similarity`` (:class:`RewriteSimilarityConfig` in ``rewards/_sections.py``) and the
+    Config: ``rewrite_similarity`` (:class:`RewriteSimilarityConfig`, above) and the
     top-level ``backend``.
     Columns: ``solution``. Range: [0, 1]. None when the gold has no rewrite.
 
@@ -44,6 +55,10 @@ class RewriteSimilarity(PlanningReward):
         >>> [round(s, 3) for s in scores]  # 查看周报: 0.5 * ratio 0.8 + 0.5 * (2 of the gold's 5 bigrams)
         [1.0, 0.6, 0.0]
     """
+
+    section = RewriteSimilarityConfig
+    order = 50
+    sets = MappingProxyType({"planner": 0.2, "planner_no_think": 0.2})
 
     columns = ("solution",)
     gameable = known_gaps(

@@ -1,27 +1,29 @@
 """The reward sets that rewardkit's GRPO recipes train with: which rewards, in which order, with which weights.
 
-This is the one place the weights are written down. ``PLANNER_WEIGHTS`` (:mod:`rewardkit.rewards`) is derived from
-:data:`PLANNER`, and every ``rlhf`` recipe under ``recipes/`` names one set in ``rewardkit.recipes.CATALOG``; its
-``reward_funcs:`` and ``reward_weights:`` lines are generated from that set by ``rewardkit.recipes.compose``
-(``python -m rewardkit.recipes.compose --write``) and a test fails when a recipe drifts from its set.
+A reward joins a set in its own file: ``sets = {"planner": 0.1}`` next to its formula is its weight in that set.
+A set is every reward that names it, in registry order (each class's ``order``). This module declares which sets
+exist and what each is for; every ``rlhf`` recipe under ``recipes/`` names one in ``rewardkit.recipes.CATALOG``,
+and its ``reward_funcs:`` and ``reward_weights:`` lines are generated from that set by ``rewardkit.recipes.compose``
+(``python -m rewardkit.recipes.compose --write``); a test fails when a recipe drifts from its set.
 
-This module imports neither ms-swift nor any reward class: it holds registry keys and numbers only.
-
->>> PLANNER.keys
+>>> SETS["planner"].keys
 ('strict_format', 'json_valid', 'think_length', 'think_quality', 'rewrite_similarity', 'expert_match', 'plan_coverage')
->>> PLANNER.yaml_weights()  # strings, because ms-swift 4.4 hands YAML list items to its subprocess verbatim
+>>> SETS["planner"].yaml_weights()  # strings, because ms-swift 4.4 hands YAML list items to its subprocess verbatim
 ['0.1', '0.1', '0.1', '0.1', '0.2', '0.3', '0.1']
->>> dict(PLANNER_NO_THINK.weights)
+>>> dict(SETS["planner_no_think"].weights)
 {'answer_format': 0.1, 'json_valid': 0.1, 'rewrite_similarity': 0.2, 'expert_match': 0.3, 'plan_coverage': 0.1}
->>> AGENT_MULTI_TURN.yaml_weights()
+>>> SETS["agent_multi_turn"].yaml_weights()
 ['1', '0', '0']
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from rewardkit.rewards._found import RegistryError
+from rewardkit.rewards.registry import REWARDS
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,50 +61,59 @@ def format_weight(weight: float) -> str:
     return str(int(weight)) if weight.is_integer() else repr(weight)
 
 
-# The merchant planner's seven rewards. Expert choice weighs most, then the rewritten question; format, reasoning and
-# plan detail get 0.1 each (docs/planning_rewards.md explains the priorities).
-PLANNER = RewardSet(
-    "planner",
-    {
-        "strict_format": 0.1,
-        "json_valid": 0.1,
-        "think_length": 0.1,
-        "think_quality": 0.1,
-        "rewrite_similarity": 0.2,
-        "expert_match": 0.3,
-        "plan_coverage": 0.1,
-    },
-    "the merchant planner's seven rewards",
-)
+# Every set: its name and what it is for. Its members and weights are declared by the rewards (``sets``).
+DESCRIPTIONS: dict[str, str] = {
+    # The merchant planner's seven rewards. Expert choice weighs most, then the rewritten question; format,
+    # reasoning and plan detail get 0.1 each (docs/planning_rewards.md explains the priorities).
+    "planner": "the merchant planner's seven rewards",
+    # The think-vs-no-think control run: answer_format takes strict_format's place and weight, the two think
+    # rewards go, and every reward both runs share keeps the planner's weight.
+    "planner_no_think": "the planner's rewards without <think>: answer_format in place of strict_format, "
+    "no think rewards",
+    # Tool-use agents on any domain (MUA-RL): the binary task completion is trained on; the partial-credit rate is
+    # logged.
+    "agent": "task_completion (trained on) and task_completion_rate (logged)",
+    # Multi-turn GRPO with a simulated user adds the share of episodes the simulator failed, logged only.
+    "agent_multi_turn": "the agent set plus user_sim_failure (logged): how often the simulated user failed",
+}
 
-# The think-vs-no-think control run: answer_format takes strict_format's place and weight, the two think rewards go,
-# and every reward both runs share keeps PLANNER's weight.
-_THINK_ONLY = ("think_length", "think_quality")
-PLANNER_NO_THINK = RewardSet(
-    "planner_no_think",
-    {
-        ("answer_format" if key == "strict_format" else key): weight
-        for key, weight in PLANNER.weights.items()
-        if key not in _THINK_ONLY
-    },
-    "the planner's rewards without <think>: answer_format in place of strict_format, no think rewards",
-)
 
-# Tool-use agents on any domain (MUA-RL): the binary task completion is trained on; the partial-credit rate is logged.
-AGENT = RewardSet(
-    "agent",
-    {"task_completion": 1.0, "task_completion_rate": 0.0},
-    "task_completion (trained on) and task_completion_rate (logged)",
-)
+def reward_set(name: str) -> RewardSet:
+    """The set ``name``: every reward that declares a weight in it, in registry order."""
+    if name not in DESCRIPTIONS:
+        raise KeyError(f"no reward set {name!r}; known: {', '.join(DESCRIPTIONS)}")
+    for key, cls in REWARDS.items():
+        unknown = [s for s in cls.sets if s not in DESCRIPTIONS]
+        if unknown:
+            raise RegistryError(
+                f"{cls.__name__} ({key}) joins unknown reward set(s) {unknown}; known: {', '.join(DESCRIPTIONS)} "
+                f"(a new set is declared in rewards/sets.py)"
+            )
+    weights = {key: cls.sets[name] for key, cls in REWARDS.items() if name in cls.sets}
+    return RewardSet(name, weights, DESCRIPTIONS[name])
 
-# Multi-turn GRPO with a simulated user adds the share of episodes the simulator failed, logged only.
-AGENT_MULTI_TURN = RewardSet(
-    "agent_multi_turn",
-    {**AGENT.weights, "user_sim_failure": 0.0},
-    "the agent set plus user_sim_failure (logged): how often the simulated user failed",
-)
 
-# Every set by name; a recipe names one of these in rewardkit.recipes.CATALOG.
-SETS: dict[str, RewardSet] = {s.name: s for s in (PLANNER, PLANNER_NO_THINK, AGENT, AGENT_MULTI_TURN)}
+class Sets(Mapping[str, RewardSet]):
+    """Every set by name, built from the rewards' declarations when first read."""
 
-__all__ = ["AGENT", "AGENT_MULTI_TURN", "PLANNER", "PLANNER_NO_THINK", "SETS", "RewardSet", "format_weight"]
+    def __getitem__(self, name: str) -> RewardSet:
+        return reward_set(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(DESCRIPTIONS)
+
+    def __len__(self) -> int:
+        return len(DESCRIPTIONS)
+
+
+SETS = Sets()
+
+
+def __getattr__(name: str) -> RewardSet:
+    """``PLANNER``, ``PLANNER_NO_THINK``, ``AGENT``, ``AGENT_MULTI_TURN``: the set of that name."""
+    if name.isupper() and name.lower() in DESCRIPTIONS:
+        return reward_set(name.lower())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["DESCRIPTIONS", "SETS", "RewardSet", "Sets", "format_weight", "reward_set"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps
@@ -62,6 +63,9 @@ class StrictFormat(PlanningReward):
         >>> StrictFormat()([good, one_newline], solution=[gold, gold], experts=[["数据分析专家"]] * 2)
         [1.0, 0.0]
     """
+
+    order = 10
+    sets = MappingProxyType({"planner": 0.1})
 
     may_return_none = False
     gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT)

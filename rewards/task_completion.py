@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
+from rewardkit.config import config_section, setting
 from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.tasks import expected_outputs
 from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated
-from rewardkit.rewards.config import RewardConfig, TaskCompletionConfig, load_section
+from rewardkit.rewards.config import RewardConfig, load_section
+
+
+@config_section("task_completion")
+@dataclass(frozen=True)
+class TaskCompletionConfig:
+    """Which rule decides that a tau2 task is complete."""
+
+    require_outputs: bool = setting(
+        True,
+        "true: tau2-bench's rule (the final database is right and every expected output was said); "
+        "false: MUA-RL's (the final database alone).",
+    )
 
 
 class TaskCompletion(EpisodeReward):
@@ -17,7 +32,7 @@ class TaskCompletion(EpisodeReward):
     Formula: ``1.0 if state(agent) == state(gold) and every expected output was said, else 0.0``
     (tau2-bench's rule). With ``task_completion.require_outputs: false`` in
     ``$REWARDKIT_CONFIG`` it is MUA-RL's: ``1.0 iff state(agent) == state(gold)``
-    (:class:`TaskCompletionConfig` in ``rewards/_sections.py``).
+    (:class:`TaskCompletionConfig`, above).
 
     - state: the canonical hash (sha256 of the exported db.json-shaped state,
       sorted keys, nulls dropped) after replaying the agent's tool calls on a
@@ -55,6 +70,10 @@ class TaskCompletion(EpisodeReward):
         >>> TaskCompletion(config={"task_completion": {"require_outputs": False}})(["", "", ""], **rows)  # MUA-RL's
         [1.0, 1.0, 0.0]
     """
+
+    section = TaskCompletionConfig
+    order = 100
+    sets = MappingProxyType({"agent": 1.0, "agent_multi_turn": 1.0})
 
     def __init__(self, args: Any = None, config: RewardConfig | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

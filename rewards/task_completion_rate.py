@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from rewardkit.envs.outcomes import Call, gold_outcome
@@ -56,6 +57,9 @@ class TaskCompletionRate(EpisodeReward):
         >>> [round(r, 3) for r in TaskCompletionRate()(["", "", ""], **rows)]  # 3/3; (1 + 0 + 1)/3; (0 + 1 + 0)/3
         [1.0, 0.667, 0.333]
     """
+
+    order = 110
+    sets = MappingProxyType({"agent": 0.0, "agent_multi_turn": 0.0})
 
     def score_episode(
         self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 from scipy.special import expit
 
-from rewardkit.config import ConfigError
+from rewardkit.config import ConfigError, config_section, setting
 from rewardkit.rewards._base import CONTENT, THINK_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import DatasetError, parse, where
 from rewardkit.rewards._rows import RowCache, cells_key
-from rewardkit.rewards.config import ThinkLengthConfig
 
 STEEPNESS = 5.0  # the planner's constant in exp(5 * (x - 0.5))
 BAND_ROWS = RowCache()  # (think_min, think_max) cells -> the checked band
@@ -58,6 +59,30 @@ def _load_tokenizer(args: Any) -> Any:
     )
 
 
+@config_section("think_length")
+@dataclass(frozen=True)
+class ThinkLengthConfig:
+    """The band of think lengths that scores 1.0, and the curve outside it."""
+
+    unit: Literal["chars", "tokens"] = setting(
+        "chars", "What L counts: characters, or tokens of the training model's tokenizer (from `args.model`)."
+    )
+    min: int = setting(50, "Shortest think that scores 1.0; a row's `think_min` cell overrides it.", minimum=0)
+    max: int = setting(300, "Longest think that scores 1.0; a row's `think_max` cell overrides it.", minimum=0)
+    eps: float | None = setting(None, "S-curve width; null = max(max - min, 1).", exclusive_minimum=0)
+    mode: Literal["reference", "smooth"] = setting(
+        "smooth",
+        "`smooth` starts the S-curve at the band edge; `reference` is the planner's original curve, "
+        "which jumps from 1.0 to 0.5 at the band edges.",
+    )
+
+    @staticmethod
+    def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+        if raw.get("min", 0) > raw.get("max", float("inf")):
+            return "min", f"min ({raw['min']}) must be <= think_length.max ({raw['max']})"
+        return None
+
+
 class ThinkLength(PlanningReward):
     r"""S-curve reward on L, the length of the stripped think text.
 
@@ -66,7 +91,7 @@ class ThinkLength(PlanningReward):
     ``mode: reference`` (the planner's original curve) ``1`` inside, else ``S(|L - (min+max)/2| / eps)``;
     ``S(x) = 1/(1+exp(5(x-0.5)))``, ``eps`` defaults to ``max(max - min, 1)``.
     L counts characters (``unit: chars``) or tokenizer tokens (``unit: tokens``).
-    Config: ``think_length`` (:class:`ThinkLengthConfig` in ``rewards/_sections.py``).
+    Config: ``think_length`` (:class:`ThinkLengthConfig`, above).
     A missing or empty think scores 0.0 (the extreme of "too short").
     Columns: optional ``think_min`` / ``think_max`` override the band per row
     (null: the config's); each must be a finite number >= 0, with min <= max.
@@ -85,6 +110,10 @@ class ThinkLength(PlanningReward):
         >>> [round(r, 3) for r in reference([think(20), think(21), think(25)])]  # 21: S(|21-15|/10) = S(0.6)
         [1.0, 0.378, 0.076]
     """
+
+    section = ThinkLengthConfig
+    order = 30
+    sets = MappingProxyType({"planner": 0.1})
 
     may_return_none = False
     gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length", *CONTENT)

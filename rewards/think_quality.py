@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import ahocorasick
 
-from rewardkit.config import ConfigError
+from rewardkit.config import ConfigError, config_section, setting
 from rewardkit.rewards._base import CONTENT, THINK_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import ANSWER_CLOSE, ANSWER_OPEN, parse
 from rewardkit.rewards._text import nfkc, unit_sequence
-from rewardkit.rewards.config import ThinkQualityConfig
 
 
 def _fold(text: str) -> str:
@@ -68,6 +69,24 @@ def _read_banned(path: Path) -> list[str]:
         raise ConfigError(f"{where}: cannot be read ({exc.strerror or exc}); check its permissions") from exc
 
 
+@config_section("think_quality")
+@dataclass(frozen=True)
+class ThinkQualityConfig:
+    """What zeroes a think (banned keywords) and how much repetition costs."""
+
+    banned: tuple[str, ...] = setting(
+        (), "Keywords that zero the think (NFKC, case-insensitive substring match).", item_min_length=1
+    )
+    banned_file: str | None = setting(None, "UTF-8 file of more banned keywords, one a line.")
+    repetition_ngram: int = setting(3, "n of the distinct n-gram ratio, over words and CJK characters.", minimum=1)
+    min_distinct_ratio: float = setting(
+        0.5,
+        "Distinct n-gram ratio at or above which repetition costs nothing; below it the reward is ratio / this.",
+        exclusive_minimum=0,
+        maximum=1,
+    )
+
+
 class ThinkQuality(PlanningReward):
     r"""Quality gate on the think text.
 
@@ -78,7 +97,7 @@ class ThinkQuality(PlanningReward):
     ``min(1, r / min_distinct_ratio)`` where ``r`` is the distinct
     ``repetition_ngram``-gram ratio over words and CJK characters: ordinary
     prose scores 1.0, a think that loops on one phrase drops towards 0.
-    Config: ``think_quality`` (:class:`ThinkQualityConfig` in ``rewards/_sections.py``).
+    Config: ``think_quality`` (:class:`ThinkQualityConfig`, above).
     Columns: none. Range: [0, 1]. Never returns None.
 
     Example::
@@ -95,6 +114,10 @@ class ThinkQuality(PlanningReward):
         ... ])]
         [1.0, 0.0, 0.0, 0.103]
     """
+
+    section = ThinkQualityConfig
+    order = 40
+    sets = MappingProxyType({"planner": 0.1})
 
     may_return_none = False
     gameable = known_gaps(THINK_ONLY, "truncated", "repeated", "max_length", *CONTENT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rewardkit.envs.termination import Termination
@@ -26,6 +27,9 @@ class UserSimFailure(Reward):
         >>> UserSimFailure()(["", "", ""], rollout_infos=infos)
         [1.0, 0.0, 0.0]
     """
+
+    order = 120
+    sets = MappingProxyType({"agent_multi_turn": 0.0})
 
     may_return_none = False
     gameable = known_gaps("a weight-0 metric of rollout_infos: it never reads the completion", "*")

@@ -9,17 +9,6 @@ from typing import Any
 
 import pytest
 
-# Planning registry keys in PLANNING_REWARDS' order: the planner's seven, then answer_format.
-REWARD_KEYS = [
-    "strict_format",
-    "json_valid",
-    "think_length",
-    "think_quality",
-    "rewrite_similarity",
-    "expert_match",
-    "plan_coverage",
-    "answer_format",
-]
 E5 = ["全网搜索专家", "数据分析专家", "策略推荐专家", "图片生成专家", "商家入驻专家"]
 
 

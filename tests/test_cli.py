@@ -6,10 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REWARD_KEYS
 
 from rewardkit.recipes import EXAMPLES
-from rewardkit.rewards import PLANNER_WEIGHTS
+from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ["StrictFormat", "JsonValid", "ThinkLength", "ThinkQuality", "RewriteSimilarity", "ExpertMatch",
@@ -54,7 +53,8 @@ def test_rewards_lists_every_key() -> None:
     out = run("rewards")
     assert out.returncode == 0, out.stderr
     keys = [line.split()[0] for line in out.stdout.splitlines()]
-    assert keys == [*REWARD_KEYS, "task_completion", "task_completion_rate", "user_sim_failure"]
+    assert keys == list(REWARDS)  # every reward module, in the registry's order
+    assert [REWARDS[k].order for k in keys] == sorted(REWARDS[k].order for k in keys)
 
 
 def test_demo_prints_every_score_of_the_bundled_completions() -> None:

@@ -27,19 +27,15 @@ from rewardkit.config.reference import (
 from rewardkit.loop.config import RUN_SCHEMA, RolloutLimits, load_rollout_limits, load_run_config
 from rewardkit.loop.user_sim import UserSimConfig
 from rewardkit.rewards import REWARDS
-from rewardkit.rewards.config import (
-    REWARD_SCHEMA,
-    RewriteSimilarityConfig,
-    SharedConfig,
-    TaskCompletionConfig,
-    ThinkLengthConfig,
-    load_config,
-    load_section,
-)
+from rewardkit.rewards.config import SharedConfig, load_config, load_section
+from rewardkit.rewards.registry import config_schema
+from rewardkit.rewards.rewrite_similarity import RewriteSimilarityConfig
+from rewardkit.rewards.task_completion import TaskCompletionConfig
+from rewardkit.rewards.think_length import ThinkLengthConfig
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "config.md"
-SECTIONS = REWARD_SCHEMA.sections
+SECTIONS = config_schema().sections
 LOOP_SECTIONS = (UserSimConfig, RolloutLimits)
 
 
@@ -125,10 +121,10 @@ class TestDeclarations:
                         "task_completion"]  # fmt: skip
 
     def test_the_whole_file_is_the_rewards_schema_and_the_loops_sections(self) -> None:
-        assert RUN_SCHEMA.shared is REWARD_SCHEMA.shared is SharedConfig
+        assert RUN_SCHEMA.shared is config_schema().shared is SharedConfig
         assert RUN_SCHEMA.sections == (*SECTIONS, UserSimConfig, RolloutLimits)
         # What the rewards accept as any mapping is exactly what the loop declares.
-        assert list(REWARD_SCHEMA.reserved) == [c.SECTION for c in LOOP_SECTIONS] == ["user_sim", "rollout"]
+        assert list(config_schema().reserved) == [c.SECTION for c in LOOP_SECTIONS] == ["user_sim", "rollout"]
         assert not RUN_SCHEMA.reserved
 
     @pytest.mark.parametrize("cls", [SharedConfig, *SECTIONS, *LOOP_SECTIONS], ids=lambda c: c.__name__)
@@ -156,7 +152,9 @@ class TestDeclarations:
 
     def test_only_declared_names_read(self) -> None:
         cfg = load_config({"rewrite_similarity": {"alpha": 0.7}})
-        assert cfg.rewrite_similarity.alpha == 0.7
+        with pytest.raises(AttributeError, match=r"'rewrite_similarity' section has not been read: use cfg\.section"):
+            cfg.rewrite_similarity  # noqa: B018 (a section is built when first read, by its class)
+        assert cfg.section(RewriteSimilarityConfig).alpha == cfg.rewrite_similarity.alpha == 0.7
         with pytest.raises(AttributeError, match="no setting or section 'rewrite_alpha'"):
             cfg.rewrite_alpha  # noqa: B018 (the old flat names are gone)
         with pytest.raises(dataclasses.FrozenInstanceError):

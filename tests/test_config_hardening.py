@@ -14,6 +14,7 @@ from conftest import THINK, completion
 from rewardkit.config import ConfigError
 from rewardkit.rewards import ExpertMatch, JsonValid, RewriteSimilarity, ThinkLength, ThinkQuality
 from rewardkit.rewards.config import load_config
+from rewardkit.rewards.registry import config_schema
 
 KEYS = {"rewrite": "q", "plan": "steps", "expert": "who", "tasks": "what"}
 STEP = {"type": "object", "properties": {"who": {"type": "string"}, "what": {"type": "array"}}}
@@ -69,7 +70,7 @@ class TestNonFinite:
     def test_finite_values_still_load(self, tmp_path, monkeypatch) -> None:
         # The check must not reject ordinary floats, ints or exponents.
         use_config(tmp_path, monkeypatch, "think_length:\n  eps: 2.5e+1\nplan_coverage:\n  match_threshold: 0.25\n")
-        cfg = load_config()
+        cfg = config_schema().load()
         assert (cfg.think_length.eps, cfg.plan_coverage.match_threshold) == (25.0, 0.25)
 
 
@@ -96,7 +97,7 @@ class TestUnreadableFile:
     )
     def test_bad_file_is_one_config_error_naming_it(self, tmp_path, monkeypatch, data, fragments) -> None:
         path = use_config(tmp_path, monkeypatch, data)
-        fails(ThinkLength, str(path), *fragments)
+        fails(ThinkQuality, str(path), *fragments)  # it reads think_quality; the rest fail any reward
 
     def test_directory(self, tmp_path, monkeypatch) -> None:
         # A directory used to be reported as "file not found".

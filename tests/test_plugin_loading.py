@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REWARD_KEYS
+
+from rewardkit.rewards._found import reward_modules
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = {*REWARD_KEYS, "task_completion", "task_completion_rate", "user_sim_failure"}
+KEYS = set(reward_modules())  # every reward file of rewards/ (and installed packages')
 
 # Targets: "imported" (plain import), "installed" (import, then register()), or a path for --external_plugins.
 PROBE = """

@@ -8,7 +8,7 @@
 - ``reference.py``: the example YAML file and the Markdown key table a schema generates.
 
 Which sections exist is not known here: each layer composes its own schema (the rewards':
-``rewardkit.rewards.config.REWARD_SCHEMA``; the whole file's: ``rewardkit.loop.config.RUN_SCHEMA``), and
+``rewardkit.rewards.registry.config_schema()``; the whole file's: ``rewardkit.loop.config.RUN_SCHEMA``), and
 ``rewardkit config example|table|check`` writes and checks the generated reference.
 
 May import: nothing else of rewardkit (the lowest layer).

@@ -1,6 +1,6 @@
 """Loading a configuration: a :class:`ConfigSchema` lists the sections it knows; it checks and builds them.
 
-Each layer composes the schema of what it knows: the rewards theirs (``rewardkit.rewards.config.REWARD_SCHEMA``,
+Each layer composes the schema of what it knows: the rewards theirs (``rewardkit.rewards.registry.config_schema()``,
 which accepts the sections of the multi-turn loop as reserved keys that only have to be mappings), the loop the
 whole file (``rewardkit.loop.config.RUN_SCHEMA``). Values come from the declared defaults, then the YAML file
 (``path`` or ``$REWARDKIT_CONFIG``), then ``overrides``; each source is checked on its own, and the merged result

@@ -22,7 +22,7 @@ _TOP_FOLDERS = {"rewardkit.rewards": "rewards", "rewardkit.plugins": "plugins",
 
 
 def module_file(cls: type) -> str:
-    """Where ``cls`` is declared, from the repository root: ``rewards/_sections.py``."""
+    """Where ``cls`` is declared, from the repository root: ``rewards/think_length.py``."""
     for package, folder in _TOP_FOLDERS.items():
         if cls.__module__ == package or cls.__module__.startswith(package + "."):
             rest = cls.__module__.removeprefix(package).lstrip(".")

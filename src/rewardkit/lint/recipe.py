@@ -196,10 +196,9 @@ def read_recipe(path: str | Path, config: str | None = None) -> Recipe:
 
 def build_rewards(recipe: Recipe) -> tuple[dict[str, Any], Any]:
     """Key -> reward instance, built as ms-swift builds them but with the recipe's config; and that config."""
-    from rewardkit.rewards import REWARDS
-    from rewardkit.rewards.config import load_config
+    from rewardkit.rewards.registry import REWARDS, config_schema
 
-    cfg = load_config(path=recipe.config) if recipe.config is not None else load_config({})
+    cfg = config_schema().load(path=recipe.config) if recipe.config is not None else config_schema().load({})
     if cfg.domain is not None:  # the config's domain, loaded as a `swift rlhf` process loads it: rows may name it
         from rewardkit.envs.domain import load_configured
 

@@ -1,6 +1,6 @@
 """The ``rollout:`` section of ``$REWARDKIT_CONFIG`` (when a multi-turn episode must stop), and the whole file.
 
-:data:`RUN_SCHEMA` is every section of the file: the rewards' (``rewardkit.rewards.config.REWARD_SCHEMA``, which
+:data:`RUN_SCHEMA` is every section of the file: the rewards' (``rewardkit.rewards.registry.config_schema()``, which
 accepts ``user_sim`` and ``rollout`` as any mapping) plus the loop's own two, checked key by key. The example file
 ``recipes/planning/reward_config.yaml`` and the key table of ``docs/config.md`` are generated from it
 (``rewardkit config example|table|check``).
@@ -15,7 +15,8 @@ from typing import Any
 
 from rewardkit.config import Config, ConfigSchema, config_section, setting
 from rewardkit.loop.user_sim.config import UserSimConfig
-from rewardkit.rewards.config import REFERENCE, REWARD_SCHEMA
+from rewardkit.rewards.config import REFERENCE
+from rewardkit.rewards.registry import config_schema
 
 
 @config_section("rollout")
@@ -39,8 +40,8 @@ class RolloutLimits:
 
 
 RUN_SCHEMA = ConfigSchema(
-    shared=REWARD_SCHEMA.shared,
-    sections=(*REWARD_SCHEMA.sections, UserSimConfig, RolloutLimits),
+    shared=config_schema().shared,
+    sections=(*config_schema().sections, UserSimConfig, RolloutLimits),
     reference=REFERENCE,
 )
 

@@ -164,7 +164,7 @@ class PlanningPipeline(Chain):
 
     def summary(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.pipelines.planning_report import write_summary
-        from rewardkit.rewards.config import ThinkLengthConfig
+        from rewardkit.rewards.think_length import ThinkLengthConfig
 
         band = {**vars(ThinkLengthConfig()), **self.reward_config().get("think_length", {})}
         path = write_summary(ctx, self.opts.preset, self.kinds, (band["min"], band["max"]))
