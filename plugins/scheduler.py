@@ -23,8 +23,8 @@ from swift.rollout.multi_turn import MultiTurnScheduler
 
 from rewardkit.config import read_config_file
 from rewardkit.envs import Domain, get_domain
-from rewardkit.envs.domain import CONFIG_KEY, load_configured
 from rewardkit.envs.outcomes import checked_task, gold_outcome
+from rewardkit.envs.registry import CONFIG_KEY, load_configured
 from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_rollout_limits

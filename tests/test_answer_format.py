@@ -8,6 +8,10 @@ from hypothesis import strategies as st
 from rewardkit.rewards import AnswerFormat
 from rewardkit.rewards.answer_format import ANSWER_ONLY_PATTERN, matches_answer_only
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. only row 4 is an answer without a think block.
+CONTRACT = [0.0, 0.0, 0.0, 0.0, 1.0]
+
 CASES = [
     ('<answer>\n{"plan": []}\n</answer>', 1.0, "answer only"),
     ('<answer>\n{"plan": []}\n</answer>\n', 1.0, "$ allows one final newline"),

@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.domain import BUILTIN
 from rewardkit.envs.harness import CallingEnvironment
+from rewardkit.envs.registry import BUILTIN
 from rewardkit.envs.tool import Tool
 
 

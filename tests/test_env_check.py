@@ -33,7 +33,7 @@ POLICY = 'policy=lambda: "You are a library assistant. Find the book by its titl
 def write_library(root: Path, name: str) -> Path:
     """The starter domain (``rewardkit env new``, the docs' example) in ``root/name``, registered as ``name``: a
     process registers each name once."""
-    from rewardkit.envs.domain import new_domain
+    from rewardkit.envs.registry import new_domain
 
     new_domain(name, root / name)
     return root / name

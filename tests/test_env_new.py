@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rewardkit.cli import main
-from rewardkit.envs.domain import STARTER, STARTER_FILES
+from rewardkit.envs.registry import STARTER, STARTER_FILES
 
 
 def test_env_new_writes_the_starter_under_its_new_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,10 @@ from conftest import E5, THINK, answer, completion, solution, step
 from rewardkit.rewards import ExpertMatch
 from rewardkit.rewards._parsing import GoldError
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. row 1 names the wrong expert; row 4's gold has no plan: None.
+CONTRACT = [1.0, 0.0, 0.0, 0.0, None]
+
 E8 = [*E5, "人群运营专家", "关键词配置专家", "Data Analyst"]
 
 

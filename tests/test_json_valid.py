@@ -8,6 +8,10 @@ from conftest import THINK, answer, completion, step
 from rewardkit.config import ConfigError
 from rewardkit.rewards import JsonValid
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. rows 0, 1 and 4 hold one schema-valid JSON answer.
+CONTRACT = [1.0, 1.0, 0.0, 0.0, 1.0]
+
 OK = answer("查看经营周报", step("数据分析专家", "查看经营周报"))
 
 CASES = [

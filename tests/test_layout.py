@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from rewardkit.envs.registry import BUILTIN
 from rewardkit.layers import ENTRY_POINTS, LAYERS, SWIFT_AT_MODULE_LEVEL, packages, render_table
+from rewardkit.rewards._found import class_name, reward_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 # folder -> package name (pyproject.toml's [tool.setuptools.package-dir])
@@ -103,7 +105,20 @@ def imports_of(module: str, source: str, known: Iterable[str]) -> list[Import]:
     return out
 
 
-IMPORTS = [imp for m, p in SOURCES.items() for imp in imports_of(m, p.read_text(encoding="utf-8"), SOURCES)]
+# The two registries import modules by name (importlib, when first asked for one): the rewards' every reward module,
+# the domains' every built-in domain. Edges like any import's, so that importing a registry back is a circle here too.
+REGISTRY = "rewardkit.rewards.registry"
+BY_NAME = {
+    REGISTRY: sorted(reward_modules().values()),
+    "rewardkit.envs.registry": sorted({ref.split(":")[0] for ref in BUILTIN.values()}),
+}
+LOADED = [
+    Import(importer, module, 0, False, False, False) for importer, targets in BY_NAME.items() for module in targets
+]
+IMPORTS = [
+    *(imp for m, p in SOURCES.items() for imp in imports_of(m, p.read_text(encoding="utf-8"), SOURCES)),
+    *LOADED,
+]
 
 
 def own(imports: Iterable[Import]) -> list[Import]:
@@ -192,6 +207,55 @@ def test_no_import_goes_up_or_sideways() -> None:
 def test_no_import_circle() -> None:
     found = circles(IMPORTS)
     assert not found, "\n".join(" <-> ".join(group) for group in found)
+
+
+def test_only_the_registry_imports_by_name() -> None:
+    # Any other importlib call on rewardkit would be an import this file cannot see.
+    users = [m for m, p in SOURCES.items() if "import_module(" in p.read_text(encoding="utf-8")]
+    assert sorted(users) == sorted(BY_NAME), users
+    assert {imp.target for imp in LOADED} >= {"rewardkit.rewards.think_length", "rewardkit.envs.retail.domain"}
+
+
+def hand_lists(source: str, keys: set[str]) -> list[tuple[int, list[str]]]:
+    """Literal collections (list, tuple, set, dict keys) that name two rewards or more, by key or by class."""
+    names = keys | {class_name(k) for k in keys}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            items = node.keys if isinstance(node, ast.Dict) else node.elts
+            named = set()
+            for item in items:
+                item = item.func if isinstance(item, ast.Call) else item
+                value = item.value if isinstance(item, ast.Constant) else getattr(item, "id", None)
+                if value in names:
+                    named.add(value)
+            if len(named) > 1:
+                found.append((node.lineno, sorted(named)))
+    return found
+
+
+# The package, and the tests that once kept the set of rewards by hand.
+LISTING_FREE = [*SOURCES.values(), ROOT / "tests" / "conftest.py", ROOT / "tests" / "test_reward_contract.py"]
+
+
+def test_no_reward_is_listed_by_hand_outside_its_own_file() -> None:
+    keys = set(reward_modules())
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} lists {named}: read them from rewardkit.rewards.REWARDS (or a set)"
+        for path in LISTING_FREE
+        for line, named in hand_lists(path.read_text(encoding="utf-8"), keys)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_listing_check_finds_a_listing() -> None:
+    keys = {"think_length", "json_valid"}
+    assert hand_lists('X = {"think_length": ThinkLength, "json_valid": JsonValid}\n', keys) == [
+        (1, ["json_valid", "think_length"])  # a dict's keys
+    ]
+    assert hand_lists("__all__ = ['JsonValid', 'ThinkLength']\nY = [JsonValid()]\n", keys) == [
+        (1, ["JsonValid", "ThinkLength"])
+    ]
 
 
 def test_private_modules_stay_in_their_package() -> None:

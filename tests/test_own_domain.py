@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.domain import DomainError
+from rewardkit.envs.registry import DomainError
 
 DOCS = Path(__file__).parents[1] / "docs" / "domains.md"
 BLOCK = re.compile(r"```(?:python|json|text)\n# file: (\S+)\n(.*?)```", re.DOTALL)
@@ -24,7 +24,7 @@ BLOCK = re.compile(r"```(?:python|json|text)\n# file: (\S+)\n(.*?)```", re.DOTAL
 def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The docs' example domain, written file by file into a folder outside the package. The blocks are the
     starter's files, as ``rewardkit env new library`` writes them: the page shows what the command gives."""
-    from rewardkit.envs.domain import STARTER, STARTER_FILES
+    from rewardkit.envs.registry import STARTER, STARTER_FILES
 
     root = tmp_path_factory.mktemp("own")
     blocks = BLOCK.findall(DOCS.read_text(encoding="utf-8"))

@@ -5,6 +5,10 @@ from conftest import E5, THINK, answer, completion, solution, step
 
 from rewardkit.rewards import PlanCoverage
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. row 4's gold has no plan: None.
+CONTRACT = [1.0, 0.125, 0.0, 0.0, None]
+
 A = ("数据分析专家", "分析上个月的营收")
 B = ("策略推荐专家", "推荐3个优化策略")
 

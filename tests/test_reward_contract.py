@@ -18,15 +18,20 @@ on top of the kit:
 - a missing declared column raises MissingColumnError naming it and how to build rows;
 - a column of the wrong length, or a scalar in place of a column, raises naming it.
 
-A new reward joins by being registered in ``REWARDS``; a new column needs a fixture in
-``CELLS`` and the reward a row in ``EXPECTED``.
+A new reward joins by being a file of ``rewards/`` (the registry finds it) with its own test,
+``tests/test_<key>.py``, which pins its scores on this batch as ``CONTRACT`` and, for a column
+no other reward reads, gives its fixture as ``CONTRACT_CELLS`` (``{column: N cells}``). Nothing
+here names a reward.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import re
+from functools import cache
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -85,21 +90,29 @@ CELLS: dict[str, list[Any]] = {
     "domain": ["retail"] * N,
     "rollout_infos": [None, {"num_turns": 3}, None, None, {"termination": "user_sim_error"}],
 }
-# What each reward scores on that batch (no score may change).
-EXPECTED: dict[str, list[float | None]] = {
-    "strict_format": [1.0, 1.0, 0.0, 0.0, 0.0],
-    "json_valid": [1.0, 1.0, 0.0, 0.0, 1.0],
-    "think_length": [0.990421, 0.197400, 0.0, 0.0, 0.0],  # 44 chars; row 1: band 60-80, d 16, S(0.8)/S(0)
-    "think_quality": [1.0, 1.0, 0.0, 0.0, 0.0],
-    "rewrite_similarity": [1.0, 0.6, 0.0, 0.0, None],
-    "expert_match": [1.0, 0.0, 0.0, 0.0, None],
-    "plan_coverage": [1.0, 0.125, 0.0, 0.0, None],
-    "answer_format": [0.0, 0.0, 0.0, 0.0, 1.0],
-    "task_completion": [1.0, 0.0, 0.0, 0.0, None],
-    "task_completion_rate": [1.0, 0.2, 0.0, 0.0, None],  # row 1: 1 of 2 writes, 0 of 2 outputs, wrong state
-    "user_sim_failure": [0.0, 0.0, 0.0, 0.0, 1.0],  # row 4's rollout_infos ended in user_sim_error
-}
 KEYS = list(REWARDS)
+
+
+@cache
+def own_test(key: str) -> ModuleType:
+    """``tests/test_<key>.py``, the reward's own test, which pins its scores on this batch."""
+    try:
+        module = importlib.import_module(f"test_{key}")
+    except ModuleNotFoundError as exc:
+        raise AssertionError(f"{key} has no own test: write tests/test_{key}.py with its CONTRACT scores") from exc
+    assert hasattr(module, "CONTRACT"), f"tests/test_{key}.py: pin the reward's scores on the contract batch (CONTRACT)"
+    return module
+
+
+def expected(key: str) -> list[float | None]:
+    return list(own_test(key).CONTRACT)
+
+
+def cells(name: str, key: str) -> list[Any]:
+    """The column's fixture: the shared one, else the one the reward's own test gives."""
+    return list(CELLS[name]) if name in CELLS else list(getattr(own_test(key), "CONTRACT_CELLS", {})[name])
+
+
 COLUMNS = [(key, name) for key in KEYS for name in REWARDS[key].columns]
 GOLD_SCORE = 0.9  # a row is the reward's gold, for the gaming probes, when its pinned score is at least this
 GENERIC_CHECKS = [name for name in check_names() if not name.startswith("gaming")]
@@ -112,7 +125,7 @@ def read(cls: type) -> tuple[str, ...]:
 
 def batch(key: str) -> dict[str, Any]:
     """The columns ``REWARDS[key]`` declares, as the batch's keyword arguments."""
-    return {name: list(CELLS[name]) for name in read(REWARDS[key])}
+    return {name: cells(name, key) for name in read(REWARDS[key])}
 
 
 def call(reward: Any, key: str, **extra: Any) -> list[float | None]:
@@ -122,13 +135,13 @@ def call(reward: Any, key: str, **extra: Any) -> list[float | None]:
 def rows(key: str, only: list[int] | None = None) -> list[dict[str, Any]]:
     """The contract batch as the kit's rows: the declared columns' cells plus ``completion``."""
     return [
-        {**{name: CELLS[name][i] for name in read(REWARDS[key])}, "completion": COMPLETIONS[i]}
+        {**{name: cells(name, key)[i] for name in read(REWARDS[key])}, "completion": COMPLETIONS[i]}
         for i in (range(N) if only is None else only)
     ]
 
 
 def gold_rows(key: str) -> list[int]:
-    return [i for i, e in enumerate(EXPECTED[key]) if e is not None and e >= GOLD_SCORE]
+    return [i for i, e in enumerate(expected(key)) if e is not None and e >= GOLD_SCORE]
 
 
 def documented_range(cls: type) -> tuple[str, bool]:
@@ -148,13 +161,15 @@ def documented_columns(cls: type) -> set[str]:
     return set(re.findall(r"``([a-z_]+)``", names))
 
 
-def test_every_reward_is_a_reward_and_its_columns_have_fixtures() -> None:
-    assert set(EXPECTED) == set(REWARDS), "add the new reward's scores on the contract batch to EXPECTED"
-    for key, cls in REWARDS.items():
-        assert issubclass(cls, Reward), key
-        missing = [name for name in read(cls) if name not in CELLS]
-        assert not missing, f"{cls.__name__} reads {missing}: add a fixture for each to CELLS"
-    assert all(len(cells) == N for cells in CELLS.values())
+@pytest.mark.parametrize("key", KEYS)
+def test_every_reward_is_a_reward_with_its_own_test_and_fixtures(key: str) -> None:
+    cls = REWARDS[key]
+    assert issubclass(cls, Reward), key
+    assert len(expected(key)) == N, f"tests/test_{key}.py: CONTRACT needs one score per row ({N})"
+    own = getattr(own_test(key), "CONTRACT_CELLS", {})
+    missing = [name for name in read(cls) if name not in CELLS and name not in own]
+    assert not missing, f"{cls.__name__} reads {missing}: give a fixture for each as CONTRACT_CELLS in its own test"
+    assert all(len(c) == N for c in (*CELLS.values(), *own.values()))
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -170,7 +185,7 @@ class TestEveryReward:
     def test_scores_are_the_pinned_ones(self, key: str) -> None:
         values, _ = documented_range(REWARDS[key])
         scores = call(REWARDS[key](), key)
-        assert scores == [None if e is None else pytest.approx(e, abs=1e-6) for e in EXPECTED[key]]
+        assert scores == [None if e is None else pytest.approx(e, abs=1e-6) for e in expected(key)]
         if values == "{0.0, 1.0}":
             assert all(s in (0.0, 1.0) for s in scores if s is not None), scores
 
@@ -220,7 +235,7 @@ def test_missing_column_raises_naming_it(key: str, name: str) -> None:
 
 @pytest.mark.parametrize(("key", "name"), ALL_COLUMNS, ids=[f"{k}-{c}" for k, c in ALL_COLUMNS])
 def test_wrong_length_column_raises_naming_it(key: str, name: str) -> None:
-    reward, cells = REWARDS[key](), CELLS[name]
-    for wrong, got in ((cells[:-1], f"{N - 1} values"), ([*cells, cells[0]], f"{N + 1} values"), ("abcde", "a str")):
+    reward, column = REWARDS[key](), cells(name, key)
+    for wrong, got in ((column[:-1], f"{N - 1} values"), ([*column, column[0]], f"{N + 1} values"), ("abcde", "a str")):
         with pytest.raises(ValueError, match=rf"column '{name}' has {got} for {N} completions"):
             reward(list(COMPLETIONS), **{**batch(key), name: wrong})

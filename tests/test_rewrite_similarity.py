@@ -6,6 +6,10 @@ from conftest import THINK, answer, completion, solution, step
 from rewardkit.config import ConfigError
 from rewardkit.rewards import RewriteSimilarity
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. row 4's gold has no rewrite: None.
+CONTRACT = [1.0, 0.6, 0.0, 0.0, None]
+
 
 def pred(rewrite: str) -> str:
     return completion(THINK, answer(rewrite, step("数据分析专家", "x")))

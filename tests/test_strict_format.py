@@ -6,6 +6,10 @@ from conftest import GOOD
 from rewardkit.rewards import StrictFormat
 from rewardkit.rewards.strict_format import REFERENCE_PATTERN, matches_strict_format
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. rows 0-1 in the planner's layout; 2-4 are not (no close, empty, no think).
+CONTRACT = [1.0, 1.0, 0.0, 0.0, 0.0]
+
 CASES = [
     # (completion, expected, why)
     (GOOD, 1.0, "the planner's layout"),

@@ -6,6 +6,10 @@ from conftest import completion
 from rewardkit.config import ConfigError
 from rewardkit.rewards import ThinkLength
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. 44 chars; row 1: band 60-80, d 16, S(0.8)/S(0).
+CONTRACT = [0.990421, 0.197400, 0.0, 0.0, 0.0]
+
 BAND = {"think_length": {"min": 10, "max": 20}}  # eps defaults to 20 - 10 = 10, mid = 15
 
 

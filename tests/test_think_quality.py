@@ -6,6 +6,10 @@ from conftest import THINK, completion
 from rewardkit.config import ConfigError
 from rewardkit.rewards import ThinkQuality
 
+# Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
+# change. rows 0-1 think without banned words or repeats; 2-4 have no think.
+CONTRACT = [1.0, 1.0, 0.0, 0.0, 0.0]
+
 
 def q(think: str, **config: object) -> float | None:
     return ThinkQuality(config=config or None)([completion(think, "{}")])[0]

@@ -228,7 +228,7 @@ def cmd_env_check(args: argparse.Namespace) -> int:
 
 
 def cmd_env_new(args: argparse.Namespace) -> int:
-    from rewardkit.envs.domain import new_domain
+    from rewardkit.envs.registry import new_domain
 
     for path in new_domain(args.name, args.out):
         print(path)

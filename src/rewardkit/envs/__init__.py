@@ -1,9 +1,9 @@
 """Tool environments over real databases, for rollouts and for replaying logged trajectories.
 
-Every caller goes through the domain registry (:mod:`rewardkit.envs.domain`).
+Every caller goes through the domain registry (:mod:`rewardkit.envs.registry`).
 
-- ``domain.py``: the :class:`Domain` contract (environment factory, tools, tasks, splits, policy)
-  and the registry;
+- ``domain.py``: the :class:`Domain` contract (environment factory, tools, tasks, splits, policy);
+- ``registry.py``: every domain by name (built-in, installed, or a folder anywhere), imported when first asked for;
 - ``tool.py``: the tool contract (``Tool``, ``ToolSpec``, ``ToolError``, ``ResultCode``, ``ToolResult``);
 - ``harness.py``: tools over one private SQLite copy, with argument schemas, risk levels,
   idempotency keys, approval gates (``approvals.py``) and an audit log;
@@ -33,15 +33,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rewardkit.envs.domain import (
-    Domain,
-    DomainError,
-    StatefulEnvironment,
-    domain_names,
-    get_domain,
-    portable_ref,
-    register_domain,
-)
+from rewardkit.envs.domain import Domain, StatefulEnvironment
+from rewardkit.envs.registry import DomainError, domain_names, get_domain, portable_ref, register_domain
 
 if TYPE_CHECKING:
     from rewardkit.envs.harness import CallingEnvironment

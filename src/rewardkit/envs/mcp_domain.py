@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardkit.envs.domain import Domain, get_domain, register_domain
+from rewardkit.envs.domain import Domain
 from rewardkit.envs.mcp_env import MCPEnvironment, MCPServerError, MCPToolSpec
+from rewardkit.envs.registry import get_domain, register_domain
 
 # (server, domain name) -> the registered domain: a second call does not list the tools again.
 _DOMAINS: dict[tuple[str, str], Domain] = {}

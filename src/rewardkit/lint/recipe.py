@@ -200,7 +200,7 @@ def build_rewards(recipe: Recipe) -> tuple[dict[str, Any], Any]:
 
     cfg = config_schema().load(path=recipe.config) if recipe.config is not None else config_schema().load({})
     if cfg.domain is not None:  # the config's domain, loaded as a `swift rlhf` process loads it: rows may name it
-        from rewardkit.envs.domain import load_configured
+        from rewardkit.envs.registry import load_configured
 
         load_configured(cfg.domain, str(recipe.config))
     out = {}

@@ -132,7 +132,7 @@ class AgentPipeline(Chain):
         trainer rank and the rollout server load the domain from it, whatever their working directory."""
         import yaml
 
-        from rewardkit.envs.domain import CONFIG_KEY
+        from rewardkit.envs.registry import CONFIG_KEY
         from rewardkit.files.outputs import atomic_write_text
 
         config = {**read_recipe(recipe_path(self.preset.grpo_config)), CONFIG_KEY: self.ref}
