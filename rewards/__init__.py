@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardkit.rewards._base import MissingColumnError, PlanningReward
+from rewardkit.rewards._base import MissingColumnError, PlanningReward, Reward, known_gaps
 from rewardkit.rewards._found import class_name, key_of, reward_modules
-from rewardkit.rewards.config import RewardConfig, SharedConfig
+from rewardkit.rewards.config import RewardConfig, SharedConfig, load_section
 from rewardkit.rewards.registry import REWARDS, config_schema, register, reward_class
 from rewardkit.rewards.sets import SETS, RewardSet
 
@@ -42,9 +42,10 @@ def __getattr__(name: str) -> Any:
         return SETS[name.lower()]
     if name == "PLANNER_WEIGHTS":  # the planner set's weights, as a plain dict (a copy)
         return dict(SETS["planner"].weights)
-    if name in ("PLANNING_REWARDS", "EPISODE_REWARDS"):  # planning rewards read the answer; the others, episodes
-        planning = name == "PLANNING_REWARDS"
-        return {k: cls for k, cls in REWARDS.items() if issubclass(cls, PlanningReward) == planning}
+    if name == "PLANNING_REWARDS":  # the rewards of a planning answer against its gold
+        return {k: cls for k, cls in REWARDS.items() if issubclass(cls, PlanningReward)}
+    if name == "EPISODE_REWARDS":  # the tool-use ones: they read the episode's 'messages' (as the testing kit does)
+        return {k: cls for k, cls in REWARDS.items() if "messages" in cls.columns}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -59,10 +60,14 @@ __all__ = [
     "REWARDS",
     "SETS",
     "MissingColumnError",
+    "PlanningReward",
+    "Reward",
     "RewardConfig",
     "RewardSet",
     "SharedConfig",
     "config_schema",
+    "known_gaps",
+    "load_section",
     "register",
     "reward_class",
     *(class_name(key) for key in reward_modules()),

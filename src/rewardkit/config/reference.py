@@ -22,12 +22,13 @@ _TOP_FOLDERS = {"rewardkit.rewards": "rewards", "rewardkit.plugins": "plugins",
 
 
 def module_file(cls: type) -> str:
-    """Where ``cls`` is declared, from the repository root: ``rewards/think_length.py``."""
+    """Where ``cls`` is declared, from the repository root (``rewards/think_length.py``), or from its package's."""
     for package, folder in _TOP_FOLDERS.items():
         if cls.__module__ == package or cls.__module__.startswith(package + "."):
             rest = cls.__module__.removeprefix(package).lstrip(".")
             return f"{folder}/{rest.replace('.', '/') or '__init__'}.py"
-    return "src/" + cls.__module__.replace(".", "/") + ".py"
+    path = cls.__module__.replace(".", "/") + ".py"
+    return f"src/{path}" if cls.__module__.startswith("rewardkit.") else path  # another package's, from its root
 
 
 def _first_line(cls: type) -> str:
