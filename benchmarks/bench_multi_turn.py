@@ -19,6 +19,7 @@ import numpy as np
 from rewardkit.envs import get_domain, make_env
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episodes
+from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.gold import GoldAgent, hermes_call
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
@@ -129,7 +130,8 @@ class Sleeper:
 
 
 def _run(server: Any, tasks: list[dict[str, Any]], workers: int) -> tuple[float, list[EpisodeResult]]:
-    sim = OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), concurrency=workers, retries=0)
+    settings = EndpointSettings(concurrency=workers, retries=0)
+    sim = OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), settings=settings)
     start = time.perf_counter()
     results = run_episodes(RETAIL, tasks, TwoTexts, sim, RolloutLimits(), workers=workers)
     wall = time.perf_counter() - start
@@ -193,9 +195,8 @@ def scheduler_batch() -> None:
         ]
 
     def time_openings(server: Any, n: int, concurrency: int) -> float:
-        sim = OpenAISimulator(
-            server.base_url, "sim", guidelines=RETAIL.guidelines(), concurrency=concurrency, retries=0
-        )
+        settings = EndpointSettings(concurrency=concurrency, retries=0)
+        sim = OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), settings=settings)
         scheduler = SimulatedUserScheduler(simulator=sim, limits=RolloutLimits(), concurrency=concurrency)
         requests = batch(n)
         start = time.perf_counter()

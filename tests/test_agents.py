@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -12,13 +13,14 @@ from rewardkit.envs import get_domain
 from rewardkit.loop.agents import AgentError, AgentReply, OpenAIAgent, make_agent_factory
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episode
+from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.gold import GoldAgent, hermes_call
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.runs.scorer import Scorer
 
 RETAIL = get_domain("retail")
 TASK = RETAIL.tasks()["57"]  # no gold action, nothing to say: any proper ending completes it
-FAST = {"retries": 1, "backoff_s": 0.01, "timeout_s": 5.0}
+FAST = {"settings": EndpointSettings(retries=1, backoff_s=0.01, timeout_s=5.0)}
 
 
 def episode(agent: Any) -> dict[str, Any]:
@@ -164,7 +166,8 @@ class TestServerFaults:
     @pytest.mark.parametrize("fault", ["not_json", "no_choices", "die", "slow"])
     def test_one_bad_body_then_a_good_one_completes(self, fault: str) -> None:
         with SimServer(faults=[fault], reply=DONE, slow_s=10) as server:
-            record = episode(OpenAIAgent(server.base_url, [], model="m", **{**FAST, "timeout_s": 1.0}))
+            settings = EndpointSettings(retries=1, backoff_s=0.01, timeout_s=1.0)
+            record = episode(OpenAIAgent(server.base_url, [], model="m", settings=settings))
         assert (record["status"], record["termination"], record["reward"]) == ("ok", "user_stop", 1.0)
         assert server.count == 2
 
@@ -177,3 +180,14 @@ class TestServerFaults:
             with pytest.raises(EndpointConfigError, match=rf"agent endpoint {server.base_url}: HTTP 404 .*'x'"):
                 episode(agent)
         assert server.count == 1  # not retried
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [("api_key", "", "a non-empty string"), ("timeout_s", 0, "a finite number of seconds > 0"),
+     ("timeout_s", float("nan"), "> 0"), ("retries", -1, "a whole number >= 0"), ("retries", True, ">= 0"),
+     ("backoff_s", -0.5, "a finite number of seconds >= 0"), ("concurrency", 0, "a whole number >= 1")],
+)  # fmt: skip
+def test_endpoint_settings_out_of_range_name_the_field(field: str, value: Any, expected: str) -> None:
+    with pytest.raises(ValueError, match=rf"^EndpointSettings\.{field} must be .*{re.escape(expected)}.*, got "):
+        EndpointSettings(**{field: value})

@@ -25,6 +25,7 @@ from sim_server import MODEL_FAULTS, SERVER_FAULTS, SimServer
 
 from rewardkit.envs import get_domain
 from rewardkit.loop.agents import make_agent_factory
+from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim.base import GREETING, Progress, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.runs.episode_log import EpisodeLog
@@ -97,8 +98,8 @@ def run(server: SimServer, log_path: Path, resume: bool) -> list[dict[str, Any]]
     plan, meta = build_plan(spec)
     # The spec's agent, with a 10 ms backoff instead of 1 s between attempts (the run takes seconds, not minutes).
     make_agent, described = make_agent_factory(
-        server.base_url, RETAIL.tool_specs(), model="m", retries=RETRIES, timeout_s=TIMEOUT_S, backoff_s=0.01,
-        concurrency=len(TASK_IDS),
+        server.base_url, RETAIL.tool_specs(), model="m",
+        settings=EndpointSettings(retries=RETRIES, timeout_s=TIMEOUT_S, backoff_s=0.01, concurrency=len(TASK_IDS)),
     )  # fmt: skip
     assert described == meta["agent"]  # the same agent as the spec describes
     with EpisodeLog(log_path, meta["run"], resume=resume) as log:

@@ -11,6 +11,7 @@ from _tiny_agent import OPEN_TASK, short_rows
 from sim_server import SimServer, free_port
 
 from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 from rewardkit.rewards import TaskCompletion
 
@@ -43,12 +44,9 @@ def hook(coro: Any) -> Any:
     return invoke_async_hook(coro)
 
 
-def sim(base_url: str, **kw: Any) -> OpenAISimulator:
-    return OpenAISimulator(
-        base_url,
-        "tiny",
-        **{"guidelines": "Play the customer.", "timeout_s": 2.0, "retries": 1, "backoff_s": 0.05, **kw},
-    )
+def sim(base_url: str, **settings: Any) -> OpenAISimulator:
+    settings = EndpointSettings(**{"timeout_s": 2.0, "retries": 1, "backoff_s": 0.05, **settings})
+    return OpenAISimulator(base_url, "tiny", guidelines="Play the customer.", settings=settings)
 
 
 class TestSimulatorFaults:

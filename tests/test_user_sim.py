@@ -17,6 +17,7 @@ from rewardkit.config import ConfigError
 from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.loop.config import load_run_config
+from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim import (
     GREETING,
     Progress,
@@ -38,10 +39,10 @@ RETAIL = get_domain("retail")
 GUIDELINES = RETAIL.guidelines()  # tau2-bench's, which retail declares
 
 
-def fast(base_url: str, **kw: Any) -> OpenAISimulator:
-    """A simulator that backs off for milliseconds, not seconds."""
-    kw = {"backoff_s": 0.01, "timeout_s": 5.0, **kw}
-    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, **kw)
+def fast(base_url: str, **settings: Any) -> OpenAISimulator:
+    """A simulator that backs off for milliseconds, not seconds (``settings``: more EndpointSettings)."""
+    settings = {"backoff_s": 0.01, "timeout_s": 5.0, **settings}
+    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, settings=EndpointSettings(**settings))
 
 
 # --- config ------------------------------------------------------------------------
@@ -185,7 +186,12 @@ def test_waiting_approval_requests_are_shown_with_how_to_answer() -> None:
 
 def test_fingerprint_tracks_what_shapes_replies() -> None:
     a = OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES)
-    assert a.fingerprint() == OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES, retries=9).fingerprint()
+    assert (
+        a.fingerprint()
+        == OpenAISimulator(
+            "http://h/v1", "m", guidelines=GUIDELINES, settings=EndpointSettings(retries=9)
+        ).fingerprint()
+    )
     assert a.fingerprint() != OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES, temperature=0.5).fingerprint()
     assert a.fingerprint() != OpenAISimulator("http://h/v1", "other", guidelines=GUIDELINES).fingerprint()
 

@@ -6,12 +6,14 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sim_server import SimServer, free_port
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
+from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim import GREETING, Progress, SimulatorError, Turn, UserSimConfig, make_simulator
 from rewardkit.loop.user_sim.cache import CachedSimulator
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
@@ -24,8 +26,9 @@ RETAIL = get_domain("retail")
 GUIDELINES = RETAIL.guidelines()
 
 
-def sim(base_url: str, **kw: object) -> OpenAISimulator:
-    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, backoff_s=0.01, timeout_s=5.0, **kw)  # type: ignore[arg-type]
+def sim(base_url: str, **settings: Any) -> OpenAISimulator:
+    settings = EndpointSettings(**{"backoff_s": 0.01, "timeout_s": 5.0, **settings})
+    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, settings=settings)
 
 
 def test_identical_dialogue_is_served_from_the_cache(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from sim_server import SimServer
 from rewardkit.envs import get_domain
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episode
-from rewardkit.loop.endpoint import EndpointConfigError
+from rewardkit.loop.endpoint import EndpointConfigError, EndpointSettings
 from rewardkit.loop.user_sim.base import GREETING, Progress, SimulatorError, Turn
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 
@@ -25,10 +25,9 @@ DIALOGUE = [Turn("agent", GREETING)]
 REPLY = "My email is a@b.c"
 
 
-def fast(base_url: str, model: str = "sim", **kw: Any) -> OpenAISimulator:
-    return OpenAISimulator(
-        base_url, model, **{"guidelines": "Play the customer.", "retries": 1, "backoff_s": 0.01, "timeout_s": 1.0, **kw}
-    )
+def fast(base_url: str, model: str = "sim", **settings: Any) -> OpenAISimulator:
+    settings = {"retries": 1, "backoff_s": 0.01, "timeout_s": 1.0, **settings}
+    return OpenAISimulator(base_url, model, guidelines="Play the customer.", settings=EndpointSettings(**settings))
 
 
 # Every spelling of "said nothing": a retry, then (all attempts empty) the simulator's failure.

@@ -10,6 +10,7 @@ reports.
 - ``agents.py``: the agents (``gold``, an OpenAI-compatible URL, a local checkpoint); ``gold.py``: the
   agent that follows a task's gold actions;
 - ``user_sim/``: the simulated customers; ``endpoint.py``: the one HTTP client (retries, backoff,
-  concurrency) that the HTTP agent and the LLM simulator share;
+  concurrency; one :class:`~rewardkit.loop.endpoint.EndpointSettings` holds them) that the HTTP agent and the LLM
+  simulator share;
 - ``config.py``: the ``rollout:`` config section (when an episode must stop).
 """

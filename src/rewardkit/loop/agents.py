@@ -21,8 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.loop.endpoint import ChatEndpoint, ContextOverflow, message_text, only_model, token_count
+from rewardkit.loop.endpoint import (
+    ChatEndpoint,
+    ContextOverflow,
+    EndpointSettings,
+    message_text,
+    only_model,
+    token_count,
+)
 from rewardkit.loop.gold import GoldAgent
+
+AGENT_SETTINGS = EndpointSettings(timeout_s=120.0)  # an agent's replies are longer than a customer's
 
 
 class AgentError(RuntimeError):
@@ -100,22 +109,15 @@ class OpenAIAgent:
         tools: Sequence[Mapping[str, Any]],
         model: str | None = None,
         *,
-        api_key: str = "EMPTY",
+        settings: EndpointSettings = AGENT_SETTINGS,
         temperature: float = 0.0,
         max_tokens: int = 1024,
-        timeout_s: float = 120.0,
-        retries: int = 3,
-        backoff_s: float = 1.0,
-        concurrency: int = 32,
     ) -> None:
         self.name = base_url
-        self.model = model or _only_model(base_url, api_key)
+        self.model = model or _only_model(base_url, settings.api_key)
         self.tools = [dict(t) for t in tools]
         self.params = {"temperature": float(temperature), "max_tokens": max_tokens}
-        self._endpoint = ChatEndpoint(
-            base_url, self.model, AgentError, api_key=api_key, timeout_s=timeout_s, retries=retries,
-            backoff_s=backoff_s, concurrency=concurrency, overflow=True,
-        )  # fmt: skip
+        self._endpoint = ChatEndpoint(base_url, self.model, AgentError, settings, overflow=True)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai", "base_url": self.name, "model": self.model, **self.params}
@@ -194,7 +196,8 @@ def make_agent_factory(
 ) -> tuple[Callable[[Mapping[str, Any]], Agent], dict[str, Any]]:
     """``gold``, an ``http(s)://`` URL, or a local checkpoint directory -> (task -> agent, a description).
 
-    ``options`` go to the endpoint or checkpoint agent (model, temperature, max_tokens, ...).
+    ``options`` go to the endpoint or checkpoint agent (model, temperature, max_tokens; ``settings``, an
+    :class:`EndpointSettings`, for an endpoint only).
     """
     if spec == "gold":
         return GoldAgent, {"kind": "gold"}

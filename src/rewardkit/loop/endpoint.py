@@ -113,32 +113,58 @@ def check_model(base_url: str, model: str, hint: str, api_key: str = "EMPTY", ti
         raise ValueError(f"serves no model {model!r} (it serves {models}); {hint}")
 
 
+@dataclass(frozen=True)
+class EndpointSettings:
+    """How every call to one endpoint is made, the agent's and the simulator's alike; checked when built."""
+
+    api_key: str = "EMPTY"  # "EMPTY": local servers without a key
+    timeout_s: float = 60.0  # seconds per HTTP call
+    retries: int = 3  # extra attempts after the first, on transient failures only
+    backoff_s: float = 1.0  # attempt n sleeps backoff_s * 2**(n - 1), plus jitter
+    concurrency: int = 32  # requests in flight at once
+
+    def __post_init__(self) -> None:
+        found = _settings_problem(self)
+        if found is not None:
+            name, expected = found
+            raise ValueError(f"EndpointSettings.{name} must be {expected}, got {getattr(self, name)!r}")
+
+
+def _settings_problem(s: EndpointSettings) -> tuple[str, str] | None:
+    """The first field of ``s`` out of its range, and what it must be."""
+    if not isinstance(s.api_key, str) or not s.api_key:
+        return "api_key", "a non-empty string (EMPTY for servers without a key)"
+    for name, low in (("retries", 0), ("concurrency", 1)):
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            return name, f"a whole number >= {low}"
+    for name, bound in (("timeout_s", "> 0"), ("backoff_s", ">= 0")):
+        value = getattr(s, name)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or not (value > 0 if bound == "> 0" else value >= 0):
+            return name, f"a finite number of seconds {bound}"
+    return None
+
+
 class ChatEndpoint:
-    """``complete`` is thread-safe and blocks; at most ``concurrency`` requests are in flight."""
+    """``complete`` is thread-safe and blocks; at most ``settings.concurrency`` requests are in flight."""
 
     def __init__(
         self,
         base_url: str,
         model: str,
         error: Callable[[str, str], Exception],
+        settings: EndpointSettings = EndpointSettings(),
         *,
-        api_key: str = "EMPTY",
-        timeout_s: float = 60.0,
-        retries: int = 3,
-        backoff_s: float = 1.0,
-        concurrency: int = 32,
         overflow: bool = False,
     ) -> None:
         """``overflow``: raise :class:`ContextOverflow` for a 400 about the context length, not ``error``."""
-        if concurrency < 1 or retries < 0:
-            raise ValueError(f"need concurrency >= 1 and retries >= 0, got {concurrency} and {retries}")
-        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
-            raise ValueError(f"the timeout must be a finite number of seconds > 0, got {timeout_s}")
         self.base_url, self.model, self.error = base_url, model, error
-        self.retries, self.backoff_s, self.overflow = retries, backoff_s, overflow
+        self.retries, self.backoff_s, self.overflow = settings.retries, settings.backoff_s, overflow
         # The SDK's own retries are off: ours also cover malformed bodies and share the backoff policy.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._client = openai.OpenAI(base_url=base_url, api_key=settings.api_key, timeout=settings.timeout_s,
+                                     max_retries=0)  # fmt: skip
+        self._slots = threading.BoundedSemaphore(settings.concurrency)
 
     def complete(
         self, messages: Sequence[dict[str, Any]], accept: Callable[[Completion], bool] | None = None, **params: Any

@@ -17,6 +17,7 @@ from typing import Any
 from rewardkit.envs import Domain, get_domain
 from rewardkit.loop.agents import AgentError, make_agent_factory
 from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim.config import UserSimConfig, make_simulator
 from rewardkit.runs.episode_log import RunError, fingerprint
 from rewardkit.runs.selection import select_tasks
@@ -186,14 +187,14 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     tasks, unusable = select_tasks(domain, spec.split, list(spec.tasks) if spec.tasks else None, spec.limit)
     try:
         tools = domain.tool_specs() if spec.tools else []
-        endpoint = {"retries": spec.agent_retries, "timeout_s": spec.agent_timeout, "concurrency": spec.workers}
+        settings = EndpointSettings(retries=spec.agent_retries, timeout_s=spec.agent_timeout, concurrency=spec.workers)
         make_agent, agent = make_agent_factory(
             spec.agent,
             tools,
             model=spec.agent_model,
             temperature=spec.temperature,
             max_tokens=spec.max_tokens,
-            **(endpoint if spec.agent.startswith(("http://", "https://")) else {}),
+            **({"settings": settings} if spec.agent.startswith(("http://", "https://")) else {}),
         )
     except AgentError as exc:
         raise RunError(str(exc)) from exc

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rewardkit.config import ConfigError, ConfigSchema, config_section, setting
 from rewardkit.envs import Domain
@@ -21,6 +21,9 @@ from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.loop.user_sim.cache import CachedSimulator
 from rewardkit.loop.user_sim.scripted import PHRASES, ScriptedSimulator
 from rewardkit.rewards.config import REFERENCE
+
+if TYPE_CHECKING:
+    from rewardkit.loop.endpoint import EndpointSettings
 
 SECTION = "user_sim"
 _STRINGS = ("base_url", "model", "api_key_env", "cache")
@@ -59,6 +62,15 @@ class UserSimConfig:
     def __post_init__(self) -> None:
         if self.cache_mode is None:  # resolved here so direct construction gets the same default
             object.__setattr__(self, "cache_mode", "read_write" if self.cache else "off")
+
+    def endpoint(self) -> EndpointSettings:
+        """How the simulator's endpoint is called: the key (from ``api_key_env``), timeout, retries, backoff and
+        concurrency."""
+        from rewardkit.loop.endpoint import EndpointSettings  # the openai SDK: only LLM users need it
+
+        key = os.environ[self.api_key_env] if self.api_key_env else "EMPTY"
+        return EndpointSettings(api_key=key, timeout_s=self.timeout_s, retries=self.retries,
+                                backoff_s=self.backoff_s, concurrency=self.concurrency)  # fmt: skip
 
     @staticmethod
     def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -114,13 +126,9 @@ def make_simulator(cfg: UserSimConfig, domain: Domain) -> UserSimulator:
             cfg.base_url,
             cfg.model,
             guidelines=domain.guidelines(),
-            api_key=os.environ[cfg.api_key_env] if cfg.api_key_env else "EMPTY",
+            settings=cfg.endpoint(),
             temperature=cfg.temperature,
             max_tokens=cfg.max_tokens,
-            timeout_s=cfg.timeout_s,
-            retries=cfg.retries,
-            backoff_s=cfg.backoff_s,
-            concurrency=cfg.concurrency,
         )
     else:
         if domain.language not in PHRASES:  # found here, not at the second user turn of a training run

@@ -17,9 +17,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs.approvals import APPROVE, DECLINE
-from rewardkit.loop.endpoint import ChatEndpoint, Completion
+from rewardkit.loop.endpoint import ChatEndpoint, Completion, EndpointSettings
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 
+SIM_SETTINGS = EndpointSettings()  # the user_sim section's defaults
 PROMPT_VERSION = 2  # bump when the wording of the prompt changes: cached replies must not survive it
 
 
@@ -93,23 +94,16 @@ class OpenAISimulator:
         model: str,
         *,
         guidelines: str,
-        api_key: str = "EMPTY",
+        settings: EndpointSettings = SIM_SETTINGS,
         temperature: float = 0.0,
         max_tokens: int = 512,
-        timeout_s: float = 60.0,
-        retries: int = 3,
-        backoff_s: float = 1.0,
-        concurrency: int = 32,
     ) -> None:
         self.name = base_url
         self.model = model
         self.guidelines = guidelines
         self.temperature = float(temperature)  # 0 and 0.0 must give one fingerprint
         self.max_tokens = max_tokens
-        self._endpoint = ChatEndpoint(
-            base_url, model, SimulatorError, api_key=api_key, timeout_s=timeout_s, retries=retries,
-            backoff_s=backoff_s, concurrency=concurrency,
-        )  # fmt: skip
+        self._endpoint = ChatEndpoint(base_url, model, SimulatorError, settings)
 
     def fingerprint(self) -> str:
         ident = ["openai", PROMPT_VERSION, self.name, self.model, self.temperature, self.max_tokens,
