@@ -1,7 +1,7 @@
 """Adding a reward is one file: written in an installed package, found through the ``rewardkit.rewards`` entry points.
 
-The package here is real and minimal: a folder on ``PYTHONPATH`` with the reward's module and a ``.dist-info`` whose
-``entry_points.txt`` names it, which is what ``pip install`` leaves. Every consumer then sees the reward without a
+The package here is real and minimal: a folder on ``PYTHONPATH`` with the reward's module (the one ``docs/rewards.md``
+shows) and a ``.dist-info`` whose ``entry_points.txt`` names it, which is what ``pip install`` leaves. Every consumer then sees the reward without a
 line of rewardkit changed: ``rewardkit rewards`` (and ms-swift's ``orms``), the registry, ``rewardkit config example``,
 ``rewardkit lint RECIPE`` and the contract test, run on it with its own test file beside it.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,54 +19,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-REWARD = '''"""AnswerBrevity: 1 up to a length, then shorter is better."""
-
-from __future__ import annotations
-
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
-from rewardkit.config import config_section, setting
-from rewardkit.rewards import Reward, load_section, known_gaps
-
-
-@config_section("answer_brevity")
-@dataclass(frozen=True)
-class AnswerBrevityConfig:
-    """How long a completion may be before it costs."""
-
-    max_chars: int = setting(120, "Characters a completion may have at full score.", minimum=1)
-
-
-class AnswerBrevity(Reward):
-    """Formula: ``1`` if ``len(c) <= max_chars`` else ``max_chars / len(c)``.
-
-    Config: ``answer_brevity.max_chars`` (default 120).
-    Columns: none.
-    Range: [0, 1]. Never returns None.
-
-    Example::
-
-        >>> AnswerBrevity()(["x" * 60, "x" * 240])
-        [1.0, 0.5]
-    """
-
-    section = AnswerBrevityConfig
-    order = 80
-    sets = {"planner": 0.0}  # logged beside the planner's seven
-    may_return_none = False
-    reads_completions = True
-    gameable = known_gaps("a length reward: it scores the size alone", "*")
-
-    def __init__(self, args: Any = None, config: Any = None) -> None:
-        super().__init__(args)
-        self.cfg = load_section(AnswerBrevityConfig, config)
-
-    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        top = self.cfg.max_chars
-        return [1.0 if len(c) <= top else top / len(c) for c in completions]
-'''
+# The reward is the one docs/rewards.md shows ("Add a reward"), read from the page so that the two cannot drift.
+DOCS = (ROOT / "docs" / "rewards.md").read_text(encoding="utf-8")
+REWARD = re.search(r"```python\n# file: brevity/answer_brevity.py\n(.*?)```", DOCS, re.DOTALL).group(1)
 
 # Its own test: the scores on the contract batch, whose completions are 150, 146, 24, 0 and 87 characters long:
 # 120/150 = 0.8, 120/146 = 0.821918, then 1.0 for the three within 120.
