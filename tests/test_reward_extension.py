@@ -1,9 +1,10 @@
 """Adding a reward is one file: written in an installed package, found through the ``rewardkit.rewards`` entry points.
 
 The package here is real and minimal: a folder on ``PYTHONPATH`` with the reward's module (the one ``docs/rewards.md``
-shows) and a ``.dist-info`` whose ``entry_points.txt`` names it, which is what ``pip install`` leaves. Every consumer then sees the reward without a
-line of rewardkit changed: ``rewardkit rewards`` (and ms-swift's ``orms``), the registry, ``rewardkit config example``,
-``rewardkit lint RECIPE`` and the contract test, run on it with its own test file beside it.
+shows) and a ``.dist-info`` whose ``entry_points.txt`` names it, which is what ``pip install`` leaves. Every
+consumer then sees the reward without a line of rewardkit changed: ``rewardkit rewards`` (and ms-swift's ``orms``),
+the registry, ``rewardkit config example``, ``rewardkit lint RECIPE`` and the contract test, run on it with its own
+test file beside it.
 """
 
 from __future__ import annotations
