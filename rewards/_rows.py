@@ -17,9 +17,9 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from rewardkit.files.cache import MISS, SMALL_BUDGET, ByteLRU
-from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import GoldError, Plan, read_gold, where
 from rewardkit.rewards._schema import AnswerSchema
+from rewardkit.rewards._text import ExpertIndex
 
 T = TypeVar("T")
 MISSING: Any = object()  # the batch has no such column (unlike a cell that holds null)

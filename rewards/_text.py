@@ -1,4 +1,4 @@
-"""Text normalisation and content units shared by the rewards.
+"""Text normalisation, content units, and expert names mapped onto a row's list, shared by the rewards.
 
 Chinese has no spaces, so "words" alone would make one unit of a whole
 sentence. Content units are therefore lower-cased Latin/digit words plus CJK
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Literal
+
+from rapidfuzz import fuzz, process
 
 CjkUnit = Literal["char", "bigram"]
 
@@ -69,3 +71,30 @@ def unit_sequence(text: str) -> list[str]:
         else:
             seq.append(run)
     return seq
+
+
+class ExpertIndex:
+    """Resolve names to entries of one row's ``experts`` list (the ``expert_match`` rule).
+
+    Its one setting is the ``expert_match:`` section (:class:`ExpertMatchConfig` in ``rewards/config.py``), read by
+    ExpertMatch, by PlanCoverage for its items' experts, and by every planning gold check (``PlanningReward.golds``).
+
+    Exact match after NFKC, whitespace/zero-width removal and casefolding;
+    otherwise the best rapidfuzz ``ratio`` at or above ``threshold`` (0-100).
+    """
+
+    def __init__(self, experts: Sequence[str], threshold: float) -> None:
+        self.experts = list(experts)
+        self.threshold = threshold
+        self._norm = [normalize_name(e) for e in self.experts]
+        self._exact = {n: e for n, e in zip(self._norm, self.experts, strict=True)}
+
+    def resolve(self, name: str) -> str | None:
+        """The canonical list entry for ``name``, or None if it is not in the list."""
+        norm = normalize_name(name)
+        if norm in self._exact:
+            return self._exact[norm]
+        if not norm or not self._norm:
+            return None
+        best = process.extractOne(norm, self._norm, scorer=fuzz.ratio, score_cutoff=self.threshold)
+        return None if best is None else self.experts[best[2]]

@@ -46,7 +46,6 @@ Example::
 
 from __future__ import annotations
 
-from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
@@ -61,7 +60,7 @@ from rewardkit.rewards._parsing import (
     read_plan,
 )
 from rewardkit.rewards._schema import AnswerSchema, load_schema
-from rewardkit.rewards._text import normalize_name
+from rewardkit.rewards._text import ExpertIndex, normalize_name
 
 __all__ = [
     "ANSWER_CLOSE",

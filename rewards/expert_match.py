@@ -7,9 +7,9 @@ from types import MappingProxyType
 from typing import Any
 
 from rewardkit.rewards._base import PlanningReward, known_gaps
-from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
+from rewardkit.rewards._text import ExpertIndex
 from rewardkit.rewards.config import ExpertMatchConfig
 
 

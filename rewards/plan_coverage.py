@@ -12,10 +12,10 @@ from scipy.optimize import linear_sum_assignment
 
 from rewardkit.config import config_section, setting
 from rewardkit.rewards._base import PlanningReward, known_gaps
-from rewardkit.rewards._experts import ExpertIndex
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._similarity import Session, backend_for
+from rewardkit.rewards._text import ExpertIndex
 from rewardkit.rewards.config import ExpertMatchConfig
 
 

@@ -81,7 +81,7 @@ def test_a_planning_reward_imports_no_environment() -> None:
 
 
 class TestSharedExpertThreshold:
-    # One setting, expert_match.fuzzy_threshold (ExpertMatchConfig in rewards/_experts.py), decides for both rewards
+    # One setting, expert_match.fuzzy_threshold (ExpertMatchConfig in rewards/config.py), decides for both rewards
     # whether a near-miss name is the row's expert.
     GOLD = json.dumps({"补全后的问题": "分析营收", "plan": [{"专家": "数据分析专家", "处理问题": ["分析上月营收"]}]},
                       ensure_ascii=False)  # fmt: skip

@@ -135,7 +135,7 @@ from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 from test_trl import SEVEN, WEIGHTS, prompt_rows
 from rewardkit.rewards import PLANNING_REWARDS, _base
-from rewardkit.rewards._completions import is_conversational
+from rewardkit.rewards._base import is_conversational
 
 seen = []
 texts = _base.completion_texts
