@@ -16,20 +16,21 @@ server, the scheduler staying on the ``swift rlhf`` side (one plugin for both).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from swift.rollout.multi_turn import MultiTurnScheduler
+from swift.utils import get_logger
 
-from rewardkit.config import read_config_file
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.outcomes import checked_task, gold_outcome
 from rewardkit.envs.registry import CONFIG_KEY, load_configured
 from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
-from rewardkit.loop.config import RolloutLimits, load_rollout_limits
+from rewardkit.loop.config import RolloutLimits, describe_sources, load_run_config
 from rewardkit.loop.episode import Episode
-from rewardkit.loop.user_sim import UserSimulator, load_user_sim_config, make_simulator
+from rewardkit.loop.user_sim import UserSimulator, make_simulator
 from rewardkit.plugins.tokens import (
     NATIVE_TOKEN_IDS,
     ExactTurns,
@@ -37,6 +38,8 @@ from rewardkit.plugins.tokens import (
     response_prefix_ids,
     strip_end,
 )
+
+logger = get_logger()
 
 
 class SimulatorUnavailable(RuntimeError):
@@ -59,16 +62,16 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         **kwargs: Any,
     ) -> None:
         super().__init__(infer_engine, max_turns, *args, **kwargs)
-        raw, source = read_config_file()
-        self.limits = limits or load_rollout_limits(raw.get("rollout"), source)
-        if max_turns:  # ms-swift stops the loop at --max_turns itself; label that ending the same way
-            self.limits = RolloutLimits(**{**self.limits.__dict__, "max_turns": max_turns})
+        # ms-swift stops the loop at --max_turns itself, when set: the flag wins, and that ending is labelled the same
+        cfg = load_run_config(flags={"rollout.max_turns": ("--max_turns", max_turns)} if max_turns else None)
+        logger.info(f"simulated_user config: {describe_sources(cfg, 'user_sim', 'rollout')}")
+        self.limits = dataclasses.replace(limits, max_turns=max_turns or limits.max_turns) if limits else cfg.rollout
         self.max_turns = self.limits.max_turns
-        sim_config = load_user_sim_config(raw.get("user_sim"), source)
+        sim_config = cfg.user_sim
         self.sim_config, self.given = sim_config, simulator
         self.simulators: dict[str, UserSimulator] = {}  # domain name -> the simulator of its users
-        if raw.get(CONFIG_KEY) is not None:  # the recipe's domain: one that does not load fails here, not later
-            self._simulator(load_configured(raw[CONFIG_KEY], source))
+        if cfg.domain is not None:  # the recipe's domain: one that does not load fails here, not later
+            self._simulator(load_configured(cfg.domain, cfg.origin(CONFIG_KEY)))
         # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
         # replies then really run `concurrency` at a time. A thread pool outlives ms-swift's per-hook event loops.
         workers = concurrency or sim_config.concurrency

@@ -24,7 +24,7 @@ from rewardkit.config.reference import (
     table_in,
     with_table,
 )
-from rewardkit.loop.config import RUN_SCHEMA, RolloutLimits, load_rollout_limits, load_run_config
+from rewardkit.loop.config import RUN_SCHEMA, RolloutLimits, load_run_config
 from rewardkit.loop.user_sim import UserSimConfig
 from rewardkit.rewards import REWARDS
 from rewardkit.rewards.config import SharedConfig, load_config, load_section
@@ -55,6 +55,11 @@ def nested(dotted: str, value: Any) -> dict[str, Any]:
     for head in reversed(heads):
         out = {head: out}
     return out
+
+
+def rollout_limits(raw: Any, source: str) -> RolloutLimits:
+    """The ``rollout`` section alone, checked as if it stood in a file named ``source``."""
+    return RUN_SCHEMA.section(RolloutLimits, raw, source)
 
 
 class TestGeneratedFiles:
@@ -165,9 +170,9 @@ class TestDeclarations:
         # An integer for a float setting is a float (a simulator's fingerprint hashes it), and the reverse.
         assert load_run_config({"user_sim": {"timeout_s": 60, "temperature": 0}}).user_sim.temperature == 0.0
         assert type(load_run_config({"user_sim": {"timeout_s": 60}}).user_sim.timeout_s) is float
-        assert type(load_rollout_limits({"max_turns": 4.0}, "x").max_turns) is int
+        assert type(rollout_limits({"max_turns": 4.0}, "x").max_turns) is int
         with pytest.raises(ConfigError, match=r"x: rollout\.max_turns: 4\.5 is not of type 'integer'"):
-            load_rollout_limits({"max_turns": 4.5}, "x")
+            rollout_limits({"max_turns": 4.5}, "x")
 
     def test_config_pickles(self) -> None:
         cfg = load_config({"think_quality": {"banned": ["x"]}})
@@ -254,9 +259,9 @@ class TestDerivedValidation:
     )
     def test_rollout_names_file_and_dotted_key(self, raw: Any, message: str) -> None:
         with pytest.raises(ConfigError, match=rf"^cfg\.yaml: {message}"):
-            load_rollout_limits(raw, "cfg.yaml")
+            rollout_limits(raw, "cfg.yaml")
 
     def test_rollout_defaults(self) -> None:
-        assert load_rollout_limits(None, "x") == load_rollout_limits({}, "x") == RolloutLimits()
-        assert load_rollout_limits({"max_turns": 4}, "x") == RolloutLimits(max_turns=4)
+        assert rollout_limits(None, "x") == rollout_limits({}, "x") == RolloutLimits()
+        assert rollout_limits({"max_turns": 4}, "x") == RolloutLimits(max_turns=4)
         assert RolloutLimits.max_turns == 30  # the class attribute is the default (runs.spec's --max-turns)

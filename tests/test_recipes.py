@@ -157,13 +157,10 @@ def test_reward_sets_name_registered_rewards(reward_set: RewardSet) -> None:
 
 @pytest.mark.parametrize("recipe", [f for f in FILES if f.command == "rewardkit"], ids=lambda f: f.name)
 def test_reward_configs_validate(recipe: RecipeFile) -> None:
-    from rewardkit.loop.config import load_rollout_limits
-    from rewardkit.loop.user_sim import load_user_sim_config
+    from rewardkit.loop.config import load_run_config
 
     load_config(path=ROOT / recipe.name)
-    raw = yaml.safe_load((ROOT / recipe.name).read_text(encoding="utf-8"))
-    load_user_sim_config(raw.get("user_sim"), recipe.name)
-    load_rollout_limits(raw.get("rollout"), recipe.name)
+    load_run_config(path=ROOT / recipe.name)  # the whole file, user_sim and rollout included
 
 
 @pytest.mark.parametrize("recipe", [f for f in FILES if "multiturn" in f.name], ids=lambda f: f.name)

@@ -4,7 +4,8 @@
   dataclass as a ``key:`` section), :class:`ConfigError`, and the JSON Schema derived from the type hints;
 - ``read.py``: the YAML file (``$REWARDKIT_CONFIG`` or a path), parsed once per version of the file;
 - ``load.py``: :class:`ConfigSchema`, an explicit list of sections that validates (messages name the file and
-  the dotted key), merges defaults <- file <- overrides and builds a :class:`Config`;
+  the dotted key), merges defaults <- file <- overrides <- flags and builds a :class:`Config`;
+- ``origin.py``: where each value came from (``cfg.origin("user_sim.timeout_s")``: default, the file, a flag);
 - ``reference.py``: the example YAML file and the Markdown key table a schema generates.
 
 Which sections exist is not known here: each layer composes its own schema (the rewards':

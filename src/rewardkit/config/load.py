@@ -3,10 +3,10 @@
 Each layer composes the schema of what it knows: the rewards theirs (``rewardkit.rewards.registry.config_schema()``,
 which accepts the sections of the multi-turn loop as reserved keys that only have to be mappings), the loop the
 whole file (``rewardkit.loop.config.RUN_SCHEMA``). Values come from the declared defaults, then the YAML file
-(``path`` or ``$REWARDKIT_CONFIG``), then ``overrides``; each source is checked on its own, and the merged result
-once more, so a message names the file (or ``overrides``) and the dotted key: an unknown key names the valid ones,
-a wrong type or range names the expected values, the default and the meaning, and NaN or infinity is refused
-anywhere.
+(``path`` or ``$REWARDKIT_CONFIG``), then ``overrides``, then the flags a user gave; the config keeps each value's
+source (:mod:`rewardkit.config.origin`). Each source is checked on its own and the merged result once more, so a
+message names the source and the dotted key: an unknown key names the valid ones, a wrong type or range names the
+expected values, the default and the meaning, and NaN or infinity is refused anywhere.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from rewardkit.config.declare import (
     yaml_scalar,
 )
 from rewardkit.config.declare import build as build_section
+from rewardkit.config.origin import nested, record
 from rewardkit.config.read import read_config_file
 
 S = TypeVar("S")
@@ -45,11 +46,22 @@ class Config:
     """A loaded configuration: the schema's top-level settings plus one instance of every section.
 
     ``cfg.section(ThinkLengthConfig)`` is a section, typed; ``cfg.think_length`` is the same by key. The top-level
-    settings read as attributes too (``cfg.schema``, ``cfg.backend``), as in the YAML.
+    settings read as attributes too (``cfg.schema``, ``cfg.backend``), as in the YAML. ``cfg.origin(key)`` says
+    where a setting's value came from.
     """
 
     shared: Any  # an instance of the schema's top-level class, or None
     sections: Mapping[str, Any]  # section key -> its dataclass instance
+    # dotted key -> "default", the file's name, "overrides", "code" or the flag that gave the value
+    origins: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def origin(self, key: str) -> str:
+        """Where the dotted setting ``key``'s value came from (``user_sim.timeout_s`` -> ``--user-timeout``)."""
+        found = self.origins.get(key)
+        if found is None:
+            raise KeyError(f"{key!r} is no setting of this config; name one by its dotted key, e.g. "
+                           f"{next(iter(self.origins), 'rollout.max_turns')!r}")  # fmt: skip
+        return found
 
     def section(self, cls: type[S]) -> S:
         """The section that ``cls`` declares (``cls.SECTION``)."""
@@ -132,30 +144,41 @@ class ConfigSchema:
 
     # ----------------------------------------------------------------------------------------------------------------
 
-    def load(self, overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None) -> Any:
-        """Defaults <- YAML file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides``, checked at each step."""
-        raw = self.defaults
+    def load(
+        self, overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None, *,
+        flags: Mapping[str, tuple[str, Any]] | None = None,
+    ) -> Any:  # fmt: skip
+        """Defaults <- YAML file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides`` <- ``flags``, checked at each
+        step. ``flags``: dotted key -> (flag, value), only the options the user gave; each is checked alone (type and
+        range; the rules across keys on the merged result) and ``cfg.origin(key)`` names the flag."""
+        raw, origins = self.defaults, {}
+        record(origins, raw, "default")
         loaded, source = read_config_file(path)
-        if loaded:
-            self.validate(loaded, source)
-            raw = merge(raw, loaded)
-        if overrides:
-            self.validate(overrides, "overrides")
-            raw = merge(raw, overrides)
-        self.validate(raw, source)
-        return self.build(raw)
+        for name, layer in ((source, loaded), ("overrides", overrides or {})):
+            if layer:
+                self.validate(layer, name)
+                raw = merge(raw, layer)
+                record(origins, layer, name)
+        for key, (flag, value) in (flags or {}).items():
+            layer = nested(key, value)
+            self.validate(layer, flag, checks=False)
+            raw = merge(raw, layer)
+            record(origins, layer, flag)
+        self.validate(raw, " with ".join([source, *(flag for flag, _ in (flags or {}).values())]))
+        return self.build(raw, origins)
 
     def of(self, *parts: Any) -> Any:
         """The defaults with whole sections replaced by ``parts`` (instances of the top-level class or of a
         section), checked like a file; never reads ``$REWARDKIT_CONFIG``."""
-        raw = self.defaults
+        raw, origins = self.defaults, {}
+        record(origins, raw, "default")
         for part in parts:
-            if self.shared is not None and isinstance(part, self.shared):
-                raw.update(plain(part))
-            else:
-                raw[type(part).SECTION] = plain(part)
+            shared = self.shared is not None and isinstance(part, self.shared)
+            layer = plain(part) if shared else {type(part).SECTION: plain(part)}
+            raw.update(layer)
+            record(origins, layer, "code")
         self.validate(raw, "code")
-        return self.build(raw)
+        return self.build(raw, origins)
 
     def section(self, cls: type[S], raw: Any, source: str) -> S:
         """One section from its own mapping ``raw`` (a file's ``key:`` block; None: the defaults), checked as if
@@ -170,18 +193,19 @@ class ConfigSchema:
         self.validate({key: merged}, source)
         return build_section(cls, merged)
 
-    def build(self, raw: Mapping[str, Any]) -> Any:
-        """The config from a complete, validated mapping."""
+    def build(self, raw: Mapping[str, Any], origins: Mapping[str, str] | None = None) -> Any:
+        """The config from a complete, validated mapping (``origins``: where each value came from)."""
         built = {cls.SECTION: build_section(cls, raw[cls.SECTION]) for cls in self.sections}
         shared = None
         if self.shared is not None:
             shared = build_section(self.shared, {k: raw[k] for k in _field_names(self.shared)})
-        return self.config_class(shared=shared, sections=built)
+        return self.config_class(shared=shared, sections=built, origins=dict(origins or {}))
 
     # ----------------------------------------------------------------------------------------------------------------
 
-    def validate(self, raw: Mapping[str, Any], source: str) -> None:
-        """Raise one ConfigError, naming ``source`` and the dotted key, for the first thing wrong in ``raw``."""
+    def validate(self, raw: Mapping[str, Any], source: str, checks: bool = True) -> None:
+        """Raise one ConfigError, naming ``source`` and the dotted key, for the first thing wrong in ``raw``
+        (``checks=False``: types and ranges only, not the sections' rules across keys)."""
         bad = _non_finite(raw)
         if bad is not None:
             key, value = bad
@@ -193,7 +217,7 @@ class ConfigSchema:
                 extra = sorted((str(k) for k in error.instance if k not in known), key=str)
                 raise _fail(source, ".".join([*path, *extra[:1]]), f"unknown key; valid keys here are {sorted(known)}")
             raise _fail(source, ".".join(path), f"{error.message}; {self._expected(path)}")
-        classes = [*self.sections, *([self.shared] if self.shared is not None else [])]
+        classes = [*self.sections, *([self.shared] if self.shared is not None else [])] if checks else []
         for cls in classes:
             section = raw.get(cls.SECTION, {}) if cls.SECTION else raw
             check = getattr(cls, "check", None)

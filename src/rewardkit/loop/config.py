@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.config import Config, ConfigSchema, config_section, setting
+from rewardkit.config.origin import provenance
 from rewardkit.loop.user_sim.config import UserSimConfig
 from rewardkit.rewards.config import REFERENCE
 from rewardkit.rewards.registry import config_schema
@@ -46,12 +47,18 @@ RUN_SCHEMA = ConfigSchema(
 )
 
 
-def load_run_config(overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None) -> Config:
-    """The whole file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides``, every section checked:
-    ``cfg.user_sim``, ``cfg.rollout`` and the rewards' sections."""
-    return RUN_SCHEMA.load(overrides, path)
+def load_run_config(
+    overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None, *,
+    flags: Mapping[str, tuple[str, Any]] | None = None,
+) -> Config:  # fmt: skip
+    """The whole file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides`` <- ``flags`` (dotted key -> (flag,
+    value): the options a user gave, which win), every section checked: ``cfg.user_sim``, ``cfg.rollout`` and the
+    rewards' sections; ``cfg.origin(key)`` names each value's source."""
+    return RUN_SCHEMA.load(overrides, path, flags=flags)
 
 
-def load_rollout_limits(raw: Any, source: str) -> RolloutLimits:
-    """Validate the ``rollout`` mapping (``None``: defaults); errors name ``source`` and the key."""
-    return RUN_SCHEMA.section(RolloutLimits, raw, source)
+def describe_sources(cfg: Config, *sections: str) -> str:
+    """One line for a log: each setting of ``sections`` that is not a default as ``key=value (source)``."""
+    found = provenance(cfg, *sections).items()
+    given = [f"{key}={v['value']!r} ({v['from']})" for key, v in found if v["from"] != "default"]
+    return "; ".join([*given, "every other setting: default"])
