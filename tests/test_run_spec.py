@@ -99,7 +99,8 @@ def test_the_agent_data_stage_synthesises_in_process(tmp_path: Path) -> None:
     n = len(data["tasks"])
     assert n == len(chain.train_tasks()) > 0 and data["kept"] == data["grpo_rows"] == n  # gold completes every task
     assert (
-        f"[data] rewardkit synth agent --agent gold --max-tokens 128 --domain retail --split train --tasks "
+        f"[data] rewardkit synth agent --agent gold --max-tokens 128 --user scripted --domain retail --split train "
+        f"--tasks "
         f"{','.join(data['tasks'])}" in log
     )
     # The tiny preset's one-line prompt names the domain the chain runs on; the GRPO rows carry it too.

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from rewardkit.cli.env import DOMAIN_HELP
+from rewardkit.config import ENV_VAR
 from rewardkit.envs import get_domain
 from rewardkit.files.outputs import check_outputs
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.user_sim.config import UserSimConfig
 from rewardkit.runs.spec import RULES, RunSpec, task_ids
 from rewardkit.runs.trials import resume_hint
 
 
 def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
-    """The flags of a :class:`RunSpec`; its defaults are theirs, but for ``--split`` and ``--trials``."""
-    d = RunSpec  # a frozen dataclass keeps each field's default as a class attribute
+    """The flags of a :class:`RunSpec`; its defaults are theirs, but for ``--split`` and ``--trials``. A user or
+    loop flag defaults to None: left out, the config file's value (or the key's default) stands."""
+    d, u, r = RunSpec, UserSimConfig, RolloutLimits  # frozen dataclasses keep each field's default as a class attribute
     who = p.add_argument_group("agent and user")
     who.add_argument("--agent", required=True, help="gold, an http(s):// OpenAI-compatible URL, or a model directory")
     who.add_argument("--agent-model", help="model name at --agent URL (default: the one model it serves)")
@@ -32,11 +37,19 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     who.add_argument("--agent-retries", type=int, default=d.agent_retries,
                      help="extra attempts per agent call (URL agents)")  # fmt: skip
     who.add_argument("--agent-timeout", type=float, default=d.agent_timeout, help="seconds per agent call (URL agents)")
-    who.add_argument("--user", default=d.user, help="scripted, or an http(s):// URL of a chat model")
+    who.add_argument("--user", help=f"scripted, or an http(s):// URL of a chat model (default: user_sim, {u.kind})")
     who.add_argument("--user-model", help="model name at --user URL (default: the one model it serves)")
-    who.add_argument("--user-retries", type=int, default=d.user_retries, help="extra attempts per simulator call")
-    who.add_argument("--user-timeout", type=float, default=d.user_timeout, help="seconds per simulator call")
-    who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator")
+    who.add_argument("--user-retries", type=int,
+                     help=f"extra attempts per simulator call (default: user_sim.retries, {u.retries})")  # fmt: skip
+    who.add_argument("--user-timeout", type=float,
+                     help=f"seconds per simulator call (default: user_sim.timeout_s, {u.timeout_s:g})")  # fmt: skip
+    who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator (default: user_sim.cache)")
+    who.add_argument(
+        "--config",
+        type=Path,
+        metavar="CONFIG.yaml",
+        help="the run's user_sim and rollout sections; a flag given wins (default: $REWARDKIT_CONFIG)",
+    )
     what = p.add_argument_group("tasks and loop")
     what.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     what.add_argument("--mcp", metavar="SERVER", help="take the tools from this MCP server (command line or URL)")
@@ -47,7 +60,8 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     what.add_argument("--system-prompt", type=Path, help="the agent's system prompt (default: the domain's policy)")
     what.add_argument("--no-tools", action="store_true",
                       help="send no tool specs, write no tools column (the system prompt has them)")  # fmt: skip
-    what.add_argument("--max-turns", type=int, default=d.max_turns, help="agent turns per episode")
+    what.add_argument("--max-turns", type=int,
+                      help=f"agent turns per episode (default: rollout.max_turns, {r.max_turns})")  # fmt: skip
     what.add_argument("--rule", choices=RULES, default=d.rule,
                       help="task completion: tau2 (state and outputs) or mua-rl (state only)")  # fmt: skip
     run = p.add_argument_group("run")
@@ -58,8 +72,10 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
 
 def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
     """Every file a synth or eval run reads, so that no output can be one of them: the prompt, the domain's
-    bundled data and the simulator's reply cache (read before it is written)."""
+    bundled data, the config file and the simulator's reply cache (read before it is written)."""
     found = [("--system-prompt", args.system_prompt)] if args.system_prompt else []
+    if args.config or os.environ.get(ENV_VAR):
+        found.append(("--config", args.config) if args.config else (f"${ENV_VAR}", Path(os.environ[ENV_VAR])))
     found += list(get_domain(args.domain).input_files())
     return found + ([("--user-cache", args.user_cache)] if args.user_cache else [])
 
@@ -71,7 +87,7 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         agent=args.agent, agent_model=args.agent_model, temperature=args.temperature, max_tokens=args.max_tokens,
         agent_retries=args.agent_retries, agent_timeout=args.agent_timeout,
         user=args.user, user_model=args.user_model, user_retries=args.user_retries, user_timeout=args.user_timeout,
-        user_cache=args.user_cache,
+        user_cache=args.user_cache, config=args.config,
         domain=args.domain, mcp=args.mcp, split=args.split, tasks=tasks, limit=args.limit, trials=args.trials,
         system_prompt=args.system_prompt, tools=not args.no_tools, max_turns=args.max_turns, rule=args.rule,
         workers=args.workers,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs import get_domain, portable_ref
-from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value, read_recipe
+from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
 from rewardkit.recipes import recipe_path
@@ -132,13 +132,17 @@ class AgentPipeline(Chain):
         trainer rank and the rollout server load the domain from it, whatever their working directory."""
         import yaml
 
+        from rewardkit.config import read_config_file
         from rewardkit.envs.registry import CONFIG_KEY
         from rewardkit.files.outputs import atomic_write_text
+        from rewardkit.loop.config import load_run_config
 
-        config = {**read_recipe(recipe_path(self.preset.grpo_config)), CONFIG_KEY: self.ref}
+        raw, _ = read_config_file(recipe_path(self.preset.grpo_config))
         path = ctx.workdir / "grpo_config.yaml"
         header = f"# recipes/{self.preset.grpo_config} on the chain's domain (`rewardkit recipe run agent` wrote it)\n"
-        atomic_write_text(path, header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+        atomic_write_text(path, header + yaml.safe_dump({**raw, CONFIG_KEY: self.ref}, sort_keys=False,
+                                                        allow_unicode=True))  # fmt: skip
+        load_run_config(path=path)  # what every GRPO process reads, checked here once
         return path
 
     # -- stages ------------------------------------------------------------------------------

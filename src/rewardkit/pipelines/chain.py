@@ -102,7 +102,7 @@ def recipe_saves(recipe: Path) -> bool:
 
 
 def read_recipe(recipe: Path) -> dict[str, Any]:
-    """A recipe's (or REWARDKIT_CONFIG file's) keys; an empty file is no keys."""
+    """An ms-swift recipe's keys; an empty file is no keys (a $REWARDKIT_CONFIG file is read by rewardkit.config)."""
     import yaml
 
     return yaml.safe_load(recipe.read_text(encoding="utf-8")) or {}

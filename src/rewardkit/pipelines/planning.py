@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders import InputSpec, write_jsonl
 from rewardkit.files.jsonl import read_jsonl
@@ -30,7 +30,6 @@ from rewardkit.pipelines.chain import (
     GrpoRun,
     marker_path,
     marker_value,
-    read_recipe,
 )
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import (
@@ -42,6 +41,9 @@ from rewardkit.pipelines.stages import (
     check_jsonl,
 )
 from rewardkit.recipes import EXAMPLES, recipe_path
+
+if TYPE_CHECKING:
+    from rewardkit.rewards.config import RewardConfig
 
 __all__ = ["TINY_MODEL", "CorpusError", "Options", "PlanningPipeline", "planning_corpus"]
 
@@ -144,8 +146,11 @@ class PlanningPipeline(Chain):
     def checkpoint(self, ctx: Context, model: str) -> str:
         return self.base_model(ctx) if model == "base" else ctx.results[model]["checkpoint"]
 
-    def reward_config(self) -> dict[str, Any]:
-        return read_recipe(recipe_path(self.preset.grpo_config))
+    def reward_config(self) -> RewardConfig:
+        """The GRPO runs' ``$REWARDKIT_CONFIG``, read as the rewards read it (checked; the preset's file only)."""
+        from rewardkit.rewards.config import load_config
+
+        return load_config(path=recipe_path(self.preset.grpo_config))
 
     def _eval_stage(self, model: str):  # returns a Stage.run callable
         def run(ctx: Context) -> dict[str, Any]:
@@ -166,8 +171,8 @@ class PlanningPipeline(Chain):
         from rewardkit.pipelines.planning_report import write_summary
         from rewardkit.rewards.think_length import ThinkLengthConfig
 
-        band = {**vars(ThinkLengthConfig()), **self.reward_config().get("think_length", {})}
-        path = write_summary(ctx, self.opts.preset, self.kinds, (band["min"], band["max"]))
+        band = self.reward_config().section(ThinkLengthConfig)
+        path = write_summary(ctx, self.opts.preset, self.kinds, (band.min, band.max))
         return {"summary": str(path)}
 
     # -- output checks (the model, SFT, GRPO and summary ones are the chain's) --------------------------------

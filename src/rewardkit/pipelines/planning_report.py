@@ -14,7 +14,7 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders import write_jsonl
 from rewardkit.files.jsonl import read_jsonl
@@ -24,13 +24,16 @@ from rewardkit.pipelines.stages import SWIFT, Context
 from rewardkit.rewards.answers import parse
 from rewardkit.runs.scoring import score_rows
 
+if TYPE_CHECKING:
+    from rewardkit.rewards.config import RewardConfig
+
 SPLITS = ("train", "test")  # a slice of the GRPO training rows, and the held-out test split
 MODES = ("greedy", "sampled")
 
 
 def evaluate_model(
     ctx: Context, name: str, model: str, sets: Mapping[str, Sequence[Mapping[str, Any]]], *, samples: int,
-    temperature: float, max_new_tokens: int, config: Mapping[str, Any],
+    temperature: float, max_new_tokens: int, config: RewardConfig,
 ) -> dict[str, Any]:  # fmt: skip
     """``swift infer`` of ``model`` on every row of ``sets``, greedy and sampled; the scores file and the means
     per mode and split."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardkit.files.jsonl import JsonlError, read_jsonl
 from rewardkit.testing.calling import score
 from rewardkit.testing.totals import weighted_total
+
+if TYPE_CHECKING:
+    from rewardkit.rewards.config import RewardConfig
 
 __all__ = ["JsonlError", "ScoreTable", "read_jsonl", "score_rows"]
 
@@ -46,9 +49,10 @@ def score_rows(
     rows: Sequence[Mapping[str, Any]],
     keys: Sequence[str] | None = None,
     weights: Mapping[str, float] | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: RewardConfig | Mapping[str, Any] | None = None,
 ) -> ScoreTable:
-    """Score every row's ``completion`` with the rewards ``keys`` (default: all seven).
+    """Score every row's ``completion`` with the rewards ``keys`` (default: all seven), under ``config`` (a loaded
+    config, or overrides of ``$REWARDKIT_CONFIG``).
 
     All rows go through each reward as one batch, as in a GRPO step, called by :func:`rewardkit.testing.score`.
     """

@@ -14,12 +14,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from rewardkit.config import Config
+from rewardkit.config.origin import provenance
 from rewardkit.envs import Domain, get_domain
-from rewardkit.loop.agents import AgentError, make_agent_factory
-from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.agents import AGENT_SETTINGS, AgentError, make_agent_factory
 from rewardkit.loop.endpoint import EndpointSettings
-from rewardkit.loop.user_sim.config import UserSimConfig, make_simulator
+from rewardkit.loop.user_sim.config import make_simulator
 from rewardkit.runs.episode_log import RunError, fingerprint
+from rewardkit.runs.run_config import SECTIONS, run_config, where_from
 from rewardkit.runs.selection import select_tasks
 from rewardkit.runs.trials import TrialPlan
 
@@ -28,21 +30,23 @@ RULES = ("tau2", "mua-rl")  # task completion: tau2 (state and outputs) or mua-r
 
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
-    """Everything a run of agent <-> simulated user <-> tools is made of. The defaults are the CLI's."""
+    """Everything a run of agent <-> simulated user <-> tools is made of. The defaults are the CLI's; a user or loop
+    field left None takes the config file's value (``user_sim``, ``rollout``), or the default (runs.run_config)."""
 
     # the agent
     agent: str  # gold, an http(s):// OpenAI-compatible URL, or a model directory
     agent_model: str | None = None  # the model at the agent URL (None: the one model it serves)
     temperature: float = 0.0
     max_tokens: int = 1024  # the agent's tokens per message
-    agent_retries: int = 3  # extra attempts per agent call (URL agents)
-    agent_timeout: float = 120.0  # seconds per agent call (URL agents)
+    agent_retries: int = AGENT_SETTINGS.retries  # extra attempts per agent call (URL agents)
+    agent_timeout: float = AGENT_SETTINGS.timeout_s  # seconds per agent call (URL agents)
     # the user
-    user: str = "scripted"  # scripted, or an http(s):// URL of a chat model
+    user: str | None = None  # scripted, or an http(s):// URL of a chat model
     user_model: str | None = None
-    user_retries: int = 3
-    user_timeout: float = 60.0
+    user_retries: int | None = None
+    user_timeout: float | None = None
     user_cache: Path | None = None  # SQLite reply cache of the simulator
+    config: Path | None = None  # the config file (None: $REWARDKIT_CONFIG): its user_sim and rollout sections
     # tasks and loop
     domain: str  # a built-in name, an entry point or a domain's path
     mcp: str | None = None  # take the tools from this MCP server (command line or URL)
@@ -52,7 +56,7 @@ class RunSpec:
     trials: int = 1  # episodes per task
     system_prompt: Path | None = None  # the agent's system prompt (None: the domain's policy)
     tools: bool = True  # False: send no tool specs, write no tools column (the system prompt has them)
-    max_turns: int = RolloutLimits.max_turns  # agent turns per episode
+    max_turns: int | None = None  # agent turns per episode
     rule: str = "tau2"  # one of RULES
     workers: int = 8  # episodes in flight
 
@@ -87,29 +91,12 @@ def _domain(spec: RunSpec) -> Domain:
     return mcp_domain(spec.mcp, base=spec.domain)
 
 
-def _user(spec: RunSpec, domain: Domain) -> tuple[Any, dict[str, Any]]:
-    cache = str(spec.user_cache) if spec.user_cache else None
-    if spec.user == "scripted":
-        cfg = UserSimConfig(kind="scripted", cache=cache)
-    elif spec.user.startswith(("http://", "https://")):
-        model = spec.user_model or _only_model(spec.user)
-        cfg = UserSimConfig(
-            kind="openai", base_url=spec.user, model=model, retries=spec.user_retries, timeout_s=spec.user_timeout,
-            backoff_s=0.5, concurrency=max(1, spec.workers), cache=cache,
-        )  # fmt: skip
-    else:
-        raise RunError(f"--user {spec.user!r}: pass scripted or an http(s):// URL")
-    sim = make_simulator(cfg, domain)
-    return sim, {"kind": cfg.kind, "base_url": cfg.base_url, "model": cfg.model, "fingerprint": sim.fingerprint()}
-
-
-def _only_model(base_url: str) -> str:
-    from rewardkit.loop.endpoint import only_model
-
-    try:
-        return only_model(base_url, "pass --user-model")
-    except ValueError as exc:
-        raise RunError(f"--user {base_url}: {exc}") from exc
+def _user(cfg: Config, domain: Domain) -> tuple[Any, dict[str, Any]]:
+    """The simulator and its description (a scripted user has no endpoint, whatever the file says of one)."""
+    user = cfg.user_sim
+    sim = make_simulator(user, domain)
+    url, model = (user.base_url, user.model) if user.kind == "openai" else (None, None)
+    return sim, {"kind": user.kind, "base_url": url, "model": model, "fingerprint": sim.fingerprint()}
 
 
 # Whole-number options and their least value; number options and whether 0 is allowed (a timeout of 0 fails
@@ -157,6 +144,8 @@ def _check(spec: RunSpec) -> None:
             raise RunError(f"--{name.replace('_', '-')} must be at least {low}, got {value}")
     for name, bound in _NUMBERS.items():
         value = getattr(spec, name)
+        if value is None:
+            continue
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not number or not (value > 0 if bound == "> 0" else value >= 0):
             raise RunError(f"--{name.replace('_', '-')} must be a finite number {bound}, got {value!r}")
@@ -164,14 +153,17 @@ def _check(spec: RunSpec) -> None:
         raise RunError(f"--rule {spec.rule!r}: choose from {', '.join(RULES)}")
 
 
-def _check_models(spec: RunSpec) -> None:
+def _check_models(spec: RunSpec, cfg: Config) -> None:
     """A model name the endpoint does not serve stops the run before any episode (where it lists its models)."""
     from rewardkit.loop.endpoint import check_model
 
-    named = [(spec.agent, spec.agent_model, "agent endpoint", "--agent-model", spec.agent_timeout),
-             (spec.user, spec.user_model, "--user", "--user-model", spec.user_timeout)]  # fmt: skip
-    for url, model, who, flag, timeout in named:
-        if model is not None and url.startswith(("http://", "https://")):
+    user = cfg.user_sim
+    endpoints = [(spec.agent, spec.agent_model, "agent endpoint", "--agent-model", spec.agent_timeout)]
+    if user.kind == "openai" and cfg.origin("user_sim.model") != "--user":  # not the one model it serves
+        where, fix = where_from(cfg, "user_sim.base_url"), where_from(cfg, "user_sim.model")
+        endpoints.append((user.base_url, user.model, where, fix, user.timeout_s))
+    for url, model, who, flag, timeout in endpoints:
+        if model is not None and url is not None and url.startswith(("http://", "https://")):
             try:
                 check_model(url, model, f"fix {flag}", timeout_s=min(10.0, timeout))
             except ValueError as exc:
@@ -181,7 +173,8 @@ def _check_models(spec: RunSpec) -> None:
 def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     """The run the spec describes, and its description (``meta["run"]`` is the fingerprint)."""
     _check(spec)
-    _check_models(spec)
+    cfg = run_config(spec)
+    _check_models(spec, cfg)
     domain = _domain(spec)
     system = _system_prompt(spec.system_prompt)
     tasks, unusable = select_tasks(domain, spec.split, list(spec.tasks) if spec.tasks else None, spec.limit)
@@ -200,8 +193,8 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
         raise RunError(str(exc)) from exc
     except ValueError as exc:
         raise RunError(str(exc)) from exc
-    simulator, user = _user(spec, domain)
-    limits = RolloutLimits(max_turns=spec.max_turns)
+    simulator, user = _user(cfg, domain)
+    limits = cfg.rollout
     plan = TrialPlan(
         domain=domain, tasks=tasks, trials=spec.trials, make_agent=make_agent, simulator=simulator, limits=limits,
         system=system, workers=spec.workers, require_outputs=spec.rule == "tau2",
@@ -216,5 +209,6 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     }  # fmt: skip
     if spec.mcp is not None:  # only then: the fingerprints of runs without MCP stay what they were
         described["mcp"] = spec.mcp
-    meta = {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks)}
+    meta = {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks),
+            "settings": provenance(cfg, *SECTIONS)}  # fmt: skip
     return plan, {**meta, "unusable_tasks": unusable}  # left out of the split, id -> why
