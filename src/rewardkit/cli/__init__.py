@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from rewardkit.cli import build as cli_build
+from rewardkit.cli import calibrate as cli_calibrate
 from rewardkit.cli import config as cli_config
 from rewardkit.cli import env as cli_env
 from rewardkit.cli import eval as cli_eval
@@ -112,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
     # Each module adds its subcommands, in help order.
-    for module in (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_config, cli_lint):
+    modules = (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_config, cli_lint, cli_calibrate)
+    for module in modules:
         module.add_parsers(sub)
     return parser
 
