@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from rewardkit.cli import audit as cli_audit
 from rewardkit.cli import build as cli_build
 from rewardkit.cli import calibrate as cli_calibrate
 from rewardkit.cli import config as cli_config
@@ -113,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
     # Each module adds its subcommands, in help order.
-    modules = (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_config, cli_lint, cli_calibrate)
+    modules = (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_audit, cli_config, cli_lint,
+               cli_calibrate)  # fmt: skip
     for module in modules:
         module.add_parsers(sub)
     return parser

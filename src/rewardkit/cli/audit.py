@@ -1,0 +1,76 @@
+"""``rewardkit audit RUN_DIR``: what a GRPO run's groups and rewards did, read from ms-swift's own files.
+
+``add_parsers(sub)`` adds ``audit``; its handler is ``cmd_audit``: print the summary (flags, then a row per step),
+write it as ``audit.md`` with the dashboard ``audit.png`` into ``--out`` (default ``RUN_DIR/audit``), and the
+figures as JSON with ``--json``. ``--weights`` or ``--normalize`` also reports what other weights, or normalising
+each reward within its group first (GDPO), would change in the logged groups, before anyone relaunches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    audit = sub.add_parser("audit", help="group shares, reward variance, turns and flags of a GRPO run")
+    audit.add_argument("run", type=Path, help="a swift rlhf --output_dir (run with --log_completions true)")
+    audit.add_argument("--out", type=Path, help="folder for audit.md and audit.png (default: RUN/audit)")
+    audit.add_argument("--json", type=Path, metavar="REPORT", help="also write every figure as JSON")
+    audit.add_argument(
+        "--config", type=Path, help="the run's reward config, for the think band (default: $REWARDKIT_CONFIG)"
+    )
+    plan = audit.add_mutually_exclusive_group()
+    plan.add_argument(
+        "--weights", type=_weights, help="plan: other reward_weights, comma-separated, in the run's order"
+    )
+    plan.add_argument("--normalize", action="store_true", help="plan: normalise each reward within its group (GDPO)")
+    audit.set_defaults(func=cmd_audit)
+
+
+def _weights(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        values = [math.nan]
+    if not all(math.isfinite(v) and abs(v) <= 1e6 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated finite weights (each within +-1e6)")
+    return values
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from rewardkit.files.outputs import OutputSet
+    from rewardkit.rewards.config import load_config
+    from rewardkit.rewards.think_length import ThinkLengthConfig
+    from rewardkit.runs.audit import AuditError, load_run, reweigh
+    from rewardkit.runs.audit_report import audit, dashboard, markdown
+
+    run = load_run(args.run)
+    think = load_config(path=args.config, sections=(ThinkLengthConfig,)).section(ThinkLengthConfig)
+    report = audit(run, (think.min, think.max) if think.unit == "chars" else None)
+    if args.weights is not None or args.normalize:
+        if args.weights is not None and len(args.weights) != len(run.names):
+            raise AuditError(
+                f"--weights: {len(args.weights)} weights for the run's {len(run.names)} rewards {run.names}"
+            )
+        weights = None if args.weights is None else np.array(args.weights)
+        report["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
+    out = args.out if args.out is not None else run.folder / "audit"
+    text = markdown(report)
+    with OutputSet() as outputs:
+        outputs.write_text(out / "audit.md", text, "--out")
+        if args.json is not None:
+            outputs.write_text(args.json, json.dumps(report, indent=2) + "\n", "--json")
+    dashboard(report, out / "audit.png")
+    print(text, end="")
+    if "plan" in report:
+        plan = report["plan"]
+        print(f"\nplan ({'GDPO: normalise, then sum' if args.normalize else f'weights {args.weights}'}): "
+              f"{plan['rankings_flipped']} of {plan['groups']} group rankings flip ({plan['pairs_flipped']} pairs); "
+              f"{plan['gain_variance']} groups gain variance, {plan['lose_variance']} lose it")  # fmt: skip
+    print(f"\nwrote {out / 'audit.md'} and {out / 'audit.png'}")
+    return 0

@@ -1,0 +1,142 @@
+"""The audit of a GRPO run as a person reads it: the figures per step, the patterns that stop learning, a summary in
+Markdown and a dashboard PNG (``rewardkit audit RUN_DIR``).
+
+Each flag names the step where its pattern starts:
+
+- ``no_gradient``: at least ``ZERO_VARIANCE_FLAG`` of the groups have no variance in the total, so no advantage;
+- ``flat_total``: every group's total is flat while some reward still varies inside the groups (the weights cancel
+  it or weigh it 0: a total ``reward_std`` of 0 beside per-reward stds that are not);
+- ``one_reward_drives``: one reward carries at least ``DRIVER_FLAG`` of the within-group variance;
+- ``turns_collapse``: the mean number of turns fell to half the first step's or less (multi-turn runs);
+- ``simulator_failed``: some episodes ended because the simulated user failed (``UserSimFailure`` above 0).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rewardkit.rewards.answers import parse
+from rewardkit.runs.audit import Run, step_figures
+from rewardkit.runs.plots import _png, _pyplot, _write
+
+ZERO_VARIANCE_FLAG = 0.4
+DRIVER_FLAG = 0.8
+
+
+def audit(run: Run, band: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Every step's figures, its think lengths against ``band`` (characters) and its turns, and the flags."""
+    steps = []
+    for step in run.steps:
+        figures = step_figures(step, run.weights, run.group_size, run.names)
+        thinks = [len(parse(c).think or "") for c in step.completions]
+        figures["think"] = {"mean": float(np.mean(thinks)), "band": list(band) if band else None}
+        if band is not None:
+            figures["think"]["inside"] = float(np.mean([band[0] <= n <= band[1] for n in thinks]))
+        if step.turns is not None:
+            counts = Counter(step.turns)
+            figures["turns"] = {
+                "mean": float(np.mean(step.turns)),
+                "counts": {str(k): counts[k] for k in sorted(counts)},
+            }
+        steps.append(figures)
+    return {
+        "run": str(run.folder),
+        "rewards": list(run.names),
+        "weights": run.weights.tolist(),
+        "num_generations": run.group_size,
+        "steps": steps,
+        "flags": flags(steps),
+    }
+
+
+def flags(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each pattern of the module docstring, once, at the first step that shows it."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def flag(kind: str, step: int, message: str) -> None:
+        found.setdefault(kind, {"flag": kind, "step": step, "message": message})
+
+    first_turns = steps[0].get("turns", {}).get("mean") if steps else None
+    for s in steps:
+        at = s["step"]
+        if s["zero_variance"] >= ZERO_VARIANCE_FLAG:
+            flag("no_gradient", at, f"{s['zero_variance']:.0%} of the groups have no variance: no advantage there")
+        varying = [n for n, r in s["rewards"].items() if r["zero_variance"] < 1]
+        if s["zero_variance"] == 1 and varying:
+            flag("flat_total", at, f"every total is flat while {', '.join(varying)} varies: check reward_weights")
+        for name, r in s["rewards"].items():
+            if r["variance_share"] is not None and r["variance_share"] >= DRIVER_FLAG:
+                flag("one_reward_drives", at, f"{name} carries {r['variance_share']:.0%} of the within-group variance")
+            if name == "UserSimFailure" and (r["mean"] or 0) > 0:
+                flag("simulator_failed", at, f"{r['mean']:.0%} of the episodes lost their simulated user")
+        turns = s.get("turns", {}).get("mean")
+        if first_turns and turns is not None and turns <= first_turns / 2:
+            flag("turns_collapse", at, f"mean turns {turns:.1f}, from {first_turns:.1f} at the first step")
+    return sorted(found.values(), key=lambda f: f["step"])
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The summary: the run, the flags, then one row per step and one per reward of the last step."""
+    steps = report["steps"]
+    weights = ", ".join(f"{n} x{w:g}" for n, w in zip(report["rewards"], report["weights"], strict=True))
+    lines = [f"# Audit of {report['run']}", "", f"{len(steps)} logged steps; groups of {report['num_generations']}; "
+             f"rewards: {weights}.", "", "## Flags", ""]  # fmt: skip
+    lines += [f"- **{f['flag']}** from step {f['step']}: {f['message']}" for f in report["flags"]] or ["- none"]
+    lines += ["", "## Steps", "", "| step | groups | zero variance | all correct | all wrong | think (chars) | turns |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for s in steps:
+        turns = f"{s['turns']['mean']:.1f}" if "turns" in s else ""
+        lines.append(f"| {s['step']} | {s['groups']} | {s['zero_variance']:.2f} | {s['all_correct']:.2f} | "
+                     f"{s['all_wrong']:.2f} | {s['think']['mean']:.0f} | {turns} |")  # fmt: skip
+    if steps:
+        last = steps[-1]
+        lines += ["", f"## Rewards at step {last['step']}", "",
+                  "| reward | mean | std | zero variance | None rate | share of the variance |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for name, r in last["rewards"].items():
+            share = "" if r["variance_share"] is None else f"{r['variance_share']:.2f}"
+            lines.append(f"| {name} | {_num(r['mean'])} | {_num(r['std'])} | {r['zero_variance']:.2f} | "
+                         f"{r['none_rate']:.2f} | {share} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def dashboard(report: Mapping[str, Any], out: Path) -> Path:
+    """Four panels: the group shares, each reward's mean, its share of the variance, and turns or think length."""
+    plt = _pyplot()
+    steps = report["steps"]
+    x = [s["step"] for s in steps]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    shares = axes[0][0]
+    for key, color in (("zero_variance", "#7f8c8d"), ("all_correct", "#27ae60"), ("all_wrong", "#c0392b")):
+        shares.plot(x, [s[key] for s in steps], marker="o", color=color, label=key.replace("_", " "))
+    shares.set(title="groups", ylim=(-0.05, 1.05), xlabel="step")
+    shares.legend(fontsize=8)
+    for name in report["rewards"]:
+        axes[0][1].plot(x, [s["rewards"][name]["mean"] for s in steps], marker=".", label=name)
+        axes[1][0].plot(x, [s["rewards"][name]["variance_share"] for s in steps], marker=".", label=name)
+    axes[0][1].set(title="reward means", xlabel="step")
+    axes[1][0].set(title="share of the within-group variance", xlabel="step")
+    axes[0][1].legend(fontsize=7)
+    last = axes[1][1]
+    if "turns" in steps[-1]:
+        counts = steps[-1]["turns"]["counts"]
+        last.bar([int(k) for k in counts], list(counts.values()), color="#2980b9")
+        last.set(title=f"turns at step {steps[-1]['step']}", xlabel="turns", ylabel="episodes")
+    else:
+        last.plot(x, [s["think"]["mean"] for s in steps], marker="o", color="#8e44ad")
+        band = steps[-1]["think"]["band"]
+        if band:
+            last.axhspan(*band, color="#8e44ad", alpha=0.1, label="think_length band")
+            last.legend(fontsize=8)
+        last.set(title="mean think length (chars)", xlabel="step")
+    fig.suptitle(f"GRPO audit: {Path(report['run']).name}")
+    return _write(_png(fig, "the audit dashboard"), out, "--out")
