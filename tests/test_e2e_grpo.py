@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -33,6 +34,50 @@ def plugin_form() -> str:
     return "rewards/" if (major, minor) <= (4, 4) else "rewards/__init__.py"
 
 
+def audited_by_hand(output_dir: Path, tmp_path: Path) -> list[tuple[dict, dict]]:
+    """Per logged step, ``rewardkit audit``'s figures and the same figures computed here from completions.jsonl:
+    totals ``sum(w * r)`` with None as 0, groups of ``num_generations`` consecutive rows."""
+    from rewardkit.cli import main
+
+    (args_file,) = output_dir.glob("**/args.json")
+    args = json.loads(args_file.read_text(encoding="utf-8"))
+    names = [REWARDS[k].__name__ for k in args["reward_funcs"]]
+    weights, size = [float(w) for w in args["reward_weights"]], args["num_generations"]
+    report = tmp_path / "audit.json"
+    assert main(["audit", str(output_dir), "--json", str(report), "--out", str(tmp_path / "audit")]) == 0
+    audited = json.loads(report.read_text(encoding="utf-8"))["steps"]
+    tables = [json.loads(line) for line in (args_file.parent / "completions.jsonl").read_text().splitlines()]
+    assert len(tables) == len(audited) > 0
+    pairs = []
+    for table, got in zip(tables, audited, strict=True):
+        rows = range(len(table["completion"]))
+        total = [sum(w * (table[n][i] or 0.0) for n, w in zip(names, weights, strict=True)) for i in rows]
+        groups = [total[i : i + size] for i in range(0, len(total), size)]
+        full = sum(w for w in weights if w > 0)
+        hand = {
+            "groups": len(groups),
+            "zero_variance": sum(max(g) - min(g) <= 1e-6 for g in groups) / len(groups),
+            "all_correct": sum(min(g) >= full - 1e-6 for g in groups) / len(groups),
+            "all_wrong": sum(max(abs(x) for x in g) <= 1e-6 for g in groups) / len(groups),
+            "means": {
+                n: sum(v for v in table[n] if v is not None) / sum(v is not None for v in table[n]) for n in names
+            },
+        }
+        if "num_turns" in table:
+            hand["turns"] = {str(k): table["num_turns"].count(k) for k in sorted(set(table["num_turns"]))}
+        pairs.append((got, hand))
+    return pairs
+
+
+def assert_audit_is_the_hand_count(output_dir: Path, tmp_path: Path) -> None:
+    for got, hand in audited_by_hand(output_dir, tmp_path):
+        assert got["groups"] == hand["groups"]
+        for key in ("zero_variance", "all_correct", "all_wrong"):
+            assert got[key] == pytest.approx(hand[key]), key
+        assert {n: r["mean"] for n, r in got["rewards"].items()} == pytest.approx(hand["means"])
+        assert got.get("turns", {}).get("counts") == hand.get("turns")
+
+
 def read_steps(output_dir: Path) -> list[dict]:
     files = sorted(output_dir.glob("**/logging.jsonl"))
     assert files, f"no logging.jsonl under {output_dir}"
@@ -54,7 +99,7 @@ def test_grpo_two_steps_logs_all_seven_rewards(tiny_model: Path, tmp_path: Path)
         "--max_completion_length", "48", "--max_length", "1024", "--logging_steps", "1",
         "--output_dir", str(out), "--check_model", "false", "--report_to", "none",
         "--dataloader_num_workers", "0", "--dataset_num_proc", "1", "--split_dataset_ratio", "0",
-        "--save_strategy", "no", "--use_vllm", "false", "--seed", "42",
+        "--save_strategy", "no", "--use_vllm", "false", "--seed", "42", "--log_completions", "true",
     ]  # fmt: skip
     env = {**os.environ, **offline_env()}
     env.pop("REWARDKIT_CONFIG", None)  # the recipe's ENV block sets it
@@ -72,3 +117,4 @@ def test_grpo_two_steps_logs_all_seven_rewards(tiny_model: Path, tmp_path: Path)
         # ms-swift's total is the weighted sum of the per-reward means: the weights arrived.
         expected = sum(PLANNER_WEIGHTS[k] * v for k, v in means.items())
         assert row["reward"] == pytest.approx(expected, abs=1e-4)
+    assert_audit_is_the_hand_count(out, tmp_path)

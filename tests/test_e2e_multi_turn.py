@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from _tiny_agent import OPEN_TASK, TASK, short_rows
-from test_e2e_grpo import ROOT, SWIFT, read_steps
+from test_e2e_grpo import ROOT, SWIFT, assert_audit_is_the_hand_count, read_steps
 
 from rewardkit.pipelines.tiny_model import offline_env
 
@@ -69,3 +69,4 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     # A tool result from the database (the user id find_user_id_by_name_zip returns), and a scripted user reply.
     assert "<tool_response>" in prompts and "yusuf_rossi_9620" in prompts
     assert "As I said" in prompts or "zip code" in prompts
+    assert_audit_is_the_hand_count(out, tmp_path)  # turns included
