@@ -18,8 +18,9 @@ from types import MappingProxyType
 
 GROUP = "rewardkit.rewards"
 PACKAGE = "rewardkit.rewards"
-# The public modules of this folder that are not rewards: the answer format, the config, the registry, the sets.
-LIBRARY = frozenset({"answers", "config", "registry", "sets"})
+# The public modules of this folder that are not rewards: the answer format, the config, GRPO groups, the registry,
+# the sets.
+LIBRARY = frozenset({"answers", "config", "groups", "registry", "sets"})
 KEY = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 
 

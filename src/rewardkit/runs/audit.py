@@ -2,12 +2,10 @@
 
 A run folder holds ``args.json`` (the reward keys, weights and ``num_generations``), ``logging.jsonl`` and, with
 ``--log_completions true``, ``completions.jsonl``: one columnar table per logged step, a row per completion, in the
-order GRPO groups them (``num_generations`` consecutive rows share a prompt). Each completion's total is
-ms-swift's: ``nansum(w_i * r_i)``. A group has **zero variance** when its totals are all equal (no advantage, no
-gradient), is **all correct** when every total reaches the sum of the positive weights, **all wrong** when every
-total is 0. A reward's **share of the variance** is its part of the within-group variance of the total:
-``sum_j w_i w_j cov(r_i, r_j)`` over groups, divided by the total's (the shares sum to 1; a None counts 0, as in
-the nansum). The same figures at other weights, or after normalising each reward within its group first (GDPO),
+order GRPO groups them (``num_generations`` consecutive rows share a prompt). The totals and the group shares are
+:mod:`rewardkit.rewards.groups`'. A reward's **share of the variance** is its part of the within-group variance of
+the total: ``sum_j w_i w_j cov(r_i, r_j)`` over groups, divided by the total's (the shares sum to 1; a None counts
+0, as in the nansum). The same figures at other weights, or after normalising each reward within its group first (GDPO),
 come from :func:`reweigh`, without a relaunch.
 """
 
@@ -23,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from rewardkit.files.jsonl import read_jsonl
-
-TOL = 1e-6  # ms-swift's isclose(std, 0) and a total "reaching" the full weight
+from rewardkit.rewards.groups import TOL, group_shares, totals
 
 
 class AuditError(ValueError):
@@ -100,26 +97,13 @@ def _step(table: Mapping[str, Any], names: Sequence[str], size: int, where: str)
     return Step(int(table["step"][0]), scores, turns, [str(c) for c in table["completion"]])
 
 
-def totals(scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """ms-swift's weighted total: ``nansum(w_i * r_i)`` over the rewards."""
-    return np.nansum(scores * weights, axis=-1)
-
-
 def step_figures(step: Step, weights: np.ndarray, size: int, names: Sequence[str]) -> dict[str, Any]:
     """The step's group shares and, per reward, its mean, std, zero-variance share and share of the variance."""
     groups = step.groups(size)
-    total = totals(groups, weights)  # (groups, size)
-    full = weights[weights > 0].sum()
     filled = np.nan_to_num(groups)  # None counts 0, as in the nansum
-    within = total.var(axis=1).sum()
-    out: dict[str, Any] = {
-        "step": step.step,
-        "groups": len(groups),
-        "zero_variance": float(np.mean(total.std(axis=1) <= TOL)),
-        "all_correct": float(np.mean((total >= full - TOL).all(axis=1))),
-        "all_wrong": float(np.mean((np.abs(total) <= TOL).all(axis=1))),
-        "rewards": {},
-    }
+    within = totals(groups, weights).var(axis=1).sum()
+    shares = group_shares(step.scores, weights, size)
+    out: dict[str, Any] = {"step": step.step, "groups": len(groups), **shares, "rewards": {}}
     for i, name in enumerate(names):
         values = step.scores[:, i]
         present = values[~np.isnan(values)]
