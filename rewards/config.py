@@ -37,6 +37,8 @@ LOOP_SECTIONS = {
     "its keys are checked by rewardkit.loop.user_sim.config.",
     "rollout": "when a multi-turn episode stops: turns, tokens, tool errors (see recipes/agent/mua_rl_config.yaml); "
     "its keys are checked by rewardkit.loop.config.",
+    "diagnostics": "what the live GRPO diagnostics warn about or stop on; "
+    "its keys are checked by rewardkit.loop.config.",
 }
 
 

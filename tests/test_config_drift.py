@@ -24,7 +24,7 @@ from rewardkit.config.reference import (
     table_in,
     with_table,
 )
-from rewardkit.loop.config import RUN_SCHEMA, RolloutLimits, load_run_config
+from rewardkit.loop.config import RUN_SCHEMA, DiagnosticsLimits, RolloutLimits, load_run_config
 from rewardkit.loop.user_sim import UserSimConfig
 from rewardkit.rewards import REWARDS
 from rewardkit.rewards.config import SharedConfig, load_config, load_section
@@ -36,7 +36,7 @@ from rewardkit.rewards.think_length import ThinkLengthConfig
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "config.md"
 SECTIONS = config_schema().sections
-LOOP_SECTIONS = (UserSimConfig, RolloutLimits)
+LOOP_SECTIONS = (UserSimConfig, RolloutLimits, DiagnosticsLimits)
 
 
 def leaves(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
@@ -128,9 +128,9 @@ class TestDeclarations:
 
     def test_the_whole_file_is_the_rewards_schema_and_the_loops_sections(self) -> None:
         assert RUN_SCHEMA.shared is config_schema().shared is SharedConfig
-        assert RUN_SCHEMA.sections == (*SECTIONS, UserSimConfig, RolloutLimits)
+        assert RUN_SCHEMA.sections == (*SECTIONS, UserSimConfig, RolloutLimits, DiagnosticsLimits)
         # What the rewards accept as any mapping is exactly what the loop declares.
-        assert list(config_schema().reserved) == [c.SECTION for c in LOOP_SECTIONS] == ["user_sim", "rollout"]
+        assert list(config_schema().reserved) == [c.SECTION for c in LOOP_SECTIONS] == ["user_sim", "rollout", "diagnostics"]
         assert not RUN_SCHEMA.reserved
 
     @pytest.mark.parametrize("cls", [SharedConfig, *SECTIONS, *LOOP_SECTIONS], ids=lambda c: c.__name__)

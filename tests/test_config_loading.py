@@ -14,7 +14,7 @@ from conftest import E5, completion
 
 from rewardkit.config import ConfigError, read_config_file
 from rewardkit.config import read as config_read
-from rewardkit.loop.config import RolloutLimits, load_run_config
+from rewardkit.loop.config import DiagnosticsLimits, RolloutLimits, load_run_config
 from rewardkit.loop.user_sim import UserSimConfig
 from rewardkit.rewards import ExpertMatch, PlanCoverage, ThinkQuality
 from rewardkit.rewards.config import ExpertMatchConfig, RewardConfig, SharedConfig, load_config
@@ -25,7 +25,7 @@ from rewardkit.rewards.think_quality import ThinkQualityConfig
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "config.md"
 SECTIONS = config_schema().sections
-LOOP_SECTIONS = (UserSimConfig, RolloutLimits)
+LOOP_SECTIONS = (UserSimConfig, RolloutLimits, DiagnosticsLimits)
 
 
 class TestEnvironmentFile:

@@ -1,8 +1,9 @@
-"""The ``rollout:`` section of ``$REWARDKIT_CONFIG`` (when a multi-turn episode must stop), and the whole file.
+"""The ``rollout:`` and ``diagnostics:`` sections of ``$REWARDKIT_CONFIG`` (when an episode, or a run, must stop),
+and the whole file.
 
 :data:`RUN_SCHEMA` is every section of the file: the rewards' (``rewardkit.rewards.registry.config_schema()``, which
-accepts ``user_sim`` and ``rollout`` as any mapping) plus the loop's own two, checked key by key. The example file
-``recipes/planning/reward_config.yaml`` and the key table of ``docs/config.md`` are generated from it
+accepts ``user_sim``, ``rollout`` and ``diagnostics`` as any mapping) plus those three, checked key by key. The
+example file ``recipes/planning/reward_config.yaml`` and the key table of ``docs/config.md`` are generated from it
 (``rewardkit config example|table|check``).
 """
 
@@ -40,9 +41,32 @@ class RolloutLimits:
     )
 
 
+@config_section("diagnostics")
+@dataclass(frozen=True)
+class DiagnosticsLimits:
+    """What the live GRPO diagnostics (``--callbacks rewardkit_diagnostics``) warn about, or stop the run on."""
+
+    zero_variance_warn: float = setting(
+        0.5, "Warn when more than this share of a step's groups have no variance in the total (no gradient).",
+        minimum=0, maximum=1,
+    )  # fmt: skip
+    zero_variance_stop: float | None = setting(
+        None, "Stop the run when more than this share of the groups have no variance `patience` steps in a row; "
+        "null: never.", minimum=0, maximum=1,
+    )  # fmt: skip
+    none_rate_warn: float = setting(
+        0.5, "Warn when a reward returns None for more than this share of a step's completions.", minimum=0, maximum=1
+    )
+    none_rate_stop: float | None = setting(
+        None, "Stop the run when a reward's None rate is above this `patience` steps in a row; null: never.",
+        minimum=0, maximum=1,
+    )  # fmt: skip
+    patience: int = setting(3, "Steps in a row a stop threshold must be passed before the run stops.", minimum=1)
+
+
 RUN_SCHEMA = ConfigSchema(
     shared=config_schema().shared,
-    sections=(*config_schema().sections, UserSimConfig, RolloutLimits),
+    sections=(*config_schema().sections, UserSimConfig, RolloutLimits, DiagnosticsLimits),
     reference=REFERENCE,
 )
 
