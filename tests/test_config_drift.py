@@ -130,7 +130,11 @@ class TestDeclarations:
         assert RUN_SCHEMA.shared is config_schema().shared is SharedConfig
         assert RUN_SCHEMA.sections == (*SECTIONS, UserSimConfig, RolloutLimits, DiagnosticsLimits)
         # What the rewards accept as any mapping is exactly what the loop declares.
-        assert list(config_schema().reserved) == [c.SECTION for c in LOOP_SECTIONS] == ["user_sim", "rollout", "diagnostics"]
+        assert (
+            list(config_schema().reserved)
+            == [c.SECTION for c in LOOP_SECTIONS]
+            == ["user_sim", "rollout", "diagnostics"]
+        )
         assert not RUN_SCHEMA.reserved
 
     @pytest.mark.parametrize("cls", [SharedConfig, *SECTIONS, *LOOP_SECTIONS], ids=lambda c: c.__name__)
