@@ -133,11 +133,13 @@ class SimServer:
         list_models: bool = True,
         slow_s: float = 3.0,
         hold_until: int = 0,
+        usage: bool = False,
     ) -> None:
         self.delay_s = delay_s
         # Replies wait (at most delay_s) until this many requests are in flight at once: a test of concurrency
         # then does not depend on how fast a loaded machine starts them, only on whether they overlap at all.
         self.hold_until = hold_until
+        self.usage = usage  # report a token per word of the messages and of the reply (else 0 and 0)
         self.message = message
         self.fail_first = fail_first
         self.status = status
@@ -217,7 +219,11 @@ class SimServer:
             if fault == "die":
                 return 200, None
             content = self.reply if isinstance(self.reply, str) else self.reply(body)
-            return 200, _body(fault, content, body.get("model", "sim"), n)[0]
+            answer = _body(fault, content, body.get("model", "sim"), n)[0]
+            if self.usage:  # a token per word: what the client's ledger must add up to
+                prompt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
+                answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": len((content or "").split())}
+            return 200, answer
         finally:
             with self._lock:
                 self.in_flight -= 1

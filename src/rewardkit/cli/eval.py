@@ -16,6 +16,7 @@ from typing import Any
 
 from rewardkit.cli.synth import _add_run_options, _resume_hint, _retry_hint, _run_inputs, _run_spec
 from rewardkit.files.outputs import OutputSet, check_outputs
+from rewardkit.loop.ledger import ledger_lines
 from rewardkit.runs.evaluation import FILES, evaluate_run, headline
 from rewardkit.runs.metrics import EvalError, compare
 from rewardkit.runs.tables import read_run
@@ -50,6 +51,8 @@ def cmd_eval_agent(args: argparse.Namespace) -> int:
     with _resume_hint():
         summary = evaluate_run(spec, out, resume=args.resume, progress=not args.no_progress, title=args.title)
     print(headline(summary))
+    for line in ledger_lines(summary["ledger"]):
+        print(line)
     _retry_hint(summary["episodes"]["infra_error"])  # status infra_error: every ending in EXCLUDED
     return 0
 

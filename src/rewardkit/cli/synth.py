@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rewardkit.cli.env import DOMAIN_HELP
+from rewardkit.cli.lint import _number
 from rewardkit.config import ENV_VAR
 from rewardkit.envs import get_domain
 from rewardkit.files.outputs import check_outputs
 from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.ledger import ledger_lines
 from rewardkit.loop.user_sim.config import UserSimConfig
 from rewardkit.runs.spec import RULES, RunSpec, task_ids
 from rewardkit.runs.trials import resume_hint
@@ -68,6 +70,8 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     run.add_argument("--workers", type=int, default=d.workers, help=f"episodes in flight (default {d.workers})")
     run.add_argument("--resume", action="store_true", help="continue the episode log; rerun failed infrastructure")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--price", nargs=2, type=_number(0.0, 1e6), metavar=("PROMPT", "COMPLETION"),
+                     help="USD per million prompt and completion tokens: the endpoints' cost")  # fmt: skip
 
 
 def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
@@ -90,7 +94,7 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         user_cache=args.user_cache, config=args.config,
         domain=args.domain, mcp=args.mcp, split=args.split, tasks=tasks, limit=args.limit, trials=args.trials,
         system_prompt=args.system_prompt, tools=not args.no_tools, max_turns=args.max_turns, rule=args.rule,
-        workers=args.workers,
+        workers=args.workers, price=tuple(args.price) if args.price else None,
     )  # fmt: skip
 
 
@@ -143,5 +147,7 @@ def cmd_synth_agent(args: argparse.Namespace) -> int:
         report = synthesize_run(spec, args.out, args.report, episodes, resume=args.resume,
                                 progress=not args.no_progress)  # fmt: skip
     print(headline(report), file=sys.stderr)
+    for line in ledger_lines(report["ledger"]):
+        print(line, file=sys.stderr)
     _retry_hint(infrastructure_errors(report))
     return 0

@@ -30,6 +30,7 @@ from rewardkit.loop.endpoint import (
     token_count,
 )
 from rewardkit.loop.gold import GoldAgent
+from rewardkit.loop.ledger import Ledger
 
 AGENT_SETTINGS = EndpointSettings(timeout_s=120.0)  # an agent's replies are longer than a customer's
 
@@ -117,7 +118,8 @@ class OpenAIAgent:
         self.model = model or _only_model(base_url, settings.api_key)
         self.tools = [dict(t) for t in tools]
         self.params = {"temperature": float(temperature), "max_tokens": max_tokens}
-        self._endpoint = ChatEndpoint(base_url, self.model, AgentError, settings, overflow=True)
+        self._endpoint = ChatEndpoint(base_url, self.model, AgentError, settings, overflow=True, ledger=Ledger("agent"))
+        self.ledger = self._endpoint.ledger
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "openai", "base_url": self.name, "model": self.model, **self.params}
@@ -212,4 +214,15 @@ def make_agent_factory(
             )
         options.pop("model", None)
         agent = CheckpointAgent(path, tools, **{k: v for k, v in options.items() if k in ("temperature", "max_tokens")})
-    return (lambda task: agent), agent.describe()
+    return Shared(agent), agent.describe()
+
+
+class Shared:
+    """The one agent every task gets (an endpoint or a checkpoint serves them all), with its ledger if it has one."""
+
+    def __init__(self, agent: OpenAIAgent | CheckpointAgent) -> None:
+        self.agent = agent
+        self.ledger: Ledger | None = getattr(agent, "ledger", None)
+
+    def __call__(self, task: Mapping[str, Any]) -> Agent:
+        return self.agent

@@ -35,6 +35,8 @@ from typing import Any
 
 import openai
 
+from rewardkit.loop.ledger import Ledger
+
 
 class _Retry(Exception):
     """A transient failure worth another attempt (its message becomes the final error's cause)."""
@@ -61,6 +63,7 @@ class Completion:
     tool_calls: Any  # as the server sent them (None when absent): the model's, any shape
     finish_reason: str | None
     completion_tokens: int  # 0 when absent or not a finite number >= 0
+    prompt_tokens: int = 0  # likewise
 
 
 def message_text(content: Any) -> str:
@@ -157,9 +160,13 @@ class ChatEndpoint:
         settings: EndpointSettings = EndpointSettings(),
         *,
         overflow: bool = False,
+        ledger: Ledger | None = None,
     ) -> None:
-        """``overflow``: raise :class:`ContextOverflow` for a 400 about the context length, not ``error``."""
+        """``overflow``: raise :class:`ContextOverflow` for a 400 about the context length, not ``error``;
+        ``ledger``: where every request, retry and failure is counted."""
         self.base_url, self.model, self.error = base_url, model, error
+        self.ledger = ledger if ledger is not None else Ledger("endpoint")
+        self.ledger.endpoint = base_url
         self.retries, self.backoff_s, self.overflow = settings.retries, settings.backoff_s, overflow
         # The SDK's own retries are off: ours also cover malformed bodies and share the backoff policy.
         self._client = openai.OpenAI(base_url=base_url, api_key=settings.api_key, timeout=settings.timeout_s,
@@ -177,14 +184,24 @@ class ChatEndpoint:
             if attempt:  # exponential backoff, jittered so retrying workers do not stampede together
                 delay = self.backoff_s * 2 ** (attempt - 1)
                 time.sleep(delay + random.uniform(0, 0.1 * delay))
+            start = time.perf_counter()
             try:
                 completion = self._call(messages, params)
             except _Retry as exc:
+                self.ledger.request(time.perf_counter() - start, retry=attempt > 0, error=True)
                 cause = str(exc)
                 continue
-            if accept is None or accept(completion):
+            except Exception:
+                self.ledger.request(time.perf_counter() - start, retry=attempt > 0, error=True)
+                self.ledger.failure()
+                raise
+            taken = accept is None or accept(completion)
+            self.ledger.request(time.perf_counter() - start, completion.prompt_tokens, completion.completion_tokens,
+                                retry=attempt > 0, error=not taken)  # fmt: skip
+            if taken:
                 return completion
             cause = f"empty reply (finish_reason={completion.finish_reason!r})"
+        self.ledger.failure()
         raise self.error(self.base_url, f"no reply after {attempts} attempt(s); last error: {cause}")
 
     def _call(self, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> Completion:
@@ -239,4 +256,5 @@ def _completion(body: bytes) -> Completion:
         tool_calls=message.get("tool_calls"),
         finish_reason=finish if isinstance(finish, str) else None,
         completion_tokens=token_count(usage.get("completion_tokens") if isinstance(usage, dict) else None),
+        prompt_tokens=token_count(usage.get("prompt_tokens") if isinstance(usage, dict) else None),
     )

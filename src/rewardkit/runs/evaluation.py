@@ -37,7 +37,7 @@ def evaluate(
 
     records = run_trials(plan, log, progress=progress, label="evaluation")
     stats = task_stats(records)
-    summary = {**meta, **summarize_episodes(records, plan.trials)}
+    summary = {**meta, **summarize_episodes(records, plan.trials), "ledger": plan.ledger()}
     text = json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n"  # NaN here is a bug
     png = render_eval(summary, stats, title, str(out_dir / "eval.png"))  # before any output is replaced
     with OutputSet() as outputs:

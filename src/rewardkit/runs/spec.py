@@ -59,6 +59,7 @@ class RunSpec:
     max_turns: int | None = None  # agent turns per episode
     rule: str = "tau2"  # one of RULES
     workers: int = 8  # episodes in flight
+    price: tuple[float, float] | None = None  # USD per million prompt and completion tokens: the ledger's cost
 
     def __post_init__(self) -> None:
         if self.tasks is not None:  # any sequence of ids; none at all means every task, as no --tasks does
@@ -195,9 +196,11 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
         raise RunError(str(exc)) from exc
     simulator, user = _user(cfg, domain)
     limits = cfg.rollout
+    ledgers = tuple(x.ledger for x in (make_agent, simulator) if getattr(x, "ledger", None) is not None)
     plan = TrialPlan(
         domain=domain, tasks=tasks, trials=spec.trials, make_agent=make_agent, simulator=simulator, limits=limits,
-        system=system, workers=spec.workers, require_outputs=spec.rule == "tau2",
+        system=system, workers=spec.workers, require_outputs=spec.rule == "tau2", ledgers=ledgers,
+        price_per_mtok=spec.price,
     )  # fmt: skip
     prompt = system if system is not None else domain.policy()
     # The fingerprint's inputs: a log written by an earlier version must still match the same options.

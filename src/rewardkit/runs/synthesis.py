@@ -96,7 +96,7 @@ def synthesize(
     """Run the plan's missing episodes, then write the kept rows and the report together (atomically)."""
     records = run_trials(plan, log, progress=progress, label="synthesis")
     rows, report = select(records, tools_json)
-    report = {**meta, **report}
+    report = {**meta, **report, "ledger": plan.ledger()}
     with OutputSet() as outputs:
         with outputs.open(out, "--out") as f:
             for row in rows:

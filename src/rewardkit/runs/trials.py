@@ -18,6 +18,7 @@ from rewardkit.loop.agents import Agent
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episodes
 from rewardkit.loop.endpoint import EndpointConfigError
+from rewardkit.loop.ledger import Ledger
 from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.runs.episode_log import EpisodeLog
 from rewardkit.runs.progress import ProgressBar
@@ -42,6 +43,12 @@ class TrialPlan:
     system: str | None = None  # None: the domain's policy
     workers: int = 8
     require_outputs: bool = True  # TaskCompletion's rule: tau2's (true) or MUA-RL's database-only (false)
+    ledgers: tuple[Ledger, ...] = ()  # the model endpoints the run calls (agent, user): what they cost it
+    price_per_mtok: tuple[float, float] | None = None  # USD per million prompt and completion tokens
+
+    def ledger(self) -> list[dict[str, Any]]:
+        """Each endpoint's ledger of this process's calls, with its cost when a price is given."""
+        return [ledger.summary(self.price_per_mtok) for ledger in self.ledgers]
 
 
 def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: str = "episodes") -> list[dict]:

@@ -74,6 +74,7 @@ class CachedSimulator:
             raise ValueError(f"cache mode must be 'read_write' or 'replay', got {mode!r}")
         self.inner = inner
         self.name = inner.name
+        self.ledger = getattr(inner, "ledger", None)  # a model's: the cache's hits are counted on it
         self.path = Path(path)
         self.mode = mode
         self._fingerprint = inner.fingerprint()
@@ -98,6 +99,8 @@ class CachedSimulator:
             except sqlite3.DatabaseError as exc:  # e.g. replay over a file that is not a reply cache
                 raise SimulatorError(f"cache:{self.path}", f"cannot read the cache: {exc}") from exc
         if row is not None:
+            if self.ledger is not None:
+                self.ledger.cache_hit()
             return str(row[0])
         if self.mode == "replay":
             raise SimulatorError(

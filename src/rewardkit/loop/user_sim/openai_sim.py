@@ -18,6 +18,7 @@ from typing import Any
 
 from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.loop.endpoint import ChatEndpoint, Completion, EndpointSettings
+from rewardkit.loop.ledger import Ledger
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 
 SIM_SETTINGS = EndpointSettings()  # the user_sim section's defaults
@@ -103,7 +104,8 @@ class OpenAISimulator:
         self.guidelines = guidelines
         self.temperature = float(temperature)  # 0 and 0.0 must give one fingerprint
         self.max_tokens = max_tokens
-        self._endpoint = ChatEndpoint(base_url, model, SimulatorError, settings)
+        self._endpoint = ChatEndpoint(base_url, model, SimulatorError, settings, ledger=Ledger("user"))
+        self.ledger = self._endpoint.ledger
 
     def fingerprint(self) -> str:
         ident = ["openai", PROMPT_VERSION, self.name, self.model, self.temperature, self.max_tokens,
