@@ -131,13 +131,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--out", type=Path, required=True, metavar="SFT.jsonl", help="the kept rows")
     out.add_argument("--report", type=Path, metavar="REPORT.json", help="counts per task and per reason")
     out.add_argument("--episodes", type=Path, help="the episode log (default: OUT with .episodes.jsonl)")
+    out.add_argument("--verdicts", type=Path, metavar="VERDICTS.json",
+                     help="keep only the trajectories a person accepted (rewardkit view --review)")  # fmt: skip
     agent.set_defaults(func=cmd_synth_agent)
 
 
 def cmd_synth_agent(args: argparse.Namespace) -> int:
     from rewardkit.runs.synthesis import headline, infrastructure_errors, synthesize_run
 
-    inputs = _run_inputs(args)
+    inputs = _run_inputs(args) + ([("--verdicts", args.verdicts)] if args.verdicts else [])
     check_outputs(inputs, [("--out", args.out)])  # first: a directory has no name to derive the log's from
     episodes = args.episodes or args.out.with_suffix(".episodes.jsonl")
     report = ("--report", args.report) if args.report else None
@@ -145,7 +147,7 @@ def cmd_synth_agent(args: argparse.Namespace) -> int:
     spec = _run_spec(args)
     with _resume_hint():
         report = synthesize_run(spec, args.out, args.report, episodes, resume=args.resume,
-                                progress=not args.no_progress)  # fmt: skip
+                                progress=not args.no_progress, verdicts=args.verdicts)  # fmt: skip
     print(headline(report), file=sys.stderr)
     for line in ledger_lines(report["ledger"]):
         print(line, file=sys.stderr)

@@ -35,6 +35,7 @@ class Outcome:
     state_hash: str
     calls: tuple[Call, ...]
     approvals: int = 0  # requests the user approved on the way (a single-turn completion can hold none)
+    state: Mapping[str, Any] | None = field(default=None, compare=False)  # the exported database, when asked for
 
 
 def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,9 +43,10 @@ def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
 
 
-def replay(domain: str, calls: Sequence[Any], approve: bool = False) -> Outcome:
+def replay(domain: str, calls: Sequence[Any], approve: bool = False, export: bool = False) -> Outcome:
     """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database; with
-    ``approve``, each call held for approval is approved as its user would and sent again (``harness.replay``)."""
+    ``approve``, each call held for approval is approved as its user would and sent again (``harness.replay``);
+    with ``export``, the outcome keeps the final database too."""
     with make_env(domain) as env:
         if approve:  # a held call leaves its refusal and the user's approval first: keep each call's last row
             pairs = []
@@ -55,14 +57,15 @@ def replay(domain: str, calls: Sequence[Any], approve: bool = False) -> Outcome:
             results = env.replay(calls)
             pairs = list(zip(env.audit(), results, strict=True))
         approved = gate_counts(env.audit())["approved"] if approve else 0
-        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved)
+        state = env.export() if export else None
+        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, state)
 
 
-def replay_conversation(domain: str, messages: Sequence[Any]) -> Outcome:
+def replay_conversation(domain: str, messages: Sequence[Any], export: bool = False) -> Outcome:
     """The agent's calls in ``messages`` on a fresh copy, in order, each user turn's decision (its ``###APPROVE###``
     or ``###DECLINE###``) taken on the requests waiting at that point, as the live episode took it."""
     if not any(_decision(m) for m in messages):  # nothing decided: the calls alone
-        return replay(domain, tool_calls(messages))
+        return replay(domain, tool_calls(messages), export=export)
     with make_env(domain) as env:
         results = []
         for message in messages:
@@ -71,7 +74,8 @@ def replay_conversation(domain: str, messages: Sequence[Any]) -> Outcome:
                 env.user_call(decision, {"request_id": request["id"]})
             results += env.replay(tool_calls([message]))
         pairs = zip(agent_rows(env.audit()), results, strict=True)
-        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs))
+        state = env.export() if export else None
+        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), state=state)
 
 
 def _call(row: Mapping[str, Any], result: Any) -> Call:

@@ -11,7 +11,9 @@ episode that is not kept is counted under one reason, so ``read == kept + sum(re
 - ``duplicate``: the same conversation as an episode already kept (deterministic agents);
 - ``malformed_tool_call`` / ``empty_assistant_turn``: complete, but not something to teach;
 - ``no_agent_turn``: the conversation holds no assistant turn at all (the simulated user stopped at once),
-  so there is nothing to train on.
+  so there is nothing to train on;
+- with a verdicts file (``--verdicts``, saved by the episode viewer): ``reviewer_rejected``, a trajectory that
+  passed every rule above but a person rejected, and ``unreviewed``, one that nobody judged.
 """
 
 from __future__ import annotations
@@ -29,13 +31,19 @@ from rewardkit.runs.episode_log import EpisodeLog
 from rewardkit.runs.metrics import task_order
 from rewardkit.runs.spec import RunSpec, build_plan
 from rewardkit.runs.trials import TrialPlan, run_trials
+from rewardkit.runs.viewer import episode_id, read_verdicts
 
 TASK_FAILED = "task_failed"
 DUPLICATE = "duplicate"
+REVIEWER_REJECTED = "reviewer_rejected"
+UNREVIEWED = "unreviewed"
 
 
-def select(records: list[dict[str, Any]], tools_json: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The SFT rows of the kept episodes (task, then trial order) and the report."""
+def select(
+    records: list[dict[str, Any]], tools_json: str | None, verdicts: Mapping[str, str] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The SFT rows of the kept episodes (task, then trial order) and the report; with ``verdicts`` (episode id ->
+    accept or reject), a person's accept is needed too."""
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
     per_task: dict[str, dict[str, Any]] = defaultdict(
@@ -45,7 +53,7 @@ def select(records: list[dict[str, Any]], tools_json: str | None) -> tuple[list[
         stats = per_task[record["task_id"]]
         stats["attempted"] += 1
         stats["terminations"][record["termination"]] += 1
-        reason = _reason(record, tools_json, seen, rows)
+        reason = _reason(record, tools_json, seen, rows, verdicts)
         if reason is None:
             stats["kept"] += 1
         else:
@@ -72,7 +80,10 @@ def select(records: list[dict[str, Any]], tools_json: str | None) -> tuple[list[
     return rows, report
 
 
-def _reason(record: Mapping[str, Any], tools_json: str | None, seen: set[str], rows: list) -> str | None:
+def _reason(
+    record: Mapping[str, Any], tools_json: str | None, seen: set[str], rows: list,
+    verdicts: Mapping[str, str] | None,
+) -> str | None:  # fmt: skip
     """Why the episode is not kept, or None after appending its row."""
     if record["status"] != "ok":
         return str(record["termination"])  # an EXCLUDED ending: infrastructure, counted as such
@@ -84,6 +95,8 @@ def _reason(record: Mapping[str, Any], tools_json: str | None, seen: set[str], r
     key = trajectory_key(row)
     if key in seen:
         return DUPLICATE
+    if verdicts is not None and verdicts.get(episode_id(record)) != "accept":
+        return REVIEWER_REJECTED if verdicts.get(episode_id(record)) == "reject" else UNREVIEWED
     seen.add(key)
     rows.append(row)
     return None
@@ -91,11 +104,12 @@ def _reason(record: Mapping[str, Any], tools_json: str | None, seen: set[str], r
 
 def synthesize(
     plan: TrialPlan, log: EpisodeLog, out: Path, report_path: Path | None, tools_json: str | None,
-    meta: Mapping[str, Any], progress: bool = True,
+    meta: Mapping[str, Any], progress: bool = True, verdicts: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run the plan's missing episodes, then write the kept rows and the report together (atomically)."""
+    judged = read_verdicts(verdicts, meta["run"]) if verdicts is not None else None  # before any episode runs
     records = run_trials(plan, log, progress=progress, label="synthesis")
-    rows, report = select(records, tools_json)
+    rows, report = select(records, tools_json, judged)
     report = {**meta, **report, "ledger": plan.ledger()}
     with OutputSet() as outputs:
         with outputs.open(out, "--out") as f:
@@ -108,14 +122,15 @@ def synthesize(
 
 
 def synthesize_run(
-    spec: RunSpec, out: Path, report_path: Path | None, episodes: Path, resume: bool = False, progress: bool = True
-) -> dict[str, Any]:
+    spec: RunSpec, out: Path, report_path: Path | None, episodes: Path, resume: bool = False, progress: bool = True,
+    verdicts: Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """The whole of ``synth agent`` after its options are checked: plan the spec, continue (``resume``) or
     start the episode log at ``episodes``, run, write the kept rows to ``out`` and the report."""
     plan, meta = build_plan(spec)
     tools = json.dumps(plan.domain.tool_specs(), ensure_ascii=False) if spec.tools else None
     with EpisodeLog(episodes, meta["run"], resume, choose="another --episodes file (or --out)") as log:
-        return synthesize(plan, log, out, report_path, tools, meta, progress=progress)
+        return synthesize(plan, log, out, report_path, tools, meta, progress=progress, verdicts=verdicts)
 
 
 def headline(report: Mapping[str, Any]) -> str:

@@ -1,0 +1,157 @@
+"""The episode viewer: one self-contained HTML page of an episode log (``synth agent`` or ``eval agent``).
+
+The page needs no server and no network: the episodes are embedded in it as JSON, with the page's own CSS and
+JavaScript (``viewer.html``). For each episode it shows the transcript (the user's, the agent's and the tools'
+turns, every tool call with its arguments and its result, gate decisions marked), the termination, and the final
+database against the task's gold state as a diff of rows and fields, both replayed here on fresh copies of the
+domain's database. Per task it counts the passes over the trials; the page filters by outcome, task and
+termination. With ``review`` each trajectory gets accept/reject buttons, saved as a verdicts file that
+``synth agent --verdicts FILE`` reads: the human half of MUA-RL's dual verification.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rewardkit.envs import Domain
+from rewardkit.envs.outcomes import replay, replay_conversation, task_check
+from rewardkit.envs.tasks import approves, gold_actions
+from rewardkit.envs.termination import EXCLUDED
+from rewardkit.envs.tool_calls import tool_calls
+
+MARKER = "/*__EPISODES__*/null"  # where the page's data goes
+
+
+class ViewerError(ValueError):
+    """The log cannot be shown: no episodes, or episodes of another domain's tasks."""
+
+
+def episode_id(record: Mapping[str, Any]) -> str:
+    """How the page and a verdicts file name an episode: ``task/trial``."""
+    return f"{record['task_id']}/{record['trial']}"
+
+
+def read_verdicts(path: Path, run: str) -> dict[str, str]:
+    """A verdicts file the viewer saved: episode id -> ``accept`` or ``reject``, for the run ``run``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ViewerError(f"--verdicts {path}: cannot be read as JSON ({exc})") from exc
+    verdicts = data.get("verdicts") if isinstance(data, Mapping) else None
+    if not isinstance(verdicts, Mapping):
+        raise ViewerError(f"--verdicts {path}: no 'verdicts' object; save it from the viewer (rewardkit view --review)")
+    if data.get("run") != run:
+        raise ViewerError(f"--verdicts {path}: judged run {data.get('run')!r}, but this synthesis is run {run!r}")
+    bad = [k for k, v in verdicts.items() if v not in ("accept", "reject")]
+    if bad:
+        raise ViewerError(f"--verdicts {path}: verdicts.{bad[0]} must be 'accept' or 'reject'")
+    return dict(verdicts)
+
+
+def leaves(value: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Every scalar of an exported database by its path (table, row key, field, ...); an empty table or list has
+    none."""
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return {path: value}
+    out: dict[tuple[str, ...], Any] = {}
+    for key, item in items:
+        out.update(leaves(item, (*path, str(key))))
+    return out
+
+
+def state_diff(agent: Any, gold: Any) -> list[dict[str, Any]]:
+    """Where the agent's final database differs from the gold's: one entry per field (``table``, ``row``,
+    ``field``, the two values; a missing side is None), in path order."""
+    mine, theirs = leaves(agent), leaves(gold)
+    out = []
+    for path in sorted(set(mine) | set(theirs)):
+        a, g = mine.get(path), theirs.get(path)
+        if a != g:
+            table, row, field = path[0] if path else "", ".".join(path[1:2]), ".".join(path[2:])
+            out.append({"table": table, "row": row, "field": field, "agent": a, "gold": g})
+    return out
+
+
+def _turns(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        calls = [{"name": c.name, "arguments": c.arguments} for c in tool_calls([message])]
+        out.append({"role": str(message.get("role")), "content": _text(message.get("content")), "calls": calls})
+    return out
+
+
+def _text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def _episode(record: Mapping[str, Any], domain: Domain, tasks: Mapping[str, Any]) -> dict[str, Any]:
+    messages = record.get("messages") or []
+    task = tasks.get(str(record["task_id"]))
+    diff: list[dict[str, Any]] | None = None
+    if task is not None and record.get("status") == "ok" and task_check(task, domain.name) is None:
+        agent = replay_conversation(domain.name, messages, export=True)
+        diff = state_diff(agent.state, _gold_state(domain.name, task))
+    return {
+        "id": episode_id(record),
+        "task": str(record["task_id"]),
+        "trial": record["trial"],
+        "reward": record.get("reward"),
+        "termination": record.get("termination") or record.get("status"),
+        "excluded": record.get("termination") in {t.value for t in EXCLUDED} or record.get("status") != "ok",
+        "turns": record.get("turns"),
+        "gates": record.get("gates") or {},
+        "messages": _turns(messages),
+        "diff": diff,
+    }
+
+
+def _gold_state(domain: str, task: Mapping[str, Any]) -> Any:
+    """The gold's final database, replayed as ``gold_outcome`` replays it (its approvals included)."""
+    return replay(domain, gold_actions(task), approves(task), export=True).state
+
+
+def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, review: bool = False) -> dict[str, Any]:
+    """The page's data: a summary, per task the passes over its trials, and every episode."""
+    episodes = [r for r in records if isinstance(r, Mapping) and "task_id" in r]
+    if not episodes:
+        raise ViewerError("the log holds no episodes")
+    tasks = domain.tasks()
+    shown = [_episode(r, domain, tasks) for r in episodes]
+    per_task: dict[str, dict[str, int]] = {}
+    for e in shown:
+        counts = per_task.setdefault(e["task"], {"trials": 0, "passed": 0, "excluded": 0})
+        counts["trials"] += 1
+        counts["passed"] += e["reward"] == 1.0
+        counts["excluded"] += e["excluded"]
+    summary = {
+        "episodes": len(shown),
+        "passed": sum(e["reward"] == 1.0 for e in shown),
+        "excluded": sum(e["excluded"] for e in shown),
+        "tasks": len(per_task),
+        "terminations": dict(Counter(e["termination"] for e in shown).most_common()),
+    }
+    run = str(episodes[0].get("run", ""))
+    return {"title": title, "run": run, "domain": domain.name, "review": review, "summary": summary,
+            "tasks": per_task, "episodes": shown}  # fmt: skip
+
+
+def render(view: Mapping[str, Any]) -> str:
+    """The self-contained page: the template with the data embedded (``</`` escaped, so no text ends the script)."""
+    page = resources.files("rewardkit.runs").joinpath("viewer.html").read_text(encoding="utf-8")
+    data = json.dumps(view, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
+    return page.replace(MARKER, data).replace("__TITLE__", _escape(str(view["title"])))
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")

@@ -1,0 +1,100 @@
+"""The episode viewer's data: database diffs against the gold, per-task counts, the verdicts file, and the page.
+
+The page itself is tested in a real browser in tests/test_viewer_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rewardkit.cli import main
+from rewardkit.runs.synthesis import select
+from rewardkit.runs.viewer import ViewerError, read_verdicts, render, state_diff
+
+
+@pytest.mark.parametrize(
+    ("agent", "gold", "expected"),
+    [
+        ({"orders": {"#1": {"status": "pending"}}}, {"orders": {"#1": {"status": "pending"}}}, []),
+        # One field changed: table, row key, field, both values.
+        ({"orders": {"#1": {"status": "pending"}}}, {"orders": {"#1": {"status": "cancelled"}}},
+         [{"table": "orders", "row": "#1", "field": "status", "agent": "pending", "gold": "cancelled"}]),
+        # A row only the gold has: each of its fields, the agent's side None.
+        ({"users": {}}, {"users": {"u": {"zip": "1", "name": "A"}}},
+         [{"table": "users", "row": "u", "field": "name", "agent": None, "gold": "A"},
+          {"table": "users", "row": "u", "field": "zip", "agent": None, "gold": "1"}]),
+        # Nested fields and lists are dotted paths under the row.
+        ({"orders": {"#1": {"items": [{"id": "a"}]}}}, {"orders": {"#1": {"items": [{"id": "b"}]}}},
+         [{"table": "orders", "row": "#1", "field": "items.0.id", "agent": "a", "gold": "b"}]),
+    ],
+    ids=["equal", "changed-field", "missing-row", "nested"],
+)  # fmt: skip
+def test_state_diff(agent: dict, gold: dict, expected: list) -> None:
+    assert state_diff(agent, gold) == expected
+
+
+def eval_run(tmp_path: Path) -> Path:
+    """A real eval: the gold agent on four test tasks, cut at two turns, so some episodes pass and some do not."""
+    out = tmp_path / "eval"
+    argv = ["eval", "agent", "--agent", "gold", "--split", "test", "--limit", "4", "--trials", "2", "--max-turns", "2",
+            "--out-dir", str(out), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+def test_the_page_carries_the_logs_counts_and_diffs(tmp_path: Path, capsys) -> None:
+    out = eval_run(tmp_path)
+    assert main(["view", str(out)]) == 0
+    page = (out / "view.html").read_text(encoding="utf-8")
+    data = json.loads(page.split('<script id="data" type="application/json">', 1)[1].split("</script>", 1)[0])
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    episodes = [r for r in records if "task_id" in r]
+    summary = json.loads((out / "summary.json").read_text())
+    assert data["summary"]["episodes"] == len(episodes) == summary["episodes"]["valid"] == 8
+    assert data["summary"]["passed"] == sum(r["reward"] == 1.0 for r in episodes)
+    assert {t: c["trials"] for t, c in data["tasks"].items()} == {r["task_id"]: 2 for r in episodes}
+    for shown in data["episodes"]:  # a passed episode ends in the gold state; one that differs has failed
+        assert shown["diff"] == [] if shown["reward"] == 1.0 else True, shown["id"]
+        assert shown["reward"] == 0.0 if shown["diff"] else True, shown["id"]
+    assert any(shown["diff"] for shown in data["episodes"])  # cut at two turns, some writes never happened
+    assert "http" not in page.split("<script", 1)[0].replace("http-equiv", "")  # nothing loads from a network
+    assert f"{out / 'view.html'}: 8 episodes of 4 tasks" in capsys.readouterr().out
+
+
+def test_text_cannot_end_the_embedded_script() -> None:
+    view = {"title": "t", "run": "r", "domain": "retail", "review": False, "summary": {}, "tasks": {},
+            "episodes": [{"messages": [{"content": "</script><script>alert(1)</script>"}]}]}  # fmt: skip
+    page = render(view)
+    assert "</script><script>alert(1)" not in page and "<\\/script><script>alert(1)<\\/script>" in page
+
+
+def _records() -> list[dict]:
+    said = {"role": "assistant", "content": "Done."}
+    return [{"task_id": t, "trial": 0, "status": "ok", "reward": 1.0, "termination": "user_stop",
+             "messages": [{"role": "user", "content": f"help {t}"}, said]} for t in ("1", "2", "3")]  # fmt: skip
+
+
+def test_verdicts_keep_the_accepted_and_count_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "verdicts.json"
+    path.write_text(json.dumps({"run": "r1", "verdicts": {"1/0": "accept", "2/0": "reject"}}), encoding="utf-8")
+    rows, report = select(_records(), None, read_verdicts(path, "r1"))
+    assert (len(rows), report["kept"], report["rejected"]) == (1, 1, {"reviewer_rejected": 1, "unreviewed": 1})
+    assert select(_records(), None)[1]["kept"] == 3  # without verdicts, the rules alone
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ({"run": "other", "verdicts": {}}, "judged run 'other', but this synthesis is run 'r1'"),
+        ({"run": "r1"}, "no 'verdicts' object"),
+        ({"run": "r1", "verdicts": {"1/0": "maybe"}}, "verdicts.1/0 must be 'accept' or 'reject'"),
+    ],
+)
+def test_a_bad_verdicts_file_is_named(tmp_path: Path, content: dict, message: str) -> None:
+    path = tmp_path / "verdicts.json"
+    path.write_text(json.dumps(content), encoding="utf-8")
+    with pytest.raises(ViewerError, match=message):
+        read_verdicts(path, "r1")

@@ -1,0 +1,111 @@
+"""The episode viewer in a real browser: headless Chromium (Debian's ``chromium``), driven by Playwright.
+
+The page opens from disk with no console error, its counts are the summary's, the filters filter, a transcript
+opens, and verdicts saved from it round-trip into ``synth agent --verdicts``. Under CI a missing browser fails the
+run; elsewhere these tests skip, saying how to install it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rewardkit.cli import main
+
+FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]  # fmt: skip
+INSTALL = "install Debian's chromium (apt-get install -y chromium) and playwright (pip install playwright)"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if chromium is None or sync_playwright is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs the browser tests: {INSTALL}")
+        pytest.skip(f"no browser here: {INSTALL}")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            tempfile.mkdtemp(prefix="rk-chromium-"), executable_path=chromium, headless=True, args=FLAGS,
+            accept_downloads=True, viewport={"width": 1300, "height": 850},
+        )  # fmt: skip
+        yield context
+        context.close()
+
+
+def open_page(browser: Any, page_path: Path) -> tuple[Any, list[str]]:
+    page, errors = browser.new_page(), []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(page_path.as_uri())
+    return page, errors
+
+
+def test_counts_filters_and_a_transcript(browser: Any, tmp_path: Path) -> None:
+    out = tmp_path / "eval"  # the gold agent cut at six turns: on these four tasks some episodes pass, some fail
+    assert main(["eval", "agent", "--agent", "gold", "--split", "test", "--limit", "4", "--trials", "2",
+                 "--max-turns", "6", "--out-dir", str(out), "--no-progress"]) == 0  # fmt: skip
+    assert main(["view", str(out)]) == 0
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    episodes = [r for r in records if "task_id" in r]
+    passed = sum(r["reward"] == 1.0 for r in episodes)
+    assert 0 < passed < len(episodes) == 8
+    page, errors = open_page(browser, out / "view.html")
+    assert page.text_content("#c-episodes") == "8 episodes" and page.text_content("#c-passed") == f"{passed} passed"
+    assert page.locator("tr.episode").count() == 8
+    page.select_option("#f-outcome", "pass")
+    assert page.locator("tr.episode").count() == passed
+    page.select_option("#f-outcome", "fail")
+    assert page.locator("tr.episode").count() == 8 - passed
+    page.select_option("#f-outcome", "")
+    task = episodes[0]["task_id"]
+    page.click(f'#tasks tr[data-task="{task}"]')  # a task's row filters to its trials
+    assert page.locator("tr.episode").count() == 2
+    termination = episodes[0]["termination"]
+    page.select_option("#f-task", "")
+    page.select_option("#f-termination", termination)
+    assert page.locator("tr.episode").count() == sum(r["termination"] == termination for r in episodes)
+    page.select_option("#f-termination", "")
+    first = episodes[0]
+    page.click(f'tr.episode[data-id="{first["task_id"]}/{first["trial"]}"]')
+    shown = page.locator("#transcript .turn")
+    assert shown.count() == len(first["messages"]) and page.locator("#diff").count() == 1
+    calls = sum(len(m.get("tool_calls") or []) or m.get("content", "").count("<tool_call>") for m in first["messages"])
+    assert page.locator("#transcript .call").count() == calls
+    assert errors == []
+
+
+def test_verdicts_round_trip_into_synth(browser: Any, tmp_path: Path) -> None:
+    out, episodes = tmp_path / "sft.jsonl", tmp_path / "sft.episodes.jsonl"
+    synth = ["synth", "agent", "--agent", "gold", "--split", "train", "--limit", "3", "--out", str(out),
+             "--episodes", str(episodes), "--no-progress"]  # fmt: skip
+    assert main(synth) == 0
+    assert len(out.read_text().splitlines()) == 3  # every gold trajectory passes the rules
+    assert main(["view", str(episodes), "--review", "--out", str(tmp_path / "review.html")]) == 0
+    page, errors = open_page(browser, tmp_path / "review.html")
+    ids = page.eval_on_selector_all("tr.episode", "rows => rows.map(r => r.dataset.id)")
+    for episode, verdict in zip(ids, ("accept", "reject"), strict=False):  # the third stays unreviewed
+        page.click(f'tr.episode[data-id="{episode}"]')
+        page.click(f'button[data-verdict="{verdict}"]')
+    assert page.text_content("#reviewed") == "2 of 3 reviewed"
+    with page.expect_download() as download:
+        page.click("#save")
+    verdicts = tmp_path / "verdicts.json"
+    download.value.save_as(verdicts)
+    assert json.loads(verdicts.read_text())["verdicts"] == {ids[0]: "accept", ids[1]: "reject"}
+    report = tmp_path / "report.json"
+    assert main([*synth, "--resume", "--verdicts", str(verdicts), "--report", str(report)]) == 0
+    counts = json.loads(report.read_text())
+    assert (counts["kept"], counts["rejected"]) == (1, {"reviewer_rejected": 1, "unreviewed": 1})
+    assert len(out.read_text().splitlines()) == 1 and errors == []
