@@ -10,7 +10,12 @@ TensorBoard and wandb as its own do:
 
 - ``rewardkit/groups/zero_variance``, ``rewardkit/groups/all_correct``, ``rewardkit/groups/all_wrong``: the group
   shares on the weighted total (:mod:`rewardkit.rewards.groups`);
-- ``rewardkit/<Reward>/none_rate`` and ``rewardkit/<Reward>/latency_ms``: per reward, per call.
+- ``rewardkit/<Reward>/none_rate`` and ``rewardkit/<Reward>/latency_ms``: per reward, per call;
+- in multi-turn runs, from the episodes' ``rollout_infos`` (which every reward receives):
+  ``rewardkit/episodes/excluded`` and ``rewardkit/episodes/max_turns`` (shares of the step's episodes) and
+  ``rewardkit/episodes/tool_errors`` (per episode); each step's whole summary (turns, endings, calls and errors
+  per tool, policy tokens: :mod:`rewardkit.loop.rollouts`) is appended to ``rollouts.jsonl`` in the output
+  folder, where ``rewardkit audit`` reads it.
 
 Thresholds come from the ``diagnostics:`` section of ``$REWARDKIT_CONFIG``: above a ``*_warn`` share a warning is
 logged; above a ``*_stop`` share ``patience`` steps in a row the run stops with :class:`DiagnosticsStop`, whose
@@ -20,8 +25,10 @@ message says what happened, since which step, and which key sets the threshold. 
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +36,7 @@ from swift.callbacks import TrainerCallback, callbacks_map
 from swift.utils import get_logger
 
 from rewardkit.loop.config import DiagnosticsLimits, load_run_config
+from rewardkit.loop.rollouts import FILE, summarize_rollouts
 from rewardkit.rewards.groups import group_shares
 
 KEY = "rewardkit_diagnostics"
@@ -43,11 +51,16 @@ class DiagnosticsStop(RuntimeError):
 class Timed:
     """A reward function that records, per call, its latency and the share of None it returned."""
 
-    def __init__(self, func: Callable[..., Any], name: str, metrics: Callable[[], dict[str, list[float]]]) -> None:
-        self.func, self.name, self.metrics = func, name, metrics
+    def __init__(
+        self, func: Callable[..., Any], name: str, metrics: Callable[[], dict[str, list[float]]],
+        episodes: Callable[[Any], None] | None = None,
+    ) -> None:  # fmt: skip
+        self.func, self.name, self.metrics, self.episodes = func, name, metrics, episodes
         self.__name__ = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.episodes is not None and kwargs.get("rollout_infos"):
+            self.episodes(kwargs["rollout_infos"])
         start = time.perf_counter()
         scores = self.func(*args, **kwargs)
         metrics = self.metrics()
@@ -67,6 +80,7 @@ class Diagnostics(TrainerCallback):
         super().__init__(args, trainer)
         self.limits = load_run_config().section(DiagnosticsLimits)
         self.over: dict[str, list[int]] = {}  # threshold -> the steps in a row above it
+        self.infos: list[Any] = []  # the step's episodes, as the first reward saw them
 
     def _metrics(self) -> dict[str, list[float]]:
         return self.trainer._metrics["train" if self.trainer.model.training else "eval"]
@@ -77,7 +91,7 @@ class Diagnostics(TrainerCallback):
             is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
             wrappable = callable(func) and not is_async
             if wrappable and not isinstance(func, Timed) and not hasattr(func, "parameters"):  # not a reward model
-                funcs[i] = Timed(func, name, self._metrics)
+                funcs[i] = Timed(func, name, self._metrics, self.infos.extend if i == 0 else None)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         logged = self.trainer._logs["rewards"]
@@ -92,7 +106,21 @@ class Diagnostics(TrainerCallback):
         for key, value in shares.items():
             metrics[f"{PREFIX}/groups/{key}"].append(value)
         none = {n: float(np.isnan(scores[:, i]).mean()) for i, n in enumerate(names)}
+        self._episodes(state.global_step, metrics)
         self._check(state.global_step, shares["zero_variance"], none)
+
+    def _episodes(self, step: int, metrics: dict[str, list[float]]) -> None:
+        summary = summarize_rollouts(self.infos)
+        self.infos.clear()
+        n = summary["episodes"]
+        if not n:
+            return
+        metrics[f"{PREFIX}/episodes/excluded"].append(summary["excluded"] / n)
+        metrics[f"{PREFIX}/episodes/max_turns"].append(summary["terminations"].get("max_turns", 0) / n)
+        metrics[f"{PREFIX}/episodes/tool_errors"].append(summary["tool_errors"] / n)
+        if self.trainer.accelerator.is_main_process:
+            with open(Path(self.args.output_dir) / FILE, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"step": step, **summary}) + "\n")
 
     def _check(self, step: int, zero_variance: float, none: dict[str, float]) -> None:
         limits = self.limits

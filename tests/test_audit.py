@@ -137,3 +137,23 @@ def test_weights_must_match_the_rewards(tmp_path: Path, capsys) -> None:
     folder = write_run(tmp_path / "run", ["1", "0.5"], [STEP])
     assert main(["audit", str(folder), "--weights", "1,2,3"]) == 2
     assert "--weights: 3 weights for the run's 2 rewards" in capsys.readouterr().err
+
+
+def test_the_live_diagnostics_episodes_join_their_steps(tmp_path: Path) -> None:
+    from rewardkit.runs.audit_report import audit
+
+    folder = write_run(tmp_path / "run", ["1", "0.5"], [STEP, STEP])
+    tools = {"get_order": {"calls": 6, "errors": 1}}
+    rollouts = [  # step 1: 6 calls over 3 episodes (2 each); step 2: 3 calls, 1 each: half, so the tools are skipped
+        {"step": 1, "episodes": 3, "terminations": {"user_stop": 3}, "excluded": 0, "turns": [2, 2, 2],
+         "tools": tools, "tool_errors": 1, "policy_tokens": {"mean": 50.0, "max": 60}},
+        {"step": 2, "episodes": 3, "terminations": {"max_turns": 2, "user_sim_error": 1}, "excluded": 1,
+         "turns": [5, 5, 1], "tools": {"get_order": {"calls": 3, "errors": 0}}, "tool_errors": 0,
+         "policy_tokens": {"mean": 90.0, "max": 120}},
+    ]  # fmt: skip
+    (folder / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts), encoding="utf-8")
+    report = audit(load_run(folder))
+    assert report["steps"][0]["episodes"]["tools"] == tools and report["steps"][1]["episodes"]["excluded"] == 1
+    found = {(f["flag"], f["step"]) for f in report["flags"]}
+    # 2 of 3 episodes ran out of turns at step 2 (>= 0.5); 1 call per episode against 2 at step 1 (<= half).
+    assert {("max_turns", 2), ("tools_skipped", 2)} <= found

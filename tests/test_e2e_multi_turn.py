@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,8 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     out = tmp_path / "grpo"
     cmd = [
         SWIFT, "rlhf", "recipes/agent/tiny_multiturn.yaml",
-        "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", str(probe),
+        "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", "plugins/diagnostics.py", str(probe),
+        "--callbacks", "rewardkit_diagnostics",
         "--model", str(tiny_agent_model), "--dataset", str(data), "--output_dir", str(out),
     ]  # fmt: skip
     env = {**os.environ, **offline_env(), "RK_PROBE": str(probe_log)}
@@ -70,3 +72,12 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     assert "<tool_response>" in prompts and "yusuf_rossi_9620" in prompts
     assert "As I said" in prompts or "zip code" in prompts
     assert_audit_is_the_hand_count(out, tmp_path)  # turns included
+    # The live diagnostics summed up each step's episodes as the reward saw them: the same endings, step by step.
+    (rollouts,) = out.glob("**/rollouts.jsonl")
+    logged = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    assert [r["episodes"] for r in logged] == [4, 4]
+    by_step = [Counter(s["termination"] for s in seen[i * 4 : (i + 1) * 4]) for i in range(2)]
+    assert [Counter(r["terminations"]) for r in logged] == by_step
+    assert [r["turns"] for r in logged] == [[s["turns"] for s in seen[i * 4 : (i + 1) * 4]] for i in range(2)]
+    for row in steps:
+        assert 0 <= row["rewardkit/episodes/max_turns"] <= 1 and row["rewardkit/episodes/excluded"] == 0

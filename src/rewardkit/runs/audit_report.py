@@ -8,6 +8,8 @@ Each flag names the step where its pattern starts:
   it or weigh it 0: a total ``reward_std`` of 0 beside per-reward stds that are not);
 - ``one_reward_drives``: one reward carries at least ``DRIVER_FLAG`` of the within-group variance;
 - ``turns_collapse``: the mean number of turns fell to half the first step's or less (multi-turn runs);
+- ``tools_skipped``: tool calls per episode fell to half the first step's or less (from ``rollouts.jsonl``);
+- ``max_turns``: at least ``MAX_TURNS_FLAG`` of a step's episodes ran out of turns instead of ending;
 - ``simulator_failed``: some episodes ended because the simulated user failed (``UserSimFailure`` above 0).
 """
 
@@ -20,16 +22,22 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.files.jsonl import read_jsonl
+from rewardkit.loop.rollouts import FILE
 from rewardkit.rewards.answers import parse
 from rewardkit.runs.audit import Run, step_figures
 from rewardkit.runs.plots import _png, _pyplot, _write
 
 ZERO_VARIANCE_FLAG = 0.4
 DRIVER_FLAG = 0.8
+MAX_TURNS_FLAG = 0.5
 
 
 def audit(run: Run, band: tuple[int, int] | None = None) -> dict[str, Any]:
-    """Every step's figures, its think lengths against ``band`` (characters) and its turns, and the flags."""
+    """Every step's figures, its think lengths against ``band`` (characters), its turns and, when the live
+    diagnostics wrote ``rollouts.jsonl``, its episodes' endings and tools; and the flags."""
+    logged = run.folder / FILE
+    episodes = {int(r["step"]): r for r in read_jsonl(logged)} if logged.is_file() else {}
     steps = []
     for step in run.steps:
         figures = step_figures(step, run.weights, run.group_size, run.names)
@@ -43,6 +51,8 @@ def audit(run: Run, band: tuple[int, int] | None = None) -> dict[str, Any]:
                 "mean": float(np.mean(step.turns)),
                 "counts": {str(k): counts[k] for k in sorted(counts)},
             }
+        if step.step in episodes:
+            figures["episodes"] = {k: v for k, v in episodes[step.step].items() if k not in ("step", "turns")}
         steps.append(figures)
     return {
         "run": str(run.folder),
@@ -62,6 +72,7 @@ def flags(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         found.setdefault(kind, {"flag": kind, "step": step, "message": message})
 
     first_turns = steps[0].get("turns", {}).get("mean") if steps else None
+    first_calls = _calls_per_episode(steps[0]) if steps else None
     for s in steps:
         at = s["step"]
         if s["zero_variance"] >= ZERO_VARIANCE_FLAG:
@@ -77,7 +88,21 @@ def flags(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         turns = s.get("turns", {}).get("mean")
         if first_turns and turns is not None and turns <= first_turns / 2:
             flag("turns_collapse", at, f"mean turns {turns:.1f}, from {first_turns:.1f} at the first step")
+        calls = _calls_per_episode(s)
+        if first_calls and calls is not None and calls <= first_calls / 2:
+            flag("tools_skipped", at, f"{calls:.1f} tool calls per episode, from {first_calls:.1f} at the first step")
+        if "episodes" in s and s["episodes"]["episodes"]:
+            share = s["episodes"]["terminations"].get("max_turns", 0) / s["episodes"]["episodes"]
+            if share >= MAX_TURNS_FLAG:
+                flag("max_turns", at, f"{share:.0%} of the episodes ran out of turns instead of ending")
     return sorted(found.values(), key=lambda f: f["step"])
+
+
+def _calls_per_episode(step: Mapping[str, Any]) -> float | None:
+    episodes = step.get("episodes")
+    if not episodes or not episodes["episodes"]:
+        return None
+    return sum(t["calls"] for t in episodes["tools"].values()) / episodes["episodes"]
 
 
 def markdown(report: Mapping[str, Any]) -> str:
@@ -93,6 +118,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         turns = f"{s['turns']['mean']:.1f}" if "turns" in s else ""
         lines.append(f"| {s['step']} | {s['groups']} | {s['zero_variance']:.2f} | {s['all_correct']:.2f} | "
                      f"{s['all_wrong']:.2f} | {s['think']['mean']:.0f} | {turns} |")  # fmt: skip
+    lines += _episode_rows(steps)
     if steps:
         last = steps[-1]
         lines += ["", f"## Rewards at step {last['step']}", "",
@@ -103,6 +129,21 @@ def markdown(report: Mapping[str, Any]) -> str:
             lines.append(f"| {name} | {_num(r['mean'])} | {_num(r['std'])} | {r['zero_variance']:.2f} | "
                          f"{r['none_rate']:.2f} | {share} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _episode_rows(steps: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The episodes' table, for steps the live diagnostics summed up."""
+    logged = [s for s in steps if "episodes" in s]
+    if not logged:
+        return []
+    out = ["", "## Episodes", "", "| step | episodes | excluded | tool calls | tool errors | endings |",
+           "| ---: | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
+    for s in logged:
+        e = s["episodes"]
+        endings = ", ".join(f"{k} {v}" for k, v in e["terminations"].items())
+        calls = sum(t["calls"] for t in e["tools"].values())
+        out.append(f"| {s['step']} | {e['episodes']} | {e['excluded']} | {calls} | {e['tool_errors']} | {endings} |")
+    return out
 
 
 def _num(value: float | None) -> str:
