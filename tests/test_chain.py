@@ -18,6 +18,7 @@ from rewardkit.pipelines.chain import read_recipe, recipe_saves
 from rewardkit.pipelines.planning import Options, PlanningPipeline
 from rewardkit.pipelines.stages import BrokenOutput, Context
 from rewardkit.recipes import EXAMPLES, recipe_path
+from rewardkit.rewards import REWARDS
 
 
 # -- the chain skeleton: marker keys, and the GRPO stages of both chains -------------------------------------------
@@ -115,6 +116,13 @@ class FakeSwift(Context):
         out = Path(cmd[cmd.index("--output_dir") + 1])
         run = grpo_run(out, 2)  # ms-swift saves into the run directory
         shutil.copytree(self.workdir / "sft-ckpt", run / "checkpoint-2")
+        # What --log_completions leaves for the audit: args.json and a table of one group of two.
+        recipe = read_recipe(Path(cmd[2]))
+        funcs, weights = recipe["reward_funcs"], recipe["reward_weights"]
+        (run / "args.json").write_text(json.dumps({"reward_funcs": funcs, "reward_weights": weights,
+                                                   "num_generations": 2}))  # fmt: skip
+        table = {"step": ["1", "1"], "completion": ["a", "b"], **{REWARDS[k].__name__: [1.0, 0.0] for k in funcs}}
+        (run / "completions.jsonl").write_text(json.dumps(table) + "\n")
 
 
 PLANNING_WEIGHTS = ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"]  # tiny_grpo.yaml's reward_weights
@@ -123,15 +131,15 @@ PLANNING_WEIGHTS = ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"]  # tiny_grp
 @pytest.mark.parametrize(
     ("chain", "stage", "model", "seed", "extra", "plugins", "config"),
     [
-        ("planning", "grpo", "sft", 42, [], ["rewards"], "planning/tiny_reward_config.yaml"),
-        ("planning", "grpo_base", "base", 42, [], ["rewards"], "planning/tiny_reward_config.yaml"),
+        ("planning", "grpo", "sft", 42, [], ["rewards", "diagnostics.py"], "planning/tiny_reward_config.yaml"),
+        ("planning", "grpo_base", "base", 42, [], ["rewards", "diagnostics.py"], "planning/tiny_reward_config.yaml"),
         (
             "planning",
             "grpo_control",
             "sft",
             42,
             ["--learning_rate", "1e-12"],
-            ["rewards"],
+            ["rewards", "diagnostics.py"],
             "planning/tiny_reward_config.yaml",
         ),
         # the sign test: every weight negated, so each group's advantages flip sign
@@ -141,17 +149,17 @@ PLANNING_WEIGHTS = ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"]  # tiny_grp
             "sft",
             43,
             ["--reward_weights", *(f"-{w}" for w in PLANNING_WEIGHTS)],
-            ["rewards"],
+            ["rewards", "diagnostics.py"],
             "planning/tiny_reward_config.yaml",
         ),
-        ("agent", "grpo", "sft", 42, [], ["rewards", "simulated_user.py"], "agent/tiny_config.yaml"),
+        ("agent", "grpo", "sft", 42, [], ["rewards", "simulated_user.py", "diagnostics.py"], "agent/tiny_config.yaml"),
         (
             "agent",
             "grpo_control_s2",
             "sft",
             43,
             ["--learning_rate", "1e-12"],
-            ["rewards", "simulated_user.py"],
+            ["rewards", "simulated_user.py", "diagnostics.py"],
             "agent/tiny_config.yaml",
         ),
         # agent: weights 1, 0, 0 -> -1, -0, -0: the advantage of 1 - TaskCompletion
@@ -161,7 +169,7 @@ PLANNING_WEIGHTS = ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"]  # tiny_grp
             "sft",
             42,
             ["--reward_weights", "-1.0", "-0.0", "-0.0"],
-            ["rewards", "simulated_user.py"],
+            ["rewards", "simulated_user.py", "diagnostics.py"],
             "agent/tiny_config.yaml",
         ),
     ],
@@ -185,6 +193,8 @@ def test_both_chains_launch_grpo_alike_and_check_what_it_left(
     assert cmd[cmd.index("--output_dir") + 1] == str(tmp_path / stage)
     assert cmd[cmd.index("--max_steps") + 1] == cmd[cmd.index("--save_steps") + 1] == "3"
     assert cmd[cmd.index("--log_completions") + 1] == "true"
+    assert cmd[cmd.index("--callbacks") + 1] == "rewardkit_diagnostics"
+    assert Path(result["audit"]).read_text().startswith("# Audit of")  # each GRPO run is audited as it ends
     loaded = cmd[cmd.index("--external_plugins") + 1 : cmd.index("--external_plugins") + 1 + len(plugins)]
     assert [Path(p).parent.name if p.endswith("__init__.py") else Path(p).name for p in loaded] == plugins
     assert cmd[cmd.index("--external_plugins") + 1 + len(plugins)].startswith("--")  # and no other plugin

@@ -9,7 +9,6 @@ each reward within its group first (GDPO), would change in the logged groups, be
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -43,29 +42,20 @@ def _weights(text: str) -> list[float]:
 def cmd_audit(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from rewardkit.files.outputs import OutputSet
-    from rewardkit.rewards.config import load_config
-    from rewardkit.rewards.think_length import ThinkLengthConfig
     from rewardkit.runs.audit import AuditError, load_run, reweigh
-    from rewardkit.runs.audit_report import audit, dashboard, markdown
+    from rewardkit.runs.audit_report import write_audit
 
     run = load_run(args.run)
-    think = load_config(path=args.config, sections=(ThinkLengthConfig,)).section(ThinkLengthConfig)
-    report = audit(run, (think.min, think.max) if think.unit == "chars" else None)
+    extra = {}
     if args.weights is not None or args.normalize:
         if args.weights is not None and len(args.weights) != len(run.names):
             raise AuditError(
                 f"--weights: {len(args.weights)} weights for the run's {len(run.names)} rewards {run.names}"
             )
         weights = None if args.weights is None else np.array(args.weights)
-        report["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
+        extra["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
     out = args.out if args.out is not None else run.folder / "audit"
-    text = markdown(report)
-    with OutputSet() as outputs:
-        outputs.write_text(out / "audit.md", text, "--out")
-        if args.json is not None:
-            outputs.write_text(args.json, json.dumps(report, indent=2) + "\n", "--json")
-    dashboard(report, out / "audit.png")
+    report, text = write_audit(run, out, args.config, extra, args.json)
     print(text, end="")
     if "plan" in report:
         plan = report["plan"]

@@ -74,7 +74,8 @@ def _echo(ctx: Context, stage: str, line: str) -> None:
 
 
 class AgentPipeline(Chain):
-    grpo_plugins = ("rewardkit.rewards", "rewardkit.plugins.simulated_user")  # the rewards and the multi-turn scheduler
+    # The rewards, the multi-turn scheduler and the live diagnostics.
+    grpo_plugins = ("rewardkit.rewards", "rewardkit.plugins.simulated_user", "rewardkit.plugins.diagnostics")
 
     def __init__(self, opts: Options) -> None:
         super().__init__(opts, PRESETS)

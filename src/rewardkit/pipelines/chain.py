@@ -126,7 +126,8 @@ def _read_json(path: Path) -> Any:
 class Chain:
     """What both chains do alike. A chain lists its stages; these are the methods they share."""
 
-    grpo_plugins: tuple[str, ...] = ("rewardkit.rewards",)  # modules ms-swift loads for GRPO (their files)
+    # Modules ms-swift loads for GRPO (their files): the rewards, and the live diagnostics (plugins/diagnostics.py).
+    grpo_plugins: tuple[str, ...] = ("rewardkit.rewards", "rewardkit.plugins.diagnostics")
 
     def __init__(self, opts: ChainOptions, presets: Mapping[str, ChainPreset]) -> None:
         if opts.preset not in presets:
@@ -177,12 +178,25 @@ class Chain:
         out = ctx.workdir / run.stage
         cmd = [SWIFT, "rlhf", str(recipe), "--model", model,
                "--dataset", str(ctx.workdir / "data" / "grpo.jsonl"), "--output_dir", str(out),
-               "--external_plugins", *plugins, "--log_completions", "true"]  # fmt: skip
+               "--external_plugins", *plugins, "--callbacks", "rewardkit_diagnostics",
+               "--log_completions", "true"]  # fmt: skip
         if self.opts.grpo_steps:  # a shortened run saves (if its recipe saves at all) once, at its end
             cmd += ["--max_steps", str(self.opts.grpo_steps), "--save_steps", str(self.opts.grpo_steps)]
         ctx.run(run.stage, [*cmd, *extra, *overrides], {"REWARDKIT_CONFIG": str(self.grpo_config(ctx))})
         checkpoint = merged(ctx, run.stage, last_checkpoint(out))
-        return {"run_dir": str(latest_run_dir(out)), "checkpoint": str(checkpoint), "kind": run.kind, "seed": run.seed}
+        run_dir = latest_run_dir(out)
+        audited = self.audit(ctx, run_dir)
+        return {"run_dir": str(run_dir), "checkpoint": str(checkpoint), "kind": run.kind, "seed": run.seed,
+                "audit": str(audited)}  # fmt: skip
+
+    def audit(self, ctx: Context, run_dir: Path) -> Path:
+        """``rewardkit audit`` of a finished GRPO run, into ``RUN_DIR/audit`` (summary, dashboard and JSON)."""
+        from rewardkit.runs.audit import load_run
+        from rewardkit.runs.audit_report import write_audit
+
+        out = run_dir / "audit"
+        write_audit(load_run(run_dir), out, self.grpo_config(ctx), json_path=out / "audit.json")
+        return out / "audit.md"
 
     def grpo_config(self, ctx: Context) -> Path:
         """The ``$REWARDKIT_CONFIG`` of the GRPO runs: the preset's."""

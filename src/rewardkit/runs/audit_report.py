@@ -15,6 +15,7 @@ Each flag names the step where its pattern starts:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,8 +24,11 @@ from typing import Any
 import numpy as np
 
 from rewardkit.files.jsonl import read_jsonl
+from rewardkit.files.outputs import OutputSet
 from rewardkit.loop.rollouts import FILE
 from rewardkit.rewards.answers import parse
+from rewardkit.rewards.config import load_config
+from rewardkit.rewards.think_length import ThinkLengthConfig
 from rewardkit.runs.audit import Run, step_figures
 from rewardkit.runs.plots import _png, _pyplot, _write
 
@@ -62,6 +66,21 @@ def audit(run: Run, band: tuple[int, int] | None = None) -> dict[str, Any]:
         "steps": steps,
         "flags": flags(steps),
     }
+
+
+def write_audit(run: Run, out: Path, config: Path | None = None, extra: Mapping[str, Any] | None = None,
+                json_path: Path | None = None) -> tuple[dict[str, Any], str]:  # fmt: skip
+    """Audit ``run`` with the think band of ``config`` (default ``$REWARDKIT_CONFIG``; a band in tokens is not
+    drawn), and write ``out/audit.md``, ``out/audit.png`` and, with ``json_path``, every figure (plus ``extra``)."""
+    think = load_config(path=config, sections=(ThinkLengthConfig,)).section(ThinkLengthConfig)
+    report = {**audit(run, (think.min, think.max) if think.unit == "chars" else None), **(extra or {})}
+    text = markdown(report)
+    with OutputSet() as outputs:
+        outputs.write_text(out / "audit.md", text, "--out")
+        if json_path is not None:
+            outputs.write_text(json_path, json.dumps(report, indent=2) + "\n", "--json")
+    dashboard(report, out / "audit.png")
+    return report, text
 
 
 def flags(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
