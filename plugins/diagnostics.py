@@ -11,6 +11,7 @@ TensorBoard and wandb as its own do:
 - ``rewardkit/groups/zero_variance``, ``rewardkit/groups/all_correct``, ``rewardkit/groups/all_wrong``: the group
   shares on the weighted total (:mod:`rewardkit.rewards.groups`);
 - ``rewardkit/<Reward>/none_rate`` and ``rewardkit/<Reward>/latency_ms``: per reward, per call;
+- ``rewardkit/diagnostics/ms``: what the end-of-step figures cost, per step;
 - in multi-turn runs, from the episodes' ``rollout_infos`` (which every reward receives):
   ``rewardkit/episodes/excluded`` and ``rewardkit/episodes/max_turns`` (shares of the step's episodes) and
   ``rewardkit/episodes/tool_errors`` (per episode); each step's whole summary (turns, endings, calls and errors
@@ -94,6 +95,11 @@ class Diagnostics(TrainerCallback):
                 funcs[i] = Timed(func, name, self._metrics, self.infos.extend if i == 0 else None)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        start = time.perf_counter()
+        self._step_end(state.global_step)
+        self._metrics()[f"{PREFIX}/diagnostics/ms"].append((time.perf_counter() - start) * 1000)  # its own cost
+
+    def _step_end(self, step: int) -> None:
         logged = self.trainer._logs["rewards"]
         names = [n for n in self.trainer.reward_func_names if len(logged.get(n, ()))]
         size = int(self.trainer.num_generations)
@@ -106,8 +112,8 @@ class Diagnostics(TrainerCallback):
         for key, value in shares.items():
             metrics[f"{PREFIX}/groups/{key}"].append(value)
         none = {n: float(np.isnan(scores[:, i]).mean()) for i, n in enumerate(names)}
-        self._episodes(state.global_step, metrics)
-        self._check(state.global_step, shares["zero_variance"], none)
+        self._episodes(step, metrics)
+        self._check(step, shares["zero_variance"], none)
 
     def _episodes(self, step: int, metrics: dict[str, list[float]]) -> None:
         summary = summarize_rollouts(self.infos)

@@ -47,6 +47,7 @@ def audited_by_hand(output_dir: Path, tmp_path: Path) -> list[tuple[dict, dict]]
     assert main(["audit", str(output_dir), "--json", str(report), "--out", str(tmp_path / "audit")]) == 0
     audited = json.loads(report.read_text(encoding="utf-8"))["steps"]
     tables = [json.loads(line) for line in (args_file.parent / "completions.jsonl").read_text().splitlines()]
+    tables = list({t["step"][0]: t for t in reversed(tables)}.values())[::-1]  # a step logged twice is one step
     assert len(tables) == len(audited) > 0
     pairs = []
     for table, got in zip(tables, audited, strict=True):

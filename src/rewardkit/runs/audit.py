@@ -52,13 +52,15 @@ class Step:
 
 
 def find_run(folder: Path) -> Path:
-    """The folder holding ``args.json`` and ``completions.jsonl``: ``folder`` itself or its newest ``v*`` version."""
+    """The run: ``folder`` itself when it holds ``args.json``, else the newest run folder below it (one with
+    ``logging.jsonl`` beside its ``args.json``; a checkpoint's copy of ``args.json`` is not a run)."""
     if (folder / "args.json").is_file():
         return folder
-    found = sorted(folder.glob("**/args.json"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        raise AuditError(f"{folder}: no args.json here or below; point audit at a swift rlhf --output_dir")
-    return found[-1].parent
+    runs = [p.parent for p in folder.glob("**/args.json") if (p.parent / "logging.jsonl").is_file()]
+    if not runs:
+        raise AuditError(f"{folder}: no run (args.json beside logging.jsonl) here or below; point audit at a "
+                         "swift rlhf --output_dir")  # fmt: skip
+    return max(runs, key=lambda p: (p / "logging.jsonl").stat().st_mtime)
 
 
 def column_names(reward_funcs: Sequence[str]) -> tuple[str, ...]:
@@ -81,8 +83,11 @@ def load_run(folder: Path) -> Run:
     if not path.is_file():
         raise AuditError(f"{path}: missing; rerun with --log_completions true (audit reads every completion)")
     names = column_names(funcs)
-    steps = [_step(table, names, size, f"{path}:{i}") for i, table in enumerate(read_jsonl(path), 1)]
-    return Run(folder, names, weights, size, steps)
+    steps: dict[int, Step] = {}
+    for i, table in enumerate(read_jsonl(path), 1):
+        step = _step(table, names, size, f"{path}:{i}")
+        steps.setdefault(step.step, step)  # ms-swift logs the last step's table again when training ends
+    return Run(folder, names, weights, size, list(steps.values()))
 
 
 def _step(table: Mapping[str, Any], names: Sequence[str], size: int, where: str) -> Step:

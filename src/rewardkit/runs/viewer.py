@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs import Domain
-from rewardkit.envs.outcomes import replay, replay_conversation, task_check
+from rewardkit.envs.outcomes import gold_outcome, replay, replay_conversation, task_check
 from rewardkit.envs.tasks import approves, gold_actions
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool_calls import tool_calls
@@ -70,24 +70,50 @@ def leaves(value: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]
 
 def state_diff(agent: Any, gold: Any) -> list[dict[str, Any]]:
     """Where the agent's final database differs from the gold's: one entry per field (``table``, ``row``,
-    ``field``, the two values; a missing side is None), in path order."""
-    mine, theirs = leaves(agent), leaves(gold)
+    ``field``, the two values; a missing side is None), in path order. Rows are compared whole first, so only the
+    rows that differ are taken apart."""
     out = []
-    for path in sorted(set(mine) | set(theirs)):
-        a, g = mine.get(path), theirs.get(path)
-        if a != g:
-            table, row, field = path[0] if path else "", ".".join(path[1:2]), ".".join(path[2:])
-            out.append({"table": table, "row": row, "field": field, "agent": a, "gold": g})
+    for table, row, a_row, g_row in _differing_rows(agent, gold):
+        mine, theirs = leaves(a_row, (table, row)), leaves(g_row, (table, row))
+        for path in sorted(set(mine) | set(theirs)):
+            a, g = mine.get(path), theirs.get(path)
+            if a != g:
+                out.append({"table": table, "row": row, "field": ".".join(path[2:]), "agent": a, "gold": g})
     return out
 
 
-def _turns(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _differing_rows(agent: Any, gold: Any) -> list[tuple[str, str, Any, Any]]:
+    """(table, row key, the agent's row, the gold's) for each row that is not equal on both sides."""
+    out = []
+    tables = _items(agent), _items(gold)
+    for table in sorted(set(tables[0]) | set(tables[1])):
+        rows = _items(tables[0].get(table)), _items(tables[1].get(table))
+        for key in sorted(set(rows[0]) | set(rows[1])):
+            a, g = rows[0].get(key), rows[1].get(key)
+            if a != g:
+                out.append((table, key, a, g))
+    return out
+
+
+def _items(value: Any) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    return {str(i): v for i, v in enumerate(value)} if isinstance(value, list) else {}
+
+
+def _turns(messages: Sequence[Mapping[str, Any]], systems: dict[str, int]) -> list[dict[str, Any]]:
+    """The messages as the page shows them; a system prompt is stored once in ``systems`` (text -> index), as every
+    episode of a run repeats it."""
     out = []
     for message in messages:
         if not isinstance(message, Mapping):
             continue
         calls = [{"name": c.name, "arguments": c.arguments} for c in tool_calls([message])]
-        out.append({"role": str(message.get("role")), "content": _text(message.get("content")), "calls": calls})
+        role, text = str(message.get("role")), _text(message.get("content"))
+        if role == "system":
+            out.append({"role": role, "system": systems.setdefault(text, len(systems)), "calls": calls})
+        else:
+            out.append({"role": role, "content": text, "calls": calls})
     return out
 
 
@@ -95,13 +121,21 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
-def _episode(record: Mapping[str, Any], domain: Domain, tasks: Mapping[str, Any]) -> dict[str, Any]:
+def _episode(
+    record: Mapping[str, Any], domain: Domain, tasks: Mapping[str, Any], golds: dict[str, Any], systems: dict[str, int]
+) -> dict[str, Any]:
     messages = record.get("messages") or []
-    task = tasks.get(str(record["task_id"]))
+    task_id = str(record["task_id"])
+    task = tasks.get(task_id)
     diff: list[dict[str, Any]] | None = None
     if task is not None and record.get("status") == "ok" and task_check(task, domain.name) is None:
-        agent = replay_conversation(domain.name, messages, export=True)
-        diff = state_diff(agent.state, _gold_state(domain.name, task))
+        if record.get("state_hash") == gold_outcome(domain.name, task).state_hash:
+            diff = []  # the episode's own hash says it ended in the gold state: nothing to replay
+        else:
+            if task_id not in golds:
+                golds[task_id] = _gold_state(domain.name, task)
+            agent = replay_conversation(domain.name, messages, export=True)
+            diff = state_diff(agent.state, golds[task_id])
     return {
         "id": episode_id(record),
         "task": str(record["task_id"]),
@@ -111,7 +145,7 @@ def _episode(record: Mapping[str, Any], domain: Domain, tasks: Mapping[str, Any]
         "excluded": record.get("termination") in {t.value for t in EXCLUDED} or record.get("status") != "ok",
         "turns": record.get("turns"),
         "gates": record.get("gates") or {},
-        "messages": _turns(messages),
+        "messages": _turns(messages, systems),
         "diff": diff,
     }
 
@@ -126,8 +160,8 @@ def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, revi
     episodes = [r for r in records if isinstance(r, Mapping) and "task_id" in r]
     if not episodes:
         raise ViewerError("the log holds no episodes")
-    tasks = domain.tasks()
-    shown = [_episode(r, domain, tasks) for r in episodes]
+    tasks, golds, systems = domain.tasks(), {}, {}
+    shown = [_episode(r, domain, tasks, golds, systems) for r in episodes]
     per_task: dict[str, dict[str, int]] = {}
     for e in shown:
         counts = per_task.setdefault(e["task"], {"trials": 0, "passed": 0, "excluded": 0})
@@ -143,7 +177,7 @@ def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, revi
     }
     run = str(episodes[0].get("run", ""))
     return {"title": title, "run": run, "domain": domain.name, "review": review, "summary": summary,
-            "tasks": per_task, "episodes": shown}  # fmt: skip
+            "tasks": per_task, "systems": list(systems), "episodes": shown}  # fmt: skip
 
 
 def render(view: Mapping[str, Any]) -> str:
