@@ -62,6 +62,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_multi_turn.py
 	$(VENV)/bin/python benchmarks/bench_memory.py
 	$(VENV)/bin/python benchmarks/bench_lint.py
+	$(VENV)/bin/python benchmarks/bench_see_your_run.py
 
 # Re-freeze the default lock from the current .venv (after a deliberate upgrade).
 lock: $(VENV)/.installed
