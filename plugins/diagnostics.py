@@ -16,7 +16,10 @@ TensorBoard and wandb as its own do:
   ``rewardkit/episodes/excluded`` and ``rewardkit/episodes/max_turns`` (shares of the step's episodes) and
   ``rewardkit/episodes/tool_errors`` (per episode); each step's whole summary (turns, endings, calls and errors
   per tool, policy tokens: :mod:`rewardkit.loop.rollouts`) is appended to ``rollouts.jsonl`` in the output
-  folder, where ``rewardkit audit`` reads it.
+  folder, where ``rewardkit audit`` reads it, with the step's calls of each model endpoint of the process (the
+  user simulator's ledger, :mod:`rewardkit.loop.ledger`; metrics ``rewardkit/user/requests``, ``.../failures``,
+  ``.../cache_hits``, ``.../prompt_tokens``, ``.../completion_tokens``, ``.../latency_p50_s``). A rollout server in
+  another process keeps its own ledger: only colocated simulators are seen here.
 
 Thresholds come from the ``diagnostics:`` section of ``$REWARDKIT_CONFIG``: above a ``*_warn`` share a warning is
 logged; above a ``*_stop`` share ``patience`` steps in a row the run stops with :class:`DiagnosticsStop`, whose
@@ -37,6 +40,7 @@ from swift.callbacks import TrainerCallback, callbacks_map
 from swift.utils import get_logger
 
 from rewardkit.loop.config import DiagnosticsLimits, load_run_config
+from rewardkit.loop.ledger import Ledger, Mark, ledgers
 from rewardkit.loop.rollouts import FILE, summarize_rollouts
 from rewardkit.rewards.groups import group_shares
 
@@ -82,6 +86,7 @@ class Diagnostics(TrainerCallback):
         self.limits = load_run_config().section(DiagnosticsLimits)
         self.over: dict[str, list[int]] = {}  # threshold -> the steps in a row above it
         self.infos: list[Any] = []  # the step's episodes, as the first reward saw them
+        self.marks: dict[Ledger, Mark] = {}  # where each model endpoint's ledger stood at the last step's end
 
     def _metrics(self) -> dict[str, list[float]]:
         return self.trainer._metrics["train" if self.trainer.model.training else "eval"]
@@ -118,6 +123,7 @@ class Diagnostics(TrainerCallback):
     def _episodes(self, step: int, metrics: dict[str, list[float]]) -> None:
         summary = summarize_rollouts(self.infos)
         self.infos.clear()
+        summary["ledger"] = self._ledger(metrics)
         n = summary["episodes"]
         if not n:
             return
@@ -127,6 +133,20 @@ class Diagnostics(TrainerCallback):
         if self.trainer.accelerator.is_main_process:
             with open(Path(self.args.output_dir) / FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"step": step, **summary}) + "\n")
+
+    def _ledger(self, metrics: dict[str, list[float]]) -> list[dict[str, Any]]:
+        """This step's calls of each model endpoint of the process (the user simulator's, in colocate mode)."""
+        out = []
+        for ledger in ledgers():
+            window, self.marks[ledger] = ledger.window(self.marks.get(ledger, (0, 0, 0)))
+            if not (window["requests"] or window["cache_hits"] or window["failures"]):
+                continue
+            out.append(window)
+            for key in ("requests", "failures", "cache_hits", "prompt_tokens", "completion_tokens"):
+                metrics[f"{PREFIX}/{ledger.role}/{key}"].append(window[key])
+            if window["latency_s"]["p50"] is not None:
+                metrics[f"{PREFIX}/{ledger.role}/latency_p50_s"].append(window["latency_s"]["p50"])
+        return out
 
     def _check(self, step: int, zero_variance: float, none: dict[str, float]) -> None:
         limits = self.limits

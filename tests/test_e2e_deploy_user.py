@@ -18,6 +18,7 @@ from _tiny_agent import OPEN_TASK, TASK, short_rows
 from test_e2e_grpo import ROOT, SWIFT, read_steps
 from test_e2e_multi_turn import PROBE
 
+from rewardkit.cli import main
 from rewardkit.pipelines.tiny_model import offline_env
 
 
@@ -41,7 +42,8 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
         out = tmp_path / "grpo"
         cmd = [
             SWIFT, "rlhf", str(recipe_file),
-            "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", str(probe),
+            "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", "plugins/diagnostics.py",
+            str(probe), "--callbacks", "rewardkit_diagnostics",
             "--model", str(tiny_agent_model), "--dataset", str(data), "--output_dir", str(out),
         ]  # fmt: skip
         run_env = {**env, "RK_PROBE": str(probe_log), "REWARDKIT_CONFIG": str(config)}
@@ -54,3 +56,16 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
     seen = [json.loads(line) for line in probe_log.read_text().splitlines()]
     assert len(seen) == 4 and all(s["user_sim"] == base_url and s["error"] is None for s in seen)
     assert all(s["termination"] != "user_sim_error" for s in seen)
+    # The simulator's ledger for the step: at least each episode's opening, every request answered with tokens; the
+    # same figures in ms-swift's metrics and in the audit.
+    (rollouts,) = out.glob("**/rollouts.jsonl")
+    (row,) = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    (user,) = row["ledger"]
+    assert (user["role"], user["endpoint"], user["failures"], user["errors"]) == ("user", base_url, 0, 0)
+    assert user["requests"] >= 4 and user["prompt_tokens"] > 0 and user["completion_tokens"] > 0
+    assert steps[0]["rewardkit/user/requests"] == user["requests"]
+    report = tmp_path / "audit.json"
+    assert main(["audit", str(out), "--json", str(report), "--price", "1", "2"]) == 0
+    (total,) = json.loads(report.read_text())["ledger"]
+    assert total["requests"] == user["requests"]
+    assert total["cost_usd"] == pytest.approx((user["prompt_tokens"] + 2 * user["completion_tokens"]) / 1e6)

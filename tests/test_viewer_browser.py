@@ -109,3 +109,19 @@ def test_verdicts_round_trip_into_synth(browser: Any, tmp_path: Path) -> None:
     counts = json.loads(report.read_text())
     assert (counts["kept"], counts["rejected"]) == (1, {"reviewer_rejected": 1, "unreviewed": 1})
     assert len(out.read_text().splitlines()) == 1 and errors == []
+
+
+def test_a_grpo_runs_completions(browser: Any, tmp_path: Path) -> None:
+    from test_audit import STEP, write_run
+
+    # STEP's totals at weights (1, 0.5), full 1.5: groups [1.5, 0.5], [1.5, 1.5], [0, 0]: 3 of 6 completions pass.
+    folder = write_run(tmp_path / "run", ["1", "0.5"], [STEP])
+    assert main(["view", str(folder)]) == 0
+    page, errors = open_page(browser, folder / "view.html")
+    assert page.text_content("#c-episodes") == "6 episodes" and page.text_content("#c-passed") == "3 passed"
+    page.select_option("#f-outcome", "pass")
+    assert page.eval_on_selector_all("tr.episode", "rows => rows.map(r => r.dataset.id)") == ["1.0/0", "1.1/0", "1.1/1"]
+    page.select_option("#f-outcome", "fail")
+    page.click('tr.episode[data-id="1.0/1"]')  # total 0.5: JsonValid 0, ExpertMatch 1
+    assert '"JsonValid":0' in page.text_content("#episode") and page.locator("#transcript .turn").count() == 2
+    assert errors == []

@@ -12,6 +12,8 @@ import argparse
 import math
 from pathlib import Path
 
+from rewardkit.cli.lint import _number
+
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     audit = sub.add_parser("audit", help="group shares, reward variance, turns and flags of a GRPO run")
@@ -21,6 +23,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     audit.add_argument(
         "--config", type=Path, help="the run's reward config, for the think band (default: $REWARDKIT_CONFIG)"
     )
+    audit.add_argument("--price", nargs=2, type=_number(0.0, 1e6), metavar=("PROMPT", "COMPLETION"),
+                       help="USD per million prompt and completion tokens: the model endpoints' cost")  # fmt: skip
     plan = audit.add_mutually_exclusive_group()
     plan.add_argument(
         "--weights", type=_weights, help="plan: other reward_weights, comma-separated, in the run's order"
@@ -55,7 +59,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         weights = None if args.weights is None else np.array(args.weights)
         extra["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
     out = args.out if args.out is not None else run.folder / "audit"
-    report, text = write_audit(run, out, args.config, extra, args.json)
+    price = tuple(args.price) if args.price else None
+    report, text = write_audit(run, out, args.config, extra, args.json, price)
     print(text, end="")
     if "plan" in report:
         plan = report["plan"]

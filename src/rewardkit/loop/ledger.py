@@ -18,6 +18,7 @@ the process's own calls (episodes resumed from a log were paid for earlier), wit
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -39,15 +40,16 @@ def ledger_lines(summaries: list[dict[str, Any]]) -> list[str]:
 
 
 class Ledger:
-    """Thread-safe counts and latencies of one endpoint's requests."""
+    """Thread-safe record of one endpoint's requests; every ledger of the process is in :func:`ledgers`."""
 
     def __init__(self, role: str) -> None:
         self.role = role
         self.endpoint: str | None = None  # set by the endpoint that writes to it
         self._lock = threading.Lock()
-        self._latencies: list[float] = []
-        self._counts = dict.fromkeys(("requests", "retries", "failures", "cache_hits", "errors"), 0)
-        self._tokens = {"prompt_tokens": 0, "completion_tokens": 0}
+        # One row per request: seconds, prompt tokens, completion tokens, retry, error.
+        self._requests: list[tuple[float, int, int, bool, bool]] = []
+        self._failures = self._hits = 0
+        _LEDGERS.add(self)
 
     def request(
         self, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0, retry: bool = False,
@@ -55,32 +57,52 @@ class Ledger:
     ) -> None:  # fmt: skip
         """One HTTP request: ``error`` when it did not come back as a usable completion."""
         with self._lock:
-            self._latencies.append(float(seconds))
-            self._counts["requests"] += 1
-            self._counts["retries"] += retry
-            self._counts["errors"] += error
-            self._tokens["prompt_tokens"] += prompt_tokens
-            self._tokens["completion_tokens"] += completion_tokens
+            self._requests.append((float(seconds), prompt_tokens, completion_tokens, retry, error))
 
     def failure(self) -> None:
         """A call that raised after its retries (or at once, on a configuration error)."""
         with self._lock:
-            self._counts["failures"] += 1
+            self._failures += 1
 
     def cache_hit(self) -> None:
         with self._lock:
-            self._counts["cache_hits"] += 1
+            self._hits += 1
 
-    def summary(self, price_per_mtok: tuple[float, float] | None = None) -> dict[str, Any]:
+    def summary(self, price_per_mtok: tuple[float, float] | None = None, since: Mark = (0, 0, 0)) -> dict[str, Any]:
         """Counts, tokens, latency percentiles (seconds) and, with a price (USD per million prompt and completion
-        tokens), the cost."""
+        tokens), the cost; of everything, or of what came after the mark ``since``."""
+        return self.window(since, price_per_mtok)[0]
+
+    def window(self, since: Mark, price_per_mtok: tuple[float, float] | None = None) -> tuple[dict[str, Any], Mark]:
+        """The summary of what came after ``since``, and the mark that ends it (taken together, so that the next
+        window starts exactly where this one ends)."""
         with self._lock:
-            latencies = list(self._latencies)
-            out: dict[str, Any] = {"role": self.role, "endpoint": self.endpoint, **self._counts, **self._tokens}
-        percentiles = np.percentile(latencies, [50, 90, 99]).tolist() if latencies else [None] * 3
+            rows = self._requests[since[0] :]
+            failures, hits = self._failures - since[1], self._hits - since[2]
+            until = (len(self._requests), self._failures, self._hits)
+        out: dict[str, Any] = {
+            "role": self.role, "endpoint": self.endpoint, "requests": len(rows),
+            "retries": sum(r[3] for r in rows), "failures": failures, "cache_hits": hits,
+            "errors": sum(r[4] for r in rows), "prompt_tokens": sum(r[1] for r in rows),
+            "completion_tokens": sum(r[2] for r in rows),
+        }  # fmt: skip
+        percentiles = np.percentile([r[0] for r in rows], [50, 90, 99]).tolist() if rows else [None] * 3
         out["latency_s"] = dict(zip(("p50", "p90", "p99"), percentiles, strict=True))
         if price_per_mtok is not None:
-            prompt, completion = price_per_mtok
-            cost = (out["prompt_tokens"] * prompt + out["completion_tokens"] * completion) / 1e6
-            out["cost_usd"] = round(cost, 6)
-        return out
+            out["cost_usd"] = cost(out, price_per_mtok)
+        return out, until
+
+
+Mark = tuple[int, int, int]
+_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+
+
+def ledgers() -> list[Ledger]:
+    """Every ledger of this process still in use (the live GRPO diagnostics read them step by step)."""
+    return sorted(_LEDGERS, key=lambda ledger: (ledger.role, ledger.endpoint or ""))
+
+
+def cost(summary: dict[str, Any], price_per_mtok: tuple[float, float]) -> float:
+    """USD for a summary's tokens at ``price_per_mtok`` (per million prompt and completion tokens)."""
+    prompt, completion = price_per_mtok
+    return round((summary["prompt_tokens"] * prompt + summary["completion_tokens"] * completion) / 1e6, 6)

@@ -45,6 +45,7 @@ class Step:
     scores: np.ndarray  # (completions, rewards), NaN where a reward returned None
     turns: list[int] | None  # multi-turn runs: each completion's num_turns
     completions: list[str]
+    prompts: list[str]  # each completion's prompt, as the chat template rendered it
 
     def groups(self, size: int) -> np.ndarray:
         """The scores as (groups, size, rewards)."""
@@ -99,7 +100,8 @@ def _step(table: Mapping[str, Any], names: Sequence[str], size: int, where: str)
     if size < 1 or len(scores) % size:
         raise AuditError(f"{where}: {len(scores)} completions do not make groups of num_generations={size}")
     turns = [int(t) for t in table["num_turns"]] if "num_turns" in table else None
-    return Step(int(table["step"][0]), scores, turns, [str(c) for c in table["completion"]])
+    prompts = [str(p) for p in table.get("prompt") or [""] * len(scores)]
+    return Step(int(table["step"][0]), scores, turns, [str(c) for c in table["completion"]], prompts)
 
 
 def step_figures(step: Step, weights: np.ndarray, size: int, names: Sequence[str]) -> dict[str, Any]:

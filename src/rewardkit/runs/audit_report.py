@@ -25,6 +25,7 @@ import numpy as np
 
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import OutputSet
+from rewardkit.loop.ledger import cost
 from rewardkit.loop.rollouts import FILE
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.config import load_config
@@ -35,9 +36,12 @@ from rewardkit.runs.plots import _png, _pyplot, _write
 ZERO_VARIANCE_FLAG = 0.4
 DRIVER_FLAG = 0.8
 MAX_TURNS_FLAG = 0.5
+COUNTS = ("requests", "retries", "failures", "cache_hits", "errors", "prompt_tokens", "completion_tokens")
 
 
-def audit(run: Run, band: tuple[int, int] | None = None) -> dict[str, Any]:
+def audit(
+    run: Run, band: tuple[int, int] | None = None, price_per_mtok: tuple[float, float] | None = None
+) -> dict[str, Any]:
     """Every step's figures, its think lengths against ``band`` (characters), its turns and, when the live
     diagnostics wrote ``rollouts.jsonl``, its episodes' endings and tools; and the flags."""
     logged = run.folder / FILE
@@ -65,15 +69,42 @@ def audit(run: Run, band: tuple[int, int] | None = None) -> dict[str, Any]:
         "num_generations": run.group_size,
         "steps": steps,
         "flags": flags(steps),
+        "ledger": run_ledger(steps, price_per_mtok),
     }
 
 
+def run_ledger(steps: Sequence[Mapping[str, Any]], price_per_mtok: tuple[float, float] | None) -> list[dict[str, Any]]:
+    """Each model endpoint's calls over the run, from the steps' ledgers: counts and tokens summed, latency as the
+    median of the steps' p50 and the largest of their p99 (the requests themselves are not kept)."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for step in steps:
+        for window in step.get("episodes", {}).get("ledger", []):
+            key = (window["role"], str(window["endpoint"]))
+            total = merged.setdefault(key, {"role": key[0], "endpoint": key[1], "p50s": [], "p99s": [],
+                                            **dict.fromkeys(COUNTS, 0)})  # fmt: skip
+            for name in COUNTS:
+                total[name] += window[name]
+            if window["latency_s"]["p50"] is not None:
+                total["p50s"].append(window["latency_s"]["p50"])
+                total["p99s"].append(window["latency_s"]["p99"])
+    out = []
+    for total in merged.values():
+        p50s, p99s = total.pop("p50s"), total.pop("p99s")
+        total["latency_s"] = {"p50": float(np.median(p50s)) if p50s else None, "p99": max(p99s, default=None)}
+        if price_per_mtok is not None:
+            total["cost_usd"] = cost(total, price_per_mtok)
+        out.append(total)
+    return out
+
+
 def write_audit(run: Run, out: Path, config: Path | None = None, extra: Mapping[str, Any] | None = None,
-                json_path: Path | None = None) -> tuple[dict[str, Any], str]:  # fmt: skip
+                json_path: Path | None = None,
+                price_per_mtok: tuple[float, float] | None = None) -> tuple[dict[str, Any], str]:  # fmt: skip
     """Audit ``run`` with the think band of ``config`` (default ``$REWARDKIT_CONFIG``; a band in tokens is not
     drawn), and write ``out/audit.md``, ``out/audit.png`` and, with ``json_path``, every figure (plus ``extra``)."""
     think = load_config(path=config, sections=(ThinkLengthConfig,)).section(ThinkLengthConfig)
-    report = {**audit(run, (think.min, think.max) if think.unit == "chars" else None), **(extra or {})}
+    band = (think.min, think.max) if think.unit == "chars" else None
+    report = {**audit(run, band, price_per_mtok), **(extra or {})}
     text = markdown(report)
     with OutputSet() as outputs:
         outputs.write_text(out / "audit.md", text, "--out")
@@ -137,7 +168,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         turns = f"{s['turns']['mean']:.1f}" if "turns" in s else ""
         lines.append(f"| {s['step']} | {s['groups']} | {s['zero_variance']:.2f} | {s['all_correct']:.2f} | "
                      f"{s['all_wrong']:.2f} | {s['think']['mean']:.0f} | {turns} |")  # fmt: skip
-    lines += _episode_rows(steps)
+    lines += _episode_rows(steps) + _ledger_rows(report.get("ledger", []))
     if steps:
         last = steps[-1]
         lines += ["", f"## Rewards at step {last['step']}", "",
@@ -162,6 +193,20 @@ def _episode_rows(steps: Sequence[Mapping[str, Any]]) -> list[str]:
         endings = ", ".join(f"{k} {v}" for k, v in e["terminations"].items())
         calls = sum(t["calls"] for t in e["tools"].values())
         out.append(f"| {s['step']} | {e['episodes']} | {e['excluded']} | {calls} | {e['tool_errors']} | {endings} |")
+    return out
+
+
+def _ledger_rows(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not entries:
+        return []
+    header = "| role | endpoint | requests | retries | failed | cached | tokens | p50 s | cost |"
+    out = ["", "## Model endpoints", "", header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for e in entries:
+        p50 = "" if e["latency_s"]["p50"] is None else f"{e['latency_s']['p50']:.3f}"
+        price = f"${e['cost_usd']:.4f}" if "cost_usd" in e else ""
+        counts = f"{e['requests']} | {e['retries']} | {e['failures']} | {e['cache_hits']}"
+        tokens = f"{e['prompt_tokens']}+{e['completion_tokens']}"
+        out.append(f"| {e['role']} | {e['endpoint']} | {counts} | {tokens} | {p50} | {price} |")
     return out
 
 

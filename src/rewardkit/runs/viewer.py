@@ -1,4 +1,5 @@
-"""The episode viewer: one self-contained HTML page of an episode log (``synth agent`` or ``eval agent``).
+"""The episode viewer: one self-contained HTML page of an episode log (``synth agent`` or ``eval agent``), or of a
+GRPO run's completions (the runs ``rewardkit audit`` reads).
 
 The page needs no server and no network: the episodes are embedded in it as JSON, with the page's own CSS and
 JavaScript (``viewer.html``). For each episode it shows the transcript (the user's, the agent's and the tools'
@@ -18,11 +19,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rewardkit.envs import Domain
 from rewardkit.envs.outcomes import gold_outcome, replay, replay_conversation, task_check
 from rewardkit.envs.tasks import approves, gold_actions
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool_calls import tool_calls
+from rewardkit.rewards.groups import TOL, totals
+from rewardkit.runs.audit import Run
 
 MARKER = "/*__EPISODES__*/null"  # where the page's data goes
 
@@ -141,6 +146,7 @@ def _episode(
         "task": str(record["task_id"]),
         "trial": record["trial"],
         "reward": record.get("reward"),
+        "passed": record.get("reward") == 1.0,
         "termination": record.get("termination") or record.get("status"),
         "excluded": record.get("termination") in {t.value for t in EXCLUDED} or record.get("status") != "ok",
         "turns": record.get("turns"),
@@ -156,27 +162,55 @@ def _gold_state(domain: str, task: Mapping[str, Any]) -> Any:
 
 
 def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, review: bool = False) -> dict[str, Any]:
-    """The page's data: a summary, per task the passes over its trials, and every episode."""
+    """The page's data for an episode log: a summary, per task the passes over its trials, and every episode."""
     episodes = [r for r in records if isinstance(r, Mapping) and "task_id" in r]
     if not episodes:
         raise ViewerError("the log holds no episodes")
     tasks, golds, systems = domain.tasks(), {}, {}
     shown = [_episode(r, domain, tasks, golds, systems) for r in episodes]
+    return _page(title, str(episodes[0].get("run", "")), domain.name, review, shown, systems)
+
+
+def build_grpo(run: Run, title: str) -> dict[str, Any]:
+    """The page's data for a GRPO run (``completions.jsonl``): each group a "task", each completion a "trial"
+    scored by its weighted total (passed when it reaches the sum of the positive weights), with its rewards."""
+    full = float(run.weights[run.weights > 0].sum())
+    shown = []
+    for step in run.steps:
+        total = totals(step.scores, run.weights)
+        for i, (prompt, completion) in enumerate(zip(step.prompts, step.completions, strict=True)):
+            group, trial = divmod(i, run.group_size)
+            scores = {n: None if np.isnan(v) else float(v) for n, v in zip(run.names, step.scores[i], strict=True)}
+            shown.append({
+                "id": f"{step.step}.{group}/{trial}", "task": f"{step.step}.{group}", "trial": trial,
+                "reward": round(float(total[i]), 6), "passed": bool(total[i] >= full - TOL),
+                "termination": f"{step.turns[i]} turns" if step.turns else "completion", "excluded": False,
+                "turns": step.turns[i] if step.turns else 1, "gates": {}, "scores": scores, "diff": None,
+                "messages": [{"role": "prompt", "content": prompt, "calls": []},
+                             {"role": "assistant", "content": completion, "calls": []}],
+            })  # fmt: skip
+    if not shown:
+        raise ViewerError(f"{run.folder}: the run logged no completions")
+    return _page(title, str(run.folder), "grpo", False, shown, {})
+
+
+def _page(
+    title: str, run: str, domain: str, review: bool, shown: list[dict[str, Any]], systems: dict[str, int]
+) -> dict[str, Any]:
     per_task: dict[str, dict[str, int]] = {}
     for e in shown:
         counts = per_task.setdefault(e["task"], {"trials": 0, "passed": 0, "excluded": 0})
         counts["trials"] += 1
-        counts["passed"] += e["reward"] == 1.0
+        counts["passed"] += e["passed"]
         counts["excluded"] += e["excluded"]
     summary = {
         "episodes": len(shown),
-        "passed": sum(e["reward"] == 1.0 for e in shown),
+        "passed": sum(e["passed"] for e in shown),
         "excluded": sum(e["excluded"] for e in shown),
         "tasks": len(per_task),
         "terminations": dict(Counter(e["termination"] for e in shown).most_common()),
     }
-    run = str(episodes[0].get("run", ""))
-    return {"title": title, "run": run, "domain": domain.name, "review": review, "summary": summary,
+    return {"title": title, "run": run, "domain": domain, "review": review, "summary": summary,
             "tasks": per_task, "systems": list(systems), "episodes": shown}  # fmt: skip
 
 
