@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Literal, TypeVar
 
-from rewardkit.config import Config, ConfigError, ConfigSchema, config_section, read_config_file, setting
+from rewardkit.config import Config, ConfigError, ConfigSchema, config_section, setting
 from rewardkit.config.load import merge
 from rewardkit.rewards._found import reward_modules
 
@@ -161,10 +161,9 @@ def load_config(
 ) -> RewardConfig:
     """Defaults <- YAML file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides``; the shared keys and ``sections``
     checked at each step, the other sections when first read."""
-    config = _schema(tuple(dict.fromkeys(sections))).load(overrides, path)
-    loaded, source = read_config_file(path)
-    sources = ((source, loaded), *((("overrides", dict(overrides)),) if overrides else ()))
-    return dataclasses.replace(config, sources=sources)
+    schema = _schema(tuple(dict.fromkeys(sections)))
+    layers = schema.layers(overrides, path)  # the file read once: for the sections now and those read later
+    return dataclasses.replace(schema.load_layers(layers), sources=tuple(layers))
 
 
 def load_section(cls: type[S], config: RewardConfig | Mapping[str, Any] | None = None) -> S:

@@ -151,10 +151,25 @@ class ConfigSchema:
         """Defaults <- YAML file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides`` <- ``flags``, checked at each
         step. ``flags``: dotted key -> (flag, value), only the options the user gave; each is checked alone (type and
         range; the rules across keys on the merged result) and ``cfg.origin(key)`` names the flag."""
+        return self.load_layers(self.layers(overrides, path), flags=flags)
+
+    @staticmethod
+    def layers(
+        overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None
+    ) -> list[tuple[str, Mapping[str, Any]]]:
+        """The sources :meth:`load` lays over the defaults, in order, each with its name for messages: the file
+        (read here; ``{}`` when there is none), then ``overrides``."""
+        loaded, source = read_config_file(path)
+        return [(source, loaded), ("overrides", dict(overrides or {}))]
+
+    def load_layers(
+        self, layers: Sequence[tuple[str, Mapping[str, Any]]], *, flags: Mapping[str, tuple[str, Any]] | None = None
+    ) -> Any:
+        """:meth:`load` of sources already read (:meth:`layers`); the first one names the merged result."""
         raw, origins = self.defaults, {}
         record(origins, raw, "default")
-        loaded, source = read_config_file(path)
-        for name, layer in ((source, loaded), ("overrides", overrides or {})):
+        source = layers[0][0]
+        for name, layer in layers:
             if layer:
                 self.validate(layer, name)
                 raw = merge(raw, layer)
