@@ -99,9 +99,14 @@ GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
 def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
     """The outcome of ``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved
     when its user approves (cached per process)."""
-    actions, approve = gold_actions(task), approves(task)
-    key = (domain, json.dumps(actions, sort_keys=True), approve)
-    return GOLD_OUTCOMES.get(key, lambda: replay(domain, actions, approve))
+    key = (domain, json.dumps(gold_actions(task), sort_keys=True), approves(task))
+    return GOLD_OUTCOMES.get(key, lambda: replay_gold(domain, task))
+
+
+def replay_gold(domain: str, task: Mapping[str, Any], export: bool = False) -> Outcome:
+    """``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved when its user
+    approves (not cached; with ``export``, the final database too: the episode viewer's diff)."""
+    return replay(domain, gold_actions(task), approves(task), export=export)
 
 
 def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from rewardkit.envs import Domain
-from rewardkit.envs.outcomes import gold_outcome, replay, replay_conversation, task_check
-from rewardkit.envs.tasks import approves, gold_actions
+from rewardkit.envs.outcomes import gold_outcome, replay_conversation, replay_gold, task_check
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.rewards.groups import TOL, totals
@@ -138,7 +137,7 @@ def _episode(
             diff = []  # the episode's own hash says it ended in the gold state: nothing to replay
         else:
             if task_id not in golds:
-                golds[task_id] = _gold_state(domain.name, task)
+                golds[task_id] = replay_gold(domain.name, task, export=True).state
             agent = replay_conversation(domain.name, messages, export=True)
             diff = state_diff(agent.state, golds[task_id])
     return {
@@ -154,11 +153,6 @@ def _episode(
         "messages": _turns(messages, systems),
         "diff": diff,
     }
-
-
-def _gold_state(domain: str, task: Mapping[str, Any]) -> Any:
-    """The gold's final database, replayed as ``gold_outcome`` replays it (its approvals included)."""
-    return replay(domain, gold_actions(task), approves(task), export=True).state
 
 
 def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, review: bool = False) -> dict[str, Any]:
