@@ -46,6 +46,14 @@ def smooth_curve(length: float, lo: float, hi: float, eps: float) -> float:
     return min(1.0, _s(distance / eps) / _s(0.0))
 
 
+CURVES = {"smooth": smooth_curve, "reference": reference_curve}  # think_length.mode -> its curve
+
+
+def width(lo: float, hi: float, eps: float | None) -> float:
+    """The S-curve's width: ``eps``, or ``max(hi - lo, 1)`` where the config leaves it null."""
+    return eps if eps is not None else max(hi - lo, 1.0)
+
+
 def _load_tokenizer(args: Any) -> Any:
     for attr in ("model", "model_dir", "model_name_or_path"):
         path = getattr(args, attr, None)
@@ -123,7 +131,7 @@ class ThinkLength(PlanningReward):
     def __init__(self, args: Any = None, config: Any = None, tokenizer: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
         self.cfg = self.config.section(ThinkLengthConfig)
-        self.curve = smooth_curve if self.cfg.mode == "smooth" else reference_curve
+        self.curve = CURVES[self.cfg.mode]
         self.tokenizer = None
         if self.cfg.unit == "tokens":
             self.tokenizer = tokenizer if tokenizer is not None else _load_tokenizer(args)
@@ -149,8 +157,7 @@ class ThinkLength(PlanningReward):
                 f"{where('think_min', i)}: {lo:g} is greater than think_max {hi:g} (a null cell takes "
                 f"think_length.min/max from the config); fix the dataset row"
             )
-        eps = self.cfg.eps if self.cfg.eps is not None else max(hi - lo, 1.0)
-        return lo, hi, eps
+        return lo, hi, width(lo, hi, self.cfg.eps)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         bands = [self._band(columns, i) for i in range(len(completions))]  # every row, before any completion

@@ -19,7 +19,7 @@ import numpy as np
 
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.rewards.answers import parse
-from rewardkit.rewards.think_length import ThinkLengthConfig, reference_curve, smooth_curve
+from rewardkit.rewards.think_length import CURVES, ThinkLengthConfig, width
 from rewardkit.runs.plots import _png, _pyplot, _write
 
 ANSWER_FIELDS = ("output", "response", "completion")
@@ -68,11 +68,13 @@ class Band:
     max: int
     eps: float | None  # the config's; None: max(max - min, 1)
 
+    def reward(self, length: float, mode: str) -> float:
+        """ThinkLength's score of ``length`` under this band (``mode``: the config's curve)."""
+        return CURVES[mode](length, self.min, self.max, width(self.min, self.max, self.eps))
+
     def score(self, lengths: Sequence[int], mode: str) -> float:
         """The mean ThinkLength of ``lengths`` under this band."""
-        eps = self.eps if self.eps is not None else max(self.max - self.min, 1.0)
-        curve = smooth_curve if mode == "smooth" else reference_curve
-        return float(np.mean([curve(n, self.min, self.max, eps) for n in lengths]))
+        return float(np.mean([self.reward(n, mode) for n in lengths]))
 
     def inside(self, lengths: Sequence[int]) -> float:
         return float(np.mean([self.min <= n <= self.max for n in lengths]))
@@ -147,10 +149,8 @@ def plot(result: Calibration, out: Path) -> Path:
     hist.set_ylabel("rows")
     curve = hist.twinx()
     xs = np.linspace(0, max(max(result.lengths), result.current.max, result.proposed.max) * 1.3, 400)
-    fn = smooth_curve if result.mode == "smooth" else reference_curve
     for band, style, name in ((result.current, "-", "current"), (result.proposed, "--", "proposed")):
-        eps = band.eps if band.eps is not None else max(band.max - band.min, 1.0)
-        ys = [fn(x, band.min, band.max, eps) for x in xs]
+        ys = [band.reward(x, result.mode) for x in xs]
         curve.plot(xs, ys, style, color="#c0392b", label=f"ThinkLength, {name} band [{band.min}, {band.max}]")
     curve.axvspan(result.current.min, result.current.max, color="#c0392b", alpha=0.08)
     curve.set_ylim(0, 1.05)
