@@ -109,18 +109,20 @@ def step_figures(step: Step, weights: np.ndarray, size: int, names: Sequence[str
     groups = step.groups(size)
     filled = np.nan_to_num(groups)  # None counts 0, as in the nansum
     within = totals(groups, weights).var(axis=1).sum()
+    centered = filled - filled.mean(axis=1, keepdims=True)
+    cov = np.einsum("gsi,gsj->ij", centered, centered) / size  # the groups' covariance matrices, summed
+    part = weights * (cov @ weights)  # reward i: w_i * sum_j w_j cov(r_i, r_j)
     shares = group_shares(step.scores, weights, size)
     out: dict[str, Any] = {"step": step.step, "groups": len(groups), **shares, "rewards": {}}
     for i, name in enumerate(names):
         values = step.scores[:, i]
         present = values[~np.isnan(values)]
-        cov = sum(np.atleast_2d(np.cov(filled[g].T, bias=True))[i] @ weights for g in range(len(groups)))
         out["rewards"][name] = {
             "mean": float(present.mean()) if len(present) else None,
             "std": float(present.std()) if len(present) else None,
             "zero_variance": float(np.mean(np.nanstd(groups[:, :, i], axis=1) <= TOL)),
             "none_rate": float(np.isnan(values).mean()),
-            "variance_share": float(weights[i] * cov / within) if within > TOL else None,
+            "variance_share": float(part[i] / within) if within > TOL else None,
         }
     return out
 
