@@ -12,7 +12,7 @@ import argparse
 import math
 from pathlib import Path
 
-from rewardkit.cli.lint import _number
+from rewardkit.cli.synth import _add_price
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -23,8 +23,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     audit.add_argument(
         "--config", type=Path, help="the run's reward config, for the think band (default: $REWARDKIT_CONFIG)"
     )
-    audit.add_argument("--price", nargs=2, type=_number(0.0, 1e6), metavar=("PROMPT", "COMPLETION"),
-                       help="USD per million prompt and completion tokens: the model endpoints' cost")  # fmt: skip
+    _add_price(audit)
     plan = audit.add_mutually_exclusive_group()
     plan.add_argument(
         "--weights", type=_weights, help="plan: other reward_weights, comma-separated, in the run's order"

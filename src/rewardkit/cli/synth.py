@@ -70,8 +70,13 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     run.add_argument("--workers", type=int, default=d.workers, help=f"episodes in flight (default {d.workers})")
     run.add_argument("--resume", action="store_true", help="continue the episode log; rerun failed infrastructure")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--price", nargs=2, type=_number(0.0, 1e6), metavar=("PROMPT", "COMPLETION"),
-                     help="USD per million prompt and completion tokens: the endpoints' cost")  # fmt: skip
+    _add_price(run)
+
+
+def _add_price(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--price PROMPT COMPLETION``: what the ledger's tokens cost (synth, eval and audit alike)."""
+    p.add_argument("--price", nargs=2, type=_number(0.0, 1e6), metavar=("PROMPT", "COMPLETION"),
+                   help="USD per million prompt and completion tokens: the model endpoints' cost")  # fmt: skip
 
 
 def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
