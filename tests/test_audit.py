@@ -158,3 +158,12 @@ def test_the_live_diagnostics_episodes_join_their_steps(tmp_path: Path) -> None:
     found = {(f["flag"], f["step"]) for f in report["flags"]}
     # 2 of 3 episodes ran out of turns at step 2 (>= 0.5); 1 call per episode against 2 at step 1 (<= half).
     assert {("max_turns", 2), ("tools_skipped", 2)} <= found
+
+
+def test_the_rollouts_summary_example_holds() -> None:
+    import doctest
+
+    import rewardkit.loop.rollouts
+
+    result = doctest.testmod(rewardkit.loop.rollouts)
+    assert (result.attempted, result.failed) == (3, 0)

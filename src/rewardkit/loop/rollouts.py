@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.envs.approvals import agent_rows
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool import ResultCode
 
 FILE = "rollouts.jsonl"  # one summary per GRPO step, beside ms-swift's logging.jsonl and completions.jsonl
-_EXCLUDED = {t.value for t in EXCLUDED}
 
 
 def summarize_rollouts(infos: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
@@ -30,9 +30,7 @@ def summarize_rollouts(infos: Sequence[Mapping[str, Any] | None]) -> dict[str, A
     episodes = [i for i in infos if isinstance(i, Mapping) and "termination" in i]
     tools: dict[str, dict[str, int]] = {}
     for info in episodes:
-        for row in info.get("audit") or []:
-            if not isinstance(row, Mapping) or row.get("side", "agent") != "agent":
-                continue
+        for row in agent_rows(info.get("audit") or []):  # the agent's calls, not the user's decisions
             counts = tools.setdefault(str(row.get("tool")), {"calls": 0, "errors": 0})
             counts["calls"] += 1
             counts["errors"] += row.get("code") != ResultCode.OK.value
@@ -40,7 +38,7 @@ def summarize_rollouts(infos: Sequence[Mapping[str, Any] | None]) -> dict[str, A
     return {
         "episodes": len(episodes),
         "terminations": dict(Counter(str(i["termination"]) for i in episodes)),
-        "excluded": sum(str(i["termination"]) in _EXCLUDED for i in episodes),
+        "excluded": sum(str(i["termination"]) in EXCLUDED for i in episodes),  # str-valued members match
         "turns": [int(i.get("turns") or 0) for i in episodes],
         "tools": dict(sorted(tools.items())),
         "tool_errors": sum(int(i.get("tool_errors") or 0) for i in episodes),
