@@ -147,7 +147,7 @@ def _episode(
         "reward": record.get("reward"),
         "passed": record.get("reward") == 1.0,
         "termination": record.get("termination") or record.get("status"),
-        "excluded": record.get("termination") in {t.value for t in EXCLUDED} or record.get("status") != "ok",
+        "excluded": record.get("termination") in EXCLUDED or record.get("status") != "ok",
         "turns": record.get("turns"),
         "gates": record.get("gates") or {},
         "messages": _turns(messages, systems),
