@@ -40,7 +40,7 @@ from swift.callbacks import TrainerCallback, callbacks_map
 from swift.utils import get_logger
 
 from rewardkit.loop.config import DiagnosticsLimits, load_run_config
-from rewardkit.loop.ledger import Ledger, Mark, ledgers
+from rewardkit.loop.ledger import START, Ledger, Mark, ledgers
 from rewardkit.loop.rollouts import FILE, summarize_rollouts
 from rewardkit.rewards.groups import group_shares
 
@@ -138,7 +138,7 @@ class Diagnostics(TrainerCallback):
         """This step's calls of each model endpoint of the process (the user simulator's, in colocate mode)."""
         out = []
         for ledger in ledgers():
-            window, self.marks[ledger] = ledger.window(self.marks.get(ledger, (0, 0, 0)))
+            window, self.marks[ledger] = ledger.window(self.marks.get(ledger, START))
             if not (window["requests"] or window["cache_hits"] or window["failures"]):
                 continue
             out.append(window)

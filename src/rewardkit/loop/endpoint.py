@@ -10,7 +10,10 @@ hosted API. Every call goes through :meth:`ChatEndpoint.complete`, one guard wit
 - a configuration error that no retry can cure (HTTP 401, 403, 404: a wrong key, an unknown model
   name, a wrong URL) raises :class:`EndpointConfigError`, which stops the run;
 - any other 4xx is the caller's error at once (a 400 about the context length is
-  :class:`ContextOverflow` where the caller asks for it).
+  :class:`ContextOverflow` where the caller asks for it);
+- a breaker: after ``breaker_after`` calls in a row failed their retries, the endpoint is taken as down and every
+  call fails at once (the caller's error, counted as short-circuited) for ``breaker_cooldown_s``; then one call is
+  let through, and a success closes it. A dead simulator costs a run seconds, not every episode's full backoff.
 
 What the model wrote is read, never trusted: the reply comes back as a :class:`Completion` whose
 text, finish reason and token count are plain values whatever the server sent (content parts are
@@ -125,6 +128,8 @@ class EndpointSettings:
     retries: int = 3  # extra attempts after the first, on transient failures only
     backoff_s: float = 1.0  # attempt n sleeps backoff_s * 2**(n - 1), plus jitter
     concurrency: int = 32  # requests in flight at once
+    breaker_after: int = 5  # calls in a row that failed their retries before the endpoint is taken as down
+    breaker_cooldown_s: float = 30.0  # how long every call then fails at once, before one is tried again
 
     def __post_init__(self) -> None:
         found = _settings_problem(self)
@@ -137,11 +142,11 @@ def _settings_problem(s: EndpointSettings) -> tuple[str, str] | None:
     """The first field of ``s`` out of its range, and what it must be."""
     if not isinstance(s.api_key, str) or not s.api_key:
         return "api_key", "a non-empty string (EMPTY for servers without a key)"
-    for name, low in (("retries", 0), ("concurrency", 1)):
+    for name, low in (("retries", 0), ("concurrency", 1), ("breaker_after", 1)):
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             return name, f"a whole number >= {low}"
-    for name, bound in (("timeout_s", "> 0"), ("backoff_s", ">= 0")):
+    for name, bound in (("timeout_s", "> 0"), ("backoff_s", ">= 0"), ("breaker_cooldown_s", ">= 0")):
         value = getattr(s, name)
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not number or not (value > 0 if bound == "> 0" else value >= 0):
@@ -172,12 +177,46 @@ class ChatEndpoint:
         self._client = openai.OpenAI(base_url=base_url, api_key=settings.api_key, timeout=settings.timeout_s,
                                      max_retries=0)  # fmt: skip
         self._slots = threading.BoundedSemaphore(settings.concurrency)
+        self._breaker_after, self._cooldown_s = settings.breaker_after, settings.breaker_cooldown_s
+        self._failed_in_a_row, self._open_until = 0, 0.0
+        self._breaker = threading.Lock()
 
     def complete(
         self, messages: Sequence[dict[str, Any]], accept: Callable[[Completion], bool] | None = None, **params: Any
     ) -> Completion:
         """The first choice of a chat completion, taken by ``accept`` (None: any); raises ``error(endpoint, why)``
         after the retries, :class:`EndpointConfigError` at once."""
+        self._check_breaker()
+        try:
+            completion = self._complete(messages, accept, params)
+        except (EndpointConfigError, ContextOverflow):  # the options' fault, or the conversation's: not the server's
+            raise
+        except Exception:
+            self._trip()
+            raise
+        with self._breaker:
+            self._failed_in_a_row = 0
+        return completion
+
+    def _check_breaker(self) -> None:
+        with self._breaker:
+            wait = self._open_until - time.monotonic()
+            if wait <= 0:
+                return
+            failed = self._failed_in_a_row
+        self.ledger.short_circuit()
+        raise self.error(self.base_url, f"not called: {failed} calls in a row failed, the breaker is open for "
+                         f"another {wait:.0f} s")  # fmt: skip
+
+    def _trip(self) -> None:
+        with self._breaker:
+            self._failed_in_a_row += 1
+            if self._failed_in_a_row >= self._breaker_after:
+                self._open_until = time.monotonic() + self._cooldown_s
+
+    def _complete(
+        self, messages: Sequence[dict[str, Any]], accept: Callable[[Completion], bool] | None, params: dict[str, Any]
+    ) -> Completion:
         attempts = self.retries + 1
         cause = ""
         for attempt in range(attempts):

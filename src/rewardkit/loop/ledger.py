@@ -3,7 +3,9 @@
 Every HTTP request :class:`~rewardkit.loop.endpoint.ChatEndpoint` sends is one entry: its latency and, when it
 came back as a chat completion, the prompt and completion tokens the server reported. A request after the first of
 a call is a **retry**; a call that raised after its retries is a **failure**; a reply served from the user
-simulator's reply cache is a **cache hit** and sends nothing. Synthesis and evaluation report each role's ledger of
+simulator's reply cache is a **cache hit** and sends nothing; an answer a JSON role refused (not JSON, or not what its
+schema asks for) and asked for again is **invalid**; a call refused at once because the endpoint's breaker is open
+(too many failures in a row) is **short-circuited**. Synthesis and evaluation report each role's ledger of
 the process's own calls (episodes resumed from a log were paid for earlier), with a cost when a price is given.
 
 >>> ledger = Ledger("user")
@@ -23,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+Mark = tuple[int, int, int, int, int]  # requests, failures, cache hits, invalid answers, short circuits so far
+START: Mark = (0, 0, 0, 0, 0)
+
 
 def ledger_lines(summaries: list[dict[str, Any]]) -> list[str]:
     """One line per endpoint: ``user http://...: 12 requests (1 retry, 0 failed, 3 cached), 4100+380 tokens, p50
@@ -34,9 +39,15 @@ def ledger_lines(summaries: list[dict[str, Any]]) -> list[str]:
         cost = f", ${s['cost_usd']:.4f}" if "cost_usd" in s else ""
         lines.append(
             f"{s['role']} {s['endpoint']}: {s['requests']} requests ({s['retries']} retried, {s['failures']} failed, "
-            f"{s['cache_hits']} cached), {s['prompt_tokens']}+{s['completion_tokens']} tokens{timing}{cost}"
+            f"{s['cache_hits']} cached{_refused(s)}), {s['prompt_tokens']}+{s['completion_tokens']} tokens"
+            f"{timing}{cost}"
         )
     return lines
+
+
+def _refused(s: dict[str, Any]) -> str:
+    parts = [f"{s[k]} {word}" for k, word in (("invalid", "invalid"), ("short_circuited", "short-circuited")) if s[k]]
+    return "".join(f", {p}" for p in parts)
 
 
 class Ledger:
@@ -48,7 +59,7 @@ class Ledger:
         self._lock = threading.Lock()
         # One row per request: seconds, prompt tokens, completion tokens, retry, error.
         self._requests: list[tuple[float, int, int, bool, bool]] = []
-        self._failures = self._hits = 0
+        self._failures = self._hits = self._invalid = self._open = 0
         _LEDGERS.add(self)
 
     def request(
@@ -68,7 +79,17 @@ class Ledger:
         with self._lock:
             self._hits += 1
 
-    def summary(self, price_per_mtok: tuple[float, float] | None = None, since: Mark = (0, 0, 0)) -> dict[str, Any]:
+    def invalid(self) -> None:
+        """An answer that came back but was refused (a JSON role asks again with the problem)."""
+        with self._lock:
+            self._invalid += 1
+
+    def short_circuit(self) -> None:
+        """A call the open breaker refused without sending it."""
+        with self._lock:
+            self._open += 1
+
+    def summary(self, price_per_mtok: tuple[float, float] | None = None, since: Mark = START) -> dict[str, Any]:
         """Counts, tokens, latency percentiles (seconds) and, with a price (USD per million prompt and completion
         tokens), the cost; of everything, or of what came after the mark ``since``."""
         return self.window(since, price_per_mtok)[0]
@@ -78,12 +99,13 @@ class Ledger:
         window starts exactly where this one ends)."""
         with self._lock:
             rows = self._requests[since[0] :]
-            failures, hits = self._failures - since[1], self._hits - since[2]
-            until = (len(self._requests), self._failures, self._hits)
+            until = (len(self._requests), self._failures, self._hits, self._invalid, self._open)
+            failures, hits, invalid, opened = (now - then for now, then in zip(until[1:], since[1:], strict=True))
         out: dict[str, Any] = {
             "role": self.role, "endpoint": self.endpoint, "requests": len(rows),
             "retries": sum(r[3] for r in rows), "failures": failures, "cache_hits": hits,
-            "errors": sum(r[4] for r in rows), "prompt_tokens": sum(r[1] for r in rows),
+            "errors": sum(r[4] for r in rows), "invalid": invalid, "short_circuited": opened,
+            "prompt_tokens": sum(r[1] for r in rows),
             "completion_tokens": sum(r[2] for r in rows),
         }  # fmt: skip
         percentiles = np.percentile([r[0] for r in rows], [50, 90, 99]).tolist() if rows else [None] * 3
@@ -93,7 +115,6 @@ class Ledger:
         return out, until
 
 
-Mark = tuple[int, int, int]
 _LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
 
 
