@@ -91,8 +91,10 @@ def _recorded(infos: Any, need_calls: bool) -> Outcome | None:
     return Outcome(infos["state_hash"], calls)
 
 
-def agent_outcome(domain: str, messages: Sequence[Mapping[str, Any]], infos: Any, need_calls: bool) -> Outcome:
-    return _recorded(infos, need_calls) or replay_conversation(domain, messages)
+def agent_outcome(
+    domain: str, messages: Sequence[Mapping[str, Any]], infos: Any, need_calls: bool, task: Mapping[str, Any]
+) -> Outcome:
+    return _recorded(infos, need_calls) or replay_conversation(domain, messages, task=task)
 
 
 def write_tools(domain: str) -> frozenset[str]:

@@ -85,5 +85,5 @@ class TaskCompletion(EpisodeReward):
     ) -> float:
         if self.require_outputs and not all(communicated(messages, expected_outputs(task), infos)):
             return 0.0  # cheap check first: no replay needed
-        agent = agent_outcome(domain, messages, infos, need_calls=False)
+        agent = agent_outcome(domain, messages, infos, need_calls=False, task=task)
         return float(agent.state_hash == gold_outcome(domain, task).state_hash)

@@ -69,7 +69,7 @@ class TaskCompletionRate(EpisodeReward):
         # A gold write that fails on replay (tau2 keeps a few) is not something the task requires.
         gold_writes = [a for a, c in zip(gold_actions(task), gold.calls, strict=True) if a["name"] in writes and c.ok]
         said = communicated(messages, expected_outputs(task), infos)
-        agent = agent_outcome(domain, messages, infos, need_calls=True)
+        agent = agent_outcome(domain, messages, infos, need_calls=True, task=task)
         unused = list(agent.calls)
         matched = 0
         for action in gold_writes:

@@ -172,5 +172,5 @@ def test_every_excluded_ending_counts_as_infrastructure() -> None:
     from rewardkit.runs.synthesis import infrastructure_errors
 
     rejected = {t.value: 1 for t in EXCLUDED} | {"task_failed": 5, "duplicate": 2}
-    assert infrastructure_errors({"rejected": rejected}) == len(EXCLUDED) == 3
+    assert infrastructure_errors({"rejected": rejected}) == len(EXCLUDED) == 4  # user, agent, env, tool simulator
     assert infrastructure_errors({"rejected": {"task_failed": 5}}) == 0

@@ -55,6 +55,15 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     what = p.add_argument_group("tasks and loop")
     what.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     what.add_argument("--mcp", metavar="SERVER", help="take the tools from this MCP server (command line or URL)")
+    sim = p.add_argument_group("simulated tools (a domain given as a spec: docs/simulated_tools.md)")
+    sim.add_argument("--tools", choices=("real", "simulated"), default="real",
+                     help="simulated: answer every call from the task's memory database (default real)")  # fmt: skip
+    sim.add_argument("--tool-model", metavar="URL", help="a tool LLM answers the calls (default: each tool's rule)")
+    sim.add_argument("--tool-model-name", help="model name at --tool-model (default: the one model it serves)")
+    sim.add_argument("--memory-model", metavar="URL",
+                     help="an LLM writes each task's memory (default: its own memory, else the seed)")  # fmt: skip
+    sim.add_argument("--sim-cache", type=Path, metavar="SQLITE",
+                     help="store the tool and memory models' answers here: a rerun replays them")  # fmt: skip
     what.add_argument("--split", default=split, help=f"task split (default {split})")
     what.add_argument("--tasks", help="comma-separated task ids within the split")
     what.add_argument("--limit", type=int, help="only the first N tasks of the split")
@@ -86,6 +95,7 @@ def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
     if args.config or os.environ.get(ENV_VAR):
         found.append(("--config", args.config) if args.config else (f"${ENV_VAR}", Path(os.environ[ENV_VAR])))
     found += list(get_domain(args.domain).input_files())
+    found += [("--sim-cache", args.sim_cache)] if args.sim_cache else []
     return found + ([("--user-cache", args.user_cache)] if args.user_cache else [])
 
 
@@ -97,7 +107,9 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         agent_retries=args.agent_retries, agent_timeout=args.agent_timeout,
         user=args.user, user_model=args.user_model, user_retries=args.user_retries, user_timeout=args.user_timeout,
         user_cache=args.user_cache, config=args.config,
-        domain=args.domain, mcp=args.mcp, split=args.split, tasks=tasks, limit=args.limit, trials=args.trials,
+        domain=args.domain, mcp=args.mcp, simulated=args.tools == "simulated", tool_model=args.tool_model,
+        tool_model_name=args.tool_model_name, memory_model=args.memory_model, sim_cache=args.sim_cache,
+        split=args.split, tasks=tasks, limit=args.limit, trials=args.trials,
         system_prompt=args.system_prompt, tools=not args.no_tools, max_turns=args.max_turns, rule=args.rule,
         workers=args.workers, price=tuple(args.price) if args.price else None,
     )  # fmt: skip

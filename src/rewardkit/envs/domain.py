@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rewardkit.envs.harness import CallingEnvironment
+    from rewardkit.envs.simulated import Simulation
     from rewardkit.envs.tool import Tool
 
 
@@ -60,6 +61,14 @@ class Domain:
     language: str = "en"  # the language its users speak ("en", "zh"): the scripted user's phrases follow it
     stop_tools: frozenset[str] = frozenset()  # a successful call ends the episode (a transfer to a human)
     data_files: tuple[Path, ...] = ()  # every bundled file the domain reads: no command may write over one
+    simulation: Simulation | None = None  # a domain given as a spec: its tools answered from each task's memory
+
+    def env_for(self, task: Mapping[str, Any] | None) -> CallingEnvironment:
+        """A fresh environment for ``task``: on a simulated domain, a copy of the task's memory (its ``memory``
+        rows, or the one a memory writer gives); else ``make_env(None)``, the same for every task."""
+        if self.simulation is not None:
+            return self.simulation.env(task)
+        return self.make_env(None)
 
     def input_files(self) -> list[tuple[str, Path]]:
         """The domain's bundled files, labelled for ``check_outputs``: they are inputs of every command that

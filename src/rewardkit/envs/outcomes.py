@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.envs import get_domain, make_env
+from rewardkit.envs import get_domain
 from rewardkit.envs.approvals import agent_rows, gate_counts, user_decision
+from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.envs.tool_calls import tool_calls
@@ -43,11 +44,17 @@ def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
 
 
-def replay(domain: str, calls: Sequence[Any], approve: bool = False, export: bool = False) -> Outcome:
-    """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database; with
-    ``approve``, each call held for approval is approved as its user would and sent again (``harness.replay``);
-    with ``export``, the outcome keeps the final database too."""
-    with make_env(domain) as env:
+def replay(
+    domain: str,
+    calls: Sequence[Any],
+    approve: bool = False,
+    export: bool = False,
+    task: Mapping[str, Any] | None = None,
+) -> Outcome:
+    """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database (``task``'s
+    memory, on a simulated domain); with ``approve``, each call held for approval is approved as its user would and
+    sent again (``harness.replay``); with ``export``, the outcome keeps the final database too."""
+    with get_domain(domain).env_for(task) as env:
         if approve:  # a held call leaves its refusal and the user's approval first: keep each call's last row
             pairs = []
             for call in calls:
@@ -61,12 +68,15 @@ def replay(domain: str, calls: Sequence[Any], approve: bool = False, export: boo
         return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, state)
 
 
-def replay_conversation(domain: str, messages: Sequence[Any], export: bool = False) -> Outcome:
-    """The agent's calls in ``messages`` on a fresh copy, in order, each user turn's decision (its ``###APPROVE###``
-    or ``###DECLINE###``) taken on the requests waiting at that point, as the live episode took it."""
+def replay_conversation(
+    domain: str, messages: Sequence[Any], export: bool = False, task: Mapping[str, Any] | None = None
+) -> Outcome:
+    """The agent's calls in ``messages`` on a fresh copy (``task``'s memory, on a simulated domain), in order, each
+    user turn's decision (its ``###APPROVE###`` or ``###DECLINE###``) taken on the requests waiting at that point, as
+    the live episode took it."""
     if not any(_decision(m) for m in messages):  # nothing decided: the calls alone
-        return replay(domain, tool_calls(messages), export=export)
-    with make_env(domain) as env:
+        return replay(domain, tool_calls(messages), export=export, task=task)
+    with get_domain(domain).env_for(task) as env:
         results = []
         for message in messages:
             decision = _decision(message)
@@ -99,14 +109,15 @@ GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
 def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
     """The outcome of ``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved
     when its user approves (cached per process)."""
-    key = (domain, json.dumps(gold_actions(task), sort_keys=True), approves(task))
+    memory = json.dumps(task, sort_keys=True) if get_domain(domain).simulation is not None else None  # per task
+    key = (domain, json.dumps(gold_actions(task), sort_keys=True), approves(task), memory)
     return GOLD_OUTCOMES.get(key, lambda: replay_gold(domain, task))
 
 
 def replay_gold(domain: str, task: Mapping[str, Any], export: bool = False) -> Outcome:
     """``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved when its user
     approves (not cached; with ``export``, the final database too: the episode viewer's diff)."""
-    return replay(domain, gold_actions(task), approves(task), export=export)
+    return replay(domain, gold_actions(task), approves(task), export=export, task=task)
 
 
 def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
@@ -116,7 +127,10 @@ def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
     found = get_domain(domain)
     problem = task_problem(task, found.tools, domain)
     if problem is None:
-        replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
+        try:
+            replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
+        except ToolSimError:  # the tool simulator failed, not the task: its episodes end as tool_sim_error
+            return None
         problem = gold_problem(task, replayed, found.write_tools)
     return problem
 

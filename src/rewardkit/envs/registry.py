@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rewardkit.envs.domain import Domain
+from rewardkit.envs.domain import Domain, DomainDataError
+from rewardkit.envs.spec_domain import SPEC_FILE, load_spec
 
 # Built-in domains, imported on first use so that loading one costs nothing for the others.
 BUILTIN: dict[str, str] = {
@@ -60,12 +61,18 @@ def _as_domain(found: Any, where: str) -> Domain:
 
 def _from_path(ref: str) -> Domain:
     """The domain a folder (its ``__init__.py``) or a ``.py`` module defines as ``DOMAIN`` or ``load_domain()``;
-    the folder is imported as a package, so its modules may import each other relatively."""
+    the folder is imported as a package, so its modules may import each other relatively. A folder holding a
+    ``domain.json`` and no ``__init__.py`` is a domain given as a spec (:mod:`rewardkit.envs.spec_domain`)."""
     import hashlib
     import importlib.util
     import sys
 
     path = Path(ref).resolve()
+    if (path / SPEC_FILE).is_file() and not (path / "__init__.py").is_file():  # a domain given as a spec alone
+        try:
+            return load_spec(path)
+        except DomainDataError as exc:
+            raise DomainError(f"domain {ref}: {exc}") from None
     target = path / "__init__.py" if path.is_dir() else path
     if not target.is_file():
         raise DomainError(f"domain {ref}: {target} not found (a domain folder holds an __init__.py)")

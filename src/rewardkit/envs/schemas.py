@@ -15,12 +15,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 
 
-def first_error(validator: Draft202012Validator, arguments: Mapping[str, Any]) -> str | None:
-    """The most relevant error of ``arguments``, as ``path: message``; None when they fit."""
+def first_error(validator: Draft202012Validator, arguments: Any, root: str = "arguments") -> str | None:
+    """The most relevant error of ``arguments``, as ``path: message`` (``root`` names the whole); None when they
+    fit."""
     error = best_match(validator.iter_errors(arguments))
     if error is None:
         return None
-    where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+    where = "/".join(str(p) for p in error.absolute_path) or root
     return f"{where}: {error.message[:300]}"
 
 

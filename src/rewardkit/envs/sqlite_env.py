@@ -179,6 +179,10 @@ class Tables:
             return self.read_seed(path), str(path)  # type: ignore[arg-type]
         return (self.seed() if callable(self.seed) else self.seed), "the domain's seed"
 
+    def seed_rows(self) -> Rows:
+        """The seed's rows, table -> rows (read again from its file, if it is one)."""
+        return self._rows(None)[0]
+
     @functools.lru_cache(maxsize=4)  # noqa: B019 - one template per seed file, for the process's life
     def template(self, seed_file: str | None = None) -> tuple[sqlite3.Connection, _Snapshot]:
         """The template database (the seed, or ``seed_file`` read by ``read_seed``) and its state serialised."""

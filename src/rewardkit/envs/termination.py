@@ -19,6 +19,7 @@ class Termination(str, Enum):  # str: stored as JSON in rollout_infos and report
     USER_SIM_ERROR = "user_sim_error"  # the simulator failed after its retries: not the policy's fault
     AGENT_ERROR = "agent_error"  # the agent's endpoint failed (synthesis, evaluation): not the policy's fault either
     ENV_ERROR = "env_error"  # the tools' server was unreachable (an MCP server): infrastructure too
+    TOOL_SIM_ERROR = "tool_sim_error"  # a simulated tool gave no usable answer after its retries (B1): the same
 
 
 # Endings that are the conversation's own; tau2-bench scores every other ending 0.
@@ -32,4 +33,6 @@ NATURAL = frozenset(
     }
 )
 # Endings caused by infrastructure: left out of training and of metrics, never scored 0.
-EXCLUDED = frozenset({Termination.USER_SIM_ERROR, Termination.AGENT_ERROR, Termination.ENV_ERROR})
+EXCLUDED = frozenset(
+    {Termination.USER_SIM_ERROR, Termination.AGENT_ERROR, Termination.ENV_ERROR, Termination.TOOL_SIM_ERROR}
+)

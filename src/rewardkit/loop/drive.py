@@ -15,6 +15,7 @@ from typing import Any
 
 from rewardkit.envs import Domain
 from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits
@@ -50,14 +51,15 @@ def run_episode(
     is set the episode makes no further agent call: it raises ``_Abandoned`` (``run_episodes`` drops it).
 
     Infrastructure failures end the episode, named, instead of raising: the simulator's (``user_sim_error``),
-    the agent endpoint's (``agent_error``) and the tools' server's (``env_error``: a ``ConnectionError``, such
-    as an MCP server that went away).
+    the agent endpoint's (``agent_error``), the tools' server's (``env_error``: a ``ConnectionError``, such
+    as an MCP server that went away) and a simulated tool's (``tool_sim_error``).
     """
     try:
         gold = gold_outcome(domain.name, task).state_hash
         episode = Episode(domain, task, simulator, limits, gold_state=gold)
-    except ConnectionError as exc:  # the environment could not even be opened
-        return EpisodeResult(str(task.get("id")), [], Episode.unstarted(str(exc), simulator.name))
+    except (ConnectionError, ToolSimError) as exc:  # the environment could not even be opened (its memory written)
+        ending = Termination.TOOL_SIM_ERROR if isinstance(exc, ToolSimError) else Termination.ENV_ERROR
+        return EpisodeResult(str(task.get("id")), [], Episode.unstarted(str(exc), simulator.name, ending))
     try:
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
         opening = episode.open()

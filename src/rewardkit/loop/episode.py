@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from rewardkit.envs import Domain
 from rewardkit.envs.approvals import user_decision
+from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.termination import Termination
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 from rewardkit.loop.config import RolloutLimits
@@ -75,7 +76,7 @@ class Episode:
         gold_state: str | None = None,
     ) -> None:
         self.domain, self.task, self.simulator, self.limits = domain, task, simulator, limits
-        self.env = domain.make_env(None)
+        self.env = domain.env_for(task)
         self.gold_state = gold_state  # only needed by simulators that read Progress
         self.dialogue: list[Turn] = [Turn("agent", GREETING)]
         self.agent_said: list[str] = []  # every assistant message's user-facing text
@@ -214,10 +215,11 @@ class Episode:
         }
 
     @staticmethod
-    def unstarted(error: str, user_sim: str) -> dict[str, Any]:
-        """``infos()`` of an episode whose environment's server could not be reached: it never started."""
+    def unstarted(error: str, user_sim: str, ending: Termination = Termination.ENV_ERROR) -> dict[str, Any]:
+        """``infos()`` of an episode whose environment could not be opened (its server unreachable, its simulated
+        memory not written): it never started."""
         return {
-            "state_hash": None, "audit": [], "termination": Termination.ENV_ERROR.value, "turns": 0, "tool_calls": 0,
+            "state_hash": None, "audit": [], "termination": ending.value, "turns": 0, "tool_calls": 0,
             "tool_errors": 0, "policy_tokens": 0, "agent_said": [], "transcript": "", "user_sim": user_sim,
             "error": error,
         }  # fmt: skip
@@ -233,10 +235,11 @@ class Episode:
         ``force``, even one that had ended otherwise: its final state cannot be read) and raises _EnvGone."""
         try:
             return use()
-        except ConnectionError as exc:
-            if force and self.termination is not Termination.ENV_ERROR:
+        except (ConnectionError, ToolSimError) as exc:
+            ending = Termination.TOOL_SIM_ERROR if isinstance(exc, ToolSimError) else Termination.ENV_ERROR
+            if force and self.termination is not ending:
                 self.termination = None
-            self.end(Termination.ENV_ERROR, f"{what}: {exc}")
+            self.end(ending, f"{what}: {exc}")
             raise _EnvGone from exc
 
     def _run(self, call: ToolCall) -> None:

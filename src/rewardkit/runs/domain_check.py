@@ -134,14 +134,14 @@ def idempotency_check(spec: Any) -> Check:
 
 
 def replay_gold(domain: Domain, task: Any) -> Gold:
-    """The shared task checks, then the gold actions on a fresh environment (``make_env(None)``)."""
+    """The shared task checks, then the gold actions on a fresh environment (``env_for(task)``)."""
     found = task_problem(task, domain.tools, domain.name)
     if found is not None:
         return Gold(f"{found[0]}: {found[1]}", None, False, False)
     actions = gold_actions(task)
     writes = sum(a["name"] in domain.write_tools for a in actions)
     try:
-        with domain.make_env(None) as env:
+        with domain.env_for(task) as env:
             before = env.state_hash()
             results = env.replay(actions, approve=approves(task))
             after = env.state_hash()

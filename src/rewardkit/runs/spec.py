@@ -50,6 +50,11 @@ class RunSpec:
     # tasks and loop
     domain: str  # a built-in name, an entry point or a domain's path
     mcp: str | None = None  # take the tools from this MCP server (command line or URL)
+    simulated: bool = False  # --tools simulated: a spec domain's calls answered from each task's memory
+    tool_model: str | None = None  # the tool LLM's URL (None: each tool's rule, deterministic)
+    tool_model_name: str | None = None  # its model (None: the one model it serves)
+    memory_model: str | None = None  # the URL of an LLM writing each task's memory (None: the task's, or the seed)
+    sim_cache: Path | None = None  # SQLite replies of the tool and memory models: a run replays
     split: str
     tasks: tuple[str, ...] | None = None  # task ids within the split (None or empty: all of them)
     limit: int | None = None  # only the first N tasks
@@ -75,6 +80,8 @@ class RunSpec:
                 continue
             if f.name == "tools":
                 out.append("--no-tools")
+            elif f.name == "simulated":
+                out += ["--tools", "simulated"]
             elif f.name == "tasks":
                 out += ["--tasks", ",".join(value)]
             else:
@@ -83,6 +90,8 @@ class RunSpec:
 
 
 def _domain(spec: RunSpec) -> Domain:
+    if spec.simulated:
+        return _simulated(spec)
     if spec.mcp is None:
         return get_domain(spec.domain)
     try:
@@ -90,6 +99,38 @@ def _domain(spec: RunSpec) -> Domain:
     except ImportError as exc:
         raise RunError(f"--mcp needs the MCP SDK ({exc}); pip install 'rewardkit[mcp]'") from exc
     return mcp_domain(spec.mcp, base=spec.domain)
+
+
+def _simulated(spec: RunSpec) -> Domain:
+    """The spec domain with its calls answered by the tool model (else by rule) and each task's memory written by
+    the memory model (else the task's own, or the seed)."""
+    from rewardkit.loop.endpoint import only_model
+    from rewardkit.loop.replies import ReplyStore
+    from rewardkit.loop.roles import JsonRole
+    from rewardkit.loop.tool_sim import PROMPT_VERSION, MemoryWriter, ToolModel, simulated_domain
+
+    base = get_domain(spec.domain)
+    if base.simulation is None:
+        raise RunError(f"--tools simulated: domain {base.name!r} has Python tools; simulated tools need a domain "
+                       "given as a spec (a folder with domain.json: docs/simulated_tools.md)")  # fmt: skip
+    cache = ReplyStore(spec.sim_cache, label="--sim-cache") if spec.sim_cache is not None else None
+
+    def role(name: str, url: str, model: str | None, flag: str) -> JsonRole:
+        if not url.startswith(("http://", "https://")):
+            raise RunError(f"{flag} {url!r}: must be an http(s):// URL of an OpenAI-compatible endpoint")
+        try:
+            model = model or only_model(url, f"pass {flag}-name")
+        except ValueError as exc:
+            raise RunError(f"{flag} {url}: {exc}") from exc
+        return JsonRole(name, url, model, cache=cache, version=PROMPT_VERSION, max_tokens=2048)
+
+    tool = ToolModel(role("tool", spec.tool_model, spec.tool_model_name, "--tool-model")) if spec.tool_model else None
+    memory = None
+    if spec.memory_model is not None:
+        memory_role = role("memory", spec.memory_model, None if spec.memory_model != spec.tool_model else
+                           spec.tool_model_name, "--memory-model")  # fmt: skip
+        memory = MemoryWriter(memory_role, base)
+    return simulated_domain(base, tool, memory)
 
 
 def _user(cfg: Config, domain: Domain) -> tuple[Any, dict[str, Any]]:
@@ -152,6 +193,11 @@ def _check(spec: RunSpec) -> None:
             raise RunError(f"--{name.replace('_', '-')} must be a finite number {bound}, got {value!r}")
     if spec.rule not in RULES:
         raise RunError(f"--rule {spec.rule!r}: choose from {', '.join(RULES)}")
+    given = [f for f in ("tool_model", "tool_model_name", "memory_model", "sim_cache") if getattr(spec, f) is not None]
+    if given and not spec.simulated:
+        raise RunError(f"--{given[0].replace('_', '-')} simulates tools: add --tools simulated")
+    if spec.simulated and spec.mcp is not None:
+        raise RunError("--tools simulated and --mcp both say where the tools are: choose one")
 
 
 def _check_models(spec: RunSpec, cfg: Config) -> None:
@@ -169,6 +215,13 @@ def _check_models(spec: RunSpec, cfg: Config) -> None:
                 check_model(url, model, f"fix {flag}", timeout_s=min(10.0, timeout))
             except ValueError as exc:
                 raise RunError(f"{who} {url}: {exc}") from exc
+
+
+def _simulator_ledgers(domain: Domain) -> tuple[Any, ...]:
+    """The ledgers of a simulated domain's tool and memory models (none for rules)."""
+    sim = domain.simulation
+    found = (getattr(sim.answer, "ledger", None), getattr(sim.memory, "ledger", None)) if sim is not None else ()
+    return tuple(ledger for ledger in found if ledger is not None)
 
 
 def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
@@ -197,6 +250,7 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     simulator, user = _user(cfg, domain)
     limits = cfg.rollout
     ledgers = tuple(x.ledger for x in (make_agent, simulator) if getattr(x, "ledger", None) is not None)
+    ledgers += _simulator_ledgers(domain)
     plan = TrialPlan(
         domain=domain, tasks=tasks, trials=spec.trials, make_agent=make_agent, simulator=simulator, limits=limits,
         system=system, workers=spec.workers, require_outputs=spec.rule == "tau2", ledgers=ledgers,
@@ -212,6 +266,9 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     }  # fmt: skip
     if spec.mcp is not None:  # only then: the fingerprints of runs without MCP stay what they were
         described["mcp"] = spec.mcp
+    if spec.simulated:  # likewise
+        described["tools_simulated"] = {"domain": domain.name, "tool_model": spec.tool_model,
+                                        "memory_model": spec.memory_model}  # fmt: skip
     meta = {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks),
             "settings": provenance(cfg, *SECTIONS)}  # fmt: skip
     return plan, {**meta, "unusable_tasks": unusable}  # left out of the split, id -> why

@@ -138,7 +138,7 @@ def _episode(
         else:
             if task_id not in golds:
                 golds[task_id] = replay_gold(domain.name, task, export=True).state
-            agent = replay_conversation(domain.name, messages, export=True)
+            agent = replay_conversation(domain.name, messages, export=True, task=task)
             diff = state_diff(agent.state, golds[task_id])
     return {
         "id": episode_id(record),

@@ -1,0 +1,147 @@
+"""A simulated domain's memory: a small synthetic database that fits the domain's schema, in a real SQLite copy.
+
+In MUA-RL's B1 cold start a domain is only a schema, tools and a policy; for each task an LLM writes a small database
+that fits the schema (the memory), and a tool LLM answers every call from it. rewardkit keeps the memory in SQLite, so
+the schema's own constraints check it (types as declared, ``NOT NULL``, ``CHECK``, primary and foreign keys) and the
+writes a simulated tool reports are applied to it: a later read sees them.
+
+- :func:`open_memory`: the memory of a task (table -> rows) as a fresh connection, or :class:`MemoryError_` naming the
+  table and row that does not fit;
+- :func:`apply_writes`: the writes a simulated call reports, each ``{"op", "table", "key", "values"}``, applied in
+  order; :class:`MemoryError_` names the write that cannot be (an unknown table or column, a key that matches no row,
+  a constraint), and the caller's transaction is left for it to roll back.
+
+>>> conn = open_memory("CREATE TABLE books (id TEXT PRIMARY KEY, copies INTEGER NOT NULL CHECK (copies >= 0));",
+...                    {"books": [{"id": "b1", "copies": 2}]})
+>>> apply_writes(conn, [{"op": "update", "table": "books", "key": {"id": "b1"}, "values": {"copies": 1}}])
+>>> conn.execute("SELECT copies FROM books").fetchone()[0]
+1
+>>> apply_writes(conn, [{"op": "update", "table": "books", "key": {"id": "b9"}, "values": {"copies": 1}}])
+Traceback (most recent call last):
+...
+rewardkit.envs.memory.MemoryError_: writes[0]: update books: no row has id = 'b9'
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardkit.envs.sqlite_env import connect
+
+OPS = ("insert", "update", "delete", "upsert")  # upsert: insert, or replace the row with the same key
+WRITE_SCHEMA: dict[str, Any] = {  # one reported write, as the tool LLM is told to give it
+    "type": "object",
+    "properties": {
+        "op": {"enum": list(OPS)},
+        "table": {"type": "string"},
+        "key": {"type": "object"},
+        "values": {"type": "object"},
+    },
+    "required": ["op", "table"],
+    "additionalProperties": False,
+}
+
+
+class MemoryError_(ValueError):
+    """A memory or a write that does not fit the domain's schema; the message names the table, row or write."""
+
+
+def columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def tables(conn: sqlite3.Connection) -> list[str]:
+    found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")
+    return [r[0] for r in found]
+
+
+def open_memory(schema: str, rows: Any) -> sqlite3.Connection:
+    """A fresh in-memory database of ``schema`` holding ``rows`` (table -> list of row objects), every constraint
+    checked, foreign keys once all rows are in (so rows may come in any order)."""
+    conn = connect()
+    conn.executescript(schema)
+    if not isinstance(rows, Mapping) or not all(isinstance(v, list) for v in rows.values()):
+        raise MemoryError_("the memory must be a JSON object of table name -> list of rows")
+    known = tables(conn)
+    unknown = sorted(set(rows) - set(known))
+    if unknown:
+        raise MemoryError_(f"tables {unknown} are not in the schema (tables: {', '.join(known)})")
+    conn.execute("BEGIN")
+    conn.execute("PRAGMA defer_foreign_keys = ON")
+    try:
+        for table, table_rows in rows.items():
+            for i, row in enumerate(table_rows):
+                _insert(conn, table, row, f"{table}[{i}]", "INSERT")
+        conn.execute("COMMIT")
+    except sqlite3.IntegrityError as exc:  # a deferred foreign key fails the commit
+        conn.execute("ROLLBACK")
+        raise MemoryError_(f"a row refers to a row that is not there ({exc})") from None
+    except MemoryError_:
+        conn.execute("ROLLBACK")
+        raise
+    return conn
+
+
+def _insert(conn: sqlite3.Connection, table: str, row: Any, at: str, verb: str) -> None:
+    if not isinstance(row, Mapping) or not row:
+        raise MemoryError_(f"{at}: must be an object of column values")
+    _known_columns(conn, table, row, at)
+    names = ", ".join(f'"{k}"' for k in row)
+    try:
+        conn.execute(f'{verb} INTO "{table}" ({names}) VALUES ({", ".join("?" for _ in row)})', tuple(row.values()))
+    except (sqlite3.Error, TypeError, OverflowError) as exc:
+        raise MemoryError_(f"{at}: cannot be stored ({exc})") from None
+
+
+def _known_columns(conn: sqlite3.Connection, table: str, values: Mapping[str, Any], at: str) -> None:
+    known = columns(conn, table)
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise MemoryError_(f"{at}: columns {unknown} are not in table {table} (columns: {', '.join(known)})")
+
+
+def _where(conn: sqlite3.Connection, table: str, key: Any, at: str) -> tuple[str, tuple[Any, ...]]:
+    if not isinstance(key, Mapping) or not key:
+        raise MemoryError_(f"{at}: 'key' must name the row, as an object of column values")
+    _known_columns(conn, table, key, at)
+    where = " AND ".join(f'"{k}" = ?' for k in key)
+    found = conn.execute(f'SELECT count(*) FROM "{table}" WHERE {where}', tuple(key.values())).fetchone()[0]
+    if found == 0:
+        said = " AND ".join(f"{k} = {v!r}" for k, v in key.items())
+        raise MemoryError_(f"{at}: no row has {said}")
+    return where, tuple(key.values())
+
+
+def apply_write(conn: sqlite3.Connection, write: Any, at: str) -> None:
+    """One write: ``insert``/``upsert`` ``values`` into ``table``; ``update`` the row ``key`` names with ``values``;
+    ``delete`` it."""
+    if not isinstance(write, Mapping) or write.get("op") not in OPS or not isinstance(write.get("table"), str):
+        raise MemoryError_(f"{at}: must be an object with an op ({', '.join(OPS)}) and a table")
+    op, table = write["op"], write["table"]
+    at = f"{at}: {op} {table}"
+    if table not in tables(conn):
+        raise MemoryError_(f"{at}: no such table (tables: {', '.join(tables(conn))})")
+    values = write.get("values")
+    if op in ("insert", "upsert", "update") and (not isinstance(values, Mapping) or not values):
+        raise MemoryError_(f"{at}: 'values' must be an object of column values")
+    if op in ("insert", "upsert"):
+        _insert(conn, table, values, at, "INSERT" if op == "insert" else "INSERT OR REPLACE")
+        return
+    where, args = _where(conn, table, write.get("key"), at)
+    try:
+        if op == "delete":
+            conn.execute(f'DELETE FROM "{table}" WHERE {where}', args)
+        else:
+            _known_columns(conn, table, values, at)  # type: ignore[arg-type]
+            sets = ", ".join(f'"{k}" = ?' for k in values)  # type: ignore[union-attr]
+            conn.execute(f'UPDATE "{table}" SET {sets} WHERE {where}', (*values.values(), *args))  # type: ignore[union-attr]
+    except (sqlite3.Error, TypeError, OverflowError) as exc:
+        raise MemoryError_(f"{at}: cannot be applied ({exc})") from None
+
+
+def apply_writes(conn: sqlite3.Connection, writes: Sequence[Any]) -> None:
+    """Every write in order (the caller's transaction holds them all, or none)."""
+    for i, write in enumerate(writes):
+        apply_write(conn, write, f"writes[{i}]")

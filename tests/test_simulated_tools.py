@@ -1,0 +1,212 @@
+"""Simulated tools (B1): a spec-only domain answered by rule or by a tool LLM over real HTTP, from a memory database
+in which writes are kept, so a later read agrees; every refusal, retry and ending is reached."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sim_server import SimServer
+
+from rewardkit.envs import get_domain
+from rewardkit.envs.domain import DomainDataError
+from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.simulated import ToolSimError
+from rewardkit.envs.spec_domain import load_spec
+from rewardkit.loop.roles import JsonRole
+from rewardkit.loop.tool_sim import MemoryWriter, ToolModel, simulated_domain
+from rewardkit.runs.episode_log import RunError
+from rewardkit.runs.spec import RunSpec
+from rewardkit.runs.synthesis import synthesize_run
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "merchant_spec"
+NUTS = {"sku": "SP002", "name": "每日坚果礼盒", "price": 89.0, "stock": 40}
+WRITE_79 = {"ok": True, "result": {**NUTS, "price": 79}, "writes": [
+    {"op": "update", "table": "products", "key": {"sku": "SP002"}, "values": {"price": 79}}]}  # fmt: skip
+
+
+def request(body: dict[str, Any]) -> dict[str, Any]:
+    """The tool model's request: the last user message, JSON (a retry's last message is the refusal)."""
+    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    return json.loads(users[0])
+
+
+def refusals(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"][2:] if m["role"] == "user"]
+
+
+def from_memory(body: dict[str, Any]) -> dict[str, Any]:
+    """A good tool model's read: the row as the memory in its prompt holds it."""
+    asked = request(body)
+    sku = asked["call"]["arguments"]["sku"]
+    (row,) = [r for r in asked["memory"]["products"] if r["sku"] == sku]
+    return {"ok": True, "result": row, "writes": []}
+
+
+def tool_server(answers: dict[str, Callable[[dict[str, Any]], Any]]) -> SimServer:
+    """A tool LLM: per tool, ``answer(body)`` (the n-th attempt sees n-1 refusals)."""
+    return SimServer(reply=lambda body: json.dumps(answers[request(body)["call"]["name"]](body), ensure_ascii=False))
+
+
+def simulated(server: SimServer, attempts: int = 3, memory: SimServer | None = None) -> Any:
+    tool = ToolModel(JsonRole("tool", server.base_url, "sim", attempts=attempts))
+    writer = MemoryWriter(JsonRole("memory", memory.base_url, "sim"), load_spec(SPEC)) if memory else None
+    return simulated_domain(get_domain(str(SPEC)), tool, writer)
+
+
+def test_a_rule_write_is_what_a_later_rule_read_returns() -> None:
+    with get_domain(str(SPEC)).env_for(None) as env:
+        before = env.state_hash()
+        wrote = env.call("change_price", {"sku": "SP002", "price": 79})
+        read = env.call("get_product", {"sku": "SP002"})
+        assert (wrote.ok, read.value["price"], env.state_hash() != before) == (True, 79, True)
+        # A write the schema refuses (a room that is not there) is the tool's refusal, and changes nothing.
+        refused = env.call("put_product_on_air", {"room_id": "R999", "sku": "SP001"})
+        assert refused.code.value == "NOT_FOUND" and env.export()["rooms"][0]["on_air_sku"] == "SP001"
+
+
+def test_a_simulated_write_is_what_a_later_simulated_read_returns() -> None:
+    with tool_server({"change_price": lambda b: WRITE_79, "get_product": from_memory}) as server:
+        domain = simulated(server)
+        with domain.env_for(None) as env:
+            assert env.call("change_price", {"sku": "SP002", "price": 79}).ok
+            read = env.call("get_product", {"sku": "SP002"})
+        # The read's prompt held the memory after the write: the model read 79 off it.
+        assert read.value["price"] == 79 and request(server.requests[1])["memory"]["products"][1]["price"] == 79
+        # The second call's prompt also listed the first call and its answer.
+        assert [c["tool"] for c in request(server.requests[1])["calls_so_far"]] == ["change_price"]
+
+
+def stale_then_fresh(body: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "result": NUTS, "writes": []} if not refusals(body) else from_memory(body)
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "refused_for"),
+    [
+        # The stale price contradicts the earlier write: refused, asked again, then answered from the memory.
+        ("contradiction", stale_then_fresh, "the memory holds 79"),
+        # Not JSON at all, then a good answer.
+        ("not_json", lambda b: from_memory(b) if refusals(b) else "the price is 79", "no JSON object"),
+        # The result breaks the declared return schema (no stock), then a good answer.
+        ("schema", lambda b: from_memory(b) if refusals(b) else {"ok": True, "result": {"sku": "SP002"}},
+         "does not fit what get_product returns"),
+        # A read that claims to write.
+        ("read_writes", lambda b: from_memory(b) if refusals(b) else {**WRITE_79, "result": NUTS},
+         "is a read tool"),
+    ],
+)  # fmt: skip
+def test_a_refused_answer_is_asked_again_with_the_problem(name: str, answer: Any, refused_for: str) -> None:
+    answers = {"change_price": lambda b: WRITE_79, "get_product": answer}
+    with tool_server(answers) as server:
+        domain = simulated(server)
+        with domain.env_for(None) as env:
+            env.call("change_price", {"sku": "SP002", "price": 79})
+            read = env.call("get_product", {"sku": "SP002"})
+        ledger = domain.simulation.answer.ledger.summary()
+    # 1 write + 2 attempts at the read = 3 requests; the refused one is counted invalid.
+    assert (read.value["price"], server.count, ledger["invalid"]) == (79, 3, 1)
+    assert refused_for in refusals(server.requests[2])[0]
+
+
+def test_a_tool_model_that_never_answers_right_ends_the_episode_as_tool_sim_error(tmp_path: Path) -> None:
+    bad = {"ok": True, "result": {"sku": "SP002"}, "writes": []}  # breaks the return schema every time
+    with tool_server({"change_price": lambda b: bad, "get_product": lambda b: bad}) as server:
+        spec = RunSpec(agent="gold", domain=str(SPEC), split="train", tasks=("m01",), simulated=True,
+                       tool_model=server.base_url, tool_model_name="sim")  # fmt: skip
+        report = synthesize_run(spec, tmp_path / "sft.jsonl", None, tmp_path / "ep.jsonl", progress=False)
+    # m01's gold replay is the first call, 3 attempts when the task is selected (the simulator's failure is not the
+    # task's) and 3 more when its episode needs the gold state: then tool_sim_error before any turn.
+    assert (report["kept"], report["rejected"]) == (0, {"tool_sim_error": 1})
+    (tool,) = [e for e in report["ledger"] if e["role"] == "tool"]
+    assert (tool["requests"], tool["invalid"], tool["failures"]) == (6, 6, 0)
+
+
+GOOD_MEMORY = {"products": [NUTS], "rooms": [], "coupons": [], "cue_cards": []}
+
+
+@pytest.mark.parametrize(
+    ("memories", "kept", "rejected", "requests"),
+    [
+        # Written once for m01's gold replay and both its trials; the second trial repeats the first trajectory.
+        ([GOOD_MEMORY], 1, {"duplicate": 1}, 1),
+        ([{"warehouse": []}, GOOD_MEMORY], 1, {"duplicate": 1}, 2),  # an unknown table is refused, then a good one
+        # CHECK (price > 0) refuses all 3 attempts: both trials end as tool_sim_error, with no fourth request.
+        ([{"products": [{"sku": "SP002", "name": "x", "price": -1, "stock": 1}]}] * 3, 0, {"tool_sim_error": 2}, 3),
+    ],
+)
+def test_the_memory_model_writes_each_tasks_memory(
+    tmp_path: Path, memories: list, kept: int, rejected: dict, requests: int
+) -> None:
+    served = iter(memories)
+    with SimServer(reply=lambda body: json.dumps(next(served)), models=["sim"]) as memory:
+        spec = RunSpec(agent="gold", domain=str(SPEC), split="train", tasks=("m01",), simulated=True,
+                       memory_model=memory.base_url, trials=2)  # fmt: skip
+        report = synthesize_run(spec, tmp_path / "sft.jsonl", None, tmp_path / "ep.jsonl", progress=False)
+        seen = memory.count
+    assert (report["kept"], report["rejected"], seen) == (kept, rejected, requests)
+
+
+def test_the_spec_domain_by_rule_ends_every_gold_episode_in_the_gold_memory(tmp_path: Path) -> None:
+    spec = RunSpec(agent="gold", domain=str(SPEC), split="train", simulated=True)
+    report = synthesize_run(spec, tmp_path / "sft.jsonl", None, tmp_path / "ep.jsonl", progress=False)
+    records = [json.loads(line) for line in (tmp_path / "ep.jsonl").read_text(encoding="utf-8").splitlines()]
+    domain, tasks = get_domain(str(SPEC)), get_domain(str(SPEC)).tasks()
+    with domain.env_for(None) as env:
+        seed = env.state_hash()
+    finals = {r["task_id"]: r["state_hash"] for r in records if "task_id" in r}
+    golds = {t: gold_outcome(domain.name, tasks[t]).state_hash for t in finals}
+    # 6 training tasks, each kept; each final memory is its gold memory; 5 of them (all but m05, a read) wrote.
+    assert (report["kept"], finals == golds) == (6, True)
+    assert sum(h != seed for h in finals.values()) == 5
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: s["tools"][0].pop("returns"), "tools[0]"),
+        (lambda s: s["tools"][0]["rule"].update(key={"code": "sku"}), "no column 'code' in table products"),
+        (lambda s: s["tools"][3]["rule"].update(set={"price": "cost"}), "'cost' is not an argument of change_price"),
+        (lambda s: s["tools"][1].update(rule={"update": "rooms"}), "risk must be 'write'"),
+        (lambda s: s.update(schema="missing.sql"), "cannot read"),
+        (lambda s: s["tools"][3]["parameters"]["properties"].pop("idempotency_key"), "idempotency_key"),
+    ],
+)
+def test_a_bad_spec_names_the_key(tmp_path: Path, change: Callable[[dict], Any], message: str) -> None:
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    for file in SPEC.iterdir():
+        (folder / file.name).write_bytes(file.read_bytes())
+    spec = json.loads((SPEC / "domain.json").read_text(encoding="utf-8"))
+    change(spec)
+    (folder / "domain.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(DomainDataError, match="domain.json") as info:
+        load_spec(folder)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"domain": "retail", "simulated": True, "memory_model": "http://127.0.0.1:9/v1"}, "has Python tools"),
+        ({"domain": str(SPEC), "tool_model": "http://127.0.0.1:9/v1"}, "add --tools simulated"),
+        ({"domain": str(SPEC), "simulated": True, "tool_model": "ftp://x"}, "must be an http(s):// URL"),
+    ],
+)
+def test_simulated_tools_refuse_what_they_cannot_run(tmp_path: Path, options: dict, message: str) -> None:
+    spec = RunSpec(agent="gold", split="train", **options)
+    with pytest.raises(RunError) as info:
+        synthesize_run(spec, tmp_path / "sft.jsonl", None, tmp_path / "ep.jsonl", progress=False)
+    assert message in str(info.value)
+
+
+def test_a_rule_less_tool_raises_tool_sim_error() -> None:
+    domain = get_domain(str(SPEC))
+    rules = {k: v for k, v in domain.simulation.rules.items() if k != "get_product"}
+    sim = type(domain.simulation)(domain.simulation.tables, domain.simulation.tools, domain.simulation.returns, rules)
+    with sim.env(None) as env, pytest.raises(ToolSimError, match="has no rule"):
+        env.call("get_product", {"sku": "SP002"})
