@@ -13,8 +13,9 @@ from sim_server import SimServer
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.domain import DomainDataError
+from rewardkit.envs.memory import open_memory
 from rewardkit.envs.outcomes import gold_outcome
-from rewardkit.envs.simulated import ToolSimError
+from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule
 from rewardkit.envs.spec_domain import load_spec
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.tool_sim import MemoryWriter, ToolModel, simulated_domain
@@ -210,3 +211,31 @@ def test_a_rule_less_tool_raises_tool_sim_error() -> None:
     sim = type(domain.simulation)(domain.simulation.tables, domain.simulation.tools, domain.simulation.returns, rules)
     with sim.env(None) as env, pytest.raises(ToolSimError, match="has no rule"):
         env.call("get_product", {"sku": "SP002"})
+
+
+def rule_played(body: dict[str, Any]) -> str:
+    """A tool model that answers right: each tool's rule, run on the memory its prompt holds."""
+    asked = request(body)
+    domain = get_domain(str(SPEC))
+    sim = domain.simulation
+    name = asked["call"]["name"]
+    conn = open_memory(sim.tables.schema, asked["memory"])
+    call = SimCall(sim.tools[name], asked["call"]["arguments"], sim.returns[name], sim.rules[name], conn, sim.tables)
+    return json.dumps(by_rule(call), ensure_ascii=False)
+
+
+def test_a_tool_model_that_answers_right_ends_gold_episodes_in_the_gold_memory_and_replays(tmp_path: Path) -> None:
+    cache = tmp_path / "sim.sqlite"
+    with SimServer(reply=rule_played) as server:
+        spec = RunSpec(agent="gold", domain=str(SPEC), split="train", simulated=True, tool_model=server.base_url,
+                       tool_model_name="sim", sim_cache=cache)  # fmt: skip
+        first = synthesize_run(spec, tmp_path / "a.jsonl", None, tmp_path / "a.episodes.jsonl", progress=False)
+        sent = server.count
+        again = synthesize_run(spec, tmp_path / "b.jsonl", None, tmp_path / "b.episodes.jsonl", progress=False)
+        resent = server.count - sent
+    # Every gold episode ends in its gold memory: 6 of 6 kept, as by rule; the same rows the second time.
+    assert (first["kept"], again["kept"]) == (6, 6)
+    assert (tmp_path / "a.jsonl").read_text(encoding="utf-8") == (tmp_path / "b.jsonl").read_text(encoding="utf-8")
+    # The gold replay and the episode ask the same questions of one memory: 7 gold calls over 6 tasks, each sent
+    # once (the episode's are the gold replay's, answered from the store); the second run sends nothing.
+    assert (sent, resent) == (7, 0)
