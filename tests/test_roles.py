@@ -3,6 +3,8 @@ back, the reply store that makes a run replay, and the breaker that stops callin
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
 import time
 from pathlib import Path
@@ -106,3 +108,12 @@ def test_a_judge_keeps_its_reason_and_whose_fault() -> None:
     assert verdict.as_dict() == {"verdict": "reject", "reason": "wrong card", "fault": "agent"}
     assert judge.ledger.summary()["invalid"] == 1
     assert json.loads(json.dumps(verdict.as_dict()))["fault"] == "agent"
+
+
+@pytest.mark.parametrize(
+    "name", ["rewardkit.loop.roles", "rewardkit.loop.judge", "rewardkit.envs.memory", "rewardkit.runs.blueprints"]
+)
+def test_the_docstring_examples_of_the_b1_modules_hold(name: str) -> None:
+    module = importlib.import_module(name)
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
