@@ -145,6 +145,9 @@ RECORDS = [
 ]  # fmt: skip
 
 
+NO_FAULT = {"agent": 0, "user": 0, "tool": 0, "none": 0}
+
+
 def test_select_counts_every_reason_under_its_own_name() -> None:
     rows, report = select(RECORDS, TOOLS_JSON)
     assert report["read"] == len(RECORDS) == report["kept"] + sum(report["rejected"].values())
@@ -154,20 +157,26 @@ def test_select_counts_every_reason_under_its_own_name() -> None:
         "user_sim_error": 1,
     }  # fmt: skip
     assert report["terminations"] == {"agent_error": 1, "max_turns": 1, "user_sim_error": 1, "user_stop": 7}
+    # whose fault: agent 5 (agent_error, task_failed 2, malformed, empty) + user 1 + none 1 (duplicate) = 7 rejected
+    assert report["faults"] == {"agent": 5, "user": 1, "tool": 0, "none": 1}
     assert report["tasks_with_a_kept_episode"] == 3
     assert report["per_task"] == {
-        "2": {"attempted": 1, "kept": 1, "rejected": {}, "terminations": {"user_stop": 1}},
+        "2": {"attempted": 1, "kept": 1, "rejected": {}, "terminations": {"user_stop": 1}, "faults": NO_FAULT},
         "9": {
             "attempted": 4, "kept": 0,
             "rejected": {"agent_error": 1, "task_failed": 2, "user_sim_error": 1},
             "terminations": {"agent_error": 1, "max_turns": 1, "user_sim_error": 1, "user_stop": 1},
+            # agent 3 (agent_error, task_failed 2) + user 1 (user_sim_error) = the 4 rejected
+            "faults": {"agent": 3, "user": 1, "tool": 0, "none": 0},
         },
         "10": {
             "attempted": 4, "kept": 1,
             "rejected": {"duplicate": 1, "empty_assistant_turn": 1, "malformed_tool_call": 1},
             "terminations": {"user_stop": 4},
+            # agent 2 (malformed, empty turn) + none 1 (duplicate) = the 3 rejected
+            "faults": {"agent": 2, "user": 0, "tool": 0, "none": 1},
         },
-        "x": {"attempted": 1, "kept": 1, "rejected": {}, "terminations": {"user_stop": 1}},
+        "x": {"attempted": 1, "kept": 1, "rejected": {}, "terminations": {"user_stop": 1}, "faults": NO_FAULT},
     }  # fmt: skip
     # Rows in task order (numeric ids numerically), each the sft_row of its episode.
     assert rows == [sft_row(convo(2), TOOLS_JSON), sft_row(RECORDS[0]["messages"], TOOLS_JSON),

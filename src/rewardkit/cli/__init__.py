@@ -22,6 +22,7 @@ from rewardkit.cli import eval as cli_eval
 from rewardkit.cli import lint as cli_lint
 from rewardkit.cli import recipe as cli_recipe
 from rewardkit.cli import synth as cli_synth
+from rewardkit.cli import tasks as cli_tasks
 from rewardkit.cli import tiny_model as cli_tiny_model
 from rewardkit.cli import view as cli_view
 from rewardkit.recipes import EXAMPLES
@@ -115,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
     # Each module adds its subcommands, in help order.
-    modules = (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_synth, cli_eval, cli_view, cli_audit, cli_config,
-               cli_lint, cli_calibrate)  # fmt: skip
+    modules = (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_tasks, cli_synth, cli_eval, cli_view, cli_audit,
+               cli_config, cli_lint, cli_calibrate)  # fmt: skip
     for module in modules:
         module.add_parsers(sub)
     return parser

@@ -56,6 +56,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     check.add_argument("domain", metavar="DOMAIN", help=DOMAIN_HELP)
     check.add_argument("--json", type=Path, metavar="REPORT", help='write {"domain", "passed", "checks"} here')
     check.add_argument("--all", action="store_true", help="print every check (default: failures, one row per kind)")
+    check.add_argument("--tasks", type=Path, metavar="TASKS.json",
+                       help="check these tasks (a tasks generate output) instead of the domain's")  # fmt: skip
     check.set_defaults(func=cmd_env_check)
     new = actions.add_parser("new", help="write a minimal domain (a lending library) to start yours from")
     new.add_argument("name", metavar="NAME", help="the domain's name (lower-case letters, digits, _)")
@@ -211,12 +213,15 @@ def cmd_env_check(args: argparse.Namespace) -> int:
     from rewardkit.envs import get_domain
     from rewardkit.lint.render import checks_table
     from rewardkit.runs.domain_check import check_domain
+    from rewardkit.runs.task_file import read_tasks
     from rewardkit.testing.report import safe_text
 
     domain = get_domain(args.domain)  # DomainError: one line, exit 2
     report_path = ("--json", args.json) if args.json is not None else None
-    check_outputs([*domain.input_files(), *_domain_sources(args.domain)], [report_path])
-    report = check_domain(args.domain)
+    given = [("--tasks", args.tasks)] if args.tasks is not None else []
+    check_outputs([*domain.input_files(), *_domain_sources(args.domain), *given], [report_path])
+    tasks = read_tasks(args.tasks, "--tasks") if args.tasks is not None else None
+    report = check_domain(args.domain, tasks)
     failed = len(report.failed())
     verdict = f"{failed} of {len(report.checks)} checks failed" if failed else f"all {len(report.checks)} checks passed"
     Console(width=max(120, Console().width)).print(

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rewardkit.cli.env import DOMAIN_HELP
 from rewardkit.cli.lint import _number
@@ -22,8 +23,12 @@ from rewardkit.files.outputs import check_outputs
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.ledger import ledger_lines
 from rewardkit.loop.user_sim.config import UserSimConfig
+from rewardkit.runs.episode_log import RunError
 from rewardkit.runs.spec import RULES, RunSpec, task_ids
 from rewardkit.runs.trials import resume_hint
+
+if TYPE_CHECKING:
+    from rewardkit.runs.judging import JudgeOptions
 
 
 def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
@@ -64,7 +69,10 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
                      help="an LLM writes each task's memory (default: its own memory, else the seed)")  # fmt: skip
     sim.add_argument("--sim-cache", type=Path, metavar="SQLITE",
                      help="store the tool and memory models' answers here: a rerun replays them")  # fmt: skip
-    what.add_argument("--split", default=split, help=f"task split (default {split})")
+    what.add_argument("--split", help=f"task split (default {split}; with --task-file, all)")
+    what.add_argument("--task-file", type=Path, metavar="TASKS.json",
+                      help="play these tasks (rewardkit tasks generate's output) instead of the domain's")  # fmt: skip
+    p.set_defaults(default_split=split)
     what.add_argument("--tasks", help="comma-separated task ids within the split")
     what.add_argument("--limit", type=int, help="only the first N tasks of the split")
     what.add_argument("--trials", type=int, default=trials, help=f"episodes per task (default {trials})")
@@ -96,6 +104,7 @@ def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
         found.append(("--config", args.config) if args.config else (f"${ENV_VAR}", Path(os.environ[ENV_VAR])))
     found += list(get_domain(args.domain).input_files())
     found += [("--sim-cache", args.sim_cache)] if args.sim_cache else []
+    found += [("--task-file", args.task_file)] if args.task_file else []
     return found + ([("--user-cache", args.user_cache)] if args.user_cache else [])
 
 
@@ -109,7 +118,8 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         user_cache=args.user_cache, config=args.config,
         domain=args.domain, mcp=args.mcp, simulated=args.tools == "simulated", tool_model=args.tool_model,
         tool_model_name=args.tool_model_name, memory_model=args.memory_model, sim_cache=args.sim_cache,
-        split=args.split, tasks=tasks, limit=args.limit, trials=args.trials,
+        split=args.split or ("all" if args.task_file else args.default_split), task_file=args.task_file,
+        tasks=tasks, limit=args.limit, trials=args.trials,
         system_prompt=args.system_prompt, tools=not args.no_tools, max_turns=args.max_turns, rule=args.rule,
         workers=args.workers, price=tuple(args.price) if args.price else None,
     )  # fmt: skip
@@ -126,10 +136,13 @@ def _resume_hint() -> Iterator[None]:
         raise
 
 
-def _retry_hint(infrastructure: int) -> None:
+def _retry_hint(infrastructure: int, judge_errors: int = 0) -> None:
     if infrastructure:
         print(f"{infrastructure} episode(s) hit an infrastructure error; rerun with --resume to retry them",
               file=sys.stderr)  # fmt: skip
+    if judge_errors:
+        print(f"{judge_errors} trajectory(ies) got no valid verdict from the judge (judge_error); rerun with --resume "
+              "to judge them again (no episode is rerun for it)", file=sys.stderr)  # fmt: skip
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -150,13 +163,42 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--episodes", type=Path, help="the episode log (default: OUT with .episodes.jsonl)")
     out.add_argument("--verdicts", type=Path, metavar="VERDICTS.json",
                      help="keep only the trajectories a person accepted (rewardkit view --review)")  # fmt: skip
+    _add_judge_options(agent)
     agent.set_defaults(func=cmd_synth_agent)
 
 
+def _add_judge_options(p: argparse.ArgumentParser) -> None:
+    judge = p.add_argument_group("judge")
+    judge.add_argument("--judge", metavar="URL",
+                       help="a model judges each trajectory the rules pass; keep only its accepts")  # fmt: skip
+    judge.add_argument("--judge-model", help="model name at --judge (default: the one model it serves)")
+    judge.add_argument("--judge-cache", type=Path, metavar="SQLITE",
+                       help="store the judge's verdicts here: a rerun replays them")  # fmt: skip
+    judge.add_argument(
+        "--judge-retries", type=int, help="extra attempts per judge call on transport failures (default 3)"
+    )
+
+
+def _judge_options(args: argparse.Namespace) -> JudgeOptions | None:
+    """``--judge`` and its options; one of them without ``--judge`` is an error naming it."""
+    if args.judge is None:
+        given = [f for f in ("judge_model", "judge_cache", "judge_retries") if getattr(args, f) is not None]
+        if given:
+            raise RunError(f"--{given[0].replace('_', '-')} configures the judge: add --judge URL")
+        return None
+    from rewardkit.runs.judging import JudgeOptions
+
+    retries = JudgeOptions.retries if args.judge_retries is None else args.judge_retries
+    return JudgeOptions(args.judge, args.judge_model, args.judge_cache, retries)
+
+
 def cmd_synth_agent(args: argparse.Namespace) -> int:
+    from rewardkit.runs.judging import judge_errors
     from rewardkit.runs.synthesis import headline, infrastructure_errors, synthesize_run
 
+    judge = _judge_options(args)
     inputs = _run_inputs(args) + ([("--verdicts", args.verdicts)] if args.verdicts else [])
+    inputs += [("--judge-cache", args.judge_cache)] if args.judge_cache else []
     check_outputs(inputs, [("--out", args.out)])  # first: a directory has no name to derive the log's from
     episodes = args.episodes or args.out.with_suffix(".episodes.jsonl")
     report = ("--report", args.report) if args.report else None
@@ -164,9 +206,9 @@ def cmd_synth_agent(args: argparse.Namespace) -> int:
     spec = _run_spec(args)
     with _resume_hint():
         report = synthesize_run(spec, args.out, args.report, episodes, resume=args.resume,
-                                progress=not args.no_progress, verdicts=args.verdicts)  # fmt: skip
+                                progress=not args.no_progress, verdicts=args.verdicts, judge=judge)  # fmt: skip
     print(headline(report), file=sys.stderr)
     for line in ledger_lines(report["ledger"]):
         print(line, file=sys.stderr)
-    _retry_hint(infrastructure_errors(report))
+    _retry_hint(infrastructure_errors(report), judge_errors(report))
     return 0

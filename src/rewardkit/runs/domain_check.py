@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations, groupby
 from typing import Any
 
@@ -92,9 +92,13 @@ class Gold:
     detail: str = ""
 
 
-def check_domain(ref: str) -> DomainReport:
-    """Every check of the domain ``ref`` names (DomainError when it cannot be loaded)."""
+def check_domain(ref: str, tasks: Mapping[str, Any] | None = None) -> DomainReport:
+    """Every check of the domain ``ref`` names (DomainError when it cannot be loaded); with ``tasks`` (id -> task,
+    a tasks file's), those tasks instead of the domain's own, in one split ``all``."""
     domain = get_domain(ref)
+    splits = domain.splits() if tasks is None else {"all": list(tasks)}
+    if tasks is not None:  # the domain's bundled task files are not the ones checked
+        domain = replace(domain, tasks=lambda: tasks, data_files=())
     tasks = domain.tasks()
     golds = {task_id: replay_gold(domain, task) for task_id, task in tasks.items()}
     reward = TaskCompletion()
@@ -104,7 +108,7 @@ def check_domain(ref: str) -> DomainReport:
     checks += [outputs_check(i, tasks[i], g) for i, g in golds.items() if g.texts is not None]
     scored = [episode_checks(reward, ref, i, tasks[i]) for i, g in golds.items() if g.writes and g.scorable]
     checks += [nothing for nothing, _ in scored] + [said for _, said in scored]
-    checks += [ids_check(domain, tasks), splits_check(domain.splits(), tasks), policy_check(domain.policy())]
+    checks += [ids_check(domain, tasks), splits_check(splits, tasks), policy_check(domain.policy())]
     checks.append(guidelines_check(domain.guidelines() if domain.guidelines is not None else None))
     return DomainReport(ref, tuple(checks))
 

@@ -65,6 +65,7 @@ class RunSpec:
     rule: str = "tau2"  # one of RULES
     workers: int = 8  # episodes in flight
     price: tuple[float, float] | None = None  # USD per million prompt and completion tokens: the ledger's cost
+    task_file: Path | None = None  # a JSON list of tasks in place of the domain's (split "all")
 
     def __post_init__(self) -> None:
         if self.tasks is not None:  # any sequence of ids; none at all means every task, as no --tasks does
@@ -230,6 +231,10 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     cfg = run_config(spec)
     _check_models(spec, cfg)
     domain = _domain(spec)
+    if spec.task_file is not None:
+        from rewardkit.runs.task_file import with_task_file
+
+        domain, task_file_sha256 = with_task_file(domain, spec.task_file)
     system = _system_prompt(spec.system_prompt)
     tasks, unusable = select_tasks(domain, spec.split, list(spec.tasks) if spec.tasks else None, spec.limit)
     try:
@@ -266,6 +271,8 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     }  # fmt: skip
     if spec.mcp is not None:  # only then: the fingerprints of runs without MCP stay what they were
         described["mcp"] = spec.mcp
+    if spec.task_file is not None:  # likewise
+        described["task_file_sha256"] = task_file_sha256
     if spec.simulated:  # likewise
         described["tools_simulated"] = {"domain": domain.name, "tool_model": spec.tool_model,
                                         "memory_model": spec.memory_model}  # fmt: skip

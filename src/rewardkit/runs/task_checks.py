@@ -1,0 +1,110 @@
+"""The checks a proposed task passes on the real environment before ``rewardkit tasks generate`` keeps it.
+
+Each check names the reason a task is rejected for, in this order: the shared task checks
+(:func:`~rewardkit.envs.tasks.task_problem`), ``gold_fails`` (a gold call, read or write, not OK on a fresh
+environment), ``no_change`` (gold writes that leave the state hash as it was, or a plain or gated task without a
+write), ``outputs_unsupported`` and ``do_nothing_passes`` (``rewardkit env check``'s outputs and episode checks) and
+``duplicate`` (the same gold as a domain task or an earlier kept one, or a near-same request with the same tools).
+It scores with the rewards, so it lives in ``rewardkit.runs``, like :mod:`rewardkit.runs.domain_check`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from rewardkit.envs import Domain
+from rewardkit.envs.tasks import approves, error_text, gold_actions, reason_for_call, task_problem
+from rewardkit.envs.tool import IDEMPOTENCY_KEY
+from rewardkit.rewards import TaskCompletion
+from rewardkit.runs.domain_check import Gold, episode_checks, outputs_check
+
+SIMILAR = 92  # rapidfuzz token_set_ratio of two reasons for calling, with the same tools: a duplicate
+WRITING_KINDS = ("plain", "gated")  # kinds whose gold must write
+
+
+def canonical(task: Mapping[str, Any]) -> str:
+    """The gold actions as one string: names and arguments, sorted keys, without the idempotency key."""
+    actions = [[a["name"], {k: v for k, v in (a.get("arguments") or {}).items() if k != IDEMPOTENCY_KEY}]
+               for a in gold_actions(task)]  # fmt: skip
+    return json.dumps(actions, sort_keys=True, ensure_ascii=False)
+
+
+def _names(task: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(a["name"] for a in gold_actions(task))
+
+
+@dataclass
+class Seen:
+    """The tasks a new one must differ from: the domain's own, then each one kept."""
+
+    golds: set[str] = field(default_factory=set)
+    reasons: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+
+    def add(self, task: Mapping[str, Any]) -> None:
+        self.golds.add(canonical(task))
+        self.reasons.append((_names(task), reason_for_call(task) or ""))
+
+    def duplicate(self, task: Mapping[str, Any]) -> str | None:
+        """Why ``task`` repeats a seen one, or None."""
+        if canonical(task) in self.golds:
+            return "the same gold actions as a domain task or an earlier kept one"
+        names, reason = _names(task), reason_for_call(task) or ""
+        for other_names, other in self.reasons:
+            score = fuzz.token_set_ratio(reason, other)
+            if other_names == names and score >= SIMILAR:
+                return f"reason_for_call {score:.0f}% like {other[:60]!r}, with the same tools"
+        return None
+
+
+def seen_from(tasks: Iterable[Mapping[str, Any]]) -> Seen:
+    """A :class:`Seen` holding ``tasks`` (those with usable criteria)."""
+    seen = Seen()
+    for task in tasks:
+        if task_problem(task) is None:
+            seen.add(task)
+    return seen
+
+
+def _replay(domain: Domain, task: Mapping[str, Any]) -> tuple[str, str] | Gold:
+    """The gold on a fresh environment: a rejection, or the :class:`Gold` the outputs check reads."""
+    actions = gold_actions(task)
+    writes = sum(a["name"] in domain.write_tools for a in actions)
+    try:
+        with domain.env_for(task) as env:
+            before = env.state_hash()
+            results = env.replay(actions, approve=approves(task))
+            after = env.state_hash()
+    except Exception as exc:  # a bug in the domain's tools: this task is rejected, the run goes on
+        return "gold_fails", f"replaying the gold raised {type(exc).__name__}: {exc}"
+    for i, (action, result) in enumerate(zip(actions, results, strict=True)):
+        if not result.ok:
+            return "gold_fails", f"actions[{i}] {action['name']}: {error_text(result)}"
+    if writes and before == after:
+        return "no_change", "the gold writes leave the state hash unchanged"
+    if not writes and task.get("kind") in WRITING_KINDS:
+        return "no_change", f"a {task.get('kind')} task must write; its gold only reads"
+    return Gold(None, tuple(r.text() for r in results), bool(writes), True)
+
+
+def rejection(domain: Domain, ref: str, task: Mapping[str, Any], seen: Seen) -> tuple[str, str] | None:
+    """``(reason, detail)`` for the first check ``task`` fails, else None (it may be kept)."""
+    found = task_problem(task, domain.tools, domain.name)
+    if found is not None:
+        return found
+    gold = _replay(domain, task)
+    if not isinstance(gold, Gold):
+        return gold
+    outputs = outputs_check(task["id"], task, gold)
+    if not outputs.passed:
+        return "outputs_unsupported", outputs.detail
+    if gold.writes:
+        failed = [c for c in episode_checks(TaskCompletion(), ref, task["id"], task) if not c.passed]
+        if failed:
+            return "do_nothing_passes", failed[0].detail
+    why = seen.duplicate(task)
+    return ("duplicate", why) if why is not None else None
