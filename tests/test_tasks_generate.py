@@ -22,6 +22,7 @@ from rewardkit.loop.roles import JsonRole
 from rewardkit.runs.domain_check import check_domain
 from rewardkit.runs.episode_log import RunError
 from rewardkit.runs.spec import RunSpec, build_plan
+from rewardkit.runs.task_checks import Seen
 from rewardkit.runs.task_gen import generate, to_task
 
 ACCEPT = '{"verdict": "accept", "reason": "realistic and solvable", "fault": null}'
@@ -47,7 +48,7 @@ FAILS = blueprint("Lend me Ulysses, member m1.", lend("Ulysses", "b3", "m1"), ["
 NO_BOOK = blueprint("Is Hamlet on the shelf?", [("find_book", {"title": "Hamlet"})], ["no"])  # a read fails
 READS = blueprint("Is Emma on the shelf?", [("find_book", {"title": "Emma"})], ["available"])  # plain: no write
 DUPLICATE = blueprint("Member m7 here; Dune, please.", lend("Dune", "b1", "m7"), ["14"])  # the same gold as task 0
-NEAR = blueprint("Please lend me Beloved; I am member m9 and would like it today!", lend("Beloved", "b4", "m8"), ["14"])
+NEAR = blueprint("Please lend me Beloved; I am member m9 and would like it today!", lend("Beloved", "b4", "m9"), ["14"])
 GUESSED = blueprint("Dune for member m6.", lend("Dune", "b1", "m6"), ["42"])  # 42 is in no result
 SHAPELESS = '{"kind": "plain", "actions": "lend it"}'  # no user_scenario, actions not a list
 
@@ -59,7 +60,7 @@ CASES: dict[str, tuple[list[str], list[str] | None, int, int, dict[str, int], in
     "gold_fails": ([FAILS, NO_BOOK], None, 2, 0, {"gold_fails": 2}, 2, 0),
     # a plain blueprint that only reads: no_change
     "no_change": ([READS], None, 1, 0, {"no_change": 1}, 1, 0),
-    # task 0's gold; then GOOD kept, then a near-same reason with the same tools: kept 1, duplicate 2
+    # task 0's gold; then GOOD kept, then GOOD's gold reworded: kept 1, duplicate 2
     "duplicate": ([DUPLICATE, GOOD, NEAR], None, 3, 1, {"duplicate": 2}, 3, 0),
     "outputs_unsupported": ([GUESSED], None, 1, 0, {"outputs_unsupported": 1}, 1, 0),
     # not JSON, then (asked again) GOOD: 2 requests, 1 invalid, kept 1
@@ -194,3 +195,25 @@ def test_a_task_file_is_in_the_fingerprint_and_a_bad_one_names_itself(tmp_path: 
     bad.write_text('{"not": "a list"}', encoding="utf-8")
     with pytest.raises(RunError, match=f"--task-file {bad}: must hold a non-empty JSON list"):
         build_plan(RunSpec(**base, split="all", task_file=bad))
+
+
+def price_task(reason: str, sku: str, price: float) -> dict[str, Any]:
+    action = {"name": "change_price", "arguments": {"sku": sku, "price": price, "idempotency_key": "k"}}
+    return {"id": "x", "user_scenario": {"instructions": {"reason_for_call": reason}},
+            "evaluation_criteria": {"actions": [action]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("reason", "sku", "price", "why"),
+    [
+        ("把 SP002 的售价改成 79 元。", "SP002", 79, "the same gold actions"),  # exact, the key aside
+        ("把 SP002 的售价改成 78 元。", "SP002", 78, "on the same calls but for their numbers"),  # another number
+        ("把 SP003 的售价改成 79 元。", "SP003", 79, None),  # another product: another task, worded alike or not
+        ("SP002 this weekend: lower it to 78, it is not selling", "SP002", 78, None),  # another request
+    ],
+)
+def test_a_duplicate_is_the_same_calls_worded_alike(reason: str, sku: str, price: float, why: str | None) -> None:
+    seen = Seen()
+    seen.add(price_task("把 SP002 的售价改成 79 元。", "SP002", 79))
+    found = seen.duplicate(price_task(reason, sku, price))
+    assert (found is None) if why is None else (why in found)

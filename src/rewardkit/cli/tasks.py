@@ -40,6 +40,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--cache", type=Path, metavar="SQLITE", help="store the answers here: a rerun replays them")
     gen.add_argument("--attempts", type=int, default=3, help="answers asked for per request (default 3)")
     gen.add_argument("--workers", type=int, default=4, help="requests in flight (default 4)")
+    gen.add_argument("--seed", type=int, default=0, help="--model sample: which blueprints are drawn (default 0)")
     gen.set_defaults(func=cmd_tasks_generate)
 
 
@@ -92,7 +93,7 @@ def cmd_tasks_generate(args: argparse.Namespace) -> int:
     if args.judge is not None:
         name = _model(args.judge, args.judge_model, "--judge")
         judge = Judge(JsonRole("judge", args.judge, name, attempts=attempts, cache=store, version=PROMPT_VERSION))
-    kept, report = generate(domain, args.domain, proposer, n, judge=judge, workers=workers)
+    kept, report = generate(domain, args.domain, proposer, n, judge=judge, workers=workers, seed=args.seed)
     with OutputSet() as outputs:
         outputs.write_text(args.out, json.dumps(kept, ensure_ascii=False, indent=2) + "\n", "--out")
         if args.report:

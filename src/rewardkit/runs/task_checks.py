@@ -23,7 +23,7 @@ from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.domain_check import Gold, episode_checks, outputs_check
 
-SIMILAR = 92  # rapidfuzz token_set_ratio of two reasons for calling, with the same tools: a duplicate
+SIMILAR = 92  # rapidfuzz token_set_ratio of two reasons for calling, on the same calls but for numbers: a duplicate
 WRITING_KINDS = ("plain", "gated")  # kinds whose gold must write
 
 
@@ -34,8 +34,14 @@ def canonical(task: Mapping[str, Any]) -> str:
     return json.dumps(actions, sort_keys=True, ensure_ascii=False)
 
 
-def _names(task: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(a["name"] for a in gold_actions(task))
+def _names(task: Mapping[str, Any]) -> str:
+    """The gold calls with their numbers left out: the tools, and every argument that is not a number (ids, texts).
+    Two requests worded alike on these are the same task with another number; on other ids they are two tasks
+    (a request without spaces, in Chinese, is one token, and reads as alike whatever its ids)."""
+    calls = [[a["name"], {k: v for k, v in (a.get("arguments") or {}).items()
+                          if k != IDEMPOTENCY_KEY and (isinstance(v, bool) or not isinstance(v, (int, float)))}]
+             for a in gold_actions(task)]  # fmt: skip
+    return json.dumps(calls, sort_keys=True, ensure_ascii=False)
 
 
 @dataclass
@@ -43,7 +49,7 @@ class Seen:
     """The tasks a new one must differ from: the domain's own, then each one kept."""
 
     golds: set[str] = field(default_factory=set)
-    reasons: list[tuple[tuple[str, ...], str]] = field(default_factory=list)
+    reasons: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, task: Mapping[str, Any]) -> None:
         self.golds.add(canonical(task))
@@ -57,7 +63,7 @@ class Seen:
         for other_names, other in self.reasons:
             score = fuzz.token_set_ratio(reason, other)
             if other_names == names and score >= SIMILAR:
-                return f"reason_for_call {score:.0f}% like {other[:60]!r}, with the same tools"
+                return f"reason_for_call {score:.0f}% like {other[:60]!r}, on the same calls but for their numbers"
         return None
 
 

@@ -159,50 +159,59 @@ class Generation:
         self.rejected: Counter[str] = Counter()
         self.kinds: dict[str, Counter[str]] = {}
         self.judge_reasons: list[dict[str, Any]] = []
+        self.rejections: list[dict[str, Any]] = []  # every rejection: request, kind, reason, detail
 
     def consider(self, request: int, kind: str, found: Any) -> None:
         """Check request ``request``'s answer (a blueprint or its RoleError) and keep it or count why not."""
         self.kinds.setdefault(kind, Counter())["requested"] += 1
         if isinstance(found, RoleError):
-            return self._reject(kind, "proposer_error")
+            return self._reject(request, kind, "proposer_error", str(found))
         task = to_task(found, len(self.kept) + 1)
         problem = rejection(self.domain, self.ref, task, self.seen)
         if problem is not None:
-            return self._reject(kind, problem[0])
+            return self._reject(request, kind, *problem)
         if self.judge is not None:
             subject = json.dumps({k: task[k] for k in ("user_scenario", "evaluation_criteria")}, ensure_ascii=False)
             try:
                 verdict = self.judge.judge(judge_instructions(self.domain), subject)
-            except RoleError:
-                return self._reject(kind, "judge_error")
+            except RoleError as exc:
+                return self._reject(request, kind, "judge_error", str(exc))
             if not verdict.accept:
                 self.judge_reasons.append({"request": request, "kind": kind, "reason": verdict.reason})
-                return self._reject(kind, "judge_rejected")
+                return self._reject(request, kind, "judge_rejected", verdict.reason)
         self.kept.append(task)
         self.seen.add(task)
         self.kinds[kind]["kept"] += 1
 
-    def _reject(self, kind: str, reason: str) -> None:
+    def _reject(self, request: int, kind: str, reason: str, detail: str) -> None:
         self.rejected[reason] += 1
         self.kinds[kind]["rejected"] += 1
+        self.rejections.append({"request": request, "kind": kind, "reason": reason, "detail": detail})
 
     def scenarios(self) -> list[str]:
         return [reason_for_call(t) or "" for t in self.kept]
 
 
-def _sampled(domain: Domain, pools: dict[str, list[Any]], index: int) -> Any:
+def _sampled(domain: Domain, pools: dict[str, list[Any]], index: int, seed: int) -> Any:
     try:
-        return sample_blueprint(domain, pools, index, seed=0)
+        return sample_blueprint(domain, pools, index, seed)
     except ValueError as exc:
         return RoleError("sample", "rule", str(exc))
 
 
 def generate(
-    domain: Domain, ref: str, proposer: JsonRole | None, n: int, *, judge: Judge | None = None, workers: int = 4
+    domain: Domain,
+    ref: str,
+    proposer: JsonRole | None,
+    n: int,
+    *,
+    judge: Judge | None = None,
+    workers: int = 4,
+    seed: int = 0,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``n`` proposals on ``domain`` (``ref``: how the reward finds it), checked in request order: the tasks kept and
     the report (``requested == kept + sum(rejected)``). With no ``proposer``, blueprints sampled by rule
-    (:func:`~rewardkit.runs.blueprints.sample_blueprint`, kind plain)."""
+    (:func:`~rewardkit.runs.blueprints.sample_blueprint`, kind plain, deterministic in ``seed``)."""
     kinds = kinds_for(domain) if proposer is not None else KINDS[:1]
     data = _export(domain)
     sample, pools = _sample(data), value_pools(data) if proposer is None else {}
@@ -211,7 +220,7 @@ def generate(
         for start in range(0, n, workers):
             batch = [(i, kinds[i % len(kinds)]) for i in range(start, min(n, start + workers))]
             kept = run.scenarios()
-            jobs = [pool.submit(_sampled, domain, pools, i) if proposer is None else
+            jobs = [pool.submit(_sampled, domain, pools, i, seed) if proposer is None else
                     pool.submit(_propose, proposer, prompt(domain, sample, kind, kept),
                                 blueprint_check(kind, domain.write_tools)) for i, kind in batch]  # fmt: skip
             for (i, kind), job in zip(batch, jobs, strict=True):
@@ -229,7 +238,7 @@ def report(run: Generation, n: int, proposer: JsonRole | None) -> dict[str, Any]
         "domain": run.domain.name, "requested": n, "kept": len(run.kept), "rejected": rejected,
         "kinds": {k: {"requested": c["requested"], "kept": c["kept"], "rejected": c["rejected"]}
                   for k, c in run.kinds.items()},
-        "judge_reasons": run.judge_reasons, "ledger": ledgers,
+        "judge_reasons": run.judge_reasons, "rejections": run.rejections, "ledger": ledgers,
     }  # fmt: skip
 
 
