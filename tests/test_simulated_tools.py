@@ -4,6 +4,7 @@ in which writes are kept, so a later read agrees; every refusal, retry and endin
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.memory import open_memory
 from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule
-from rewardkit.envs.spec_domain import load_spec
+from rewardkit.envs.spec_domain import held_out, load_spec
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.tool_sim import MemoryWriter, ToolModel, simulated_domain
 from rewardkit.runs.episode_log import RunError
@@ -239,3 +240,24 @@ def test_a_tool_model_that_answers_right_ends_gold_episodes_in_the_gold_memory_a
     # The gold replay and the episode ask the same questions of one memory: 7 gold calls over 6 tasks, each sent
     # once (the episode's are the gold replay's, answered from the store); the second run sends nothing.
     assert (sent, resent) == (7, 0)
+
+
+def test_a_spec_takes_its_tasks_from_several_files_and_holds_out_a_fifth_by_id(tmp_path: Path) -> None:
+    folder = tmp_path / "spec"
+    shutil.copytree(SPEC, folder)
+    spec = json.loads((folder / "domain.json").read_text(encoding="utf-8"))
+    more = [{**get_domain(str(SPEC)).tasks()["m01"], "id": f"extra-{i}"} for i in range(40)]
+    (folder / "more.json").write_text(json.dumps(more), encoding="utf-8")
+    spec["tasks"] = ["tasks.json", "more.json"]
+    spec.pop("splits")
+    (folder / "domain.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+    domain = load_spec(folder)
+    splits = domain.splits()
+    # 8 + 40 tasks, each in one split; the held-out ones are those held_out() names, about a fifth (here 10 of 48).
+    assert sorted(splits["train"] + splits["test"]) == sorted(domain.tasks()) and len(domain.tasks()) == 48
+    assert splits["test"] == [t for t in domain.tasks() if held_out(t)] and 5 <= len(splits["test"]) <= 15
+    assert folder / "more.json" in domain.data_files  # an input: no command may write over it
+    # The same id in two files is refused, naming the file.
+    (folder / "more.json").write_text(json.dumps([{**more[0], "id": "m01"}]), encoding="utf-8")
+    with pytest.raises(DomainDataError, match="more.json: task id 'm01'"):
+        load_spec(folder).tasks()

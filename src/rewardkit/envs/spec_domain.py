@@ -8,7 +8,8 @@ a tool LLM (``--tools simulated --tool-model URL``). ``get_domain`` loads a fold
 - ``name``, ``language`` (default ``en``), ``policy`` and ``guidelines`` (text files, the second optional);
 - ``schema``: a file of ``CREATE TABLE`` statements; ``seed``: a JSON file of table -> rows, the memory of a task
   without its own ``memory`` (optional: empty tables);
-- ``tasks``: a JSON file of tau2 tasks; ``splits``: split name -> task ids (optional: every task in ``train``);
+- ``tasks``: a JSON file of tau2 tasks, or a list of such files; ``splits``: split name -> task ids (optional: a
+  fifth of the tasks in ``test`` by the hash of their ids, :func:`held_out`, the rest in ``train``);
 - ``tools``: a list of ``{"name", "description", "parameters", "risk", "returns", "rule"}``; ``returns`` is the JSON
   Schema of what the tool returns, ``rule`` (optional) how the deterministic simulator answers it.
 
@@ -17,6 +18,7 @@ Every problem is a :class:`~rewardkit.envs.domain.DomainDataError` naming the fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,11 +104,34 @@ def _json(folder: Path, spec: Mapping[str, Any], key: str) -> Any:
         raise DomainDataError(f"{folder / SPEC_FILE}: {key}: {folder / spec[key]} is not JSON ({exc})") from None
 
 
+def _task_files(spec: Mapping[str, Any]) -> list[str]:
+    """``tasks``: one file, or a list of them (the hand-written tasks, then those ``tasks generate`` wrote)."""
+    names = spec.get("tasks")
+    return [names] if isinstance(names, str) else names if isinstance(names, list) else [names]
+
+
 def _tasks(folder: Path, spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    raw = _json(folder, spec, "tasks")
-    if not isinstance(raw, list) or not all(isinstance(t, dict) and "id" in t for t in raw):
-        raise DomainDataError(f"{folder / spec['tasks']}: must be a JSON list of task objects, each with an 'id'")
-    return {str(t["id"]): t for t in raw}
+    out: dict[str, dict[str, Any]] = {}
+    for name in _task_files(spec):
+        raw = _json(folder, {"tasks": name}, "tasks")
+        if not isinstance(raw, list) or not all(isinstance(t, dict) and "id" in t for t in raw):
+            raise DomainDataError(f"{folder / name}: must be a JSON list of task objects, each with an 'id'")
+        for task in raw:
+            if str(task["id"]) in out:
+                raise DomainDataError(f"{folder / name}: task id {task['id']!r} is already a task of {SPEC_FILE}'s "
+                                      "tasks; give every task its own id")  # fmt: skip
+            out[str(task["id"])] = task
+    return out
+
+
+def held_out(task_id: str, share: float = 0.2) -> bool:
+    """Whether a task is in the ``test`` split of a spec without ``splits``: by the hash of its id, so adding tasks
+    never moves one (a fifth held out)."""
+    return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 16**8 < share
+
+
+def _hashed_splits(tasks: Mapping[str, Any]) -> dict[str, list[str]]:
+    return {"train": [t for t in tasks if not held_out(t)], "test": [t for t in tasks if held_out(t)]}
 
 
 def load_spec(folder: str | Path) -> Domain:
@@ -136,9 +161,10 @@ def load_spec(folder: str | Path) -> Domain:
         Tables(schema, seed), tools, {t.name: r for t, r, _ in found}, {t.name: rule for t, _, rule in found if rule}
     )
     given = spec.get("splits")
-    splits = (lambda: dict(given)) if isinstance(given, Mapping) else (lambda: {"train": list(_tasks(folder, spec))})
+    splits = (lambda: dict(given)) if isinstance(given, Mapping) else (lambda: _hashed_splits(_tasks(folder, spec)))
     policy, guidelines = _text(folder, spec, "policy") or "", _text(folder, spec, "guidelines", required=False)
-    files = tuple(folder / spec[k] for k in ("schema", "seed", "tasks", "policy", "guidelines") if spec.get(k))
+    files = tuple(folder / spec[k] for k in ("schema", "seed", "policy", "guidelines") if spec.get(k))
+    files += tuple(folder / name for name in _task_files(spec) if isinstance(name, str))
     return Domain(
         name=spec["name"],
         make_env=lambda db_path=None: simulation.env(None),
