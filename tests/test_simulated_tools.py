@@ -259,5 +259,5 @@ def test_a_spec_takes_its_tasks_from_several_files_and_holds_out_a_fifth_by_id(t
     assert folder / "more.json" in domain.data_files  # an input: no command may write over it
     # The same id in two files is refused, naming the file.
     (folder / "more.json").write_text(json.dumps([{**more[0], "id": "m01"}]), encoding="utf-8")
-    with pytest.raises(DomainDataError, match="more.json: task id 'm01'"):
+    with pytest.raises(DomainDataError, match=r"more\.json: task id 'm01'"):
         load_spec(folder).tasks()
