@@ -329,8 +329,12 @@ TEST = [i for i in DOMAIN.splits()["test"] if i not in GOLD_FAILS["test"]]
 def test_select_tasks(split: str, task_ids: list[str] | None, limit: int | None, expected: list[str]) -> None:
     tasks, unusable = select_tasks(DOMAIN, split, task_ids, limit)
     assert [str(t["id"]) for t in tasks] == list(expected)
-    # Unusable tasks are reported whatever the limit, and only those the selection looked at.
-    assert set(unusable) == (GOLD_FAILS[split] if task_ids is None else set())
+    # Tasks are checked in split order until the limit is met: an unusable one past the last task taken is not seen.
+    order = DOMAIN.splits()[split]
+    checked = (
+        set(order[: order.index(str(tasks[-1]["id"])) + 1]) if limit is not None and len(tasks) == limit else set(order)
+    )
+    assert set(unusable) == (GOLD_FAILS[split] & checked if task_ids is None else set())
     assert all(why.startswith("gold_fails: ") for why in unusable.values())
     assert all(t is DOMAIN.tasks()[str(t["id"])] or t == DOMAIN.tasks()[str(t["id"])] for t in tasks)
 

@@ -13,7 +13,8 @@ def select_tasks(
     domain: Domain, split: str, task_ids: Sequence[str] | None, limit: int | None
 ) -> tuple[list[dict], dict[str, str]]:
     """The split's usable tasks in split order, narrowed to ``task_ids`` and cut to the first ``limit``; and the
-    unusable ones left out, id -> why (the task checks and the gold replay of :mod:`rewardkit.envs.outcomes`).
+    unusable ones left out on the way, id -> why (the task checks and the gold replay of
+    :mod:`rewardkit.envs.outcomes`; with ``limit``, none past the last task taken is checked).
 
     A task named in ``task_ids`` that is unusable is an error: it was asked for by name.
     """
@@ -27,17 +28,20 @@ def select_tasks(
         if unknown:
             raise RunError(f"--tasks: {', '.join(unknown)} not in the {split} split of {domain.name}")
         ids = [i for i in ids if i in set(task_ids)]
-    unusable = {}
+    unusable: dict[str, str] = {}
+    usable: list[str] = []
     for i in ids:
+        if limit is not None and len(usable) == limit:  # checked no further: a check may cost a model call (B1)
+            break
         problem = task_check(tasks[i], domain.name)
-        if problem is not None:
+        if problem is None:
+            usable.append(i)
+        else:
             unusable[i] = f"{problem[0]}: {problem[1]}"
     if task_ids and unusable:
         first = next(iter(unusable))
         raise RunError(f"--tasks: task {first} of {domain.name} cannot be judged ({unusable[first]}); leave it out")
-    ids = [i for i in ids if i not in unusable]
-    if limit is not None:
-        ids = ids[:limit]
+    ids = usable
     if not ids:
         raise RunError(f"no tasks selected from the {split} split of {domain.name}")
     return [tasks[i] for i in ids], unusable
