@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewardkit.envs import get_domain
+from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.approvals import agent_rows, gate_counts, user_decision
 from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
@@ -118,6 +118,16 @@ def replay_gold(domain: str, task: Mapping[str, Any], export: bool = False) -> O
     """``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved when its user
     approves (not cached; with ``export``, the final database too: the episode viewer's diff)."""
     return replay(domain, gold_actions(task), approves(task), export=export, task=task)
+
+
+def run_gold(domain: Domain, task: Mapping[str, Any]) -> tuple[list[Any], bool]:
+    """The results of ``task``'s gold actions on a fresh environment of ``domain`` (``env_for(task)``, its soft-gated
+    writes approved when its user approves), and whether they changed the state; not cached (``env check`` and
+    ``tasks generate`` read every result)."""
+    with domain.env_for(task) as env:
+        before = env.state_hash()
+        results = env.replay(gold_actions(task), approve=approves(task))
+        return results, env.state_hash() != before
 
 
 def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:

@@ -19,8 +19,9 @@ never the policy's fault.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,15 +74,23 @@ def answer_problem(call: SimCall, answer: Any) -> str | None:
         return '"writes" must be a list of writes'
     if writes and call.tool.risk != "write":
         return f"{call.tool.name} is a read tool: it changes nothing, so its writes must be []"
-    call.conn.execute("SAVEPOINT rewardkit_check")
-    try:
-        apply_writes(call.conn, writes)
+    with _undone(call.conn):
+        try:
+            apply_writes(call.conn, writes)
+        except MemoryError_ as exc:
+            return f"the writes do not fit the memory: {exc}"
         return contradiction(call.conn, answer["result"], call.tables.names)  # the memory after the writes
-    except MemoryError_ as exc:
-        return f"the writes do not fit the memory: {exc}"
+
+
+@contextlib.contextmanager
+def _undone(conn: sqlite3.Connection) -> Iterator[None]:
+    """Whatever is written inside is undone after (a savepoint rolled back): writes tried, never kept."""
+    conn.execute("SAVEPOINT rewardkit_try")
+    try:
+        yield
     finally:
-        call.conn.execute("ROLLBACK TO rewardkit_check")
-        call.conn.execute("RELEASE rewardkit_check")
+        conn.execute("ROLLBACK TO rewardkit_try")
+        conn.execute("RELEASE rewardkit_try")
 
 
 def _keys(conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, list[str]]:
@@ -159,14 +168,11 @@ def by_rule(call: SimCall) -> dict[str, Any]:
     docs/simulated_tools.md) run on the memory; a write the schema refuses (a key taken, a foreign key to nothing)
     is the tool's refusal, ``PRECONDITION_FAILED``, as the harness answers a real tool's constraint failure."""
     answer = _by_rule(call)
-    call.conn.execute("SAVEPOINT rewardkit_rule")
-    try:
-        apply_writes(call.conn, answer.get("writes") or [])
-    except MemoryError_ as exc:
-        return {"ok": False, "code": ResultCode.PRECONDITION_FAILED.value, "message": str(exc)}
-    finally:
-        call.conn.execute("ROLLBACK TO rewardkit_rule")
-        call.conn.execute("RELEASE rewardkit_rule")
+    with _undone(call.conn):
+        try:
+            apply_writes(call.conn, answer.get("writes") or [])
+        except MemoryError_ as exc:
+            return {"ok": False, "code": ResultCode.PRECONDITION_FAILED.value, "message": str(exc)}
     return answer
 
 

@@ -27,8 +27,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from rewardkit.envs import Domain, get_domain
+from rewardkit.envs.outcomes import run_gold
 from rewardkit.envs.tasks import (
-    approves,
     error_text,
     expected_outputs,
     gold_actions,
@@ -145,17 +145,14 @@ def replay_gold(domain: Domain, task: Any) -> Gold:
     actions = gold_actions(task)
     writes = sum(a["name"] in domain.write_tools for a in actions)
     try:
-        with domain.env_for(task) as env:
-            before = env.state_hash()
-            results = env.replay(actions, approve=approves(task))
-            after = env.state_hash()
+        results, changed_state = run_gold(domain, task)
     except Exception as exc:  # a bug in the domain's environment or tools: reported, not a traceback
         return Gold(f"replaying the gold raised {type(exc).__name__}: {exc}", None, bool(writes), False)
     texts = tuple(r.text() for r in results)
     failed = gold_problem(task, [(r.ok, None if r.ok else error_text(r)) for r in results], domain.write_tools)
     if failed is not None:
         return Gold(f"{failed[0]}: {failed[1]}", texts, True, False)
-    if writes and before == after:
+    if writes and not changed_state:
         why = "the gold writes leave the state as it was (state_hash unchanged): doing nothing reaches the gold state"
         return Gold(why, texts, True, True)
     reads_failed = [error_text(r) for r in results if not r.ok]  # only reads: a failed write is gold_fails above

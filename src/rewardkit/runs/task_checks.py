@@ -18,7 +18,8 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from rewardkit.envs import Domain
-from rewardkit.envs.tasks import approves, error_text, gold_actions, reason_for_call, task_problem
+from rewardkit.envs.outcomes import run_gold
+from rewardkit.envs.tasks import error_text, gold_actions, reason_for_call, task_problem
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.domain_check import Gold, episode_checks, outputs_check
@@ -81,16 +82,13 @@ def _replay(domain: Domain, task: Mapping[str, Any]) -> tuple[str, str] | Gold:
     actions = gold_actions(task)
     writes = sum(a["name"] in domain.write_tools for a in actions)
     try:
-        with domain.env_for(task) as env:
-            before = env.state_hash()
-            results = env.replay(actions, approve=approves(task))
-            after = env.state_hash()
+        results, changed_state = run_gold(domain, task)
     except Exception as exc:  # a bug in the domain's tools: this task is rejected, the run goes on
         return "gold_fails", f"replaying the gold raised {type(exc).__name__}: {exc}"
     for i, (action, result) in enumerate(zip(actions, results, strict=True)):
         if not result.ok:
             return "gold_fails", f"actions[{i}] {action['name']}: {error_text(result)}"
-    if writes and before == after:
+    if writes and not changed_state:
         return "no_change", "the gold writes leave the state hash unchanged"
     if not writes and task.get("kind") in WRITING_KINDS:
         return "no_change", f"a {task.get('kind')} task must write; its gold only reads"
