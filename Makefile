@@ -8,6 +8,10 @@ LOCK ?= constraints/default.txt
 VENV46 ?= .venv-swift46
 LOCK46 ?= constraints/swift-4.6.txt
 PYTEST_ARGS ?=
+# The suite runs on every core: pytest-xdist, a test file to a worker, one torch thread per process (two torch
+# processes with a thread per core each would oversubscribe the cores). WORKERS=0 runs it in this process.
+WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTEST = OMP_NUM_THREADS=1 $(1)/bin/python -m pytest -q -n $(WORKERS) --dist loadfile
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -44,18 +48,20 @@ demo-agent: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(call PYTEST,$(VENV)) $(PYTEST_ARGS)
 
 # Plugin loading and end-to-end GRPO against ms-swift 4.6.0 (`rewards/__init__.py` form).
 test-compat: $(VENV46)/.installed
-	$(VENV46)/bin/python -m pytest -q -m compat $(PYTEST_ARGS)
+	$(call PYTEST,$(VENV46)) -m compat $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# Every benchmark at full size (CI runs each with --quick: tests/test_benchmarks.py).
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_rewards.py
+	$(VENV)/bin/python benchmarks/bench_reward_stack.py
 	$(VENV)/bin/python benchmarks/bench_retail_copy.py
 	$(VENV)/bin/python benchmarks/bench_task_completion.py
 	$(VENV)/bin/python benchmarks/bench_harness.py

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
+
+QUICK_HELP = "small sizes, for CI: every path runs, the figures are not the point"
+
+
+def quick_flag(doc: str | None) -> bool:
+    """The command line of a benchmark whose one option is ``--quick``: whether it was given."""
+    parser = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    return bool(parser.parse_args().quick)
 
 
 def per_call(fn: Callable[[], object], n: int, repeat: int = 3) -> float:

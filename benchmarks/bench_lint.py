@@ -1,6 +1,6 @@
 """What `rewardkit lint` costs beside what it checks, as ratios in one run.
 
-    python benchmarks/bench_lint.py
+    python benchmarks/bench_lint.py            # --quick: 16 rows and 2 tasks, for CI
 
 1. ``lint RECIPE``: the bundled planning set (recipes/planning/tiny_grpo.yaml) on the 160 GRPO rows built from
    examples/planning/annotated_p1.jsonl, per completion scored (each gold and its probes), against the reward
@@ -16,14 +16,14 @@ import os
 import tempfile
 from pathlib import Path
 
-from _timing import best_of
+from _timing import best_of, quick_flag
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def bench_recipe(tmp: Path) -> tuple[str, float, float, int]:
+def bench_recipe(tmp: Path, quick: bool) -> tuple[str, float, float, int]:
     from rewardkit.data_builders import InputSpec
     from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
     from rewardkit.lint.preflight import lint_recipe
@@ -33,6 +33,7 @@ def bench_recipe(tmp: Path) -> tuple[str, float, float, int]:
     from rewardkit.testing import probes, score
 
     rows, _ = build_grpo([InputSpec(EXAMPLES / "annotated_p1.jsonl", None)], GrpoOptions())
+    rows = rows[:16] if quick else rows
     data = tmp / "grpo.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     recipe = recipe_path("planning/tiny_grpo.yaml")
@@ -52,7 +53,7 @@ def bench_recipe(tmp: Path) -> tuple[str, float, float, int]:
     )
 
 
-def bench_tokens(tmp: Path) -> tuple[str, float, float, int]:
+def bench_tokens(tmp: Path, quick: bool) -> tuple[str, float, float, int]:
     from rewardkit.cli import main
     from rewardkit.envs import get_domain
     from rewardkit.files.jsonl import read_jsonl
@@ -62,9 +63,8 @@ def bench_tokens(tmp: Path) -> tuple[str, float, float, int]:
     domain = get_domain("retail")
     model = build_tiny_model(tmp / "tiny", [domain.policy() + json.dumps(domain.tool_specs())], max_positions=16384)
     out = tmp / "sft.jsonl"
-    main(
-        ["synth", "agent", "--agent", "gold", "--user", "scripted", "--limit", "8", "--no-progress", "--out", str(out)]
-    )
+    synth = ["synth", "agent", "--agent", "gold", "--user", "scripted", "--no-progress", "--out", str(out)]
+    main([*synth, "--limit", "2" if quick else "8"])
     rows = read_jsonl(out)
     template = load_template(model)
     encoded = preprocess(rows)
@@ -75,7 +75,8 @@ def bench_tokens(tmp: Path) -> tuple[str, float, float, int]:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        results = [bench_recipe(Path(tmp)), bench_tokens(Path(tmp))]
+        quick = quick_flag(__doc__)
+        results = [bench_recipe(Path(tmp), quick), bench_tokens(Path(tmp), quick)]
     print(f"{'':<50}{'lint':>12}{'own cost':>12}{'ratio':>8}{'n':>6}")
     for name, lint_s, own_s, n in results:
         print(f"{name:<50}{lint_s * 1e3:>10.3f}ms{own_s * 1e3:>10.3f}ms{lint_s / own_s:>7.1f}x{n:>6}")

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_memory.py            # 20,480 completions of ~30 KB, batches of 64 (about a minute)
     python benchmarks/bench_memory.py --n 2048   # a quick look
+    python benchmarks/bench_memory.py --quick    # 256, for CI: every path runs, the figures are not the point
 
 Each scenario runs in a fresh subprocess (the two side by side) and reports its resident memory (``VmRSS``; peak
 ``VmHWM``, from ``/proc/self/status``) after the imports, the rewards and one warm-up batch ("before"), and after
@@ -109,9 +110,12 @@ def child(n: int, maxsize: int | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20_480, help="unique completions per scenario (default 20,480)")
+    parser.add_argument("--quick", action="store_true", help="256 completions, for CI (the figures are not the point)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--maxsize", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.n = 256
     if args.child:
         print(json.dumps(child(args.n, args.maxsize)))
         return

@@ -1,9 +1,13 @@
-"""Multi-turn rollouts: harness overhead per tool call, gold-agent episodes per second, simulator concurrency.
+"""Multi-turn rollouts: harness overhead per tool call, gold-agent episodes per second, rollouts at training scale.
 
-python benchmarks/bench_multi_turn.py
+    python benchmarks/bench_multi_turn.py            # 256 episodes at once; about 2 minutes
+    python benchmarks/bench_multi_turn.py --quick    # 16 episodes, 50 ms replies: for CI, no figure to read
 
-Figures only, no thresholds. The concurrency part talks HTTP to a local OpenAI-compatible
-server (tests/sim_server.py) that adds 200 ms per reply, like a remote simulator model.
+Figures only, no thresholds. The rollout parts talk HTTP to a local OpenAI-compatible server
+(tests/sim_server.py) that adds 200 ms per reply, like a remote simulator model, and runs in a process of its
+own, as a simulator model does. At MUA-RL's scale a GRPO step is 256 rollouts (32 prompts x 8): both the
+episode loop of ``synth``/``eval`` and the ``simulated_user`` scheduler under ms-swift's own multi-turn driver
+run 256 episodes at once, against one episode alone.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _timing import quick_flag
 
 from rewardkit.envs import get_domain, make_env
+from rewardkit.envs.outcomes import task_check
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episodes
 from rewardkit.loop.endpoint import EndpointSettings
@@ -25,13 +31,13 @@ from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
 
-COMMAND = ".venv/bin/python benchmarks/bench_multi_turn.py"
-N_CALLS = 5000
-DELAY_S = 0.2  # simulator latency per reply
-EPISODES = 64
-SERIAL_SAMPLE = 8  # one-at-a-time episodes actually run; the rest is extrapolated
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from sim_server import SimServerProcess  # the tests' local OpenAI-compatible server
+
+COMMAND = "python benchmarks/bench_multi_turn.py"
 ORDER = "#W8268610"  # pending in the template
 RETAIL = get_domain("retail")
+SERIAL_SAMPLE = 8  # one-at-a-time episodes actually run; the rest is extrapolated
 
 
 def _ns(fn: Callable[[], object]) -> int:
@@ -46,12 +52,12 @@ def _row(name: str, harness: list[int], raw: list[int]) -> str:
     return f"| {name} | {h50:.1f} | {h99:.1f} | {r50:.1f} | {r99:.1f} | {h50 - r50:.1f} | {h50 / r50:.2f}x |"
 
 
-def harness_overhead() -> None:
+def harness_overhead(n_calls: int) -> None:
     """env.call (validation, transaction, idempotency check, audit row) vs the tool function on the connection."""
     read = make_env("retail")
     spec = read.tools["get_order_details"]
     harness, raw = [], []
-    for i in range(N_CALLS + 200):  # interleaved, so drift hits both alike; the first 200 warm up
+    for i in range(n_calls + 200):  # interleaved, so drift hits both alike; the first 200 warm up
         h = _ns(lambda: read.call("get_order_details", {"order_id": ORDER}))
         r = _ns(lambda: spec.fn(read.conn, order_id=ORDER))
         if i >= 200:
@@ -64,26 +70,27 @@ def harness_overhead() -> None:
     pending = [r[0] for r in read.conn.execute("SELECT order_id FROM orders WHERE status = 'pending'")]
     cancel = read.tools["cancel_pending_order"]
     harness, raw = [], []
-    while len(harness) < N_CALLS:
+    while len(harness) < n_calls:
         with make_env("retail") as via_harness, make_env("retail") as direct:
-            for oid in pending[: N_CALLS - len(harness)]:
+            for oid in pending[: n_calls - len(harness)]:
                 args = {"order_id": oid, "reason": "no longer needed"}
                 harness.append(_ns(lambda a=args: via_harness.call("cancel_pending_order", a)))
                 raw.append(_ns(lambda a=args: cancel.fn(direct.conn, **a)))
             assert via_harness.state_hash() == direct.state_hash()  # same writes, same state
     rows.append(_row("write: cancel_pending_order", harness, raw))
     read.conn.close()
-    print(f"\n### Harness overhead per tool call ({N_CALLS:,} calls each, µs)\n")
+    print(f"\n### Harness overhead per tool call ({n_calls:,} calls each, µs)\n")
     print("| call | env.call p50 | env.call p99 | spec.fn p50 | spec.fn p99 | overhead p50 | ratio p50 |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
 
 
-def gold_throughput() -> None:
-    tasks = list(RETAIL.tasks().values())
+def gold_throughput(limit: int | None) -> None:
+    """All tasks whose gold succeeds (a task whose gold write fails on purpose is no measure of the loop)."""
+    tasks = [t for t in RETAIL.tasks().values() if task_check(t, "retail") is None][:limit]
     sim, limits = ScriptedSimulator(), RolloutLimits()
     run_episodes(RETAIL, tasks, GoldAgent, sim, limits, workers=8)  # warm-up: template, gold outcomes cached
-    print(f"\n### Gold agent + scripted user, all {len(tasks)} retail tasks\n")
+    print(f"\n### Gold agent + scripted user, {len(tasks)} retail tasks (those whose gold succeeds)\n")
     print("| workers | wall s | episodes/s | agent turns/s |\n|---:|---:|---:|---:|")
     for workers in (1, 8):
         start = time.perf_counter()
@@ -104,13 +111,14 @@ def scripted_reply(body: Mapping[str, Any]) -> str:
     return REPLIES[sum(m.get("role") == "assistant" for m in body["messages"])]
 
 
+AGENT_TURNS = ("Could you give me your email?", hermes_call("get_order_details", {"order_id": ORDER}), "It is pending.")
+
+
 class TwoTexts:
     """Text, tool call, text: three simulator replies per episode (the opening and one per text turn)."""
 
     def __init__(self, task: Mapping[str, Any]) -> None:
-        self.turns = iter(
-            ["Could you give me your email?", hermes_call("get_order_details", {"order_id": ORDER}), "It is pending."]
-        )
+        self.turns = iter(AGENT_TURNS)
 
     def __call__(self, messages: Sequence[Mapping[str, Any]]) -> str:
         return next(self.turns)
@@ -121,17 +129,24 @@ class Sleeper:
 
     name = "sleeper"
 
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
     def fingerprint(self) -> str:
         return "sleeper"
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Any], progress: Any) -> str:
-        time.sleep(DELAY_S)
+        time.sleep(self.delay_s)
         return REPLIES[sum(turn.role == "user" for turn in dialogue)]
 
 
-def _run(server: Any, tasks: list[dict[str, Any]], workers: int) -> tuple[float, list[EpisodeResult]]:
-    settings = EndpointSettings(concurrency=workers, retries=0)
-    sim = OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), settings=settings)
+def _simulator(server: Any, concurrency: int) -> OpenAISimulator:
+    settings = EndpointSettings(concurrency=concurrency, retries=0)
+    return OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), settings=settings)
+
+
+def _loop(server: Any, tasks: list[dict[str, Any]], workers: int) -> tuple[float, list[EpisodeResult]]:
+    sim = _simulator(server, workers)
     start = time.perf_counter()
     results = run_episodes(RETAIL, tasks, TwoTexts, sim, RolloutLimits(), workers=workers)
     wall = time.perf_counter() - start
@@ -139,89 +154,94 @@ def _run(server: Any, tasks: list[dict[str, Any]], workers: int) -> tuple[float,
     return wall, results
 
 
-def simulator_concurrency() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from sim_server import SimServer  # the tests' local OpenAI-compatible server
+def _tasks(n: int) -> list[dict[str, Any]]:
+    every = list(RETAIL.tasks().values())
+    return [every[i % len(every)] for i in range(n)]
 
-    tasks = list(RETAIL.tasks().values())[:EPISODES]
-    with SimServer(delay_s=DELAY_S, reply=scripted_reply) as server:
-        _run(server, tasks[:1], 1)  # warm-up: client, connections
-        single = min(_run(server, tasks[:1], 1)[0] for _ in range(3))
-        before = server.count
-        together, _ = _run(server, tasks, EPISODES)
-        calls, peak = server.count - before, server.max_in_flight
-        together = min(together, _run(server, tasks, EPISODES)[0])  # best of 2: 64 threads on few cores are noisy
-        serial, _ = _run(server, tasks[:SERIAL_SAMPLE], 1)
+
+def episode_loop(server: Any, episodes: int, delay_s: float) -> None:
+    """``run_episodes``, the loop of synth and eval: every episode in its own thread."""
+    tasks = _tasks(episodes)
+    _loop(server, tasks[:1], 1)  # warm-up: client, connections
+    single = min(_loop(server, tasks[:1], 1)[0] for _ in range(3))
+    before = server.stats()["count"]
+    together = _loop(server, tasks, episodes)[0]
+    calls = server.stats()["count"] - before
+    together = min(together, _loop(server, tasks, episodes)[0])  # best of 2: many threads on few cores are noisy
+    serial = _loop(server, tasks[:SERIAL_SAMPLE], 1)[0] * episodes / SERIAL_SAMPLE
     start = time.perf_counter()
-    run_episodes(RETAIL, tasks, TwoTexts, Sleeper(), RolloutLimits(), workers=EPISODES)
+    run_episodes(RETAIL, tasks, TwoTexts, Sleeper(delay_s), RolloutLimits(), workers=episodes)
     no_http = time.perf_counter() - start
-    serial_all = serial * EPISODES / SERIAL_SAMPLE
-    print(f"\n### {EPISODES} episodes, OpenAISimulator on a local server adding {DELAY_S * 1e3:.0f} ms per reply\n")
-    print(f"Each episode: 3 agent turns (text, tool call, text) and 3 simulator replies ({calls} requests in (a)).")
-    scale = EPISODES // SERIAL_SAMPLE
-    print("The server runs in this process: its request handling shares the GIL with the clients.")
-    print(f"(b) ran {SERIAL_SAMPLE} episodes one at a time; its {EPISODES}-episode time is that x {scale}.\n")
-    print("| run | wall s |\n|---|---:|")
-    print(f"| ideal: one episode alone (3 x {DELAY_S * 1e3:.0f} ms of simulator + loop) | {single:.2f} |")
-    print(f"| (a) all {EPISODES} at once: workers={EPISODES}, concurrency={EPISODES} (peak in flight {peak}) | "
-          f"{together:.2f} |")  # fmt: skip
-    print(
-        f"| (b) one call at a time: workers=1, concurrency=1 (extrapolated from {SERIAL_SAMPLE}) | {serial_all:.2f} |"
-    )
-    print(f"| (a) without HTTP: an in-process simulator sleeping {DELAY_S * 1e3:.0f} ms per reply | {no_http:.2f} |")
-    print(f"| speed-up (b) / (a) | {serial_all / together:.1f}x |")
-    print(f"| (a) / ideal | {together / single:.2f}x |")
+    ms = f"{delay_s * 1e3:.0f} ms"
+    print(f"\n### The episode loop: {episodes} episodes, OpenAISimulator on a server process adding {ms} per reply\n")
+    print(f"Each episode: 3 agent turns (text, tool call, text) and 3 simulator replies ({calls} requests at once).")
+    print(f"One at a time: {SERIAL_SAMPLE} episodes run, scaled to {episodes}.\n")
+    print("| run | wall s | / one episode |\n|---|---:|---:|")
+    print(f"| one episode alone (3 x {ms} of simulator + loop) | {single:.2f} | 1.00x |")
+    print(f"| all {episodes} at once (workers = {episodes}) | {together:.2f} | {together / single:.2f}x |")
+    print(f"| one at a time, scaled | {serial:.2f} | {serial / single:.1f}x |")
+    print(f"| all at once, an in-process simulator sleeping {ms} (no HTTP) | {no_http:.2f} | {no_http / single:.2f}x |")
 
 
-def scheduler_batch() -> None:
-    """The training path: one batch's first user turns through the simulated_user scheduler's hook."""
+def scheduler_rollouts(server: Any, episodes: int) -> None:
+    """The training path: whole episodes through the ``simulated_user`` scheduler under ms-swift's own multi-turn
+    driver (``run_multi_turn``, as the GRPO trainer runs it in colocate mode), every turn, not just the first."""
     import json
 
-    from swift.infer_engine.protocol import RolloutInferRequest
-    from swift.rollout.agent_loop import invoke_async_hook
+    from swift.infer_engine.protocol import (
+        ChatCompletionResponse,
+        ChatCompletionResponseChoice,
+        ChatMessage,
+        RequestConfig,
+        RolloutInferRequest,
+        RolloutOutput,
+        UsageInfo,
+    )
+    from swift.rollout.agent_loop import invoke_async_hook, run_multi_turn
 
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
     from rewardkit.plugins.scheduler import SimulatedUserScheduler
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from sim_server import SimServer
+    rows = build_tau2_grpo(Tau2Options(domain="retail", split="train", multi_turn=True))[0]
 
-    rows = build_tau2_grpo(Tau2Options(domain="retail", split="train", multi_turn=True))[0][:EPISODES]
+    def rollouts(n: int) -> tuple[float, list[Any]]:
+        scheduler = SimulatedUserScheduler(simulator=_simulator(server, n), limits=RolloutLimits(), concurrency=n)
+        requests = [RolloutInferRequest(messages=json.loads(json.dumps(rows[i % len(rows)]["messages"])),
+                                        data_dict=rows[i % len(rows)], uuid=f"r{i}") for i in range(n)]  # fmt: skip
+        turns = {r.uuid: iter(AGENT_TURNS) for r in requests}
 
-    def batch(n: int) -> list[Any]:
-        return [
-            RolloutInferRequest(messages=json.loads(json.dumps(r["messages"])), data_dict=r, uuid=f"r{i}")
-            for i, r in enumerate(rows[:n])
-        ]
+        def policy(batch: list[Any], config: Any) -> list[Any]:  # the engine's place: the scripted agent's turns
+            return [RolloutOutput(response=ChatCompletionResponse(model="scripted", usage=UsageInfo(0, 0, 0), choices=[
+                ChatCompletionResponseChoice(0, ChatMessage("assistant", next(turns[r.uuid])), "stop", token_ids=[1])
+            ])) for r in batch]  # fmt: skip
 
-    def time_openings(server: Any, n: int, concurrency: int) -> float:
-        settings = EndpointSettings(concurrency=concurrency, retries=0)
-        sim = OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), settings=settings)
-        scheduler = SimulatedUserScheduler(simulator=sim, limits=RolloutLimits(), concurrency=concurrency)
-        requests = batch(n)
         start = time.perf_counter()
         invoke_async_hook(scheduler.on_trajectory_start(requests))
-        return time.perf_counter() - start
+        outputs = run_multi_turn(requests, policy(requests, None), scheduler, policy, RequestConfig(), max_turns=8)
+        wall = time.perf_counter() - start
+        endings = {o.rollout_infos["termination"] for o in outputs}
+        assert endings == {"user_stop"} and {o.rollout_infos["num_turns"] for o in outputs} == {3}, endings
+        return wall, outputs
 
-    with SimServer(delay_s=DELAY_S, reply=scripted_reply) as server:
-        time_openings(server, 1, 1)  # warm-up
-        together = min(time_openings(server, EPISODES, EPISODES) for _ in range(2))
-        serial = time_openings(server, 16, 1) * EPISODES / 16
-    hook = "SimulatedUserScheduler.on_trajectory_start"
-    print(f"\n### Training path: the first user turns of a {EPISODES}-rollout batch ({hook})\n")
-    print("| run | wall s |\n|---|---:|")
-    print(f"| one reply alone | {DELAY_S:.2f} + overhead |")
-    print(f"| {EPISODES} at once (user_sim.concurrency = {EPISODES}) | {together:.2f} |")
-    print(f"| one at a time (concurrency = 1; 16 timed, x {EPISODES // 16}) | {serial:.2f} |")
-    print(f"| speed-up | {serial / together:.1f}x |")
+    rollouts(1)  # warm-up
+    single = min(rollouts(1)[0] for _ in range(3))
+    together = min(rollouts(episodes)[0] for _ in range(2))
+    print(f"\n### Training path: {episodes} whole rollouts through SimulatedUserScheduler under run_multi_turn\n")
+    print("Each rollout: the opening, then 3 agent turns and 2 more simulator replies, as in the episode loop.\n")
+    print("| run | wall s | / one rollout |\n|---|---:|---:|")
+    print(f"| one rollout alone | {single:.2f} | 1.00x |")
+    print(f"| {episodes} at once (user_sim.concurrency = {episodes}) | {together:.2f} | {together / single:.2f}x |")
 
 
 def main() -> None:
-    print(f"$ {COMMAND}")
-    harness_overhead()
-    gold_throughput()
-    simulator_concurrency()
-    scheduler_batch()
+    quick = quick_flag(__doc__)
+    episodes, delay_s = (16, 0.05) if quick else (256, 0.2)
+    print(f"$ {COMMAND}{' --quick' if quick else ''}")
+    harness_overhead(100 if quick else 5000)
+    gold_throughput(16 if quick else None)
+    with SimServerProcess(delay_s=delay_s, reply=scripted_reply) as server:
+        episode_loop(server, episodes, delay_s)
+        scheduler_rollouts(server, episodes)
 
 
 if __name__ == "__main__":

@@ -29,11 +29,13 @@ class Completion:
 
     ``think`` is the stripped text of the first closed think block (None when
     there is none). ``data`` is the single answer block after it decoded as a
-    JSON object (None when there are zero or several blocks, or it is not one).
+    JSON object (None when there are zero or several blocks, or it is not one);
+    ``answer`` is that block's text, exactly when ``data`` is not None.
     """
 
     think: str | None
     data: Mapping[str, Any] | None
+    answer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,9 @@ def parse(text: str) -> Completion:
     a_end = region.find(ANSWER_CLOSE)
     if region.count(ANSWER_OPEN) != 1 or region.count(ANSWER_CLOSE) != 1 or a_end < a_start:
         return Completion(think, None)
-    return Completion(think, _json_object(region[a_start + len(ANSWER_OPEN) : a_end]))
+    answer = region[a_start + len(ANSWER_OPEN) : a_end]
+    data = _json_object(answer)
+    return Completion(think, data, answer if data is not None else None)
 
 
 def _steps(raw: Any, schema: AnswerSchema) -> tuple[Step, ...]:
@@ -98,10 +102,16 @@ def _dag_ok(steps: tuple[Step, ...]) -> bool:
     return all(0 <= d < i for i, step in enumerate(steps) for d in step.depends_on)
 
 
-@COMPLETIONS.memoize
 def read_plan(text: str, schema: AnswerSchema) -> Plan | None:
     """The completion's plan if its answer validates against ``schema``, else None."""
-    data = parse(text).data
+    answer = parse(text).answer
+    return None if answer is None else answer_plan(answer, schema)
+
+
+@COMPLETIONS.memoize
+def answer_plan(answer: str, schema: AnswerSchema) -> Plan | None:
+    """The plan of an answer block's text (a JSON object, as ``parse`` found it) if it validates, else None."""
+    data = _json_object(answer)
     if data is None or not schema.is_valid(data):
         return None
     # A custom schema may leave the fields optional or loosely typed: never index blindly.

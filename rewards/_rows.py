@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from rewardkit.files.cache import MISS, SMALL_BUDGET, ByteLRU
 from rewardkit.rewards._parsing import GoldError, Plan, read_gold, where
 from rewardkit.rewards._schema import AnswerSchema
-from rewardkit.rewards._text import ExpertIndex
+from rewardkit.rewards._text import expert_index
 
 T = TypeVar("T")
 MISSING: Any = object()  # the batch has no such column (unlike a cell that holds null)
@@ -95,7 +95,7 @@ def _check_planning_row(solution: Any, experts: Any, schema: AnswerSchema, thres
     gold = read_gold(solution, schema, row)
     if gold is None or gold.steps is None or experts is MISSING:
         return gold
-    index = ExpertIndex(expert_names(experts, row), threshold)
+    index = expert_index(tuple(expert_names(experts, row)), threshold)
     steps = []
     for i, step in enumerate(gold.steps):
         name = index.resolve(step.expert)
@@ -114,6 +114,14 @@ def planning_gold(solution: Any, experts: Any, schema: AnswerSchema, threshold: 
 
     With the cell, each gold step's expert is the row's own spelling of it (the resolved name).
     """
+    return PLANNING_ROWS.get(_planning_key(solution, experts, schema, threshold),
+                             lambda: _check_planning_row(solution, experts, schema, threshold, row))  # fmt: skip
+
+
+def _planning_key(solution: Any, experts: Any, schema: AnswerSchema, threshold: float) -> Hashable | None:
+    """A planning row's cache key. The usual cells (a string solution, a list of names) key as themselves, without
+    encoding every row of every batch as JSON; any other cells by their canonical JSON (one item fewer: no clash)."""
+    if type(solution) is str and type(experts) is list and all(type(e) is str for e in experts):
+        return (schema, threshold, "cells", solution, *experts)
     cells = cells_key(solution, None if experts is MISSING else experts, experts is MISSING)
-    key = None if cells is None else (schema, threshold, cells)
-    return PLANNING_ROWS.get(key, lambda: _check_planning_row(solution, experts, schema, threshold, row))
+    return None if cells is None else (schema, threshold, cells)

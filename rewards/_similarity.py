@@ -31,6 +31,10 @@ class Session(Protocol):
         """Similarities in [0, 1], shape (len(a), len(b))."""
         ...
 
+    def pairwise(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """The similarity of each ``a[i]`` to its ``b[i]``: the diagonal of ``matrix(a, b)``, shape (len(a),)."""
+        ...
+
 
 class Backend(Protocol):
     def session(self, texts: Iterable[str]) -> Session: ...
@@ -39,19 +43,38 @@ class Backend(Protocol):
 class LexicalBackend:
     """Normalised Levenshtein ratio (rapidfuzz ``fuzz.ratio``), works on CJK too."""
 
-    def session(self, texts: Iterable[str]) -> LexicalBackend:
-        return self
+    def session(self, texts: Iterable[str]) -> _LexicalSession:
+        return _LexicalSession({t: normalize_text(t) for t in dict.fromkeys(texts)})
+
+
+_LOOP_PAIRS = 64  # up to this many pairs, one fuzz.ratio call each costs less than one cdist call
+
+
+class _LexicalSession:
+    """One batch's texts, each normalised once (a text the session was not given is normalised when asked for)."""
+
+    def __init__(self, normalized: dict[str, str]) -> None:
+        self._normalized = normalized
+
+    def _norm(self, texts: Sequence[str]) -> list[str]:
+        known = self._normalized
+        return [known[t] if t in known else normalize_text(t) for t in texts]
 
     def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         if not a or not b:
             return np.zeros((len(a), len(b)), dtype=np.float64)
-        scores = process.cdist(
-            [normalize_text(x) for x in a],
-            [normalize_text(x) for x in b],
-            scorer=fuzz.ratio,
-            dtype=np.float32,
-        )
+        na, nb = self._norm(a), self._norm(b)
+        if len(na) * len(nb) <= _LOOP_PAIRS:  # the float32 scores cdist would give, without its set-up cost
+            scores = np.array([[fuzz.ratio(x, y) for y in nb] for x in na], dtype=np.float32)
+        else:
+            scores = process.cdist(na, nb, scorer=fuzz.ratio, dtype=np.float32)
         return scores.astype(np.float64) / 100.0
+
+    def pairwise(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        if not a:
+            return np.zeros(0, dtype=np.float64)
+        scores = process.cpdist(self._norm(a), self._norm(b), scorer=fuzz.ratio, dtype=np.float32)
+        return scores.astype(np.float64) / 100.0  # the same float32 scores as matrix's, scaled the same way
 
 
 _MODELS: dict[tuple[str, str], SentenceTransformer] = {}
@@ -101,6 +124,10 @@ class _EmbeddingSession:
         vb = self._vectors[[self._index[x] for x in b]]
         # Normalised embeddings: the dot product is the cosine; negatives mean "unrelated".
         return np.clip(va @ vb.T, 0.0, 1.0).astype(np.float64)
+
+    def pairwise(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        # One 1x1 product per pair, as matrix() computes it: a batched product may round differently.
+        return np.array([self.matrix([x], [y])[0, 0] for x, y in zip(a, b, strict=True)], dtype=np.float64)
 
 
 class EmbeddingBackend:

@@ -7,9 +7,10 @@ characters (or CJK bigrams, which carry more meaning than single characters).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 from rapidfuzz import fuzz, process
@@ -18,16 +19,37 @@ CjkUnit = Literal["char", "bigram"]
 
 # Zero-width characters models and annotators paste into names by accident.
 _INVISIBLE = re.compile("[\\s\u200b\u200c\u200d\u2060\ufeff\u00ad]+")
-_WORD = re.compile(r"[^\W_]+")
 # CJK Unified Ideographs (+ extension A, compatibility), Hiragana/Katakana, Hangul.
 _CJK_CLASS = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-_CJK = re.compile(_CJK_CLASS)
-_CJK_RUN = re.compile(f"({_CJK_CLASS}+)")
+_WORD = re.compile(r"[^\W_]+")  # a word: a run of letters and digits
+_ALL_CJK = re.compile(f"{_CJK_CLASS}+")
+# A word that mixes scripts ("gmv增长") splits into its CJK runs and the rest: group 1 a run of non-CJK word
+# characters, group 2 one CJK character (_CJK_CHAR, the n-gram units) or a run of them (_CJK_RUN, the content units).
+_LATIN = f"((?:(?!{_CJK_CLASS})[^\\W_])+)"
+_CJK_CHAR = re.compile(f"{_LATIN}|({_CJK_CLASS})")
+_CJK_RUN = re.compile(f"{_LATIN}|({_CJK_CLASS}+)")
+
+
+# Fullwidth ASCII and the ideographic space, as NFKC maps them (U+FF01-U+FF5E -> U+0021-U+007E, U+3000 -> space);
+# the punctuation of Chinese prose first, replaced one by one (cheaper than a translate of the whole text).
+_FULLWIDTH = {0x3000: " ", **{cp: chr(cp - 0xFEE0) for cp in range(0xFF01, 0xFF5F)}}
+_COMMON_FULLWIDTH = tuple((c, chr(ord(c) - 0xFEE0)) for c in "，？：；！（）")
 
 
 def nfkc(text: str) -> str:
     """NFKC-normalise, folding fullwidth ASCII (Ａ→A, ＊→*) into plain forms."""
-    return unicodedata.normalize("NFKC", text)
+    # Normalising costs far more than checking, and Chinese prose is NFKC as written but for its fullwidth
+    # punctuation. Mapping a fullwidth form to its decomposition changes no character's full decomposition, so when
+    # the mapped text passes the check it is the NFKC of the original.
+    if unicodedata.is_normalized("NFKC", text):
+        return text
+    mapped = text
+    for wide, narrow in _COMMON_FULLWIDTH:
+        mapped = mapped.replace(wide, narrow)
+    if unicodedata.is_normalized("NFKC", mapped):
+        return mapped
+    mapped = mapped.translate(_FULLWIDTH)
+    return mapped if unicodedata.is_normalized("NFKC", mapped) else unicodedata.normalize("NFKC", text)
 
 
 def normalize_name(name: str) -> str:
@@ -40,37 +62,43 @@ def normalize_text(text: str) -> str:
     return " ".join(_INVISIBLE.split(nfkc(text).casefold())).strip()
 
 
-def _runs(text: str) -> Iterator[tuple[str, bool]]:
-    """Yield (run, is_cjk) for each word of ``text``, splitting mixed-script words."""
-    for word in _WORD.findall(nfkc(text).casefold()):
-        # A \w run may mix scripts ("gmv增长"); split it into CJK runs and the rest.
-        for run in _CJK_RUN.split(word):
-            if run:
-                yield run, bool(_CJK.match(run))
+def _words(text: str) -> list[str]:
+    """The words of ``text`` after NFKC and casefolding. Most are one script (an English word, a Chinese clause
+    between punctuation); a word that mixes them is split by ``_CJK_CHAR`` or ``_CJK_RUN``."""
+    return _WORD.findall(nfkc(text).casefold())
 
 
 def content_units(text: str, cjk: CjkUnit = "bigram") -> set[str]:
     """Set of content units: Latin/digit words and CJK characters or bigrams."""
     units: set[str] = set()
-    for run, is_cjk in _runs(text):
-        if not is_cjk:
-            units.add(run)
-        elif cjk == "char" or len(run) == 1:
-            units.update(run)
-        else:
-            units.update(run[i : i + 2] for i in range(len(run) - 1))
+    for word in _words(text):
+        if word.isascii():
+            units.add(word)
+            continue
+        for latin, run in [("", word)] if _ALL_CJK.fullmatch(word) else _CJK_RUN.findall(word):
+            if latin:
+                units.add(latin)
+            elif cjk == "char" or len(run) == 1:
+                units.update(run)
+            else:
+                units.update(run[i : i + 2] for i in range(len(run) - 1))
     return units
 
 
 def unit_sequence(text: str) -> list[str]:
     """Ordered units (words and single CJK characters), for n-gram statistics."""
-    seq: list[str] = []
-    for run, is_cjk in _runs(text):
-        if is_cjk:
-            seq.extend(run)
+    units: list[str] = []
+    for word in _words(text):
+        if word.isascii():
+            units.append(word)
+        elif _ALL_CJK.fullmatch(word):
+            units += word  # its characters
         else:
-            seq.append(run)
-    return seq
+            units += [latin or char for latin, char in _CJK_CHAR.findall(word)]
+    return units
+
+
+_RESOLVED_MAX = 4096  # names remembered per index: a model that invents a new name each time cannot grow it further
 
 
 class ExpertIndex:
@@ -88,9 +116,18 @@ class ExpertIndex:
         self.threshold = threshold
         self._norm = [normalize_name(e) for e in self.experts]
         self._exact = {n: e for n, e in zip(self._norm, self.experts, strict=True)}
+        self._resolved: dict[str, str | None] = {}  # name -> resolve(name), for the names a run keeps writing
 
     def resolve(self, name: str) -> str | None:
         """The canonical list entry for ``name``, or None if it is not in the list."""
+        if name in self._resolved:
+            return self._resolved[name]
+        found = self._resolve(name)
+        if len(self._resolved) < _RESOLVED_MAX:
+            self._resolved[name] = found
+        return found
+
+    def _resolve(self, name: str) -> str | None:
         norm = normalize_name(name)
         if norm in self._exact:
             return self._exact[norm]
@@ -98,3 +135,9 @@ class ExpertIndex:
             return None
         best = process.extractOne(norm, self._norm, scorer=fuzz.ratio, score_cutoff=self.threshold)
         return None if best is None else self.experts[best[2]]
+
+
+@functools.lru_cache(maxsize=256)
+def expert_index(experts: tuple[str, ...], threshold: float) -> ExpertIndex:
+    """The index of one ``experts`` list, built once per process: a dataset's rows share a handful of lists."""
+    return ExpertIndex(experts, threshold)

@@ -9,7 +9,7 @@ from typing import Any
 from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
-from rewardkit.rewards._text import ExpertIndex
+from rewardkit.rewards._text import ExpertIndex, expert_index
 from rewardkit.rewards.config import ExpertMatchConfig
 
 
@@ -74,10 +74,16 @@ class ExpertMatch(PlanningReward):
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         rewards: list[float | None] = []
+        plans: list[Plan | None] = []  # held, so that each plan's id stays its own while `scored` keys on it
+        scored: dict[tuple[int, int, int], float] = {}  # (plan, gold, experts list): the rollouts that answered alike
         for text, gold, experts in zip(completions, self.golds(columns), columns["experts"], strict=True):
             if gold is None or gold.steps is None:
                 rewards.append(None)
                 continue
-            index = ExpertIndex(expert_names(experts), self.threshold)
-            rewards.append(self.match(read_plan(text, self.schema), gold, index))
+            index = expert_index(tuple(expert_names(experts)), self.threshold)
+            plans.append(plan := read_plan(text, self.schema))
+            key = (id(plan), id(gold), id(index))
+            if key not in scored:
+                scored[key] = self.match(plan, gold, index)
+            rewards.append(scored[key])
         return rewards

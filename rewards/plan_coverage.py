@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -15,12 +15,11 @@ from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._parsing import Plan, read_plan
 from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._similarity import Session, backend_for
-from rewardkit.rewards._text import ExpertIndex
+from rewardkit.rewards._text import ExpertIndex, expert_index
 from rewardkit.rewards.config import ExpertMatchConfig
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):  # a tuple: thousands are built per batch
     step: int
     expert: str
     task: str
@@ -32,6 +31,12 @@ def items(plan: Plan, resolve: Any) -> list[Item]:
 
 def edges(plan: Plan) -> set[tuple[int, int]]:
     return {(d, i) for i, s in enumerate(plan.steps or ()) for d in s.depends_on}
+
+
+def mean(values: Sequence[float]) -> float:
+    """``float(np.mean(values))``, exactly: numpy adds fewer than 8 values in order, as ``sum`` does, and pairwise
+    from 8 on (a list that short is a plan's matched pairs, and numpy's call costs more than the sum)."""
+    return sum(values) / len(values) if len(values) < 8 else float(np.mean(values))
 
 
 @dataclass(frozen=True)
@@ -126,17 +131,19 @@ class PlanCoverage(PlanningReward):
         self.experts_cfg = self.config.section(ExpertMatchConfig)  # the expert-name rule ExpertMatch uses
         self.backend = backend_for(self.config.shared)
 
-    def _similarity(self, pred: list[Item], gold: list[Item], session: Session) -> np.ndarray:
-        sim = session.matrix([p.task for p in pred], [g.task for g in gold])
-        same = np.array([[p.expert == g.expert for g in gold] for p in pred], dtype=bool).reshape(sim.shape)
-        return np.where(same, sim, sim * self.cfg.cross_expert)
+    def _similarity(self, pred: list[Item], gold: list[Item], session: Session) -> list[list[float]]:
+        sim = session.matrix([p.task for p in pred], [g.task for g in gold]).tolist()
+        cross = self.cfg.cross_expert
+        return [[v if p.expert == g.expert else v * cross for v, g in zip(row, gold, strict=True)]
+                for row, p in zip(sim, pred, strict=True)]  # fmt: skip
 
     def _diversity(self, pred: list[Item], session: Session) -> float:
         if len(pred) < 2:
             return 1.0
         sim = self._similarity(pred, pred, session)
-        dup = np.tril(sim >= self.cfg.duplicate_threshold, k=-1).any(axis=1)
-        return 1.0 - float(dup.sum()) / len(pred)
+        threshold = self.cfg.duplicate_threshold
+        dup = sum(any(v >= threshold for v in row[:i]) for i, row in enumerate(sim))  # an earlier item alike
+        return 1.0 - float(dup) / len(pred)
 
     def _dependency(self, plan: Plan, gold: Plan, step_map: dict[int, int]) -> float:
         gold_edges = edges(gold)
@@ -153,11 +160,12 @@ class PlanCoverage(PlanningReward):
         if not pred_items or not gold_items:
             return float(not pred_items and not gold_items)
         sim = self._similarity(pred_items, gold_items, session)
-        rows, cols = linear_sum_assignment(sim, maximize=True)
-        matched = [(r, c) for r, c in zip(rows, cols, strict=True) if sim[r, c] >= self.cfg.match_threshold]
+        rows, cols = linear_sum_assignment(np.array(sim), maximize=True)
+        threshold = self.cfg.match_threshold
+        matched = [(r, c) for r, c in zip(rows.tolist(), cols.tolist(), strict=True) if sim[r][c] >= threshold]
         parts = {
             "coverage": len(matched) / len(gold_items),
-            "quality": float(np.mean([sim[r, c] for r, c in matched])) if matched else 0.0,
+            "quality": mean([sim[r][c] for r, c in matched]) if matched else 0.0,
             "diversity": self._diversity(pred_items, session),
         }
         if edges(gold):
@@ -169,7 +177,7 @@ class PlanCoverage(PlanningReward):
         total = sum(weights.values())
         if total <= 0:  # e.g. only the dependency weight is set and the gold has no edges
             return parts["coverage"]
-        return float(np.clip(sum(weights[k] * parts[k] for k in parts) / total, 0.0, 1.0))
+        return min(max(sum(weights[k] * parts[k] for k in parts) / total, 0.0), 1.0)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         rows = []
@@ -182,10 +190,16 @@ class PlanCoverage(PlanningReward):
                     texts.extend(t for s in p.steps or () for t in s.tasks)
         session = self.backend.session(texts)
         rewards: list[float | None] = []
+        # A prompt's rollouts often end in the same answer, which parses to the same plan object: score each
+        # (plan, gold, experts list) of the batch once. The objects live as long as `rows`, so their ids stay theirs.
+        scored: dict[tuple[int, int, int], float] = {}
         for plan, gold, experts in rows:
             if gold is None or gold.steps is None:
                 rewards.append(None)
                 continue
-            index = ExpertIndex(expert_names(experts), self.experts_cfg.fuzzy_threshold)
-            rewards.append(self.coverage(plan, gold, index, session))
+            index = expert_index(tuple(expert_names(experts)), self.experts_cfg.fuzzy_threshold)
+            key = (id(plan), id(gold), id(index))
+            if key not in scored:
+                scored[key] = self.coverage(plan, gold, index, session)
+            rewards.append(scored[key])
         return rewards

@@ -16,10 +16,11 @@ from rewardkit.rewards._text import CjkUnit, content_units
 
 def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
     """Share of the gold's content units that also occur in the prediction."""
-    gold_units = content_units(gold, cjk)
-    if not gold_units:
-        return 1.0
-    return len(gold_units & content_units(pred, cjk)) / len(gold_units)
+    return _covered(content_units(pred, cjk), content_units(gold, cjk))
+
+
+def _covered(pred_units: set[str], gold_units: set[str]) -> float:
+    return len(gold_units & pred_units) / len(gold_units) if gold_units else 1.0
 
 
 @config_section("rewrite_similarity")
@@ -88,8 +89,12 @@ class RewriteSimilarity(PlanningReward):
                 pairs[i] = (plan.rewrite, gold.rewrite)
         if pairs:
             session = self.backend.session(t for pair in pairs.values() for t in pair)
+            unique = list(dict.fromkeys(pairs.values()))  # rollouts that rewrote alike: each pair scored once
+            semantic = dict(zip(unique, session.pairwise(*zip(*unique, strict=True)).tolist(), strict=True))
+            gold_units: dict[str, set[str]] = {}
             for i, (pred, gold_text) in pairs.items():
-                semantic = float(session.matrix([pred], [gold_text])[0, 0])
-                coverage = unit_coverage(pred, gold_text, self.cjk)
-                rewards[i] = self.alpha * semantic + (1 - self.alpha) * coverage
+                if gold_text not in gold_units:
+                    gold_units[gold_text] = content_units(gold_text, self.cjk)
+                coverage = _covered(content_units(pred, self.cjk), gold_units[gold_text])
+                rewards[i] = self.alpha * semantic[pred, gold_text] + (1 - self.alpha) * coverage
         return rewards

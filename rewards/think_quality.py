@@ -54,7 +54,7 @@ def distinct_ngram_ratio(units: list[str], n: int) -> float:
     total = len(units) - n + 1
     if total <= 0:
         return 1.0
-    return len({tuple(units[i : i + n]) for i in range(total)}) / total
+    return len(set(zip(*(units[i:] for i in range(n)), strict=False))) / total  # the n-grams, as tuples
 
 
 def _read_banned(path: Path) -> list[str]:

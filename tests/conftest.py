@@ -12,6 +12,15 @@ import pytest
 E5 = ["全网搜索专家", "数据分析专家", "策略推荐专家", "图片生成专家", "商家入驻专家"]
 
 
+# The two whole chains take minutes each: under pytest-xdist (`make test`) they start first, one a worker, and
+# the other files fill the cores beside them instead of waiting behind them at the end.
+FIRST = ("test_recipe_run.py", "test_recipe_agent.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the order is otherwise kept
+
+
 @pytest.fixture(autouse=True)
 def _no_user_config(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests state their config explicitly; a developer's REWARDKIT_CONFIG must not leak in.

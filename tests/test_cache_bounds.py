@@ -24,7 +24,7 @@ from rewardkit.files.cache import (
     key_size,
 )
 from rewardkit.rewards import PLANNING_REWARDS
-from rewardkit.rewards._parsing import COMPLETIONS, parse, read_plan
+from rewardkit.rewards._parsing import COMPLETIONS, answer_plan, parse, read_plan
 from rewardkit.rewards._rows import RowCache
 
 KIB, MIB = 1 << 10, 1 << 20
@@ -222,7 +222,7 @@ class TestCompletionCache:
         completions_budget.configure(budget=1 * MIB)
         texts = [big_completion(i, 1500) for i in range(60)]
         schema = SEVEN[0]().schema
-        expected = [(parse._fn(t), read_plan._fn(t, schema)) for t in texts]
+        expected = [(parse._fn(t), answer_plan._fn(parse._fn(t).answer, schema)) for t in texts]
         errors: list[BaseException] = []
 
         def work(seed: int) -> None:

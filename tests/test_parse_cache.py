@@ -3,7 +3,7 @@ from __future__ import annotations
 from conftest import E5, GOLD, GOOD, THINK, answer, completion, step
 
 from rewardkit.rewards import PLANNING_REWARDS
-from rewardkit.rewards._parsing import parse, read_plan
+from rewardkit.rewards._parsing import answer_plan, parse
 
 
 def test_seven_rewards_parse_each_completion_once() -> None:
@@ -12,13 +12,13 @@ def test_seven_rewards_parse_each_completion_once() -> None:
     ]
     rewards = [cls() for cls in PLANNING_REWARDS.values()]
     parse.cache_clear()
-    read_plan.cache_clear()
+    answer_plan.cache_clear()
     for reward in rewards:
         reward(batch, solution=[GOLD] * len(batch), experts=[E5] * len(batch))
     info = parse.cache_info()
     assert info.misses == len(batch)  # one split + JSON decode per completion
     assert info.hits > 0
-    assert read_plan.cache_info().misses == len(batch)  # one schema validation per completion
+    assert answer_plan.cache_info().misses == 1  # one answer for the eight thinks: one schema validation
 
 
 def test_cached_parse_is_shared_not_copied() -> None:

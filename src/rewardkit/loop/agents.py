@@ -150,8 +150,11 @@ def _only_model(base_url: str, api_key: str) -> str:
 class CheckpointAgent:
     """A local checkpoint run in-process by ms-swift's transformers engine, with the template ms-swift trains with.
 
-    Generation is serialised (one engine, one forward at a time); episodes still overlap their
-    simulator and tool calls. Greedy at ``temperature=0``.
+    :meth:`replies` generates for many conversations in one batch (evaluation drives it so, see
+    :mod:`rewardkit.loop.lockstep`); a call with one conversation is a batch of one. Greedy at
+    ``temperature=0``; above it, sampled with a seed per conversation (:mod:`rewardkit.loop.sampling`), so a
+    conversation's tokens do not depend on the others in its batch. Generation is serialised: one engine, one
+    forward at a time.
     """
 
     def __init__(
@@ -163,7 +166,8 @@ class CheckpointAgent:
         self.name = str(model_dir)
         self.tools = [dict(t) for t in tools]
         self.engine = TransformersEngine(str(model_dir))
-        self.config = RequestConfig(max_tokens=max_tokens, temperature=temperature)
+        self.temperature = float(temperature)
+        self.config = RequestConfig(max_tokens=max_tokens, temperature=0.0)  # greedy; the sampler draws
         self.params = {"temperature": float(temperature), "max_tokens": max_tokens}
         self._lock = threading.Lock()
 
@@ -171,21 +175,55 @@ class CheckpointAgent:
         return {"kind": "checkpoint", "path": self.name, **self.params}
 
     def __call__(self, messages: Sequence[Mapping[str, Any]]) -> AgentReply:
+        return self.replies([messages], [None])[0]
+
+    def replies(self, conversations: Sequence[Sequence[Mapping[str, Any]]], seeds: Sequence[int | None]
+                ) -> list[AgentReply]:  # fmt: skip
+        """The next message of each conversation, generated in one batch; ``seeds[i]`` seeds conversation i's
+        sampling (None: unseeded). A conversation longer than the model's context ends as "length", scored 0."""
         from swift.infer_engine import InferRequest
         from swift.template import MaxLengthError
 
-        request = InferRequest(messages=[_template_message(m) for m in messages], tools=self.tools or None)
-        try:
-            with self._lock:
-                response = self.engine.infer([request], self.config, use_tqdm=False)[0]
-        except MaxLengthError:  # the conversation outgrew the model's context: the policy's ending, scored 0
-            return AgentReply("", finish_reason="length")
-        choice = response.choices[0]
-        return AgentReply(
-            text=message_text(choice.message.content),
-            finish_reason=choice.finish_reason,
-            n_tokens=token_count(response.usage.completion_tokens),
-        )
+        requests = [InferRequest(messages=[_template_message(m) for m in c], tools=self.tools or None)
+                    for c in conversations]  # fmt: skip
+        out: list[AgentReply] = [AgentReply("", finish_reason="length")] * len(requests)
+        with self._lock:
+            fits = []
+            for i, request in enumerate(requests):  # the conversations that outgrew the context are left out
+                try:
+                    self.engine.template.encode(request)
+                except MaxLengthError:
+                    continue
+                fits.append(i)
+            if fits:
+                hook = self._sampler([seeds[i] for i in fits])
+                responses = self.engine._infer([requests[i] for i in fits], self.config, pre_infer_hook=hook)
+                for i, response in zip(fits, responses, strict=True):
+                    out[i] = _reply(response)
+        return out
+
+    def _sampler(self, seeds: list[int | None]) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+        """ms-swift's pre-inference hook adding the seeded sampler to the generate call (None when greedy)."""
+        if self.temperature == 0:
+            return None
+        from transformers import LogitsProcessorList
+
+        from rewardkit.loop.sampling import SeededGumbel
+
+        def hook(kwargs: dict[str, Any]) -> dict[str, Any]:
+            kwargs["inputs"]["logits_processor"] = LogitsProcessorList([SeededGumbel(seeds, self.temperature)])
+            return kwargs
+
+        return hook
+
+
+def _reply(response: Any) -> AgentReply:
+    choice = response.choices[0]
+    return AgentReply(
+        text=message_text(choice.message.content),
+        finish_reason=choice.finish_reason,
+        n_tokens=token_count(response.usage.completion_tokens),
+    )
 
 
 def _template_message(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -223,6 +261,8 @@ class Shared:
     def __init__(self, agent: OpenAIAgent | CheckpointAgent) -> None:
         self.agent = agent
         self.ledger: Ledger | None = getattr(agent, "ledger", None)
+        # A local checkpoint generates for a batch of conversations at once; an endpoint batches on its server.
+        self.batch: CheckpointAgent | None = agent if isinstance(agent, CheckpointAgent) else None
 
     def __call__(self, task: Mapping[str, Any]) -> Agent:
         return self.agent

@@ -38,6 +38,74 @@ class _Abandoned(Exception):
     """Raised inside an in-flight episode of a stopped run, at its next agent turn."""
 
 
+class Conversation:
+    """One episode as the agent sees it: its messages (system first) and the step that answers an agent reply.
+
+    Both drivers step it: :func:`run_episode` one agent call at a time, :mod:`rewardkit.loop.lockstep` a batch
+    of conversations per generation. Built by :meth:`start`, which never raises on infrastructure: an environment
+    that cannot be opened gives an ended conversation whose ``result`` says why.
+    """
+
+    def __init__(self, task: Mapping[str, Any], episode: Episode | None, messages: list[dict[str, Any]],
+                 unstarted: dict[str, Any] | None = None) -> None:  # fmt: skip
+        self.task_id, self.episode, self.messages, self._unstarted = str(task.get("id")), episode, messages, unstarted
+
+    @classmethod
+    def start(
+        cls, domain: Domain, task: Mapping[str, Any], simulator: UserSimulator, limits: RolloutLimits,
+        system: str | None = None,
+    ) -> Conversation:  # fmt: skip
+        """The episode opened: its environment, the system prompt (``system``, else the domain's policy) and the
+        user's opening. The simulator's opening is its first reply, so a failure there ends the episode."""
+        try:
+            gold = gold_outcome(domain.name, task).state_hash
+            episode = Episode(domain, task, simulator, limits, gold_state=gold)
+        except (ConnectionError, ToolSimError) as exc:  # the environment could not even be opened
+            ending = Termination.TOOL_SIM_ERROR if isinstance(exc, ToolSimError) else Termination.ENV_ERROR
+            return cls(task, None, [], Episode.unstarted(str(exc), simulator.name, ending))
+        messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
+        try:
+            opening = episode.open()
+        except BaseException:
+            episode.close()
+            raise
+        if opening is not None:
+            messages.append({"role": "user", "content": opening})
+        return cls(task, episode, messages)
+
+    @property
+    def done(self) -> bool:
+        return self.episode is None or self.episode.done
+
+    def turns(self) -> int:
+        """The agent's turns so far."""
+        return sum(m["role"] == "assistant" for m in self.messages)
+
+    def step(self, out: str | AgentReply | AgentError) -> None:
+        """Answer the agent's reply (or the error its endpoint raised): run its calls or let the user answer."""
+        episode = self.episode
+        assert episode is not None and not episode.done
+        if isinstance(out, AgentError):  # infrastructure: the episode is excluded, not failed
+            episode.end(Termination.AGENT_ERROR, str(out))
+            return
+        reply = as_reply(out)
+        message = _assistant(reply)
+        self.messages.append(message)
+        # A lost tool server ends the episode as env_error inside the episode's own guard.
+        if episode.agent_turn(reply.text, reply.finish_reason, reply.n_tokens, reply.tool_calls):
+            episode.user_turn()
+        self.messages += _answer_ids(message, episode.take_pending())
+
+    def result(self) -> EpisodeResult:
+        if self.episode is None:
+            return EpisodeResult(self.task_id, [], self._unstarted or {})
+        return EpisodeResult(self.task_id, self.messages, self.episode.infos())
+
+    def close(self) -> None:
+        if self.episode is not None:
+            self.episode.close()
+
+
 def run_episode(
     domain: Domain,
     task: Mapping[str, Any],
@@ -54,35 +122,19 @@ def run_episode(
     the agent endpoint's (``agent_error``), the tools' server's (``env_error``: a ``ConnectionError``, such
     as an MCP server that went away) and a simulated tool's (``tool_sim_error``).
     """
+    conversation = Conversation.start(domain, task, simulator, limits, system)
     try:
-        gold = gold_outcome(domain.name, task).state_hash
-        episode = Episode(domain, task, simulator, limits, gold_state=gold)
-    except (ConnectionError, ToolSimError) as exc:  # the environment could not even be opened (its memory written)
-        ending = Termination.TOOL_SIM_ERROR if isinstance(exc, ToolSimError) else Termination.ENV_ERROR
-        return EpisodeResult(str(task.get("id")), [], Episode.unstarted(str(exc), simulator.name, ending))
-    try:
-        messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
-        opening = episode.open()
-        if opening is not None:
-            messages.append({"role": "user", "content": opening})
-        while not episode.done:
+        while not conversation.done:
             if stop is not None and stop.is_set():
-                raise _Abandoned(str(task.get("id")))
+                raise _Abandoned(conversation.task_id)
             try:
-                reply = as_reply(agent(messages))
-            except AgentError as exc:  # infrastructure: the episode is excluded, not failed
-                episode.end(Termination.AGENT_ERROR, str(exc))
-                break
-            message = _assistant(reply)
-            messages.append(message)
-            # A lost tool server ends the episode as env_error inside the episode's own guard.
-            answer = episode.agent_turn(reply.text, reply.finish_reason, reply.n_tokens, reply.tool_calls)
-            if answer:
-                episode.user_turn()
-            messages += _answer_ids(message, episode.take_pending())
-        return EpisodeResult(str(task.get("id")), messages, episode.infos())
+                out: str | AgentReply | AgentError = agent(conversation.messages)
+            except AgentError as exc:
+                out = exc
+            conversation.step(out)
+        return conversation.result()
     finally:
-        episode.close()
+        conversation.close()
 
 
 def _assistant(reply: AgentReply) -> dict[str, Any]:

@@ -39,6 +39,10 @@ from rewardkit.runs.spec import RunSpec
 MAX_POSITIONS = 4096  # the tiny model's: multi-turn conversations are longer than planning's prompts
 DOMAIN_FIELD = "{domain}"  # in a preset's system prompt file: replaced by the domain's name
 
+# Conversations per generation when a model is evaluated: a local checkpoint generates for a batch at once, each
+# conversation seeded by its (task, trial), so the figures do not depend on the batch (rewardkit.loop.lockstep).
+EVAL_BATCH = 32
+
 
 @dataclass(frozen=True)
 class Preset(ChainPreset):
@@ -204,7 +208,8 @@ class AgentPipeline(Chain):
                 for name in SPLITS:
                     target = ctx.workdir / "eval" / model / f"{mode}_{name}"
                     spec = self.run_spec(ctx, agent=self.checkpoint(ctx, model), user=user, limit=limits[name],
-                                         trials=trials, temperature=temperature, **sets[name])  # fmt: skip
+                                         trials=trials, temperature=temperature, workers=EVAL_BATCH,
+                                         **sets[name])  # fmt: skip
                     command = shlex.join([*spec.options(), "--out-dir", str(target)])
                     _echo(ctx, f"eval_{model}", f"rewardkit eval agent {command}")
                     (target / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole

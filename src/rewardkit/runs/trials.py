@@ -19,6 +19,7 @@ from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episodes
 from rewardkit.loop.endpoint import EndpointConfigError
 from rewardkit.loop.ledger import Ledger
+from rewardkit.loop.lockstep import episode_seed, run_lockstep
 from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.runs.episode_log import EpisodeLog
 from rewardkit.runs.progress import ProgressBar
@@ -41,7 +42,7 @@ class TrialPlan:
     simulator: UserSimulator
     limits: RolloutLimits
     system: str | None = None  # None: the domain's policy
-    workers: int = 8
+    workers: int = 8  # episodes in flight; with a local checkpoint, the conversations of one generation
     require_outputs: bool = True  # TaskCompletion's rule: tau2's (true) or MUA-RL's database-only (false)
     ledgers: tuple[Ledger, ...] = ()  # the model endpoints the run calls (agent, user): what they cost it
     price_per_mtok: tuple[float, float] | None = None  # USD per million prompt and completion tokens
@@ -69,8 +70,14 @@ def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: s
 
         tasks = [task for task, _ in todo]
         limits, workers = plan.limits, plan.workers
+        batch_agent = getattr(plan.make_agent, "batch", None)
         try:
-            run_episodes(plan.domain, tasks, plan.make_agent, plan.simulator, limits, workers, plan.system, logged)
+            if batch_agent is not None:  # common random numbers: trial k of a task is seeded alike for every model
+                seeds = [episode_seed(str(task["id"]), trial) for task, trial in todo]
+                run_lockstep(plan.domain, tasks, batch_agent, plan.simulator, limits, seeds, workers, plan.system,
+                             logged)  # fmt: skip
+            else:
+                run_episodes(plan.domain, tasks, plan.make_agent, plan.simulator, limits, workers, plan.system, logged)
         except EndpointConfigError:  # a wrong model name or key: the same command cannot resume, fix the options
             raise
         except BaseException as exc:  # interrupted, or a fault: every finished episode is in the log already
