@@ -32,7 +32,7 @@ from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from sim_server import SimServerProcess  # the tests' local OpenAI-compatible server
+from sim_process import SimServerProcess  # the tests' local OpenAI-compatible server, in its own process
 
 COMMAND = "python benchmarks/bench_multi_turn.py"
 ORDER = "#W8268610"  # pending in the template

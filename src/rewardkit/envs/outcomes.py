@@ -145,8 +145,22 @@ def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
     return problem
 
 
+# (domain, a task cell's JSON) -> the task read and checked. Every rollout of a GRPO step checks its row's task,
+# and a step holds each task 8 times or more: a cell passes its checks once per process. Failures are not kept.
+CHECKED_TASKS = ByteLRU(SMALL_BUDGET, maxsize=4096)
+
+
 def checked_task(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
-    """The task in ``cell`` (an object or its JSON), checked by :func:`task_check`; a TaskError names ``at``."""
+    """The task in ``cell`` (an object or its JSON), checked by :func:`task_check`; a TaskError names ``at``.
+    Checked once per distinct cell and shared: the same read-only task for every rollout of it."""
+    try:
+        key = (domain, cell if isinstance(cell, str) else json.dumps(cell, sort_keys=True))
+    except (TypeError, ValueError):  # not JSON: read_task says what is wrong with it
+        key = None
+    return CHECKED_TASKS.get(key, lambda: _checked(cell, at, domain))
+
+
+def _checked(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
     task = read_task(cell, at, get_domain(domain).tools, domain)
     problem = task_check(task, domain)
     if problem is not None:

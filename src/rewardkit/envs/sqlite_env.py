@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.harness import ToolEnvironment
+from rewardkit.envs.harness import HARNESS_SCHEMA, ToolEnvironment
 from rewardkit.envs.tool import ToolSpec
 
 Rows = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -87,6 +87,7 @@ class _Snapshot:
         ordered = {kind: sorted(found) for kind, found in units.items()} if keyed else {}
         self.entries = {kind: [f"{canonical(k)}:{units[kind][k]}" for k in keys] for kind, keys in ordered.items()}
         self.places = {kind: {k: i for i, k in enumerate(keys)} for kind, keys in ordered.items()}
+        self._unchanged: str | None = None  # digest({}), once asked for
 
     def body(self, units: Mapping[Any, str | None]) -> str:
         if self.keyed:
@@ -103,6 +104,13 @@ class _Snapshot:
 
     def digest(self, changed: Mapping[str, Mapping[Any, str | None]]) -> str:
         """sha256 of the whole state's canonical JSON, with the units in ``changed`` (None: gone) replaced."""
+        if not changed:  # untouched, as many rollouts end: the snapshot's own hash, computed once
+            if self._unchanged is None:
+                self._unchanged = self._digest({})
+            return self._unchanged
+        return self._digest(changed)
+
+    def _digest(self, changed: Mapping[str, Mapping[Any, str | None]]) -> str:
         parts = []
         for kind in sorted(self.units):
             body = self.changed_body(kind, changed[kind]) if kind in changed else self.bodies[kind]
@@ -197,6 +205,7 @@ class Tables:
             _insert(conn, table, table_rows, where)
         conn.execute("COMMIT")
         _track(conn, self._owners)
+        conn.executescript(HARNESS_SCHEMA)  # so that every copy has the harness's own tables already
         return conn, self._snapshot(conn)
 
     def _snapshot(self, conn: sqlite3.Connection) -> _Snapshot:

@@ -38,6 +38,7 @@ from typing import Any
 
 import openai
 
+from rewardkit.loop import transport
 from rewardkit.loop.ledger import Ledger
 
 
@@ -173,9 +174,10 @@ class ChatEndpoint:
         self.ledger = ledger if ledger is not None else Ledger("endpoint")
         self.ledger.endpoint = base_url
         self.retries, self.backoff_s, self.overflow = settings.retries, settings.backoff_s, overflow
-        # The SDK's own retries are off: ours also cover malformed bodies and share the backoff policy.
-        self._client = openai.OpenAI(base_url=base_url, api_key=settings.api_key, timeout=settings.timeout_s,
-                                     max_retries=0)  # fmt: skip
+        # Chats go through rewardkit.loop.transport (a fraction of the SDK's CPU per request); the SDK lists models.
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._api_key, self._timeout_s = settings.api_key, settings.timeout_s
+        self._headers = {"Authorization": f"Bearer {settings.api_key}"}
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._breaker_after, self._cooldown_s = settings.breaker_after, settings.breaker_cooldown_s
         self._failed_in_a_row, self._open_until = 0, 0.0
@@ -244,24 +246,17 @@ class ChatEndpoint:
         raise self.error(self.base_url, f"no reply after {attempts} attempt(s); last error: {cause}")
 
     def _call(self, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        body = {"model": self.model, "messages": list(messages), **params}
         try:
             with self._slots:
-                raw = self._client.chat.completions.with_raw_response.create(
-                    model=self.model,
-                    messages=list(messages),  # type: ignore[arg-type]
-                    **params,
-                )
-                body = raw.content
-        except openai.APITimeoutError as exc:  # before APIConnectionError: it is a subclass
-            raise _Retry(f"timed out: {exc}") from exc
-        except openai.APIConnectionError as exc:
-            raise _Retry(f"connection failed: {exc}") from exc
-        except openai.APIStatusError as exc:
-            raise self._status(exc) from exc
-        return _completion(body)
+                status, raw = transport.post(self._url, body, self._headers, self._timeout_s)
+        except transport.TransportError as exc:
+            raise _Retry(f"{'timed out' if exc.timeout else 'connection failed'}: {exc}") from exc
+        if status != 200:
+            raise self._status(status, transport.status_message(status, raw))
+        return _completion(raw)
 
-    def _status(self, exc: openai.APIStatusError) -> Exception:
-        code, message = exc.status_code, exc.message
+    def _status(self, code: int, message: str) -> Exception:
         if code == 429 or code >= 500:
             return _Retry(f"HTTP {code}: {message}")
         if self.overflow and code == 400 and _OVERFLOW.search(message or ""):
@@ -270,7 +265,7 @@ class ChatEndpoint:
             served = ""
             if code == 404:
                 with contextlib.suppress(openai.OpenAIError, ValueError):  # the list, where it can be had
-                    served = f"; it serves {served_models(self.base_url, self._client.api_key, 10.0)}"
+                    served = f"; it serves {served_models(self.base_url, self._api_key, 10.0)}"
             why = f"HTTP {code} for model {self.model!r} (not retried): {message}{served}; {_CONFIG[code]}"
             return EndpointConfigError(str(self.error(self.base_url, why)))
         # Other 4xx (a context too long where the caller did not ask, a bad request): retrying cannot help.

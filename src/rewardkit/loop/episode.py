@@ -141,6 +141,8 @@ class Episode:
             return
         try:
             reply = self.simulator.reply(self.task, list(self.dialogue), progress)
+        except _EnvGone:  # the state hash, read by the simulator, could not be: the episode has ended as env_error
+            return
         except SimulatorError as exc:
             self.error = str(exc)
             self._end(Termination.USER_SIM_ERROR)
@@ -185,7 +187,8 @@ class Episode:
         from rewardkit.envs.tasks import communicated_texts, expected_outputs
 
         said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
-        return Progress(state_done=self._env("the state hash", self.env.state_hash) == self.gold_state,
+        gold = self.gold_state
+        return Progress(state_done=lambda: self._env("the state hash", self.env.state_hash) == gold,
                         outputs_said=said, requests=requests, language=language)  # fmt: skip
 
     def infos(self) -> dict[str, Any]:

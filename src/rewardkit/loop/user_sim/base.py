@@ -8,7 +8,7 @@ many of them at once in worker threads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -39,7 +39,6 @@ class Turn:
     text: str
 
 
-@dataclass(frozen=True)
 class Progress:
     """What the episode knows beyond the dialogue.
 
@@ -48,12 +47,28 @@ class Progress:
     simulator only). ``requests``: the agent's soft-gated calls waiting for the user's approval, as the
     harness worded them (the approval card a real user would see); a reply carrying ``###APPROVE###`` or
     ``###DECLINE###`` decides them all. ``language``: the domain's (``Domain.language``).
+
+    ``state_done`` may be given as a function: it is then called once, when first read. Comparing the state
+    hashes the whole database, and a simulator that never reads it (an LLM's, which sees the dialogue) should
+    not pay for it on every turn of every rollout.
     """
 
-    state_done: bool = False
-    outputs_said: bool = False
-    requests: tuple[str, ...] = ()
-    language: str = "en"
+    __slots__ = ("_state", "language", "outputs_said", "requests")
+
+    def __init__(self, state_done: bool | Callable[[], bool] = False, outputs_said: bool = False,
+                 requests: tuple[str, ...] = (), language: str = "en") -> None:  # fmt: skip
+        self._state, self.outputs_said, self.requests, self.language = state_done, outputs_said, requests, language
+
+    @property
+    def state_done(self) -> bool:
+        if callable(self._state):
+            self._state = bool(self._state())
+        return self._state
+
+    def __repr__(self) -> str:
+        state = "unread" if callable(self._state) else self._state
+        return (f"Progress(state_done={state}, outputs_said={self.outputs_said}, requests={self.requests!r}, "
+                f"language={self.language!r})")  # fmt: skip
 
 
 @runtime_checkable

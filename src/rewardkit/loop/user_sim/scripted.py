@@ -118,7 +118,7 @@ class ScriptedSimulator:
             raise ValueError(f"the scripted user speaks {', '.join(PHRASES)}, not {progress.language!r}")
         if progress.requests:  # an approval card is waiting: the scenario says how this user answers
             return phrases.approve if approves(task) else phrases.decline
-        if progress.state_done and progress.outputs_said:
+        if progress.outputs_said and progress.state_done:  # the cheap test first: the state is hashed
             return phrases.thanks
         said = dialogue[-1].text
         if _transferred(said, phrases):
