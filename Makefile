@@ -66,6 +66,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_task_completion.py
 	$(VENV)/bin/python benchmarks/bench_harness.py
 	$(VENV)/bin/python benchmarks/bench_multi_turn.py
+	$(VENV)/bin/python benchmarks/bench_eval.py
 	$(VENV)/bin/python benchmarks/bench_memory.py
 	$(VENV)/bin/python benchmarks/bench_lint.py
 	$(VENV)/bin/python benchmarks/bench_see_your_run.py
