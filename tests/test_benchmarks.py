@@ -29,4 +29,4 @@ def test_the_benchmark_runs_in_quick_mode(script: Path) -> None:
     proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600, check=False)  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    assert "|---" in proc.stdout  # it printed its table
+    assert len(proc.stdout.strip().splitlines()) >= 2, proc.stdout  # it printed its figures
