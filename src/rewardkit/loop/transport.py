@@ -1,8 +1,8 @@
 """The chat endpoints' transport: one JSON POST over a kept-alive connection per thread, standard library only.
 
 A GRPO step waits on thousands of simulator replies at once (MUA-RL: 256 rollouts of about 22 turns), and each
-costs the client its share of one interpreter lock. The OpenAI SDK spends about 2.5 ms of CPU on a request
-(models, options, httpx), four times what ``http.client`` does for the same POST (benchmarks/bench_multi_turn.py).
+costs the client its share of one interpreter lock. The OpenAI SDK's request building (models, options, httpx)
+costs several times the CPU of one ``http.client`` POST; benchmarks/bench_multi_turn.py measures the loop with it.
 Each thread keeps one connection per host (a server that closes it after a reply gets a new one);
 ``$HTTPS_PROXY``/``$HTTP_PROXY`` and ``$NO_PROXY`` are honoured as ``urllib`` reads them.
 
