@@ -10,8 +10,10 @@ LOCK46 ?= constraints/swift-4.6.txt
 PYTEST_ARGS ?=
 # The suite runs on every core: pytest-xdist, a test file to a worker, one torch thread per process (two torch
 # processes with a thread per core each would oversubscribe the cores). WORKERS=0 runs it in this process.
+# Files go out in collection order (xdist would otherwise send the files with most tests first), so the two
+# whole chains, collected first (tests/conftest.py), start at once and the short files fill the cores beside them.
 WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
-PYTEST = OMP_NUM_THREADS=1 $(1)/bin/python -m pytest -q -n $(WORKERS) --dist loadfile
+PYTEST = OMP_NUM_THREADS=1 $(1)/bin/python -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1

@@ -40,8 +40,11 @@ class TestRecipeRun:
         workdir, proc = short_run
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
         assert sorted(p.stem for p in (workdir / ".stages").glob("*.json")) == sorted(STAGES)
-        for command in ("swift sft", "swift infer", "swift rlhf"):
+        for command in ("swift sft", "swift rlhf"):
             assert command in proc.stdout
+        for model in MODELS:  # evaluated in-process: 3 rows x 2 splits greedy, twice that sampled
+            assert f"[eval_{model}] greedy: 6 completions of " in proc.stdout
+            assert f"[eval_{model}] sampled: 12 completions of " in proc.stdout
 
     def test_summary_has_every_model_greedy_and_sampled_with_all_seven_rewards(self, short_run) -> None:
         workdir, _ = short_run
@@ -54,6 +57,11 @@ class TestRecipeRun:
                         summary["models"][model][mode][split]
                     )
         scores = [json.loads(line) for line in (workdir / "eval" / "grpo" / "scores.jsonl").read_text().splitlines()]
+        # Paired evaluation: the control (lr 1e-12, the same weights) writes SFT's completions, sample for sample.
+        sft, control = (
+            (workdir / "eval" / m / "scores.jsonl").read_text().splitlines() for m in ("sft", "grpo_control")
+        )
+        assert [json.loads(r)["completion"] for r in control] == [json.loads(r)["completion"] for r in sft]
         # 3 rows per split x 2 splits, greedy once and sampled twice: 6 + 12 completions
         assert len(scores) == 18 and sum(r["mode"] == "sampled" for r in scores) == 12
         names = {REWARDS[k].__name__ for k in PLANNER_WEIGHTS}

@@ -14,6 +14,7 @@ episode scores it; nothing here raises on it.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -159,7 +160,7 @@ class CheckpointAgent:
 
     def __init__(
         self, model_dir: str | Path, tools: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
-        max_tokens: int = 512,
+        max_tokens: int = 512, thinking: bool | None = None,
     ) -> None:  # fmt: skip
         from swift.infer_engine import RequestConfig, TransformersEngine
 
@@ -169,7 +170,16 @@ class CheckpointAgent:
         self.temperature = float(temperature)
         self.config = RequestConfig(max_tokens=max_tokens, temperature=0.0)  # greedy; the sampler draws
         self.params = {"temperature": float(temperature), "max_tokens": max_tokens}
+        # thinking: the template's enable_thinking (None: the template's default; Qwen3's is off)
+        self.template_kwargs = {} if thinking is None else {"enable_thinking": bool(thinking)}
         self._lock = threading.Lock()
+
+    def at_temperature(self, temperature: float) -> CheckpointAgent:
+        """This agent sampling at ``temperature`` (0: greedy), on the same engine: the model is loaded once."""
+        twin = copy.copy(self)
+        twin.temperature = float(temperature)
+        twin.params = {**self.params, "temperature": float(temperature)}
+        return twin
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "checkpoint", "path": self.name, **self.params}
@@ -184,8 +194,8 @@ class CheckpointAgent:
         from swift.infer_engine import InferRequest
         from swift.template import MaxLengthError
 
-        requests = [InferRequest(messages=[_template_message(m) for m in c], tools=self.tools or None)
-                    for c in conversations]  # fmt: skip
+        requests = [InferRequest(messages=[_template_message(m) for m in c], tools=self.tools or None,
+                                 chat_template_kwargs=dict(self.template_kwargs)) for c in conversations]  # fmt: skip
         out: list[AgentReply] = [AgentReply("", finish_reason="length")] * len(requests)
         with self._lock:
             fits = []

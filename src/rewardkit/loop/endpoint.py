@@ -36,8 +36,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-
 from rewardkit.loop import transport
 from rewardkit.loop.ledger import Ledger
 
@@ -88,11 +86,17 @@ def token_count(value: Any) -> int:
 
 
 def served_models(base_url: str, api_key: str = "EMPTY", timeout_s: float = 10.0) -> list[str]:
-    """The model names an endpoint lists (``GET /models``); raises ``openai.OpenAIError`` or ValueError."""
-    client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+    """The model names an endpoint lists (``GET /models``); ValueError when it cannot be had or is not a list."""
     try:
-        return [str(m.id) for m in client.models.list()]
-    except (TypeError, AttributeError, KeyError) as exc:  # a listing that is not one
+        status, raw = transport.get(base_url.rstrip("/") + "/models", {"Authorization": f"Bearer {api_key}"}, timeout_s)
+    except transport.TransportError as exc:
+        raise ValueError(f"{'timed out' if exc.timeout else 'connection failed'}: {exc}") from exc
+    if status != 200:
+        raise ValueError(transport.status_message(status, raw))
+    try:
+        data = json.loads(raw)
+        return [str(m["id"]) for m in data["data"]]
+    except (ValueError, RecursionError, TypeError, KeyError) as exc:  # a listing that is not one
         raise ValueError(f"malformed model list: {exc}") from exc
 
 
@@ -100,7 +104,7 @@ def only_model(base_url: str, hint: str, api_key: str = "EMPTY", timeout_s: floa
     """The one model an endpoint serves (``GET /models``); ValueError saying why not (``hint``: what to do)."""
     try:
         models = served_models(base_url, api_key, timeout_s)
-    except (openai.OpenAIError, ValueError) as exc:
+    except ValueError as exc:
         raise ValueError(f"cannot list its models ({exc}); is the server up?") from exc
     if len(models) != 1:
         raise ValueError(f"serves {len(models)} models {models}; {hint}")
@@ -114,7 +118,7 @@ def check_model(base_url: str, model: str, hint: str, api_key: str = "EMPTY", ti
     first 404."""
     try:
         models = served_models(base_url, api_key, timeout_s)
-    except (openai.OpenAIError, ValueError):
+    except ValueError:
         return
     if model not in models:
         raise ValueError(f"serves no model {model!r} (it serves {models}); {hint}")
@@ -264,7 +268,7 @@ class ChatEndpoint:
         if code in _CONFIG:
             served = ""
             if code == 404:
-                with contextlib.suppress(openai.OpenAIError, ValueError):  # the list, where it can be had
+                with contextlib.suppress(ValueError):  # the list, where it can be had
                     served = f"; it serves {served_models(self.base_url, self._api_key, 10.0)}"
             why = f"HTTP {code} for model {self.model!r} (not retried): {message}{served}; {_CONFIG[code]}"
             return EndpointConfigError(str(self.error(self.base_url, why)))

@@ -1,4 +1,5 @@
-"""The chat endpoints' transport: one JSON POST over a kept-alive connection per thread, standard library only.
+"""The endpoints' transport: JSON POSTs (and the model list's GET) over a kept-alive connection per thread,
+standard library only.
 
 A GRPO step waits on thousands of simulator replies at once (MUA-RL: 256 rollouts of about 22 turns), and each
 costs the client its share of one interpreter lock. The OpenAI SDK's request building (models, options, httpx)
@@ -6,9 +7,9 @@ costs several times the CPU of one ``http.client`` POST; benchmarks/bench_multi_
 Each thread keeps one connection per host (a server that closes it after a reply gets a new one);
 ``$HTTPS_PROXY``/``$HTTP_PROXY`` and ``$NO_PROXY`` are honoured as ``urllib`` reads them.
 
-A server's error status is the caller's to judge: :func:`post` returns it with the body. What the transport itself
-cannot do (connect, send, read a whole reply in time) raises :class:`TransportError`, ``timeout`` set when time
-ran out.
+A server's error status is the caller's to judge: :func:`post` and :func:`get` return it with the body. What the
+transport itself cannot do (connect, send, read a whole reply in time) raises :class:`TransportError`, ``timeout``
+set when time ran out.
 """
 
 from __future__ import annotations
@@ -34,13 +35,23 @@ class TransportError(OSError):
 
 def post(url: str, body: Mapping[str, Any], headers: Mapping[str, str], timeout_s: float) -> tuple[int, bytes]:
     """POST ``body`` as JSON to ``url``; the status and the raw reply."""
-    parts = urlsplit(url)
     data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return _request("POST", url, data, {"Content-Type": "application/json", **headers}, timeout_s)
+
+
+def get(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, bytes]:
+    """GET ``url``; the status and the raw reply."""
+    return _request("GET", url, None, dict(headers), timeout_s)
+
+
+def _request(method: str, url: str, data: bytes | None, headers: dict[str, str], timeout_s: float
+             ) -> tuple[int, bytes]:  # fmt: skip
+    parts = urlsplit(url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     conn = _connection(parts.scheme, parts.hostname or "", parts.port, timeout_s)
     via_proxy = parts.scheme == "http" and conn.host != parts.hostname  # a plain proxy takes the whole URL
     try:
-        conn.request("POST", url if via_proxy else path, data, {"Content-Type": "application/json", **headers})
+        conn.request(method, url if via_proxy else path, data, headers)
         response = conn.getresponse()
         return response.status, response.read()
     except TimeoutError as exc:  # socket.timeout is TimeoutError

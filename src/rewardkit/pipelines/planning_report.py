@@ -1,11 +1,12 @@
 """The planning chain's evaluation and summary.
 
-Each model (base, SFT, every GRPO run) answers the held-out test rows and a slice of the GRPO training rows
-twice: greedy, and ``samples`` times at the GRPO recipe's temperature (what GRPO optimises: the sampling
-distribution). Every completion is scored with the seven rewards under the GRPO run's reward config, into
-``eval/<model>/scores.jsonl``. The summary gives each kind's mean and seed spread, GRPO against its control
-paired by prompt with a bootstrap interval, the sign test, the think length's mean and standard deviation,
-the zero-variance group share of every GRPO step, and two figures.
+Each model (base, SFT, every GRPO run) answers the held-out test rows and a slice of the GRPO training rows twice:
+greedy, and ``samples`` times at the GRPO recipe's temperature (what GRPO optimises: the sampling distribution), in
+the chain's own process on ms-swift's transformers engine, each sample seeded by its row so that every model meets
+the same random stream (paired evaluation). Every completion is scored with the seven rewards under the GRPO run's
+reward config, into ``eval/<model>/scores.jsonl``. The summary gives each kind's mean and seed spread, GRPO against
+its control paired by prompt with a bootstrap interval, the sign test, the think length's mean and standard
+deviation, the zero-variance group share of every GRPO step, and two figures.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rewardkit.data_builders import write_jsonl
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import atomic_write_text, atomic_writer
 from rewardkit.pipelines import evidence
-from rewardkit.pipelines.stages import SWIFT, Context
+from rewardkit.pipelines.stages import Context
 from rewardkit.rewards.answers import parse
 from rewardkit.runs.scoring import score_rows
 
@@ -29,35 +30,41 @@ if TYPE_CHECKING:
 
 SPLITS = ("train", "test")  # a slice of the GRPO training rows, and the held-out test split
 MODES = ("greedy", "sampled")
+EVAL_BATCH = 64  # completions generated in one batch
+LABELS = ("mode", "split", "row", "sample", "seed", "think_chars", "completion")  # a score record's non-scores
 
 
 def evaluate_model(
     ctx: Context, name: str, model: str, sets: Mapping[str, Sequence[Mapping[str, Any]]], *, samples: int,
     temperature: float, max_new_tokens: int, config: RewardConfig,
 ) -> dict[str, Any]:  # fmt: skip
-    """``swift infer`` of ``model`` on every row of ``sets``, greedy and sampled; the scores file and the means
-    per mode and split."""
+    """``model`` answers every row of ``sets`` in this process (ms-swift's transformers engine, the template it
+    trained with, thinking on), greedy and ``samples`` times sampled; the scores file and the means per mode and
+    split. Sample ``k`` of a row is seeded by (split, row, k): every model meets the same random stream."""
+    from rewardkit.loop.agents import CheckpointAgent
+    from rewardkit.loop.lockstep import episode_seed
+
     out = ctx.workdir / "eval" / name
     out.mkdir(parents=True, exist_ok=True)
+    greedy = CheckpointAgent(model, [], max_tokens=max_new_tokens, thinking=True)
     scored: list[dict[str, Any]] = []
-    for mode, temp, n in (("greedy", 0.0, 1), ("sampled", temperature, samples)):
-        rows = [(split, i, row) for split in SPLITS for i, row in enumerate(sets[split]) for _ in range(n)]
-        inputs, result = out / f"{mode}.input.jsonl", out / f"{mode}.jsonl"
-        with atomic_writer(inputs) as f:
-            write_jsonl([row for _, _, row in rows], f)
-        result.unlink(missing_ok=True)
-        ctx.run(f"eval_{name}", [SWIFT, "infer", "--model", model, "--val_dataset", str(inputs),
-                                 "--result_path", str(result), "--infer_backend", "transformers",
-                                 "--max_new_tokens", str(max_new_tokens), "--temperature", str(temp), "--seed", "0",
-                                 "--max_batch_size", "64", "--enable_thinking", "true"])  # fmt: skip
-        responses = [r["response"] for r in read_jsonl(result)]
-        table = score_rows([{"completion": c, "solution": r["solution"], "experts": r["experts"]}
-                            for c, (_, _, r) in zip(responses, rows, strict=True)], config=config)  # fmt: skip
-        for i, ((split, row, _), text) in enumerate(zip(rows, responses, strict=True)):
+    for mode, agent, n in (("greedy", greedy, 1), ("sampled", greedy.at_temperature(temperature), samples)):
+        cells = [{"mode": mode, "split": split, "row": i, "sample": k, "seed": episode_seed(f"{split}/{i}", k)}
+                 for split in SPLITS for i in range(len(sets[split])) for k in range(n)]  # fmt: skip
+        rows = [sets[c["split"]][c["row"]] for c in cells]
+        texts: list[str] = []
+        for at in range(0, len(rows), EVAL_BATCH):
+            batch = slice(at, at + EVAL_BATCH)
+            seeds = [c["seed"] for c in cells[batch]] if agent.temperature else [None] * len(rows[batch])
+            texts += [reply.text for reply in agent.replies([r["messages"] for r in rows[batch]], seeds)]
+        table = score_rows([{"completion": t, "solution": r["solution"], "experts": r["experts"]}
+                            for t, r in zip(texts, rows, strict=True)], config=config)  # fmt: skip
+        for i, (cell, text) in enumerate(zip(cells, texts, strict=True)):
             scores = dict(zip(table.keys, table.scores[i], strict=True))
-            think = len(parse(str(text)).think or "")
-            scored.append({"mode": mode, "split": split, "row": row, **scores, "weighted": table.total(i),
-                           "think_chars": think})  # fmt: skip
+            scored.append({**cell, **scores, "weighted": table.total(i), "think_chars": len(parse(text).think or ""),
+                           "completion": text})  # fmt: skip
+        print(f"[eval_{name}] {mode}: {len(cells)} completions of {model}, weighted reward {table.mean_total():.3f}",
+              file=ctx.echo, flush=True)  # fmt: skip
     path = out / "scores.jsonl"
     with atomic_writer(path) as f:
         write_jsonl(scored, f)
@@ -72,7 +79,7 @@ def means(scored: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, 
             cells = [r for r in scored if r["mode"] == mode and r["split"] == split]
             if not cells:
                 continue
-            keys = [k for k in cells[0] if k not in ("mode", "split", "row", "think_chars")]
+            keys = [k for k in cells[0] if k not in LABELS]
             figures = {k: statistics.fmean(v) for k in keys if (v := [r[k] for r in cells if r[k] is not None])}
             thinks = [r["think_chars"] for r in cells]
             figures["think_mean"] = statistics.fmean(thinks)
