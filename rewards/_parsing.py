@@ -2,7 +2,9 @@
 
 The seven rewards read the same completions. ``parse`` and ``read_plan`` are
 cached on the completion string in :data:`COMPLETIONS`, so a batch is split and
-JSON-decoded once no matter how many rewards look at it. The cache is a
+JSON-decoded once no matter how many rewards look at it; ``parse_all`` and
+``read_plans`` also keep the whole batch's list under the batch, so the rewards after
+the first make one lookup a batch, not one a completion. The cache is a
 thread-safe LRU bounded in bytes (``$REWARDKIT_CACHE_MB``, default 64 MiB, see
 :mod:`rewardkit.files.cache`): it counts each completion's text once, plus its parse and its plan
 per schema, so long multi-turn transcripts cannot pile up between batches.
@@ -11,11 +13,12 @@ per schema, so long multi-turn transcripts cannot pile up between batches.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.files.cache import BUDGET, ByteLRU
+from rewardkit.files.cache import BUDGET, MISS, ByteLRU
 from rewardkit.rewards._schema import DEPENDS_ON, AnswerSchema
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -123,6 +126,26 @@ def answer_plan(answer: str, schema: AnswerSchema) -> Plan | None:
         return None
     rewrite = data.get(schema.rewrite_key)
     return Plan(rewrite=rewrite if isinstance(rewrite, str) else None, steps=steps)
+
+
+def parse_all(texts: Sequence[str]) -> list[Completion]:
+    """``[parse(t) for t in texts]``, kept for the batch: the list is shared, never change it."""
+    return _batch(tuple(texts), "parse_all", lambda: [parse(t) for t in texts])
+
+
+def read_plans(texts: Sequence[str], schema: AnswerSchema) -> list[Plan | None]:
+    """``[read_plan(t, schema) for t in texts]``, kept for the batch: the list is shared, never change it."""
+    return _batch(tuple(texts), ("read_plans", schema), lambda: [read_plan(t, schema) for t in texts])
+
+
+def _batch(key: tuple[str, ...], slot: Any, compute: Any) -> Any:
+    # The entry costs its key's strings (counted again beside each completion's own entry) and the list of
+    # references; a batch too large for the cache's share is recomputed from the completions' own entries.
+    found = COMPLETIONS.lookup(key, slot)
+    if found is MISS:
+        found = compute()
+        COMPLETIONS.store(key, found, slot, cost=sys.getsizeof(found))
+    return found
 
 
 class DatasetError(ValueError):

@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rewardkit.rewards._base import PlanningReward, known_gaps
-from rewardkit.rewards._parsing import Plan, read_plan
+from rewardkit.rewards._parsing import Plan, read_plans
 from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._text import ExpertIndex, expert_index
 from rewardkit.rewards.config import ExpertMatchConfig
@@ -74,14 +74,13 @@ class ExpertMatch(PlanningReward):
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         rewards: list[float | None] = []
-        plans: list[Plan | None] = []  # held, so that each plan's id stays its own while `scored` keys on it
+        plans = read_plans(completions, self.schema)  # held: each plan's id stays its own while `scored` keys on it
         scored: dict[tuple[int, int, int], float] = {}  # (plan, gold, experts list): the rollouts that answered alike
-        for text, gold, experts in zip(completions, self.golds(columns), columns["experts"], strict=True):
+        for plan, gold, experts in zip(plans, self.golds(columns), columns["experts"], strict=True):
             if gold is None or gold.steps is None:
                 rewards.append(None)
                 continue
             index = expert_index(tuple(expert_names(experts)), self.threshold)
-            plans.append(plan := read_plan(text, self.schema))
             key = (id(plan), id(gold), id(index))
             if key not in scored:
                 scored[key] = self.match(plan, gold, index)

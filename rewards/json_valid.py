@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rewardkit.rewards._base import CONTENT, JSON_ONLY, PlanningReward, known_gaps
-from rewardkit.rewards._parsing import read_plan
+from rewardkit.rewards._parsing import read_plans
 
 
 class JsonValid(PlanningReward):
@@ -38,4 +38,4 @@ class JsonValid(PlanningReward):
     gameable = known_gaps(JSON_ONLY, *CONTENT)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        return [0.0 if read_plan(c, self.schema) is None else 1.0 for c in completions]
+        return [0.0 if plan is None else 1.0 for plan in read_plans(completions, self.schema)]

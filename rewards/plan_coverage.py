@@ -12,7 +12,7 @@ from scipy.optimize import linear_sum_assignment
 
 from rewardkit.config import config_section, setting
 from rewardkit.rewards._base import PlanningReward, known_gaps
-from rewardkit.rewards._parsing import Plan, read_plan
+from rewardkit.rewards._parsing import Plan, read_plans
 from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._similarity import Session, backend_for
 from rewardkit.rewards._text import ExpertIndex, expert_index
@@ -182,8 +182,8 @@ class PlanCoverage(PlanningReward):
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         rows = []
         texts: list[str] = []
-        for text, gold, experts in zip(completions, self.golds(columns), columns["experts"], strict=True):
-            plan = read_plan(text, self.schema)
+        for plan, gold, experts in zip(read_plans(completions, self.schema), self.golds(columns), columns["experts"],
+                                       strict=True):  # fmt: skip
             rows.append((plan, gold, experts))
             for p in (plan, gold):
                 if p is not None:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from rewardkit.config import config_section, setting
 from rewardkit.rewards._base import PlanningReward, known_gaps
-from rewardkit.rewards._parsing import read_plan
+from rewardkit.rewards._parsing import read_plans
 from rewardkit.rewards._similarity import backend_for
 from rewardkit.rewards._text import CjkUnit, content_units
 
@@ -79,10 +79,9 @@ class RewriteSimilarity(PlanningReward):
         golds = self.golds(columns)
         pairs: dict[int, tuple[str, str]] = {}
         rewards: list[float | None] = [None] * len(completions)
-        for i, (text, gold) in enumerate(zip(completions, golds, strict=True)):
+        for i, (plan, gold) in enumerate(zip(read_plans(completions, self.schema), golds, strict=True)):
             if gold is None or gold.rewrite is None:
                 continue
-            plan = read_plan(text, self.schema)
             if plan is None or not plan.rewrite:
                 rewards[i] = 0.0
             else:

@@ -13,7 +13,7 @@ from scipy.special import expit
 
 from rewardkit.config import ConfigError, config_section, setting
 from rewardkit.rewards._base import CONTENT, THINK_ONLY, PlanningReward, known_gaps
-from rewardkit.rewards._parsing import DatasetError, parse, where
+from rewardkit.rewards._parsing import DatasetError, parse_all, where
 from rewardkit.rewards._rows import RowCache, cells_key
 
 STEEPNESS = 5.0  # the planner's constant in exp(5 * (x - 0.5))
@@ -161,7 +161,7 @@ class ThinkLength(PlanningReward):
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         bands = [self._band(columns, i) for i in range(len(completions))]  # every row, before any completion
-        thinks = [parse(c).think or "" for c in completions]
+        thinks = [c.think or "" for c in parse_all(completions)]
         present = [i for i, t in enumerate(thinks) if t]
         lengths = dict(zip(present, self._lengths([thinks[i] for i in present]), strict=True))
         rewards: list[float | None] = []

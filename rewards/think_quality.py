@@ -13,7 +13,7 @@ import ahocorasick
 
 from rewardkit.config import ConfigError, config_section, setting
 from rewardkit.rewards._base import CONTENT, THINK_ONLY, PlanningReward, known_gaps
-from rewardkit.rewards._parsing import ANSWER_CLOSE, ANSWER_OPEN, parse
+from rewardkit.rewards._parsing import ANSWER_CLOSE, ANSWER_OPEN, parse_all
 from rewardkit.rewards._text import nfkc, unit_sequence
 
 
@@ -145,4 +145,4 @@ class ThinkQuality(PlanningReward):
         return min(1.0, ratio / self.floor)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        return [self.quality(parse(c).think) for c in completions]
+        return [self.quality(c.think) for c in parse_all(completions)]

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 ENV = "REWARDKIT_CACHE_MB"
@@ -48,6 +49,7 @@ T = TypeVar("T")
 MISS: Any = object()  # a lookup found nothing (None is a value that can be cached)
 
 _LEAVES = (str, bytes, bytearray, int, float, complex, bool, type(None))
+_LEAF_TYPES = frozenset(_LEAVES)
 # An entry's own bookkeeping: its OrderedDict node, the slot dict and the entry object.
 ENTRY_OVERHEAD = 100 + sys.getsizeof({None: None}) + 64
 
@@ -73,8 +75,10 @@ SMALL_BUDGET = BUDGET // 4  # bytes, for each row / gold-outcome cache
 def approx_size(obj: Any) -> int:
     """Deep ``sys.getsizeof`` of ``obj``: containers, mappings and dataclass instances are walked, each object once.
 
-    Iterative, so a deeply nested JSON value costs no recursion.
+    Iterative, so a deeply nested JSON value costs no recursion. A leaf (a string, a number) is counted where its
+    container is read, never pushed: a decoded JSON answer is mostly leaves.
     """
+    getsizeof = sys.getsizeof
     seen: set[int] = set()
     stack = [obj]
     total = 0
@@ -83,21 +87,33 @@ def approx_size(obj: Any) -> int:
         if id(o) in seen:
             continue
         seen.add(id(o))
-        total += sys.getsizeof(o)
-        if isinstance(o, _LEAVES):
+        total += getsizeof(o)
+        kind = type(o)
+        if kind is dict:
+            children: Iterable[Any] = itertools.chain(o, o.values())
+        elif kind is list or kind is tuple:
+            children = o
+        elif isinstance(o, _LEAVES):
             continue
-        if isinstance(o, (list, tuple, set, frozenset)):
-            stack.extend(o)
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            children = o
         elif isinstance(o, Mapping):
-            stack.extend(o.keys())
-            stack.extend(o.values())
+            children = itertools.chain(o.keys(), o.values())
         elif dataclasses.is_dataclass(o) and not isinstance(o, type):
             attrs = getattr(o, "__dict__", None)
             if attrs is not None:
-                total += sys.getsizeof(attrs)
-                stack.extend(attrs.values())
+                total += getsizeof(attrs)
+                children = attrs.values()
             else:
-                stack.extend(getattr(o, f.name) for f in dataclasses.fields(o))
+                children = [getattr(o, f.name) for f in dataclasses.fields(o)]
+        else:
+            continue
+        for child in children:
+            if type(child) not in _LEAF_TYPES:
+                stack.append(child)
+            elif id(child) not in seen:
+                seen.add(id(child))
+                total += getsizeof(child)
     return total
 
 
