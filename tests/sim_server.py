@@ -134,8 +134,10 @@ class SimServer:
         slow_s: float = 3.0,
         hold_until: int = 0,
         usage: bool = False,
+        keep_alive: bool = False,
     ) -> None:
         self.delay_s = delay_s
+        self.keep_alive = keep_alive  # HTTP/1.1, connections kept between requests (as vLLM keeps them)
         # Replies wait (at most delay_s) until this many requests are in flight at once: a test of concurrency
         # then does not depend on how fast a loaded machine starts them, only on whether they overlap at all.
         self.hold_until = hold_until
@@ -237,8 +239,11 @@ class SimServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            # HTTP/1.0: one request per connection, so a closed server cannot keep answering
-            # over a pooled keep-alive connection.
+            # HTTP/1.0 by default: one request per connection, so a closed server cannot keep answering
+            # over a pooled keep-alive connection. A benchmark keeps them, as a model server does.
+            protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
+            disable_nagle_algorithm = True  # headers and body leave at once, as a model server sends them
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/") != "/v1/models":
                     self._send(404, _error(f"no route {self.path}", "not_found"))

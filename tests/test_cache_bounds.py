@@ -256,3 +256,39 @@ class TestRowCaches:
         first = outcomes.gold_outcome("retail", task)
         assert outcomes.gold_outcome("retail", task) is first  # replayed once
         check_accounting(store)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_threads_missing_one_key_compute_it_once(fails: bool) -> None:
+    """16 threads miss one key together. Healthy: one computes, 15 wait and read its value (calls == 1).
+    The computing thread raises: it alone sees the error; one waiter takes over (calls == 2: 1 failed + 1),
+    the other 14 read the value it stored."""
+    cache, calls, started = ByteLRU(budget=MIB), [], threading.Barrier(16)
+    leader_done = threading.Event()
+
+    def compute() -> str:
+        calls.append(threading.get_ident())
+        if len(calls) == 1:
+            leader_done.wait(0.2)  # the others arrive meanwhile and wait on this computation
+            if fails:
+                raise RuntimeError("gold replay failed")
+        return "value"
+
+    results: list[object] = []
+
+    def worker() -> None:
+        started.wait()
+        try:
+            results.append(cache.get("task-1", compute))
+        except RuntimeError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [r for r in results if isinstance(r, RuntimeError)]
+    assert len(calls) == (2 if fails else 1)
+    assert len(errors) == (1 if fails else 0) and results.count("value") == (15 if fails else 16)
+    assert cache.lookup("task-1") == "value"

@@ -79,10 +79,10 @@ def corrupt_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setattr(retail_domain, "DATA_DIR", data)
     monkeypatch.setattr(TABLES, "seed", data / "db.json")
     retail_domain._read_json.cache_clear()
-    TABLES.template.cache_clear()
+    TABLES._template.cache_clear()
     yield data
     retail_domain._read_json.cache_clear()
-    TABLES.template.cache_clear()
+    TABLES._template.cache_clear()
 
 
 @pytest.mark.parametrize(

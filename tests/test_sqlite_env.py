@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,31 @@ def test_a_nested_format_is_read_exported_and_hashed_as_itself(tmp_path: Path) -
 def test_a_nested_format_that_would_miss_writes_is_refused(declared: Nested, message: str) -> None:
     with pytest.raises(DomainDataError, match=re.escape(message)):
         environment(Tables(SCHEMA, SEED, nested=declared), TOOLS)()
+
+
+def test_copies_made_at_once_read_the_seed_once(tmp_path: Path) -> None:
+    """32 rollouts open their copies at the same moment on a cold domain: the seed file is read once (reads == 1),
+    not once per thread, and every copy holds the seed's 2 items."""
+    path = tmp_path / "seed.json"
+    path.write_text(json.dumps(SEED), encoding="utf-8")
+    reads: list[int] = []
+
+    def read(p: Path) -> dict:
+        reads.append(1)
+        time.sleep(0.05)  # a large seed: the other threads arrive while it is read
+        return json.loads(p.read_text(encoding="utf-8"))
+
+    make = environment(Tables(SCHEMA, path, read_seed=read), TOOLS)
+    barrier, counts = threading.Barrier(32), []
+
+    def open_copy() -> None:
+        barrier.wait()
+        with make() as env:
+            counts.append(env.conn.execute("SELECT count(*) FROM items").fetchone()[0])
+
+    threads = [threading.Thread(target=open_copy) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(reads) == 1 and counts == [2] * 32

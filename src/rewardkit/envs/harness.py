@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from abc import abstractmethod
@@ -39,6 +40,7 @@ CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL
 """
     + approvals.APPROVALS_SCHEMA
 )
+_HARNESS_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", HARNESS_SCHEMA))
 
 
 class CallingEnvironment(StatefulEnvironment):
@@ -126,7 +128,9 @@ class ToolEnvironment(CallingEnvironment):
         # One connection, one transaction at a time: calls from several threads are serialised, so a write
         # and its audit row can never interleave with another thread's (the lock is re-entrant for subclasses).
         self.lock = threading.RLock()
-        conn.executescript(HARNESS_SCHEMA)
+        found = conn.execute(f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN {_HARNESS_TABLES}")
+        if found.fetchone()[0] < len(_HARNESS_TABLES):  # a template's copy has them: a query, not a script, per rollout
+            conn.executescript(HARNESS_SCHEMA)
 
     def __enter__(self) -> ToolEnvironment:
         return self

@@ -162,6 +162,7 @@ class Tables:
         self.read_seed = read_seed
         self.nested = nested
         self._lock = threading.Lock()
+        self._building = threading.Lock()
 
     @functools.cached_property
     def names(self) -> list[str]:
@@ -191,9 +192,14 @@ class Tables:
         """The seed's rows, table -> rows (read again from its file, if it is one)."""
         return self._rows(None)[0]
 
-    @functools.lru_cache(maxsize=4)  # noqa: B019 - one template per seed file, for the process's life
     def template(self, seed_file: str | None = None) -> tuple[sqlite3.Connection, _Snapshot]:
-        """The template database (the seed, or ``seed_file`` read by ``read_seed``) and its state serialised."""
+        """The template database (the seed, or ``seed_file`` read by ``read_seed``) and its state serialised.
+        Built once: the rollouts of a step that start together wait for one build instead of each reading the seed."""
+        with self._building:
+            return self._template(seed_file)
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - one template per seed file, for the process's life
+    def _template(self, seed_file: str | None) -> tuple[sqlite3.Connection, _Snapshot]:
         rows, where = self._rows(seed_file)
         unknown = sorted(set(rows) - set(self.names))
         if unknown:

@@ -140,6 +140,16 @@ class _Entry:
         self.slots = slots
 
 
+class _Flight:
+    """A computation in progress: its waiters wake when it ends, and see whether it raised."""
+
+    __slots__ = ("done", "raised")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.raised = False
+
+
 class ByteLRU:
     """A thread-safe LRU map bounded by the bytes its entries cost (and optionally by their number).
 
@@ -158,6 +168,7 @@ class ByteLRU:
         self.evictions = 0
         self.oversize = 0  # values returned but not kept: larger than max_entry_share of the budget
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._flights: dict[Hashable, _Flight] = {}  # the keys being computed now
         self._lock = threading.Lock()
 
     @property
@@ -212,14 +223,37 @@ class ByteLRU:
             return True
 
     def get(self, key: Hashable | None, compute: Callable[[], T]) -> T:
-        """The stored value for ``key``, else ``compute()`` (stored when it returns; ``key`` None: never stored)."""
-        if key is not None:
+        """The stored value for ``key``, else ``compute()`` (stored when it returns; ``key`` None: never stored).
+
+        One computation per key at a time: threads that miss a key while it is being computed wait for it (256
+        rollouts starting at once replay each task's gold once, not once each). When that computation raised, a
+        waiter takes over; when its value was not kept (too large), each waiter computes its own."""
+        if key is None:
+            return compute()
+        found = self.lookup(key)
+        if found is not MISS:
+            return found  # type: ignore[no-any-return]
+        with self._lock:
+            flight = self._flights.get(key)
+            leader = flight is None
+            if flight is None:
+                flight = self._flights[key] = _Flight()
+        if not leader:
+            flight.done.wait()
+            if flight.raised:
+                return self.get(key, compute)
             found = self.lookup(key)
-            if found is not MISS:
-                return found  # type: ignore[no-any-return]
-        value = compute()
-        if key is not None:
+            return compute() if found is MISS else found  # type: ignore[no-any-return]
+        try:
+            value = compute()
             self.store(key, value)
+        except BaseException:
+            flight.raised = True
+            raise
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()
         return value
 
     def configure(self, budget: int | None = None, maxsize: int | None = None) -> None:
