@@ -1,4 +1,4 @@
-"""Per-rollout isolation of the retail database: SQLite backup API vs deep-copying the JSON.
+"""Per-rollout isolation of the retail database: the template's pages deserialised vs deep-copying the JSON.
 
 python benchmarks/bench_retail_copy.py            # --quick: small sizes, for CI
 """
@@ -22,7 +22,7 @@ def main() -> None:
     ours = per_call(TABLES.copy, 100 // scale)
     print("| copy of the 500-user / 1000-order database | ms per rollout |\n|---|---:|")
     print(f"| copy.deepcopy of the parsed db.json | {naive * 1e3:.2f} |")
-    print(f"| SQLite backup API into :memory: | {ours * 1e3:.3f} |")
+    print(f"| the template's SQLite pages deserialised into :memory: | {ours * 1e3:.3f} |")
     print(f"| speed-up | {naive / ours:.0f}x |")
 
 

@@ -42,6 +42,13 @@ CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL
 )
 _HARNESS_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", HARNESS_SCHEMA))
 
+# Every in-process database's calls take turns under one lock. SQLite releases the interpreter lock around each
+# statement; with hundreds of rollout threads, each release hands the interpreter to another thread and each of
+# them asks for it back, a convoy that tripled the CPU of a batch (benchmarks/bench_multi_turn.py). Waiting on this
+# lock parks a thread until its turn instead. In-memory calls take microseconds, and the interpreter lock ran them
+# one at a time anyway; an environment whose calls wait on a model (SimulatedEnvironment) keeps a lock of its own.
+DATABASE_LOCK = threading.RLock()
+
 
 class CallingEnvironment(StatefulEnvironment):
     """Tool calls under the harness's rules for what can be called at all (a JSON object of arguments, a known
@@ -117,20 +124,23 @@ class ToolEnvironment(CallingEnvironment):
 
     tools: ClassVar[Mapping[str, ToolSpec]] = {}
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        # The harness opens and ends every transaction itself, and reads its own tables by column name: whatever
-        # the connection was opened with (sqlite3.connect's defaults included), its seed data is committed first.
-        if conn.in_transaction:
-            conn.commit()
-        conn.isolation_level = None
-        conn.row_factory = sqlite3.Row
-        self.conn = conn
+    def __init__(self, conn: sqlite3.Connection, lock: threading.RLock = DATABASE_LOCK) -> None:
         # One connection, one transaction at a time: calls from several threads are serialised, so a write
         # and its audit row can never interleave with another thread's (the lock is re-entrant for subclasses).
-        self.lock = threading.RLock()
-        found = conn.execute(f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN {_HARNESS_TABLES}")
-        if found.fetchone()[0] < len(_HARNESS_TABLES):  # a template's copy has them: a query, not a script, per rollout
-            conn.executescript(HARNESS_SCHEMA)
+        self.lock = lock
+        with lock:
+            # The harness opens and ends every transaction itself, and reads its own tables by column name: whatever
+            # the connection was opened with (sqlite3.connect's defaults included), its seed data is committed first.
+            if conn.in_transaction:
+                conn.commit()
+            conn.isolation_level = None
+            conn.row_factory = sqlite3.Row
+            self.conn = conn
+            found = conn.execute(
+                f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN {_HARNESS_TABLES}"
+            )  # the first statement: SQLite reads the schema here
+            if found.fetchone()[0] < len(_HARNESS_TABLES):  # a template's copy has them: a query, not a script
+                conn.executescript(HARNESS_SCHEMA)
 
     def __enter__(self) -> ToolEnvironment:
         return self

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,7 +245,7 @@ class SimulatedEnvironment(ToolEnvironment):
     by the simulation's answerer."""
 
     def __init__(self, conn: sqlite3.Connection, simulation: Simulation) -> None:
-        super().__init__(conn)
+        super().__init__(conn, threading.RLock())  # its own lock: a tool model's answer must not stall the others
         self.tools = simulation.tools  # type: ignore[misc]
         self.simulation = simulation
         self.history: list[dict[str, Any]] = []

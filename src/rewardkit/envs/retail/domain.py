@@ -18,6 +18,7 @@ DATA_FILES = tuple(DATA_DIR / name for name in
 _FIX = "restore the file (reinstall rewardkit) or pass your own file with the command's option"
 
 
+@functools.cache  # the policy is every episode's system prompt: read once
 def _text(name: str) -> str:
     path = DATA_DIR / name
     try:
