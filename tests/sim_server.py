@@ -71,7 +71,7 @@ def free_port() -> int:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 2048  # uvicorn's backlog: the default 5 (or 128) drops a batch's simultaneous connects (1 s retries)
+    request_queue_size = 2048  # uvicorn's backlog: 5 or 128 drops a batch's simultaneous connects (1 s retries)
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:
