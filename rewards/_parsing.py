@@ -107,15 +107,22 @@ def _dag_ok(steps: tuple[Step, ...]) -> bool:
 
 def read_plan(text: str, schema: AnswerSchema) -> Plan | None:
     """The completion's plan if its answer validates against ``schema``, else None."""
-    answer = parse(text).answer
-    return None if answer is None else answer_plan(answer, schema)
+    found = parse(text)
+    data = found.data  # the answer as parse decoded it (None: no answer object): not decoded again
+    if found.answer is None or data is None:
+        return None
+    return answer_plan.compute_with(lambda: _plan(data, schema), found.answer, schema)
 
 
 @COMPLETIONS.memoize
 def answer_plan(answer: str, schema: AnswerSchema) -> Plan | None:
     """The plan of an answer block's text (a JSON object, as ``parse`` found it) if it validates, else None."""
     data = _json_object(answer)
-    if data is None or not schema.is_valid(data):
+    return None if data is None else _plan(data, schema)
+
+
+def _plan(data: Mapping[str, Any], schema: AnswerSchema) -> Plan | None:
+    if not schema.is_valid(data):
         return None
     # A custom schema may leave the fields optional or loosely typed: never index blindly.
     raw_steps = data.get(schema.plan_key)

@@ -19,10 +19,9 @@ from rewardkit.files.cache import (
     MISS,
     SMALL_BUDGET,
     ByteLRU,
-    approx_size,
     budget_from_env,
-    key_size,
 )
+from rewardkit.files.sizes import approx_size, key_size
 from rewardkit.rewards import PLANNING_REWARDS
 from rewardkit.rewards._parsing import COMPLETIONS, answer_plan, parse, read_plan
 from rewardkit.rewards._rows import RowCache

@@ -14,7 +14,7 @@ hold at most ``2 x $REWARDKIT_CACHE_MB`` MiB.
 
 How an entry is counted: the key (``sys.getsizeof`` of its strings; other key
 parts such as a schema object are shared configuration, not owned by the
-cache) plus a deep ``sys.getsizeof`` of the value (:func:`approx_size`: it
+cache) plus a deep ``sys.getsizeof`` of the value (:func:`~rewardkit.files.sizes.approx_size`: it
 walks containers and dataclasses, so a value held twice is counted twice, an
 over-estimate) plus a fixed per-entry overhead. An entry costing more than
 ``max_entry_share`` (1/8) of the budget is returned but not kept: such
@@ -22,21 +22,22 @@ completions are re-parsed by every reward that reads them, which is cheap next
 to having generated them.
 
 Values are computed outside the lock, so a slow computation never blocks the
-other threads; two threads missing the same key at once may both compute it
-(as with ``functools.lru_cache``), and the first stored value wins.
+other threads. Two threads missing a memoized function's key at once may both
+compute it (as with ``functools.lru_cache``; the first stored value wins);
+``ByteLRU.get`` computes a key once while the other threads missing it wait.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import itertools
 import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Generic, NamedTuple, ParamSpec, TypeVar
+
+from rewardkit.files.sizes import approx_size, key_size
 
 ENV = "REWARDKIT_CACHE_MB"
 DEFAULT_MB = 64.0
@@ -48,8 +49,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 MISS: Any = object()  # a lookup found nothing (None is a value that can be cached)
 
-_LEAVES = (str, bytes, bytearray, int, float, complex, bool, type(None))
-_LEAF_TYPES = frozenset(_LEAVES)
 # An entry's own bookkeeping: its OrderedDict node, the slot dict and the entry object.
 ENTRY_OVERHEAD = 100 + sys.getsizeof({None: None}) + 64
 
@@ -70,58 +69,6 @@ def budget_from_env(environ: Mapping[str, str] = os.environ) -> int:
 
 BUDGET = budget_from_env()  # bytes, for the completion cache
 SMALL_BUDGET = BUDGET // 4  # bytes, for each row / gold-outcome cache
-
-
-def approx_size(obj: Any) -> int:
-    """Deep ``sys.getsizeof`` of ``obj``: containers, mappings and dataclass instances are walked, each object once.
-
-    Iterative, so a deeply nested JSON value costs no recursion. A leaf (a string, a number) is counted where its
-    container is read, never pushed: a decoded JSON answer is mostly leaves.
-    """
-    getsizeof = sys.getsizeof
-    seen: set[int] = set()
-    stack = [obj]
-    total = 0
-    while stack:
-        o = stack.pop()
-        if id(o) in seen:
-            continue
-        seen.add(id(o))
-        total += getsizeof(o)
-        kind = type(o)
-        if kind is dict:
-            children: Iterable[Any] = itertools.chain(o, o.values())
-        elif kind is list or kind is tuple:
-            children = o
-        elif isinstance(o, _LEAVES):
-            continue
-        elif isinstance(o, (list, tuple, set, frozenset)):
-            children = o
-        elif isinstance(o, Mapping):
-            children = itertools.chain(o.keys(), o.values())
-        elif dataclasses.is_dataclass(o) and not isinstance(o, type):
-            attrs = getattr(o, "__dict__", None)
-            if attrs is not None:
-                total += getsizeof(attrs)
-                children = attrs.values()
-            else:
-                children = [getattr(o, f.name) for f in dataclasses.fields(o)]
-        else:
-            continue
-        for child in children:
-            if type(child) not in _LEAF_TYPES:
-                stack.append(child)
-            elif id(child) not in seen:
-                seen.add(id(child))
-                total += getsizeof(child)
-    return total
-
-
-def key_size(key: Hashable) -> int:
-    """What a key costs the cache: its strings (a tuple key's string parts too); other parts are shared objects."""
-    if isinstance(key, tuple):
-        return sys.getsizeof(key) + sum(sys.getsizeof(k) for k in key if isinstance(k, (str, bytes)))
-    return sys.getsizeof(key)
 
 
 class CacheInfo(NamedTuple):
@@ -298,6 +245,14 @@ class Memoized(Generic[P, R]):
         self._lock = threading.Lock()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._cached(args, kwargs, lambda: self._fn(*args, **kwargs))
+
+    def compute_with(self, compute: Callable[[], R], *args: Any) -> R:
+        """``self(*args)``, a missing value computed by ``compute()``: for a caller that already holds what ``fn``
+        would rebuild (a decoded answer). ``compute()`` must return what ``fn(*args)`` would."""
+        return self._cached(args, {}, compute)
+
+    def _cached(self, args: tuple[Any, ...], kwargs: dict[str, Any], compute: Callable[[], R]) -> R:
         key, rest = args[0], args[1:]
         slot = (self._name, *rest, *sorted(kwargs.items())) if rest or kwargs else self._name
         found = self.store.lookup(key, slot)
@@ -307,7 +262,7 @@ class Memoized(Generic[P, R]):
             return found  # type: ignore[no-any-return]
         with self._lock:
             self._misses += 1
-        value = self._fn(*args, **kwargs)
+        value = compute()
         self.store.store(key, value, slot)
         return value
 
