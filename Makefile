@@ -69,6 +69,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_retail_copy.py
 	$(VENV)/bin/python benchmarks/bench_task_completion.py
 	$(VENV)/bin/python benchmarks/bench_harness.py
+	$(VENV)/bin/python benchmarks/bench_database_lock.py
 	$(VENV)/bin/python benchmarks/bench_multi_turn.py
 	$(VENV)/bin/python benchmarks/bench_eval.py
 	$(VENV)/bin/python benchmarks/bench_memory.py
