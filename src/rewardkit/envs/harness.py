@@ -43,10 +43,10 @@ CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL
 _HARNESS_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", HARNESS_SCHEMA))
 
 # Every in-process database's calls take turns under one lock. SQLite releases the interpreter lock around each
-# statement; with hundreds of rollout threads, each release hands the interpreter to another thread and each of
-# them asks for it back, a convoy that tripled the CPU of a batch (benchmarks/bench_multi_turn.py). Waiting on this
-# lock parks a thread until its turn instead. In-memory calls take microseconds, and the interpreter lock ran them
-# one at a time anyway; an environment whose calls wait on a model (SimulatedEnvironment) keeps a lock of its own.
+# statement; with hundreds of rollout threads, each release hands the interpreter to another thread, which asks for
+# it back (a batch of 256 spent 15-20% more CPU so: benchmarks/bench_database_lock.py). Waiting on this lock parks a
+# thread until its turn instead. In-memory calls take microseconds, and the interpreter lock ran them one at a time
+# anyway; an environment whose calls wait on a model (SimulatedEnvironment) keeps a lock of its own.
 DATABASE_LOCK = threading.RLock()
 
 
