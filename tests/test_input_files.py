@@ -79,11 +79,11 @@ def corrupt_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setattr(retail_domain, "DATA_DIR", data)
     monkeypatch.setattr(TABLES, "seed", data / "db.json")
     retail_domain._read_json.cache_clear()
-    retail_domain._text.cache_clear()
+    retail_domain.policy.cache_clear()
     TABLES._template.cache_clear()
     yield data
     retail_domain._read_json.cache_clear()
-    retail_domain._text.cache_clear()
+    retail_domain.policy.cache_clear()
     TABLES._template.cache_clear()
 
 

@@ -18,7 +18,6 @@ DATA_FILES = tuple(DATA_DIR / name for name in
 _FIX = "restore the file (reinstall rewardkit) or pass your own file with the command's option"
 
 
-@functools.cache  # the policy is every episode's system prompt: read once
 def _text(name: str) -> str:
     path = DATA_DIR / name
     try:
@@ -54,6 +53,7 @@ def splits() -> dict[str, list[str]]:
     return raw
 
 
+@functools.cache  # every episode's system prompt: read once per process
 def policy() -> str:
     return _text("policy.md")
 
