@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sized
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from rewardkit.rewards._parsing import DatasetError, Plan
-from rewardkit.rewards._rows import MISSING, planning_gold
+from rewardkit.rewards._parsing import DatasetError
+from rewardkit.rewards._rows import PlanningRows, planning_rows
 from rewardkit.rewards._schema import AnswerSchema, load_schema
 from rewardkit.rewards.config import ExpertMatchConfig, RewardConfig, load_config
 
@@ -233,14 +233,9 @@ class PlanningReward(Reward):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(schema={self.schema.name!r})"
 
-    def golds(self, columns: Mapping[str, Any]) -> list[Plan | None]:
+    def rows(self, columns: Mapping[str, Any]) -> PlanningRows:
         """Every row's gold, validated (with its ``experts`` cell when the batch has that column) before any
-        completion is read, so that a dataset bug fails the first batch whatever the model wrote."""
-        solutions = columns["solution"]
-        experts = columns.get("experts")
-        experts = [MISSING] * len(solutions) if experts is None else experts
+        completion is read, so that a dataset bug fails the first batch whatever the model wrote; and its experts
+        list indexed. Shared by the rewards of a batch: never change it."""
         threshold = self.config.section(ExpertMatchConfig).fuzzy_threshold  # the one expert-name rule
-        return [
-            planning_gold(s, e, self.schema, threshold, i)
-            for i, (s, e) in enumerate(zip(solutions, experts, strict=True))
-        ]
+        return planning_rows(columns["solution"], columns.get("experts"), self.schema, threshold)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rewardkit.files.cache import BUDGET, MISS, ByteLRU
+from rewardkit.files.sizes import approx_size, decoded_json_size
 from rewardkit.rewards._schema import DEPENDS_ON, AnswerSchema
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -26,8 +26,8 @@ ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 COMPLETIONS = ByteLRU(BUDGET)  # completion text -> its parse and its plan per schema
 
 
-@dataclass(frozen=True)
-class Completion:
+# Named tuples, not frozen dataclasses: a batch builds thousands, and a tuple is built and hashed in C.
+class Completion(NamedTuple):
     """Where the pieces of a completion are.
 
     ``think`` is the stripped text of the first closed think block (None when
@@ -41,17 +41,21 @@ class Completion:
     answer: str | None = None
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     expert: str
     tasks: tuple[str, ...]
     depends_on: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     rewrite: str | None
     steps: tuple[Step, ...] | None
+
+
+# What each tuple costs beside the texts and tuples it holds (the deep walk of an empty one).
+_COMPLETION_BYTES = approx_size(Completion(None, None))
+_STEP_BYTES = approx_size(Step("", (), ()))
+_PLAN_BYTES = approx_size(Plan(None, None))
 
 
 def _json_object(text: str) -> Mapping[str, Any] | None:
@@ -64,7 +68,15 @@ def _json_object(text: str) -> Mapping[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-@COMPLETIONS.memoize
+def _completion_cost(found: Completion) -> int:
+    """A parse's bytes, no fewer than the deep walk counts: the object, its two texts and the decoded answer's bound."""
+    getsizeof = sys.getsizeof
+    answer = found.answer
+    decoded = 0 if answer is None else decoded_json_size(answer)
+    return _COMPLETION_BYTES + getsizeof(found.think) + getsizeof(answer) + decoded
+
+
+@COMPLETIONS.memoize(cost=_completion_cost)
 def parse(text: str) -> Completion:
     """Split ``text`` into think and answer; never raises on a string."""
     think: str | None = None
@@ -92,9 +104,9 @@ def _steps(raw: Any, schema: AnswerSchema) -> tuple[Step, ...]:
         tasks = item.get(schema.tasks_key, [])
         steps.append(
             Step(
-                expert=str(item.get(schema.expert_key, "")),
-                tasks=tuple(str(t) for t in tasks) if isinstance(tasks, list) else (str(tasks),),
-                depends_on=tuple(int(d) for d in item.get(DEPENDS_ON, []) if isinstance(d, int)),
+                str(item.get(schema.expert_key, "")),
+                tuple(map(str, tasks)) if isinstance(tasks, list) else (str(tasks),),
+                tuple(int(d) for d in item.get(DEPENDS_ON, ()) if isinstance(d, int)),
             )
         )
     return tuple(steps)
@@ -114,7 +126,19 @@ def read_plan(text: str, schema: AnswerSchema) -> Plan | None:
     return answer_plan.compute_with(lambda: _plan(data, schema), found.answer, schema)
 
 
-@COMPLETIONS.memoize
+def _plan_cost(plan: Plan | None) -> int:
+    """A plan's bytes, no fewer than the deep walk counts (each string counted, even one the answer's parse holds)."""
+    if plan is None:
+        return sys.getsizeof(None)
+    getsizeof = sys.getsizeof
+    total = _PLAN_BYTES + getsizeof(plan.rewrite) + getsizeof(plan.steps)
+    for step in plan.steps or ():
+        total += _STEP_BYTES + getsizeof(step.expert) + getsizeof(step.tasks) + getsizeof(step.depends_on)
+        total += sum(map(getsizeof, step.tasks)) + sum(map(getsizeof, step.depends_on))
+    return total
+
+
+@COMPLETIONS.memoize(cost=_plan_cost)
 def answer_plan(answer: str, schema: AnswerSchema) -> Plan | None:
     """The plan of an answer block's text (a JSON object, as ``parse`` found it) if it validates, else None."""
     data = _json_object(answer)

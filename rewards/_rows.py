@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
 from rewardkit.files.cache import MISS, SMALL_BUDGET, ByteLRU
 from rewardkit.rewards._parsing import GoldError, Plan, read_gold, where
 from rewardkit.rewards._schema import AnswerSchema
-from rewardkit.rewards._text import expert_index
+from rewardkit.rewards._text import ExpertIndex, expert_index
 
 T = TypeVar("T")
 MISSING: Any = object()  # the batch has no such column (unlike a cell that holds null)
@@ -104,9 +105,9 @@ def _check_planning_row(solution: Any, experts: Any, schema: AnswerSchema, thres
                 f"{where('solution', row)}: step {i}: gold expert {step.expert!r} is not in the row's 'experts' list "
                 f"{index.experts}; fix the dataset row (its solution or its experts column)"
             )
-        steps.append(dataclasses.replace(step, expert=name))
+        steps.append(step._replace(expert=name))
     # Resolved here, once per row: the rewards read the gold's experts as the row's own names.
-    return dataclasses.replace(gold, steps=tuple(steps))
+    return gold._replace(steps=tuple(steps))
 
 
 def planning_gold(solution: Any, experts: Any, schema: AnswerSchema, threshold: float, row: int) -> Plan | None:
@@ -125,3 +126,49 @@ def _planning_key(solution: Any, experts: Any, schema: AnswerSchema, threshold: 
         return (schema, threshold, "cells", solution, *experts)
     cells = cells_key(solution, None if experts is MISSING else experts, experts is MISSING)
     return None if cells is None else (schema, threshold, cells)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanningRows:
+    """A batch's rows checked: each row's gold, and its ``experts`` list indexed where the gold has steps (None
+    where it has none, or the batch has no such column)."""
+
+    golds: list[Plan | None]
+    indexes: list[ExpertIndex | None]
+
+
+def planning_rows(solutions: Sequence[Any], experts: Sequence[Any] | None, schema: AnswerSchema, threshold: float
+                  ) -> PlanningRows:  # fmt: skip
+    """Every row of a batch through :func:`planning_gold`, kept for the batch (the rewards after the first make one
+    lookup, not one a row). The lists are shared: never change them."""
+    key = _batch_key(solutions, experts, schema, threshold)
+    found = MISS if key is None else PLANNING_ROWS.store.lookup(key, "batch")
+    if found is not MISS:
+        return found  # type: ignore[no-any-return]
+    cells = [MISSING] * len(solutions) if experts is None else experts
+    golds = [planning_gold(s, e, schema, threshold, i) for i, (s, e) in enumerate(zip(solutions, cells, strict=True))]
+    indexes = [_index(g, e, threshold, i) for i, (g, e) in enumerate(zip(golds, cells, strict=True))]
+    rows = PlanningRows(golds, indexes)
+    if key is not None:  # the key holds the cells; the value, references to what the row entries hold
+        PLANNING_ROWS.store.store(key, rows, "batch", cost=sys.getsizeof(golds) + sys.getsizeof(indexes))
+    return rows
+
+
+def _index(gold: Plan | None, experts: Any, threshold: float, row: int) -> ExpertIndex | None:
+    if gold is None or gold.steps is None or experts is MISSING:
+        return None
+    return expert_index(tuple(expert_names(experts, row)), threshold)
+
+
+def _batch_key(solutions: Sequence[Any], experts: Sequence[Any] | None, schema: AnswerSchema, threshold: float
+               ) -> Hashable | None:  # fmt: skip
+    """The usual batch (string solutions, lists of names) as one flat tuple of its cells, each list after its
+    length; None (not kept) for any other."""
+    if not all(type(s) is str for s in solutions):
+        return None
+    key: list[Any] = [schema, threshold, "batch", experts is None, *solutions]
+    for names in () if experts is None else experts:
+        if type(names) is not list or not all(type(e) is str for e in names):
+            return None
+        key += (len(names), *names)
+    return tuple(key)

@@ -20,14 +20,27 @@ CjkUnit = Literal["char", "bigram"]
 # Zero-width characters models and annotators paste into names by accident.
 _INVISIBLE = re.compile("[\\s\u200b\u200c\u200d\u2060\ufeff\u00ad]+")
 # CJK Unified Ideographs (+ extension A, compatibility), Hiragana/Katakana, Hangul.
-_CJK_CLASS = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-_WORD = re.compile(r"[^\W_]+")  # a word: a run of letters and digits
-_ALL_CJK = re.compile(f"{_CJK_CLASS}+")
-# A word that mixes scripts ("gmv增长") splits into its CJK runs and the rest: group 1 a run of non-CJK word
-# characters, group 2 one CJK character (_CJK_CHAR, the n-gram units) or a run of them (_CJK_RUN, the content units).
-_LATIN = f"((?:(?!{_CJK_CLASS})[^\\W_])+)"
-_CJK_CHAR = re.compile(f"{_LATIN}|({_CJK_CLASS})")
-_CJK_RUN = re.compile(f"{_LATIN}|({_CJK_CLASS}+)")
+_CJK_BLOCKS = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF))
+_CJK_RANGES = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_BLOCKS)
+
+
+def _word_ranges(blocks: tuple[tuple[int, int], ...]) -> str:
+    """The letters and digits of ``blocks`` (what ``[^\\W_]`` matches there) as a character class's ranges."""
+    ranges: list[list[int]] = []
+    for code in (c for lo, hi in blocks for c in range(lo, hi + 1) if chr(c).isalnum()):
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in ranges)
+
+
+# Words are runs of letters and digits ([^\W_]). A word that mixes scripts ("gmv增长") splits into its runs of
+# non-CJK letters and digits (_LATIN) and its CJK ones (the blocks also hold marks and punctuation: U+3099, U+30FB).
+_LATIN = f"[^\\W_{_CJK_RANGES}]+"
+_CJK_WORD_CHAR = f"[{_word_ranges(_CJK_BLOCKS)}]"
+_UNIT = re.compile(f"{_LATIN}|{_CJK_WORD_CHAR}")  # the n-gram units: a non-CJK run, or one CJK character
+_RUN = re.compile(f"({_LATIN})|({_CJK_WORD_CHAR}+)")  # group 1 a non-CJK run, group 2 a CJK run
 
 
 # Fullwidth ASCII and the ideographic space, as NFKC maps them (U+FF01-U+FF5E -> U+0021-U+007E, U+3000 -> space);
@@ -62,40 +75,26 @@ def normalize_text(text: str) -> str:
     return " ".join(_INVISIBLE.split(nfkc(text).casefold())).strip()
 
 
-def _words(text: str) -> list[str]:
-    """The words of ``text`` after NFKC and casefolding. Most are one script (an English word, a Chinese clause
-    between punctuation); a word that mixes them is split by ``_CJK_CHAR`` or ``_CJK_RUN``."""
-    return _WORD.findall(nfkc(text).casefold())
+def _folded(text: str) -> str:
+    return nfkc(text).casefold()
 
 
 def content_units(text: str, cjk: CjkUnit = "bigram") -> set[str]:
     """Set of content units: Latin/digit words and CJK characters or bigrams."""
     units: set[str] = set()
-    for word in _words(text):
-        if word.isascii():
-            units.add(word)
-            continue
-        for latin, run in [("", word)] if _ALL_CJK.fullmatch(word) else _CJK_RUN.findall(word):
-            if latin:
-                units.add(latin)
-            elif cjk == "char" or len(run) == 1:
-                units.update(run)
-            else:
-                units.update(run[i : i + 2] for i in range(len(run) - 1))
+    for latin, run in _RUN.findall(_folded(text)):
+        if latin:
+            units.add(latin)
+        elif cjk == "char" or len(run) == 1:
+            units.update(run)
+        else:
+            units.update(run[i : i + 2] for i in range(len(run) - 1))
     return units
 
 
 def unit_sequence(text: str) -> list[str]:
     """Ordered units (words and single CJK characters), for n-gram statistics."""
-    units: list[str] = []
-    for word in _words(text):
-        if word.isascii():
-            units.append(word)
-        elif _ALL_CJK.fullmatch(word):
-            units += word  # its characters
-        else:
-            units += [latin or char for latin, char in _CJK_CHAR.findall(word)]
-    return units
+    return _UNIT.findall(_folded(text))
 
 
 _RESOLVED_MAX = 4096  # names remembered per index: a model that invents a new name each time cannot grow it further

@@ -8,8 +8,7 @@ from typing import Any
 
 from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._parsing import Plan, read_plans
-from rewardkit.rewards._rows import expert_names
-from rewardkit.rewards._text import ExpertIndex, expert_index
+from rewardkit.rewards._text import ExpertIndex
 from rewardkit.rewards.config import ExpertMatchConfig
 
 
@@ -58,11 +57,6 @@ class ExpertMatch(PlanningReward):
         also=known_gaps("it scores the experts, not the rewrite; RewriteSimilarity scores that", "unrewritten"),
     )
 
-    def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
-        super().__init__(args, config, **kwargs)
-        self.cfg = self.config.section(ExpertMatchConfig)
-        self.threshold = self.cfg.fuzzy_threshold
-
     def match(self, plan: Plan | None, gold: Plan, index: ExpertIndex) -> float:
         if plan is None or plan.steps is None:
             return 0.0
@@ -74,14 +68,15 @@ class ExpertMatch(PlanningReward):
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         rewards: list[float | None] = []
-        plans = read_plans(completions, self.schema)  # held: each plan's id stays its own while `scored` keys on it
-        scored: dict[tuple[int, int, int], float] = {}  # (plan, gold, experts list): the rollouts that answered alike
-        for plan, gold, experts in zip(plans, self.golds(columns), columns["experts"], strict=True):
-            if gold is None or gold.steps is None:
+        rows = self.rows(columns)
+        # (steps, gold, experts list): the rollouts that planned alike, whatever their rewrites, are scored once (no
+        # plan and a plan without steps both score 0). The golds and indexes outlive the loop: their ids stay theirs.
+        scored: dict[tuple[Any, int, int], float] = {}
+        for plan, gold, index in zip(read_plans(completions, self.schema), rows.golds, rows.indexes, strict=True):
+            if gold is None or index is None:  # no gold plan (an index exists exactly where the gold has steps)
                 rewards.append(None)
                 continue
-            index = expert_index(tuple(expert_names(experts)), self.threshold)
-            key = (id(plan), id(gold), id(index))
+            key = (None if plan is None else plan.steps, id(gold), id(index))
             if key not in scored:
                 scored[key] = self.match(plan, gold, index)
             rewards.append(scored[key])

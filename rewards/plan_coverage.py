@@ -13,10 +13,8 @@ from scipy.optimize import linear_sum_assignment
 from rewardkit.config import config_section, setting
 from rewardkit.rewards._base import PlanningReward, known_gaps
 from rewardkit.rewards._parsing import Plan, read_plans
-from rewardkit.rewards._rows import expert_names
 from rewardkit.rewards._similarity import Session, backend_for
-from rewardkit.rewards._text import ExpertIndex, expert_index
-from rewardkit.rewards.config import ExpertMatchConfig
+from rewardkit.rewards._text import ExpertIndex
 
 
 class Item(NamedTuple):  # a tuple: thousands are built per batch
@@ -128,7 +126,6 @@ class PlanCoverage(PlanningReward):
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
         self.cfg = self.config.section(PlanCoverageConfig)
-        self.experts_cfg = self.config.section(ExpertMatchConfig)  # the expert-name rule ExpertMatch uses
         self.backend = backend_for(self.config.shared)
 
     def _similarity(self, pred: list[Item], gold: list[Item], session: Session) -> list[list[float]]:
@@ -180,25 +177,20 @@ class PlanCoverage(PlanningReward):
         return min(max(sum(weights[k] * parts[k] for k in parts) / total, 0.0), 1.0)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        rows = []
-        texts: list[str] = []
-        for plan, gold, experts in zip(read_plans(completions, self.schema), self.golds(columns), columns["experts"],
-                                       strict=True):  # fmt: skip
-            rows.append((plan, gold, experts))
-            for p in (plan, gold):
-                if p is not None:
-                    texts.extend(t for s in p.steps or () for t in s.tasks)
+        rows = self.rows(columns)
+        plans = read_plans(completions, self.schema)
+        texts = [t for p in (*plans, *rows.golds) if p is not None for s in p.steps or () for t in s.tasks]
         session = self.backend.session(texts)
         rewards: list[float | None] = []
-        # A prompt's rollouts often end in the same answer, which parses to the same plan object: score each
-        # (plan, gold, experts list) of the batch once. The objects live as long as `rows`, so their ids stay theirs.
-        scored: dict[tuple[int, int, int], float] = {}
-        for plan, gold, experts in rows:
-            if gold is None or gold.steps is None:
+        # A prompt's rollouts often plan alike, if not in the same words of rewrite (the one field not read here):
+        # score each (steps, gold, experts list) of the batch once (no plan and a plan without steps both score 0).
+        # The golds and indexes outlive the loop, so their ids stay theirs.
+        scored: dict[tuple[Any, int, int], float] = {}
+        for plan, gold, index in zip(plans, rows.golds, rows.indexes, strict=True):
+            if gold is None or index is None:  # no gold plan (an index exists exactly where the gold has steps)
                 rewards.append(None)
                 continue
-            index = expert_index(tuple(expert_names(experts)), self.experts_cfg.fuzzy_threshold)
-            key = (id(plan), id(gold), id(index))
+            key = (None if plan is None else plan.steps, id(gold), id(index))
             if key not in scored:
                 scored[key] = self.coverage(plan, gold, index, session)
             rewards.append(scored[key])

@@ -76,7 +76,7 @@ class RewriteSimilarity(PlanningReward):
         self.backend = backend_for(self.config.shared)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        golds = self.golds(columns)
+        golds = self.rows(columns).golds
         pairs: dict[int, tuple[str, str]] = {}
         rewards: list[float | None] = [None] * len(completions)
         for i, (plan, gold) in enumerate(zip(read_plans(completions, self.schema), golds, strict=True)):

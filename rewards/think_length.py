@@ -160,7 +160,10 @@ class ThinkLength(PlanningReward):
         return lo, hi, width(lo, hi, self.cfg.eps)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        bands = [self._band(columns, i) for i in range(len(completions))]  # every row, before any completion
+        if columns.get("think_min") is None and columns.get("think_max") is None:  # the config's band for all
+            bands = [self._band(columns, 0)] * len(completions)
+        else:
+            bands = [self._band(columns, i) for i in range(len(completions))]  # every row, before any completion
         thinks = [c.think or "" for c in parse_all(completions)]
         present = [i for i, t in enumerate(thinks) if t]
         lengths = dict(zip(present, self._lengths([thinks[i] for i in present]), strict=True))

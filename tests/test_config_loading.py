@@ -99,7 +99,7 @@ class TestSharedExpertThreshold:
         assert ExpertMatch(config=cfg)([self.NEAR], **columns) == [expert_match]
         reward = PlanCoverage(config=cfg)
         assert reward([self.NEAR], **columns) == [pytest.approx(plan_coverage)]
-        assert reward.experts_cfg == ExpertMatchConfig(fuzzy_threshold=threshold)
+        assert reward.config.section(ExpertMatchConfig) == ExpertMatchConfig(fuzzy_threshold=threshold)
 
 
 class TestBuilderConfig:

@@ -225,9 +225,10 @@ class ByteLRU:
             self.nbytes -= entry.cost
             self.evictions += 1
 
-    def memoize(self, fn: Callable[P, R]) -> Memoized[P, R]:
-        """Cache ``fn(key, *rest)`` under ``key`` (its first argument), in a slot named after ``fn`` and ``rest``."""
-        return Memoized(self, fn)
+    def memoize(self, cost: Callable[[Any], int] | None = None) -> Callable[[Callable[P, R]], Memoized[P, R]]:
+        """Cache ``fn(key, *rest)`` under ``key`` (its first argument), in a slot named after ``fn`` and ``rest``.
+        ``cost(value)``: what a value costs in bytes, no less than its deep size (default: the deep walk)."""
+        return lambda fn: Memoized(self, fn, cost)
 
 
 class Memoized(Generic[P, R]):
@@ -236,10 +237,11 @@ class Memoized(Generic[P, R]):
     ``cache_clear()`` empties the whole store (every function memoized in it) and resets this function's counters.
     """
 
-    def __init__(self, store: ByteLRU, fn: Callable[P, R]) -> None:
+    def __init__(self, store: ByteLRU, fn: Callable[P, R], cost: Callable[[Any], int] | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.store = store
         self._fn = fn
+        self._cost = cost
         self._name = fn.__qualname__
         self._hits = self._misses = 0
         self._lock = threading.Lock()
@@ -263,7 +265,7 @@ class Memoized(Generic[P, R]):
         with self._lock:
             self._misses += 1
         value = compute()
-        self.store.store(key, value, slot)
+        self.store.store(key, value, slot, cost=None if self._cost is None else self._cost(value))
         return value
 
     def cache_info(self) -> CacheInfo:

@@ -62,3 +62,18 @@ def key_size(key: Hashable) -> int:
     if isinstance(key, tuple):
         return sys.getsizeof(key) + sum(sys.getsizeof(k) for k in key if isinstance(k, (str, bytes)))
     return sys.getsizeof(key)
+
+
+# What CPython's ``json.loads`` can make of one character of text, at most. Each object is made from characters of
+# its own (a container's brackets and separators, a string's quotes and characters, a number's digits), and the
+# costliest shape per character is a container holding one container: a one-item list is 88 bytes for its two
+# brackets, a one-key dict (184 bytes) with its key (a new string of one astral character, 80 bytes) 264 bytes for
+# six characters: 44 bytes a character. tests/test_cache_bounds.py checks such shapes against the deep walk.
+JSON_BYTES_PER_CHAR = 48
+JSON_BASE_BYTES = 64  # "{}": an empty dict alone
+
+
+def decoded_json_size(text: str) -> int:
+    """An upper bound on ``approx_size(json.loads(text))`` that costs nothing to compute: the cache counts a decoded
+    answer by it instead of walking the value (the walk cost more than the decoding)."""
+    return JSON_BYTES_PER_CHAR * len(text) + JSON_BASE_BYTES
