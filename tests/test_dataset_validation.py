@@ -122,6 +122,15 @@ class TestPlanningRows:
         ExpertMatch(config={"expert_match": {"fuzzy_threshold": 95}})([GARBAGE] * 8, **columns)
         assert _rows.PLANNING_ROWS.validations == 4  # another threshold can change the verdict: checked again
 
+    def test_a_batch_is_checked_by_its_cells_not_by_its_shape(self) -> None:
+        # The rows of a batch are kept for the rewards after the first (one lookup a batch). The same solutions with
+        # another experts list are another batch: checked again, and row 1 names a gold expert the list lacks.
+        columns = {"solution": [GOLD, GOLD], "experts": [E5, E5]}
+        assert ExpertMatch()([GARBAGE] * 2, **columns) == [0.0, 0.0]
+        assert ExpertMatch()([GARBAGE] * 2, **columns) == [0.0, 0.0]  # the kept batch
+        with pytest.raises(GoldError, match="column 'solution' row 1: step 0: gold expert '数据分析专家' is not in"):
+            ExpertMatch()([GARBAGE] * 2, solution=[GOLD, GOLD], experts=[E5, ["策略推荐专家"]])
+
     def test_cache_is_bounded(self) -> None:
         cache = _rows.RowCache(maxsize=2)
         for key in "abc":

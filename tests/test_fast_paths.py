@@ -112,12 +112,14 @@ def test_each_distinct_answer_is_validated_once() -> None:
     assert answer_plan.cache_info().misses == 3
 
 
-def test_rollouts_that_answer_alike_score_as_each_alone() -> None:
-    # The per-batch dedupe of ExpertMatch, PlanCoverage and RewriteSimilarity: a batch with repeated answers
-    # (rows 0, 2, 4 alike; 1 and 3 alike) scores each row as a batch of that row alone does.
-    plans = [answer("查看经营周报", step("数据分析专家", "查看经营周报")),
-             answer("看周报", step("策略推荐专家", "看周报"))]  # fmt: skip
-    batch = [completion(THINK + f" 第{i}条", plans[i % 2]) for i in range(5)]
+@pytest.mark.parametrize("rewrites", [False, True])
+def test_rollouts_that_answer_alike_score_as_each_alone(rewrites: bool) -> None:
+    # The per-batch dedupe of ExpertMatch, PlanCoverage and RewriteSimilarity: a batch with repeated plans (rows 0,
+    # 2, 4 alike; 1 and 3 alike), written with one rewrite each or each with a rewrite of its own (ExpertMatch and
+    # PlanCoverage score a plan's steps once, whatever its rewrite), scores each row as a batch of it alone does.
+    tasks = [("数据分析专家", "查看经营周报"), ("策略推荐专家", "看周报")]
+    rewrite = [f"查看经营周报（{i}）" if rewrites else "查看经营周报" for i in range(5)]
+    batch = [completion(THINK + f" 第{i}条", answer(rewrite[i], step(*tasks[i % 2]))) for i in range(5)]
     for key, cls in PLANNING_REWARDS.items():
         reward = cls()
         together = reward(batch, solution=[GOLD] * 5, experts=[E5] * 5)

@@ -65,6 +65,25 @@ def system_prompt(guidelines: str, task: Mapping[str, Any]) -> str:
     return f"{guidelines.strip()}\n\n<scenario>\n{render_scenario(scenario)}\n</scenario>"
 
 
+_PROMPTS: dict[tuple[str, int], tuple[Mapping[str, Any], str]] = {}  # (guidelines, id(task)) -> (task, its prompt)
+_PROMPTS_MAX = 4096
+
+
+def _system_prompt(guidelines: str, task: Mapping[str, Any]) -> str:
+    """:func:`system_prompt`, kept for the tasks a run keeps asking about (each of an episode's turns asks again).
+    Keyed by the task object, held in the entry so that its id stays its own; a dict changed in place after it was
+    asked about is not seen (the domains' tasks are read once and never changed)."""
+    key = (guidelines, id(task))
+    found = _PROMPTS.get(key)
+    if found is not None and found[0] is task:
+        return found[1]
+    prompt = system_prompt(guidelines, task)
+    if len(_PROMPTS) >= _PROMPTS_MAX:
+        _PROMPTS.clear()
+    _PROMPTS[key] = (task, prompt)
+    return prompt
+
+
 def waiting_note(requests: Sequence[str]) -> str:
     """What the user sees of the requests waiting for their approval, and how to answer them (the markers)."""
     lines = "\n".join(f"- {r}" for r in requests)
@@ -81,7 +100,7 @@ def chat_messages(
     if not dialogue or dialogue[0].role != "agent" or dialogue[-1].role != "agent":
         raise ValueError("the dialogue must start with the agent's greeting and end with an agent turn")
     flipped = {"agent": "user", "user": "assistant"}
-    system = system_prompt(guidelines, task) + (f"\n\n{waiting_note(requests)}" if requests else "")
+    system = _system_prompt(guidelines, task) + (f"\n\n{waiting_note(requests)}" if requests else "")
     return [{"role": "system", "content": system}] + [{"role": flipped[t.role], "content": t.text} for t in dialogue]
 
 
