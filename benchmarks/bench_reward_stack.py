@@ -8,8 +8,9 @@ keyword, one reward after the other. Here: the ``planner`` set's seven rewards, 
 order on one batch shaped like a GRPO step, the parse cache cleared before each timed batch, so every batch pays
 its own parses. The batch: 128 prompts (the bundled teacher outputs, defective ones included) x 8 rollouts. Every
 rollout's think is its own, so all 1,024 completions differ. Answers: in the first case each is written by two of
-its group's eight rollouts (4 distinct answers a prompt, variants of the teacher's rewrite); in the second, the
-worst case, every answer differs.
+its group's eight rollouts (4 distinct answers a prompt, variants of the teacher's rewrite); in the second every
+answer differs in its rewrite; in the third, the worst case, every answer's sub-questions differ too, so no two
+rollouts plan alike.
 
 The floor is what any reward of a JSON answer must do once per completion: one ``json.loads`` of the answer and
 one JSON Schema validation (the same compiled validator). Both are timed best of ``--repeat`` in the same run.
@@ -29,32 +30,35 @@ from rewardkit.rewards._parsing import COMPLETIONS
 from rewardkit.rewards._schema import load_schema
 
 GROUP = 8  # rollouts per prompt
-REWRITE = "补全后的问题"
+REWRITE, TASKS = "补全后的问题", "处理问题"
 TEACHER = Path(__file__).resolve().parent.parent / "examples" / "planning" / "teacher_p1.jsonl"
 
 
-def batch(n: int, per_answer: int) -> tuple[list[str], dict[str, list[Any]]]:
+def batch(n: int, per_answer: int, steps: bool = False) -> tuple[list[str], dict[str, list[Any]]]:
     """``n`` unique completions (groups of 8 rollouts of one prompt) with their ``solution`` and ``experts``
-    columns; each answer is written by ``per_answer`` rollouts of its group."""
+    columns; each answer is written by ``per_answer`` rollouts of its group (with ``steps``, each plans its own)."""
     lines = TEACHER.read_text(encoding="utf-8").splitlines()
     rows = [row for row in map(json.loads, filter(None, lines)) if "gold" in row]  # defective outputs included
     completions, solutions, experts = [], [], []
     for i in range(n):
         row = rows[(i // GROUP) % len(rows)]
         think = f"<think>\n第{i}次规划。"
-        completions.append(_variant(row["output"], (i % GROUP) // per_answer).replace("<think>\n", think, 1))
+        completions.append(_variant(row["output"], (i % GROUP) // per_answer, steps).replace("<think>\n", think, 1))
         solutions.append(json.dumps(row["gold"], ensure_ascii=False))
         experts.append(row["experts"])
     assert len(set(completions)) == n
     return completions, {"solution": solutions, "experts": experts}
 
 
-def _variant(output: str, k: int) -> str:
-    """The teacher's output with its rewrite numbered ``k`` (k = 0: as written; a broken answer stays broken)."""
+def _variant(output: str, k: int, steps: bool = False) -> str:
+    """The teacher's output with its rewrite numbered ``k`` (k = 0: as written; a broken answer stays broken), and
+    with ``steps`` each sub-question too."""
     start, end = output.find("<answer>"), output.rfind("</answer>")
     try:
         answer = json.loads(output[start + len("<answer>") : end])
         answer[REWRITE] = f"{answer[REWRITE]}（{k}）" if k else answer[REWRITE]
+        for step in answer["plan"] if steps and k else ():
+            step[TASKS] = [f"{task}（{k}）" for task in step[TASKS]]
     except (ValueError, KeyError, TypeError):
         return output
     return f"{output[:start]}<answer>\n{json.dumps(answer, ensure_ascii=False)}\n{output[end:]}"
@@ -83,8 +87,10 @@ def main() -> None:
     print(f"$ python benchmarks/bench_reward_stack.py{' --quick' if args.quick else ''}")
     print(f"{n:,} unique completions ({n // GROUP} prompts x {GROUP} rollouts), one batch; best of {repeat}\n")
     print("| answers | distinct | seven rewards µs | floor µs | ratio |\n|---|---:|---:|---:|---:|")
-    for label, per_answer in (("two rollouts to an answer", 2), ("every answer its own", 1)):
-        completions, columns = batch(n, per_answer)
+    cases = (("two rollouts to an answer", 2, False), ("every rewrite its own", 1, False),
+             ("every plan its own", 1, True))  # fmt: skip
+    for label, per_answer, steps in cases:
+        completions, columns = batch(n, per_answer, steps)
 
         def stack(completions: list[str] = completions, columns: dict[str, list[Any]] = columns) -> list[Any]:
             return [reward(completions, **columns) for reward in rewards]

@@ -8,6 +8,7 @@ the embedding backend encodes each unique text once, in a single call.
 from __future__ import annotations
 
 import threading
+from array import array
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
 
 
 class Session(Protocol):
-    def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-        """Similarities in [0, 1], shape (len(a), len(b))."""
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> list[list[float]]:
+        """Similarities in [0, 1]: ``len(a)`` rows of ``len(b)`` (lists: a plan's matrix is small, read value by
+        value)."""
         ...
 
     def pairwise(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
@@ -60,15 +62,14 @@ class _LexicalSession:
         known = self._normalized
         return [known[t] if t in known else normalize_text(t) for t in texts]
 
-    def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> list[list[float]]:
         if not a or not b:
-            return np.zeros((len(a), len(b)), dtype=np.float64)
+            return [[] for _ in a]
         na, nb = self._norm(a), self._norm(b)
-        if len(na) * len(nb) <= _LOOP_PAIRS:  # the float32 scores cdist would give, without its set-up cost
-            scores = np.array([[fuzz.ratio(x, y) for y in nb] for x in na], dtype=np.float32)
-        else:
-            scores = process.cdist(na, nb, scorer=fuzz.ratio, dtype=np.float32)
-        return scores.astype(np.float64) / 100.0
+        if len(na) * len(nb) <= _LOOP_PAIRS:  # the float32 scores cdist would give ("f": C's float), no numpy set-up
+            return [[v / 100.0 for v in array("f", [fuzz.ratio(x, y) for y in nb]).tolist()] for x in na]
+        scores = process.cdist(na, nb, scorer=fuzz.ratio, dtype=np.float32)
+        return (scores.astype(np.float64) / 100.0).tolist()  # type: ignore[no-any-return]
 
     def pairwise(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         if not a:
@@ -117,7 +118,10 @@ class _EmbeddingSession:
         self._vectors = vectors
         self._index = index
 
-    def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> list[list[float]]:
+        return self._matrix(a, b).tolist()  # type: ignore[no-any-return]
+
+    def _matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         if not a or not b:
             return np.zeros((len(a), len(b)), dtype=np.float64)
         va = self._vectors[[self._index[x] for x in a]]
@@ -127,7 +131,7 @@ class _EmbeddingSession:
 
     def pairwise(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         # One 1x1 product per pair, as matrix() computes it: a batched product may round differently.
-        return np.array([self.matrix([x], [y])[0, 0] for x, y in zip(a, b, strict=True)], dtype=np.float64)
+        return np.array([self._matrix([x], [y])[0, 0] for x, y in zip(a, b, strict=True)], dtype=np.float64)
 
 
 class EmbeddingBackend:

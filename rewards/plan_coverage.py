@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -126,10 +127,11 @@ class PlanCoverage(PlanningReward):
     def __init__(self, args: Any = None, config: Any = None, **kwargs: Any) -> None:
         super().__init__(args, config, **kwargs)
         self.cfg = self.config.section(PlanCoverageConfig)
+        self.weights = dataclasses.asdict(self.cfg.weights)  # part -> its weight
         self.backend = backend_for(self.config.shared)
 
     def _similarity(self, pred: list[Item], gold: list[Item], session: Session) -> list[list[float]]:
-        sim = session.matrix([p.task for p in pred], [g.task for g in gold]).tolist()
+        sim = session.matrix([p.task for p in pred], [g.task for g in gold])
         cross = self.cfg.cross_expert
         return [[v if p.expert == g.expert else v * cross for v, g in zip(row, gold, strict=True)]
                 for row, p in zip(sim, pred, strict=True)]  # fmt: skip
@@ -157,9 +159,13 @@ class PlanCoverage(PlanningReward):
         if not pred_items or not gold_items:
             return float(not pred_items and not gold_items)
         sim = self._similarity(pred_items, gold_items, session)
-        rows, cols = linear_sum_assignment(np.array(sim), maximize=True)
+        if len(sim) == 1 and len(gold_items) == 1:  # one item each: the one assignment, without scipy's set-up
+            pairs: Any = ((0, 0),)
+        else:
+            rows, cols = linear_sum_assignment(np.array(sim), maximize=True)
+            pairs = zip(rows.tolist(), cols.tolist(), strict=True)
         threshold = self.cfg.match_threshold
-        matched = [(r, c) for r, c in zip(rows.tolist(), cols.tolist(), strict=True) if sim[r][c] >= threshold]
+        matched = [(r, c) for r, c in pairs if sim[r][c] >= threshold]
         parts = {
             "coverage": len(matched) / len(gold_items),
             "quality": mean([sim[r][c] for r, c in matched]) if matched else 0.0,
@@ -170,8 +176,8 @@ class PlanCoverage(PlanningReward):
             for r, c in matched:
                 step_map.setdefault(gold_items[c].step, pred_items[r].step)
             parts["dependency"] = self._dependency(plan, gold, step_map)
-        weights = {k: getattr(self.cfg.weights, k) for k in parts}
-        total = sum(weights.values())
+        weights = self.weights
+        total = sum(weights[k] for k in parts)
         if total <= 0:  # e.g. only the dependency weight is set and the gold has no edges
             return parts["coverage"]
         return min(max(sum(weights[k] * parts[k] for k in parts) / total, 0.0), 1.0)

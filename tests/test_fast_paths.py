@@ -93,7 +93,7 @@ def test_lexical_session_is_cdist(a: list[str], b: list[str]) -> None:
     expected = process.cdist([normalize_text(x) for x in a], [normalize_text(x) for x in b], scorer=fuzz.ratio,
                              dtype=np.float32).astype(np.float64) / 100.0  # fmt: skip
     session = LexicalBackend().session(a[:1])  # one text known to the session, the others normalised on demand
-    assert (session.matrix(a, b) == expected).all()
+    assert (np.array(session.matrix(a, b)) == expected).all()
     k = min(len(a), len(b))
     assert (session.pairwise(a[:k], b[:k]) == np.diag(expected)[:k]).all()
 
