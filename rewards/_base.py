@@ -92,7 +92,10 @@ def completion_texts(completions: Iterable[Any], strict: bool = True) -> list[st
     shape becomes its ``str()`` as before (ms-swift >= 4.6 may pass a multi-turn turn as token ids)."""
     if isinstance(completions, (str, bytes, Mapping)) or not isinstance(completions, Iterable):
         raise CompletionShapeError(f"completions must be a list with one per row; got {_shape(completions)}")
-    return [_text(c, i, strict) for i, c in enumerate(completions)]
+    texts = list(completions)
+    if all(type(t) is str for t in texts):  # as ms-swift passes them: nothing to read out
+        return texts
+    return [_text(c, i, strict) for i, c in enumerate(texts)]
 
 
 def _text(completion: Any, i: int, strict: bool) -> str:
