@@ -87,9 +87,13 @@ class SimulatedUserScheduler(MultiTurnScheduler):
     async def on_trajectory_start(self, requests: list[Any]) -> None:
         episodes = [self._start(req) for req in requests]
         self.batch_size, self.batch_failed = len(requests), 0
-        # One simulator call per rollout, all at once: the batch waits for the slowest, not the sum.
+        # One simulator call per rollout, all at once: the batch waits for the slowest, not the sum. The requests
+        # go out first; the episodes' database copies are made here while the replies are on their way.
         loop = asyncio.get_running_loop()
-        openings = await asyncio.gather(*(loop.run_in_executor(self.pool, ep.open) for ep in episodes))
+        asked = [loop.run_in_executor(self.pool, ep.open) for ep in episodes]
+        for ep in episodes:
+            ep.prepare()
+        openings = await asyncio.gather(*asked)
         for req, ep, opening in zip(requests, episodes, openings, strict=True):
             if opening is None:  # the episode already ended: keep the row's user turn as the first prompt
                 if ep.termination is Termination.USER_SIM_ERROR:

@@ -50,6 +50,18 @@ _HARNESS_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", HARNESS_
 DATABASE_LOCK = threading.RLock()
 
 
+def pending_requests(conn: sqlite3.Connection, lock: threading.RLock) -> list[dict[str, Any]]:
+    """The approval requests waiting for the user in ``conn``'s harness tables: id, tool, arguments, rule and the
+    refusal's text."""
+    with lock:
+        waiting = approvals.pending(conn)
+    out = []
+    for request in waiting:
+        tool, arguments = json.loads(request.pop("call"))
+        out.append({**request, "tool": tool, "arguments": arguments})
+    return out
+
+
 class CallingEnvironment(StatefulEnvironment):
     """Tool calls under the harness's rules for what can be called at all (a JSON object of arguments, a known
     tool); subclasses run what passes (``_call``) and record every call, refused ones included (``_record``)."""
@@ -241,13 +253,7 @@ class ToolEnvironment(CallingEnvironment):
 
     def pending_approvals(self) -> list[dict[str, Any]]:
         """The requests waiting for the user: id, tool, arguments, rule and the refusal's text."""
-        with self.lock:
-            waiting = approvals.pending(self.conn)
-        out = []
-        for request in waiting:
-            tool, arguments = json.loads(request.pop("call"))
-            out.append({**request, "tool": tool, "arguments": arguments})
-        return out
+        return pending_requests(self.conn, self.lock)
 
     def audit(self) -> list[dict[str, Any]]:
         """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""

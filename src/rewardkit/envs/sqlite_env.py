@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.harness import DATABASE_LOCK, HARNESS_SCHEMA, ToolEnvironment
+from rewardkit.envs.harness import DATABASE_LOCK, HARNESS_SCHEMA, ToolEnvironment, pending_requests
 from rewardkit.envs.tool import ToolSpec
 
 Rows = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -281,6 +281,13 @@ def environment(tables: Tables, tools: Mapping[str, ToolSpec]) -> Callable[[str 
         def __init__(self, seed_file: str | Path | None = None) -> None:
             self._seed_file = str(seed_file) if seed_file is not None else None
             super().__init__(tables.copy(self._seed_file))
+
+        @staticmethod
+        @functools.cache
+        def fresh_requests() -> tuple[dict[str, Any], ...]:
+            """The approval requests a new environment starts with (its template's), read without making a copy:
+            an episode asks its simulator for the opening before it copies the database."""
+            return tuple(pending_requests(tables.template()[0], DATABASE_LOCK))
 
         def export(self) -> dict[str, Any]:
             with self.lock:

@@ -65,6 +65,7 @@ class Conversation:
             return cls(task, None, [], Episode.unstarted(str(exc), simulator.name, ending))
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
         try:
+            episode.prepare()  # the database copy, while the episodes started before this one wait on their openings
             opening = episode.open()
         except BaseException:
             episode.close()

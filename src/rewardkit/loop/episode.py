@@ -22,11 +22,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from rewardkit.envs import Domain
 from rewardkit.envs.approvals import user_decision
+from rewardkit.envs.harness import CallingEnvironment
 from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.termination import Termination
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
@@ -76,7 +78,15 @@ class Episode:
         gold_state: str | None = None,
     ) -> None:
         self.domain, self.task, self.simulator, self.limits = domain, task, simulator, limits
-        self.env = domain.env_for(task)
+        # A database domain's copy waits until the opening is asked for (a fresh copy's approval requests are its
+        # template's): the rollouts of a batch then copy while their openings are in flight (``prepare``). Any
+        # other environment (an MCP session, a simulated one) opens here, so a failure to open shows at once.
+        fresh = getattr(domain.make_env, "fresh_requests", None) if domain.simulation is None else None
+        self._fresh_requests: tuple[dict[str, Any], ...] | None = None if fresh is None else fresh()
+        self._environment: CallingEnvironment | None = None
+        self._opening = threading.Lock()
+        if self._fresh_requests is None:
+            self._environment = domain.env_for(task)
         self.gold_state = gold_state  # only needed by simulators that read Progress
         self.dialogue: list[Turn] = [Turn("agent", GREETING)]
         self.agent_said: list[str] = []  # every assistant message's user-facing text
@@ -177,8 +187,25 @@ class Episode:
         out, self.pending = self.pending, []
         return out
 
+    @property
+    def env(self) -> CallingEnvironment:
+        """The episode's environment, opened on first use (or by :meth:`prepare`)."""
+        if self._environment is None:
+            with self._opening:
+                if self._environment is None:
+                    self._environment = self.domain.env_for(self.task)
+        return self._environment
+
+    def prepare(self) -> None:
+        """Open the environment now (a database copy): call it while the opening is in flight."""
+        self.env  # noqa: B018 - opened on access
+
     def progress(self) -> Progress:
-        waiting = self._env("the approval requests", self.env.pending_approvals)
+        waiting: Sequence[Mapping[str, Any]]
+        if self._environment is None and self._fresh_requests is not None:  # not copied yet: the template's
+            waiting = self._fresh_requests
+        else:
+            waiting = self._env("the approval requests", self.env.pending_approvals)
         requests = tuple(f"{r['id']}: {r['tool']} {json.dumps(r['arguments'], ensure_ascii=False)} ({r['rule']})"
                          for r in waiting)  # fmt: skip
         language = self.domain.language
@@ -228,8 +255,10 @@ class Episode:
         }  # fmt: skip
 
     def close(self) -> None:
+        if self._environment is None:  # never opened: nothing to release
+            return
         with contextlib.suppress(ConnectionError):  # a session whose server is gone: nothing is left to release
-            self.env.close()
+            self._environment.close()
 
     # --- internals -----------------------------------------------------------------
 
