@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_trials import record
+from test_episode_log import record
 
 from rewardkit.files.lock import LockedError
 from rewardkit.runs.episode_log import EpisodeLog, RunError
