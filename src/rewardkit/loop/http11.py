@@ -35,11 +35,6 @@ class Connection:
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
 
-    @property
-    def kept(self) -> bool:
-        """Whether a socket from an earlier exchange is open (an exchange on it may find it closed: stale)."""
-        return self._sock is not None
-
     def exchange(self, method: str, target: str, host: str, headers: Mapping[str, str], body: bytes | None,
                  timeout_s: float) -> tuple[int, bytes]:  # fmt: skip
         """Send one request and read its whole reply: the status and the body. Raises :class:`StaleConnection`
