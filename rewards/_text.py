@@ -65,6 +65,11 @@ def nfkc(text: str) -> str:
     return mapped if unicodedata.is_normalized("NFKC", mapped) else unicodedata.normalize("NFKC", text)
 
 
+def fold(text: str) -> str:
+    """NFKC and casefolded: what every case-insensitive comparison of the rewards reads."""
+    return nfkc(text).casefold()
+
+
 def normalize_name(name: str) -> str:
     """Canonical form of an expert name: NFKC, no whitespace/zero-width, casefolded."""
     return _INVISIBLE.sub("", nfkc(name)).casefold()
@@ -72,17 +77,13 @@ def normalize_name(name: str) -> str:
 
 def normalize_text(text: str) -> str:
     """Canonical form for lexical similarity: NFKC, casefolded, whitespace collapsed."""
-    return " ".join(_INVISIBLE.split(nfkc(text).casefold())).strip()
-
-
-def _folded(text: str) -> str:
-    return nfkc(text).casefold()
+    return " ".join(_INVISIBLE.split(fold(text))).strip()
 
 
 def content_units(text: str, cjk: CjkUnit = "bigram") -> set[str]:
     """Set of content units: Latin/digit words and CJK characters or bigrams."""
     units: set[str] = set()
-    for latin, run in _RUN.findall(_folded(text)):
+    for latin, run in _RUN.findall(fold(text)):
         if latin:
             units.add(latin)
         elif cjk == "char" or len(run) == 1:
@@ -94,7 +95,7 @@ def content_units(text: str, cjk: CjkUnit = "bigram") -> set[str]:
 
 def unit_sequence(text: str) -> list[str]:
     """Ordered units (words and single CJK characters), for n-gram statistics."""
-    return _UNIT.findall(_folded(text))
+    return _UNIT.findall(fold(text))
 
 
 _RESOLVED_MAX = 4096  # names remembered per index: a model that invents a new name each time cannot grow it further

@@ -14,11 +14,7 @@ import ahocorasick
 from rewardkit.config import ConfigError, config_section, setting
 from rewardkit.rewards._base import CONTENT, THINK_ONLY, PlanningReward, known_gaps
 from rewardkit.rewards._parsing import ANSWER_CLOSE, ANSWER_OPEN, parse_all
-from rewardkit.rewards._text import nfkc, unit_sequence
-
-
-def _fold(text: str) -> str:
-    return nfkc(text).casefold()
+from rewardkit.rewards._text import fold, unit_sequence
 
 
 class BannedMatcher:
@@ -29,7 +25,7 @@ class BannedMatcher:
     """
 
     def __init__(self, words: Iterable[str]) -> None:
-        self.words = sorted({_fold(w) for w in words if w.strip()})
+        self.words = sorted({fold(w) for w in words if w.strip()})
         self._automaton: Any = None
         if self.words:
             automaton = ahocorasick.Automaton()
@@ -41,7 +37,7 @@ class BannedMatcher:
     def first(self, text: str) -> str | None:
         if self._automaton is None:
             return None
-        for _, word in self._automaton.iter(_fold(text)):
+        for _, word in self._automaton.iter(fold(text)):
             return str(word)
         return None
 
