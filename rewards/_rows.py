@@ -136,6 +136,24 @@ class PlanningRows:
     golds: list[Plan | None]
     indexes: list[ExpertIndex | None]
 
+    def score_plans(self, plans: Sequence[Plan | None], score: Callable[[Plan | None, Plan, ExpertIndex], float]
+                    ) -> list[float | None]:  # fmt: skip
+        """``score(plan, gold, index)`` for each row with a gold plan (an index exists exactly where the gold has
+        steps), None for the others. ``score`` reads a plan's steps only, and gives no plan and a plan without
+        steps the same score: the rollouts that planned alike, whatever their rewrites, are scored once a batch.
+        The golds and indexes outlive the call, so their ids stay theirs."""
+        rewards: list[float | None] = []
+        scored: dict[tuple[Any, int, int], float] = {}  # (steps, gold, experts list) -> the score
+        for plan, gold, index in zip(plans, self.golds, self.indexes, strict=True):
+            if gold is None or index is None:
+                rewards.append(None)
+                continue
+            key = (None if plan is None else plan.steps, id(gold), id(index))
+            if key not in scored:
+                scored[key] = score(plan, gold, index)
+            rewards.append(scored[key])
+        return rewards
+
 
 def planning_rows(solutions: Sequence[Any], experts: Sequence[Any] | None, schema: AnswerSchema, threshold: float
                   ) -> PlanningRows:  # fmt: skip

@@ -67,17 +67,4 @@ class ExpertMatch(PlanningReward):
         return set_f1({p for p in predicted if p is not None}, gold_set)
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        rewards: list[float | None] = []
-        rows = self.rows(columns)
-        # (steps, gold, experts list): the rollouts that planned alike, whatever their rewrites, are scored once (no
-        # plan and a plan without steps both score 0). The golds and indexes outlive the loop: their ids stay theirs.
-        scored: dict[tuple[Any, int, int], float] = {}
-        for plan, gold, index in zip(read_plans(completions, self.schema), rows.golds, rows.indexes, strict=True):
-            if gold is None or index is None:  # no gold plan (an index exists exactly where the gold has steps)
-                rewards.append(None)
-                continue
-            key = (None if plan is None else plan.steps, id(gold), id(index))
-            if key not in scored:
-                scored[key] = self.match(plan, gold, index)
-            rewards.append(scored[key])
-        return rewards
+        return self.rows(columns).score_plans(read_plans(completions, self.schema), self.match)

@@ -187,17 +187,5 @@ class PlanCoverage(PlanningReward):
         plans = read_plans(completions, self.schema)
         texts = [t for p in (*plans, *rows.golds) if p is not None for s in p.steps or () for t in s.tasks]
         session = self.backend.session(texts)
-        rewards: list[float | None] = []
-        # A prompt's rollouts often plan alike, if not in the same words of rewrite (the one field not read here):
-        # score each (steps, gold, experts list) of the batch once (no plan and a plan without steps both score 0).
-        # The golds and indexes outlive the loop, so their ids stay theirs.
-        scored: dict[tuple[Any, int, int], float] = {}
-        for plan, gold, index in zip(plans, rows.golds, rows.indexes, strict=True):
-            if gold is None or index is None:  # no gold plan (an index exists exactly where the gold has steps)
-                rewards.append(None)
-                continue
-            key = (None if plan is None else plan.steps, id(gold), id(index))
-            if key not in scored:
-                scored[key] = self.coverage(plan, gold, index, session)
-            rewards.append(scored[key])
-        return rewards
+        # A prompt's rollouts often plan alike, if not in the same words of rewrite (the one field not read here).
+        return rows.score_plans(plans, lambda plan, gold, index: self.coverage(plan, gold, index, session))
