@@ -70,6 +70,13 @@ class Domain:
             return self.simulation.env(task)
         return self.make_env(None)
 
+    def fresh_requests(self) -> tuple[dict[str, Any], ...] | None:
+        """The approval requests every fresh environment starts with, when they can be read without making one (a
+        database domain's ``make_env`` reads its template's); None when only an environment can tell (an MCP
+        session, a simulated domain)."""
+        read = getattr(self.make_env, "fresh_requests", None) if self.simulation is None else None
+        return None if read is None else read()  # type: ignore[no-any-return]
+
     def input_files(self) -> list[tuple[str, Path]]:
         """The domain's bundled files, labelled for ``check_outputs``: they are inputs of every command that
         uses the domain (read by default: the database, the tasks, the splits, the policy, the simulator's

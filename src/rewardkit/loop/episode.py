@@ -81,8 +81,7 @@ class Episode:
         # A database domain's copy waits until the opening is asked for (a fresh copy's approval requests are its
         # template's): the rollouts of a batch then copy while their openings are in flight (``prepare``). Any
         # other environment (an MCP session, a simulated one) opens here, so a failure to open shows at once.
-        fresh = getattr(domain.make_env, "fresh_requests", None) if domain.simulation is None else None
-        self._fresh_requests: tuple[dict[str, Any], ...] | None = None if fresh is None else fresh()
+        self._fresh_requests = domain.fresh_requests()
         self._environment: CallingEnvironment | None = None
         self._opening = threading.Lock()
         if self._fresh_requests is None:
