@@ -68,7 +68,7 @@ def key_size(key: Hashable) -> int:
 # its own (a container's brackets and separators, a string's quotes and characters, a number's digits), and the
 # costliest shape per character is a container holding one container: a one-item list is 88 bytes for its two
 # brackets, a one-key dict (184 bytes) with its key (a new string of one astral character, 80 bytes) 264 bytes for
-# six characters: 44 bytes a character. tests/test_cache_bounds.py checks such shapes against the deep walk.
+# six characters: 44 bytes a character. tests/test_sizes.py checks such shapes against the deep walk.
 JSON_BYTES_PER_CHAR = 48
 JSON_BASE_BYTES = 64  # "{}": an empty dict alone
 
