@@ -11,5 +11,6 @@
   files and reading a run back; ``plots.py``: their figures;
 - ``scoring.py``: a reward set over rows of (completion, columns).
 - ``domain_check.py``: ``rewardkit env check``, a domain's tools, tasks, splits and policy checked before
-  training, with the task-completion reward scoring agents that do nothing.
+  training, with the task-completion reward scoring agents that do nothing; ``domain_data_check.py``: its
+  checks of the data as a whole (task ids, splits, policy, guidelines).
 """
