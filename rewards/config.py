@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any, ClassVar, Literal, TypeVar
 
 from rewardkit.config import Config, ConfigError, ConfigSchema, config_section, setting
-from rewardkit.config.load import merge
+from rewardkit.config.values import merge
 from rewardkit.rewards._found import reward_modules
 
 S = TypeVar("S")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import os
 import typing
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ from rewardkit.config.declare import (
 from rewardkit.config.declare import build as build_section
 from rewardkit.config.origin import nested, record
 from rewardkit.config.read import read_config_file
+from rewardkit.config.values import merge, non_finite
 
 S = TypeVar("S")
 
@@ -221,7 +221,7 @@ class ConfigSchema:
     def validate(self, raw: Mapping[str, Any], source: str, checks: bool = True) -> None:
         """Raise one ConfigError, naming ``source`` and the dotted key, for the first thing wrong in ``raw``
         (``checks=False``: types and ranges only, not the sections' rules across keys)."""
-        bad = _non_finite(raw)
+        bad = non_finite(raw)
         if bad is not None:
             key, value = bad
             raise _fail(source, key, f"{value!r} is not a finite number; every numeric setting must be finite")
@@ -280,36 +280,5 @@ def _empty_object() -> dict[str, Any]:
     return {"type": "object", "additionalProperties": False, "properties": {}}
 
 
-def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``override`` laid over it, mappings merged key by key (both left unchanged)."""
-    out = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def _fail(source: str, key: str, message: str) -> ConfigError:
     return ConfigError(f"{source}: {key or '<root>'}: {message}")
-
-
-def _non_finite(value: Any, path: tuple[str, ...] = (), seen: frozenset[int] = frozenset()) -> tuple[str, Any] | None:
-    """The dotted key and value of the first NaN or infinity under ``value``, if any.
-
-    JSON Schema's ``number`` admits NaN and infinities, and NaN passes every
-    ``minimum``/``maximum`` (all comparisons are false): only this catches them.
-    ``seen`` guards against YAML anchors that make a list contain itself.
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        return ".".join(path), value
-    if id(value) in seen or not isinstance(value, (Mapping, list)):
-        return None
-    seen = seen | {id(value)}
-    items = value.items() if isinstance(value, Mapping) else enumerate(value)
-    for key, item in items:
-        found = _non_finite(item, (*path, str(key)), seen)
-        if found is not None:
-            return found
-    return None
