@@ -285,8 +285,7 @@ def environment(tables: Tables, tools: Mapping[str, ToolSpec]) -> Callable[[str 
         @staticmethod
         @functools.cache
         def fresh_requests() -> tuple[dict[str, Any], ...]:
-            """The approval requests a new environment starts with (its template's), read without making a copy:
-            an episode asks its simulator for the opening before it copies the database."""
+            """The approval requests a new environment starts with (its template's), read without making a copy."""
             return tuple(pending_requests(tables.template()[0], DATABASE_LOCK))
 
         def export(self) -> dict[str, Any]:
