@@ -1,8 +1,9 @@
 """The episode viewer in a real browser: headless Chromium (Debian's ``chromium``), driven by Playwright.
 
 The page opens from disk with no console error, its counts are the summary's, the filters filter, a transcript
-opens, and verdicts saved from it round-trip into ``synth agent --verdicts``. Under CI a missing browser fails the
-run; elsewhere these tests skip, saying how to install it.
+opens, and verdicts saved from it round-trip into ``synth agent --verdicts``; hostile text in any field of an episode
+neither hides an episode nor runs a script. Under CI a missing browser fails the run; elsewhere these tests skip,
+saying how to install it.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def test_verdicts_round_trip_into_synth(browser: Any, tmp_path: Path) -> None:
              "--episodes", str(episodes), "--no-progress"]  # fmt: skip
     assert main(synth) == 0
     assert len(out.read_text().splitlines()) == 3  # every gold trajectory passes the rules
-    assert main(["view", str(episodes), "--review", "--out", str(tmp_path / "review.html")]) == 0
+    assert main(["view", str(episodes), "--domain", "retail", "--review", "--out", str(tmp_path / "review.html")]) == 0
     page, errors = open_page(browser, tmp_path / "review.html")
     ids = page.eval_on_selector_all("tr.episode", "rows => rows.map(r => r.dataset.id)")
     for episode, verdict in zip(ids, ("accept", "reject"), strict=False):  # the third stays unreviewed
@@ -125,3 +126,93 @@ def test_a_grpo_runs_completions(browser: Any, tmp_path: Path) -> None:
     page.click('tr.episode[data-id="1.0/1"]')  # total 0.5: JsonValid 0, ExpertMatch 1
     assert '"JsonValid":0' in page.text_content("#episode") and page.locator("#transcript .turn").count() == 2
     assert errors == []
+
+
+# Text that would end the data's script, comment out the page's own, or run one of its own if it ever reached markup.
+PAYLOADS = [
+    "<!--<script>",
+    "</script><script>window.pwned=1</script>",
+    "<img src=x onerror=window.pwned=1>",
+    "]]>",
+    "a\u2028b\u2029c",
+    "<!--",
+    "<script>window.pwned=1</script>",
+    "</SCRIPT ><svg onload=window.pwned=1>",
+]
+LONE_SURROGATE = '"lone \\ud800 surrogate"'  # as the log holds it: a JSON escape Python decodes, UTF-8 cannot encode
+USER = "yusuf_rossi_9620"  # retail task 0's user: the address written below is in the database diff
+
+
+def hostile_episode(text: str, trial: int) -> dict[str, Any]:
+    """An episode of retail task 0 whose every field carries ``text``: the system prompt, the user's and the
+    agent's messages, a tool call's arguments (a write, so the diff shows them), the tool's result, its gates."""
+    address = {
+        "user_id": USER,
+        "address1": text,
+        "address2": text,
+        "city": text,
+        "state": "CA",
+        "country": "US",
+        "zip": "19122",
+    }
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "modify_user_address", "arguments": json.dumps(address, ensure_ascii=False)},
+    }
+    messages = [
+        {"role": "system", "content": text},
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": text, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": text},
+        {"role": "assistant", "content": text},
+    ]
+    return {
+        "run": text,
+        "task_id": "0",
+        "trial": trial,
+        "status": "ok",
+        "reward": 0.0,
+        "termination": text,
+        "turns": 2,
+        "gates": {text: 1},
+        "state_hash": text,
+        "messages": messages,
+    }
+
+
+def test_hostile_text_in_any_field_hides_nothing_and_runs_nothing(browser: Any, tmp_path: Path) -> None:
+    records = [hostile_episode(text, trial) for trial, text in enumerate(PAYLOADS)]
+    records += [{**r, "task_id": text, "trial": 0} for r, text in zip(records, PAYLOADS, strict=True)]  # the ids
+    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    lines.append(lines[0].replace(json.dumps(PAYLOADS[0]), LONE_SURROGATE).replace('"trial": 0', '"trial": 99'))
+    log = tmp_path / "episodes.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    page_path = tmp_path / "hostile.html"
+    assert (
+        main(["view", str(log), "--domain", "retail", "--review", "--title", PAYLOADS[1], "--out", str(page_path)]) == 0
+    )
+    page, errors = browser.new_page(), []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # Before the page's own script: every policy violation is recorded, the page's script blocked or another run.
+    page.add_init_script(
+        "window.violations = []; document.addEventListener('securitypolicyviolation', "
+        "(e) => window.violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+    )
+    page.goto(page_path.as_uri())
+    rows = page.locator("tr.episode")
+    assert rows.count() == len(lines) == 17 and page.text_content("#c-episodes") == "17 episodes"
+    assert page.locator("#tasks tbody tr").count() == 1 + len(PAYLOADS)
+    assert page.title() == PAYLOADS[1] and page.text_content("h1") == PAYLOADS[1]
+    for i in range(rows.count()):  # the transcript and the diff are drawn when an episode opens
+        rows.nth(i).click()
+        assert page.locator("#transcript .turn").count() == 5
+    rows.nth(0).click()
+    assert page.locator("#transcript .call").count() == 1 and page.text_content("#transcript .turn.system")
+    diff = page.text_content("#diff")
+    assert PAYLOADS[0] in diff and USER in diff  # the agent's address, as text
+    page.click('button[data-verdict="accept"]')  # the review works under the policy too
+    assert page.text_content("#reviewed") == f"1 of {len(lines)} reviewed"
+    assert page.evaluate("typeof window.pwned") == "undefined"
+    assert page.evaluate("window.violations") == [] and errors == []

@@ -2,17 +2,20 @@
 
 ``add_parsers(sub)`` adds ``audit``; its handler is ``cmd_audit``: print the summary (flags, then a row per step),
 write it as ``audit.md`` with the dashboard ``audit.png`` into ``--out`` (default ``RUN_DIR/audit``), and the
-figures as JSON with ``--json``. ``--weights`` or ``--normalize`` also reports what other weights, or normalising
-each reward within its group first (GDPO), would change in the logged groups, before anyone relaunches.
+figures as JSON with ``--json`` (strict JSON: a figure that is not finite is null). No output may be a file it
+reads (the run's, the config); the outputs land together or not at all. ``--weights`` or ``--normalize`` also
+reports what other weights, or normalising each reward within its group first (GDPO), would change in the logged
+groups, before anyone relaunches.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import os
 from pathlib import Path
 
 from rewardkit.cli.synth import _add_price
+from rewardkit.config import ENV_VAR
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -33,22 +36,31 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _weights(text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",")]
-    except ValueError:
-        values = [math.nan]
-    if not all(math.isfinite(v) and abs(v) <= 1e6 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated finite weights (each within +-1e6)")
+    from rewardkit.runs.audit import MAX_WEIGHT, weight
+
+    values = [weight(part) for part in text.split(",")]
+    if None in values:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not comma-separated finite weights (each from -{MAX_WEIGHT:,.0f} to {MAX_WEIGHT:,.0f})"
+        )
     return values
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from rewardkit.runs.audit import AuditError, load_run, reweigh
+    from rewardkit.files.outputs import check_outputs
+    from rewardkit.runs.audit import AuditError, find_run, load_run, reweigh, run_inputs
     from rewardkit.runs.audit_report import write_audit
 
-    run = load_run(args.run)
+    folder = find_run(args.run)
+    out = args.out if args.out is not None else folder / "audit"
+    config = ("--config", args.config) if args.config else None
+    if config is None and os.environ.get(ENV_VAR):
+        config = (f"${ENV_VAR}", Path(os.environ[ENV_VAR]))
+    outputs = [("--out", out / "audit.md"), ("--out", out / "audit.png"), ("--json", args.json) if args.json else None]
+    check_outputs([*run_inputs(folder), config], outputs)  # before anything is read
+    run = load_run(folder)
     extra = {}
     if args.weights is not None or args.normalize:
         if args.weights is not None and len(args.weights) != len(run.names):
@@ -57,7 +69,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
             )
         weights = None if args.weights is None else np.array(args.weights)
         extra["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
-    out = args.out if args.out is not None else run.folder / "audit"
     price = tuple(args.price) if args.price else None
     report, text = write_audit(run, out, args.config, extra, args.json, price)
     print(text, end="")

@@ -11,7 +11,6 @@ come from :func:`reweigh`, without a relaunch.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,12 +19,21 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.files.jsonl import read_jsonl
+from rewardkit.files.jsonl import json_problem, kind, lines
+from rewardkit.loop.rollouts import FILE
 from rewardkit.rewards.groups import TOL, group_shares, totals
+from rewardkit.runs.records import is_count, is_counts, is_number
 
 
 class AuditError(ValueError):
-    """The folder is not a GRPO run rewardkit can read (no args.json, no completions, a missing reward column)."""
+    """The folder is not a GRPO run rewardkit can read: no args.json or completions, or a file in it that does not
+    hold what ms-swift (or the live diagnostics) writes; the message names ``file:line`` and the key."""
+
+
+RUN_FILES = ("args.json", "logging.jsonl", "completions.jsonl", FILE)  # what ms-swift and the diagnostics write
+MAX_WEIGHT = 1e6  # as lint RECIPE: weight x score and their sums stay finite
+COUNTS = ("requests", "retries", "failures", "cache_hits", "errors", "prompt_tokens", "completion_tokens")
+_BAD = object()  # a cell that is not what its column holds
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,12 @@ def find_run(folder: Path) -> Path:
     return max(runs, key=lambda p: (p / "logging.jsonl").stat().st_mtime)
 
 
+def run_inputs(run: Path) -> list[tuple[str, Path]]:
+    """The run's own files, for :func:`~rewardkit.files.outputs.check_outputs`: what audit and view read, and the
+    log the trainer keeps appending to; none of them is ever an output."""
+    return [("run file", run / name) for name in RUN_FILES]
+
+
 def column_names(reward_funcs: Sequence[str]) -> tuple[str, ...]:
     """The names ms-swift logs for ``reward_funcs``: a rewardkit key's class name, or the key itself."""
     from rewardkit.rewards import REWARDS
@@ -71,39 +85,172 @@ def column_names(reward_funcs: Sequence[str]) -> tuple[str, ...]:
     return tuple(REWARDS[k].__name__ if k in REWARDS else k for k in reward_funcs)
 
 
+def weight(value: Any) -> float | None:
+    """A reward weight, a number or its text (``args.json`` and ``--weights`` hold either), when it is finite and
+    within +-``MAX_WEIGHT``; else None."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    return float(value) if is_number(value) and abs(value) <= MAX_WEIGHT else None
+
+
 def load_run(folder: Path) -> Run:
+    """The run at or below ``folder``, every value audit reads checked first."""
     folder = find_run(folder)
-    args = json.loads((folder / "args.json").read_text(encoding="utf-8"))
-    funcs = list(args.get("reward_funcs") or [])
-    if not funcs:
-        raise AuditError(f"{folder}/args.json: no reward_funcs; is this a GRPO run?")
-    raw_weights = args.get("reward_weights") or [1.0] * len(funcs)
-    weights = np.array([float(w) for w in raw_weights])
-    size = int(args.get("num_generations") or 0)
+    names, weights, size = _read_args(folder / "args.json")
     path = folder / "completions.jsonl"
     if not path.is_file():
         raise AuditError(f"{path}: missing; rerun with --log_completions true (audit reads every completion)")
-    names = column_names(funcs)
     steps: dict[int, Step] = {}
-    for i, table in enumerate(read_jsonl(path), 1):
-        step = _step(table, names, size, f"{path}:{i}")
+    for line in lines(path, strict=False):  # ms-swift writes NaN for a reward that returned None
+        if line.problem is not None:
+            raise AuditError(f"{line.where(path)}: {line.problem}")
+        step = _step(line.value, names, size, line.where(path))
         steps.setdefault(step.step, step)  # ms-swift logs the last step's table again when training ends
+    if not steps:
+        raise AuditError(f"{path}: no logged step; let the run log one (--logging_steps), then audit it")
     return Run(folder, names, weights, size, list(steps.values()))
 
 
+def _read_args(path: Path) -> tuple[tuple[str, ...], np.ndarray, int]:
+    """The reward columns, their weights and the group size of ``args.json``."""
+    args, problem = json_problem(path.read_bytes().decode("utf-8", "replace"), strict=False)
+    if problem is None and not isinstance(args, dict):
+        problem = f"expected the object of ms-swift's arguments, got {kind(args)}"
+    if problem is not None:
+        raise AuditError(f"{path}: {problem}")
+    funcs = args.get("reward_funcs")
+    if not funcs:
+        raise AuditError(f"{path}: no reward_funcs; is this a GRPO run?")
+    if not (isinstance(funcs, list) and all(isinstance(f, str) and f for f in funcs)):
+        raise AuditError(f"{path}: reward_funcs must be a list of reward names, got {kind(funcs)}")
+    raw = args.get("reward_weights")
+    raw = [1.0] * len(funcs) if raw is None or raw == [] else raw
+    if not isinstance(raw, list) or len(raw) != len(funcs):
+        got = f"{len(raw)} weights" if isinstance(raw, list) else kind(raw)
+        raise AuditError(
+            f"{path}: reward_weights must be a list of one weight per reward_funcs entry ({len(funcs)}), got {got}"
+        )
+    for i, value in enumerate(raw):
+        if weight(value) is None:
+            raise AuditError(
+                f"{path}: reward_weights[{i}] must be a finite number from -{MAX_WEIGHT:,.0f} to {MAX_WEIGHT:,.0f}, "
+                f"got {kind(value)}"
+            )
+    size = args.get("num_generations")
+    if not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
+        raise AuditError(f"{path}: num_generations must be an integer >= 1 (completions per prompt), got {kind(size)}")
+    return column_names(funcs), np.array([weight(w) for w in raw]), size
+
+
+def _score(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return math.nan  # a reward that returned None: ms-swift logs null, or NaN
+    return float(value) if is_number(value) else _BAD
+
+
+def _step_number(value: Any) -> Any:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        value = int(value)  # ms-swift logs the step as text
+    return value if is_count(value) else _BAD
+
+
+# What a cell of a column must be: (read it, or _BAD; what it should be).
+_STEP = (_step_number, "the step's number")
+_TURNS = (lambda v: v if is_count(v) else _BAD, "an integer >= 0")
+_TEXT = (str, "text")
+_REWARD = (_score, "a finite number, or null or NaN for a reward that returned None")
+
+
+def _column(table: Mapping[str, Any], key: str, rows: int, where: str, cell: tuple[Any, str]) -> list[Any]:
+    """Column ``key`` of a table of ``rows`` rows, each cell read by ``cell``; a column of another length is a
+    damaged log."""
+    values = table[key]
+    if not isinstance(values, list) or len(values) != rows:
+        got = f"{len(values)} values" if isinstance(values, list) else kind(values)
+        raise AuditError(
+            f"{where}: column {key!r} must be a list of {rows} values, as many as 'step' has, got "
+            f"{got}; the log is damaged: audit reads only whole tables"
+        )
+    read, want = cell
+    cells = [read(v) for v in values]
+    for i, value in enumerate(cells):
+        if value is _BAD:
+            raise AuditError(f"{where}: column {key!r}[{i}] must be {want}, got {kind(values[i])}")
+    return cells
+
+
 def _step(table: Mapping[str, Any], names: Sequence[str], size: int, where: str) -> Step:
-    missing = [n for n in names if n not in table]
+    missing = [n for n in ("step", "completion", *names) if n not in table]
     if missing:
         raise AuditError(f"{where}: no column {missing}; it has {sorted(table)}")
-    columns = [[math.nan if v is None else float(v) for v in table[n]] for n in names]
-    scores = np.array(columns, dtype=float).T
-    if size < 1 or len(scores) % size:
-        raise AuditError(f"{where}: {len(scores)} completions do not make groups of num_generations={size}")
-    turns = [int(t) for t in table["num_turns"]] if "num_turns" in table else None
-    prompts = [str(p) for p in table.get("prompt") or [""] * len(scores)]
-    return Step(int(table["step"][0]), scores, turns, [str(c) for c in table["completion"]], prompts)
+    if not isinstance(table["step"], list):
+        raise AuditError(
+            f"{where}: column 'step' must be a list, the step's number per completion, got {kind(table['step'])}"
+        )
+    rows = len(table["step"])
+    if not rows:
+        raise AuditError(f"{where}: no completion in this step's table")
+    number = _column(table, "step", rows, where, _STEP)[0]
+    scores = np.array([_column(table, n, rows, where, _REWARD) for n in names], dtype=float).T
+    if rows % size:
+        raise AuditError(f"{where}: {rows} completions do not make groups of num_generations={size}")
+    turns = _column(table, "num_turns", rows, where, _TURNS) if "num_turns" in table else None
+    prompts = _column(table, "prompt", rows, where, _TEXT) if "prompt" in table else [""] * rows
+    return Step(number, scores, turns, _column(table, "completion", rows, where, _TEXT), prompts)
 
 
+def read_rollouts(run: Path) -> dict[int, dict[str, Any]]:
+    """The live diagnostics' summary of each step (``rollouts.jsonl``, strict JSON), every field audit reads
+    checked; none without the file."""
+    path = run / FILE
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in lines(path):
+        problem = line.problem or _rollout_problem(line.value)
+        if problem is not None:
+            raise AuditError(f"{line.where(path)}: {problem}; the live diagnostics write this file: remove the line")
+        out[line.value["step"]] = line.value
+    return out
+
+
+def _rollout_problem(summary: Mapping[str, Any]) -> str | None:
+    for key in ("step", "episodes", "excluded", "tool_errors"):
+        if not is_count(summary.get(key)):
+            return f"'{key}' must be an integer >= 0, got {kind(summary.get(key))}"
+    if not is_counts(summary.get("terminations")):
+        return f"'terminations' must be an object of counts, got {kind(summary.get('terminations'))}"
+    tools, ledger = summary.get("tools"), summary.get("ledger", [])
+    if not isinstance(tools, dict):
+        return f'\'tools\' must be an object of {{"calls": n, "errors": n}} per tool, got {kind(tools)}'
+    for name, counts in tools.items():
+        if not (isinstance(counts, dict) and is_count(counts.get("calls")) and is_count(counts.get("errors"))):
+            return f'\'tools\'[{name!r}] must be {{"calls": n, "errors": n}}, got {kind(counts)}'
+    if not isinstance(ledger, list):
+        return f"'ledger' must be a list of endpoint summaries, got {kind(ledger)}"
+    for i, window in enumerate(ledger):
+        if not _window(window):
+            return (
+                f"'ledger'[{i}] must be an endpoint's summary: a role, {', '.join(COUNTS)} and latency_s {{p50, p99}}"
+            )
+    return None
+
+
+def _window(window: Any) -> bool:
+    """One endpoint's summary as the ledger writes it: the figures the audit sums."""
+    latency = window.get("latency_s") if isinstance(window, dict) else None
+    return (
+        isinstance(latency, dict)
+        and isinstance(window.get("role"), str)
+        and all(is_count(window.get(k)) for k in COUNTS)
+        and all(latency.get(p) is None or is_number(latency.get(p)) for p in ("p50", "p99"))
+    )
+
+
+@np.errstate(over="ignore", invalid="ignore")  # scores near the float limit: a figure is inf or nan (JSON: null)
 def step_figures(step: Step, weights: np.ndarray, size: int, names: Sequence[str]) -> dict[str, Any]:
     """The step's group shares and, per reward, its mean, std, zero-variance share and share of the variance."""
     groups = step.groups(size)
@@ -127,6 +274,7 @@ def step_figures(step: Step, weights: np.ndarray, size: int, names: Sequence[str
     return out
 
 
+@np.errstate(over="ignore", invalid="ignore")  # as step_figures
 def reweigh(run: Run, weights: np.ndarray | None = None, normalize: bool = False) -> dict[str, int]:
     """What other weights (or GDPO's normalise-then-sum) would do to the logged groups: rankings that flip, and
     groups that gain or lose variance. A ranking flips when some pair of completions changes order."""

@@ -11,11 +11,15 @@ Each flag names the step where its pattern starts:
 - ``tools_skipped``: tool calls per episode fell to half the first step's or less (from ``rollouts.jsonl``);
 - ``max_turns``: at least ``MAX_TURNS_FLAG`` of a step's episodes ran out of turns instead of ending;
 - ``simulator_failed``: some episodes ended because the simulated user failed (``UserSimFailure`` above 0).
+
+The JSON report is strict JSON: a figure that is not finite (scores so large that a variance overflows) is
+written as null, never as ``NaN`` or ``Infinity``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,20 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import OutputSet
 from rewardkit.loop.ledger import cost
-from rewardkit.loop.rollouts import FILE
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.config import load_config
 from rewardkit.rewards.think_length import ThinkLengthConfig
-from rewardkit.runs.audit import Run, step_figures
-from rewardkit.runs.plots import _png, _pyplot, _write
+from rewardkit.runs.audit import COUNTS, Run, read_rollouts, step_figures
+from rewardkit.runs.plots import _png, _pyplot
 
 ZERO_VARIANCE_FLAG = 0.4
 DRIVER_FLAG = 0.8
 MAX_TURNS_FLAG = 0.5
-COUNTS = ("requests", "retries", "failures", "cache_hits", "errors", "prompt_tokens", "completion_tokens")
 
 
 def audit(
@@ -44,8 +45,7 @@ def audit(
 ) -> dict[str, Any]:
     """Every step's figures, its think lengths against ``band`` (characters), its turns and, when the live
     diagnostics wrote ``rollouts.jsonl``, its episodes' endings and tools; and the flags."""
-    logged = run.folder / FILE
-    episodes = {int(r["step"]): r for r in read_jsonl(logged)} if logged.is_file() else {}
+    episodes = read_rollouts(run.folder)
     steps = []
     for step in run.steps:
         figures = step_figures(step, run.weights, run.group_size, run.names)
@@ -106,12 +106,24 @@ def write_audit(run: Run, out: Path, config: Path | None = None, extra: Mapping[
     band = (think.min, think.max) if think.unit == "chars" else None
     report = {**audit(run, band, price_per_mtok), **(extra or {})}
     text = markdown(report)
+    png = dashboard(report)  # drawn before any output is replaced: the outputs land together or not at all
     with OutputSet() as outputs:
         outputs.write_text(out / "audit.md", text, "--out")
+        outputs.write_bytes(out / "audit.png", png, "--out")
         if json_path is not None:
-            outputs.write_text(json_path, json.dumps(report, indent=2) + "\n", "--json")
-    dashboard(report, out / "audit.png")
+            outputs.write_text(json_path, json.dumps(_strict(report), indent=2, allow_nan=False) + "\n", "--json")
     return report, text
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every float that is not finite as None: what JSON can hold."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
 
 
 def flags(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -214,8 +226,9 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
-def dashboard(report: Mapping[str, Any], out: Path) -> Path:
-    """Four panels: the group shares, each reward's mean, its share of the variance, and turns or think length."""
+def dashboard(report: Mapping[str, Any]) -> bytes:
+    """Four panels, as PNG: the group shares, each reward's mean, its share of the variance, and turns or think
+    length."""
     plt = _pyplot()
     steps = report["steps"]
     x = [s["step"] for s in steps]
@@ -244,4 +257,4 @@ def dashboard(report: Mapping[str, Any], out: Path) -> Path:
             last.legend(fontsize=8)
         last.set(title="mean think length (chars)", xlabel="step")
     fig.suptitle(f"GRPO audit: {Path(report['run']).name}")
-    return _write(_png(fig, "the audit dashboard"), out, "--out")
+    return _png(fig, "the audit dashboard")

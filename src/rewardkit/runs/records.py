@@ -34,7 +34,8 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """An integer from 0 to ``MAX_COUNT`` (not a boolean)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
@@ -42,8 +43,9 @@ def _unit(value: Any) -> bool:
     return is_number(value) and 0 <= value <= 1
 
 
-def _counts(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and _count(v) for k, v in value.items())
+def is_counts(value: Any) -> bool:
+    """An object of such counts."""
+    return isinstance(value, dict) and all(isinstance(k, str) and is_count(v) for k, v in value.items())
 
 
 def _messages(value: Any) -> bool:
@@ -57,15 +59,15 @@ def _text(value: Any) -> bool:
 # field -> (check, what it should be); None passes where the field may be null.
 _CHECKS: dict[str, tuple[Any, str, bool]] = {
     "run": (_text, "a non-empty string", False),
-    "trial": (_count, "an integer from 0 to 2^53", False),
+    "trial": (is_count, "an integer from 0 to 2^53", False),
     "tcr": (_unit, "a number in [0, 1] or null", True),
     "termination": (_text, "a non-empty string", False),
-    "turns": (_count, "an integer from 0 to 2^53, or null", True),
-    "tool_calls": (_count, "an integer from 0 to 2^53, or null", True),
-    "tool_errors": (_count, "an integer from 0 to 2^53, or null", True),
-    "tools": (_counts, "an object of integer counts from 0 to 2^53", True),
-    "call_codes": (_counts, "an object of integer counts from 0 to 2^53", True),
-    "gates": (_counts, "an object of integer counts from 0 to 2^53", True),  # optional: logs before gates lack it
+    "turns": (is_count, "an integer from 0 to 2^53, or null", True),
+    "tool_calls": (is_count, "an integer from 0 to 2^53, or null", True),
+    "tool_errors": (is_count, "an integer from 0 to 2^53, or null", True),
+    "tools": (is_counts, "an object of integer counts from 0 to 2^53", True),
+    "call_codes": (is_counts, "an object of integer counts from 0 to 2^53", True),
+    "gates": (is_counts, "an object of integer counts from 0 to 2^53", True),  # optional: logs before gates lack it
     "error": (lambda v: isinstance(v, str), "a string or null", True),
     "state_hash": (lambda v: isinstance(v, str), "a string or null", True),
     "messages": (_messages, "a list of messages, each an object with a string 'role'", False),

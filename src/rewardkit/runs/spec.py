@@ -16,7 +16,7 @@ from typing import Any
 
 from rewardkit.config import Config
 from rewardkit.config.origin import provenance
-from rewardkit.envs import Domain, get_domain
+from rewardkit.envs import Domain, get_domain, portable_ref
 from rewardkit.loop.agents import AGENT_SETTINGS, AgentError, make_agent_factory
 from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim.config import make_simulator
@@ -278,4 +278,5 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
                                         "memory_model": spec.memory_model}  # fmt: skip
     meta = {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks),
             "settings": provenance(cfg, *SECTIONS)}  # fmt: skip
+    meta["domain_ref"] = portable_ref(spec.domain)  # how another process finds the domain (view); not fingerprinted
     return plan, {**meta, "unusable_tasks": unusable}  # left out of the split, id -> why

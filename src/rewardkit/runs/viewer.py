@@ -2,17 +2,24 @@
 GRPO run's completions (the runs ``rewardkit audit`` reads).
 
 The page needs no server and no network: the episodes are embedded in it as JSON, with the page's own CSS and
-JavaScript (``viewer.html``). For each episode it shows the transcript (the user's, the agent's and the tools'
-turns, every tool call with its arguments and its result, gate decisions marked), the termination, and the final
-database against the task's gold state as a diff of rows and fields, both replayed here on fresh copies of the
-domain's database. Per task it counts the passes over the trials; the page filters by outcome, task and
-termination. With ``review`` each trajectory gets accept/reject buttons, saved as a verdicts file that
-``synth agent --verdicts FILE`` reads: the human half of MUA-RL's dual verification.
+JavaScript (``viewer.html``). The JSON is inert wherever it sits in the page (every ``<``, ``>``, ``&``, U+2028/9
+and lone surrogate is a ``\\u`` escape, so no text can end the script or open a comment in it), and the page's
+content security policy lets only the page's own script and style run, named by their SHA-256. For each episode
+it shows the transcript (the user's, the agent's and the tools' turns, every tool call with its arguments and its
+result, gate decisions marked), the termination, and the final database against the task's gold state as a diff
+of rows and fields, both replayed here on fresh copies of the domain's database. Per task it counts the passes over
+the trials; the page filters by outcome, task and termination. With ``review`` each trajectory gets accept/reject
+buttons, saved as a verdicts file that ``synth agent --verdicts FILE`` reads: the human half of MUA-RL's dual
+verification.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -21,18 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.envs import Domain
+from rewardkit.envs import Domain, DomainError, get_domain
 from rewardkit.envs.outcomes import gold_outcome, replay_conversation, replay_gold, task_check
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool_calls import tool_calls
+from rewardkit.files.jsonl import json_problem, kind, lines
 from rewardkit.rewards.groups import TOL, totals
 from rewardkit.runs.audit import Run
+from rewardkit.runs.records import record_problem
 
 MARKER = "/*__EPISODES__*/null"  # where the page's data goes
+# Placeholders of the template, each replaced once, in one pass: nothing substituted in is read again.
+_SLOTS = re.compile(re.escape(MARKER) + "|__TITLE__|__SCRIPT_SHA256__|__STYLE_SHA256__")
+# Characters that could end the data's script, start a comment or markup in it, or cannot be written as UTF-8.
+_INERT = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 
 
 class ViewerError(ValueError):
-    """The log cannot be shown: no episodes, or episodes of another domain's tasks."""
+    """The log cannot be shown: no episodes, a line that is not an episode record, no domain to replay it on."""
 
 
 def episode_id(record: Mapping[str, Any]) -> str:
@@ -55,6 +68,44 @@ def read_verdicts(path: Path, run: str) -> dict[str, str]:
     if bad:
         raise ViewerError(f"--verdicts {path}: verdicts.{bad[0]} must be 'accept' or 'reject'")
     return dict(verdicts)
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The episode records of a log (strict JSON), each checked as ``eval compare`` checks them; a line without
+    ``task_id`` is not an episode and is passed over."""
+    records = []
+    for line in lines(path):
+        problem = line.problem
+        if problem is None and "task_id" in line.value:
+            problem = record_problem(line.value, log=False)
+            problem = problem and f"not an episode record ({problem}); fix or remove the line"
+        if problem is not None:
+            raise ViewerError(f"{line.where(path)}: {problem}")
+        records.append(line.value)
+    return records
+
+
+def log_domain(log: Path, name: str | None) -> Domain:
+    """The domain to replay ``log`` on: ``name`` (``--domain``), else the one its eval recorded in the
+    ``summary.json`` beside its ``episodes.jsonl`` (its path, for a domain given by path). Any other log (``synth
+    --episodes``) records none, and the caller must name it: another domain's tasks would replay as wrong diffs."""
+    if name is not None:
+        return get_domain(name)
+    summary = log.parent / "summary.json"
+    if log.name != "episodes.jsonl" or not summary.is_file():
+        raise ViewerError(f"{log} records no domain (an eval --out-dir's summary.json does); name it: --domain NAME")
+    data, problem = json_problem(summary.read_bytes().decode("utf-8", "replace"), strict=False)
+    if problem is None and not isinstance(data, dict):
+        problem = f"expected a JSON object, got {kind(data)}"
+    ref = data.get("domain_ref", data.get("domain")) if problem is None else None
+    if problem is None and not (isinstance(ref, str) and ref):
+        problem = f"'domain' must name the run's domain, got {kind(ref)}"
+    if problem is not None:
+        raise ViewerError(f"{summary}: {problem}; name the domain with --domain")
+    try:
+        return get_domain(ref)
+    except DomainError as exc:
+        raise ViewerError(f"{summary}: the run's domain: {exc}; name it with --domain PATH") from None
 
 
 def leaves(value: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
@@ -177,15 +228,14 @@ def build_grpo(run: Run, title: str) -> dict[str, Any]:
             scores = {n: None if np.isnan(v) else float(v) for n, v in zip(run.names, step.scores[i], strict=True)}
             shown.append({
                 "id": f"{step.step}.{group}/{trial}", "task": f"{step.step}.{group}", "trial": trial,
-                "reward": round(float(total[i]), 6), "passed": bool(total[i] >= full - TOL),
+                "reward": round(float(total[i]), 6) if math.isfinite(total[i]) else None,  # an overflow shows as —
+                "passed": bool(total[i] >= full - TOL),
                 "termination": f"{step.turns[i]} turns" if step.turns else "completion", "excluded": False,
                 "turns": step.turns[i] if step.turns else 1, "gates": {}, "scores": scores, "diff": None,
                 "messages": [{"role": "prompt", "content": prompt, "calls": []},
                              {"role": "assistant", "content": completion, "calls": []}],
             })  # fmt: skip
-    if not shown:
-        raise ViewerError(f"{run.folder}: the run logged no completions")
-    return _page(title, str(run.folder), "grpo", False, shown, {})
+    return _page(title, str(run.folder), "grpo", False, shown, {})  # load_run refuses a run without completions
 
 
 def _page(
@@ -209,11 +259,29 @@ def _page(
 
 
 def render(view: Mapping[str, Any]) -> str:
-    """The self-contained page: the template with the data embedded (``</`` escaped, so no text ends the script)."""
+    """The self-contained page: the template with the data embedded inert (:func:`embed`), the title escaped, and
+    the content security policy naming the SHA-256 of the page's own script and style, so that nothing else runs."""
     page = resources.files("rewardkit.runs").joinpath("viewer.html").read_text(encoding="utf-8")
-    data = json.dumps(view, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
-    return page.replace(MARKER, data).replace("__TITLE__", _escape(str(view["title"])))
+    slots = {
+        MARKER: embed(view),
+        "__TITLE__": _escape(str(view["title"])),
+        "__SCRIPT_SHA256__": _sha256(re.search(r"<script>(.*?)</script>", page, re.DOTALL).group(1)),
+        "__STYLE_SHA256__": _sha256(re.search(r"<style>(.*?)</style>", page, re.DOTALL).group(1)),
+    }
+    return _SLOTS.sub(lambda m: slots[m.group()], page)
+
+
+def embed(value: Any) -> str:
+    """``value`` as JSON that holds no ``<``, ``>``, ``&``, line or paragraph separator and no lone surrogate: each
+    is its ``\\u`` escape, which JSON reads back as the same text."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    return _INERT.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _sha256(text: str) -> str:
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
 def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return escaped.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a path's odd byte) cannot be written
