@@ -22,7 +22,7 @@ Rejected: ``missing_task`` (split names an id the tasks file lacks), ``duplicate
 (the split names an id a second time: one row per task), ``no_evaluation_criteria``,
 ``no_reason_for_call``, and the malformed tasks listed in ``tau2_tasks`` (``bad_task``,
 ``duplicate_task_id``, ``bad_evaluation_criteria``, ``bad_gold_arguments``, ``gold_fails``,
-``bad_user_scenario``).
+``tool_sim_error``, ``bad_user_scenario``).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ reject: a tasks-file item that is not an object with a string or integer ``id``
 ``evaluation_criteria`` that the rewards could not read (``bad_evaluation_criteria``),
 gold arguments that the tool's schema refuses (``bad_gold_arguments``), a gold write
 that fails when the gold actions are replayed on a fresh database (``gold_fails``),
+a gold the simulated tools of a spec domain cannot answer (``tool_sim_error``),
 or instructions of the wrong type (``bad_user_scenario``).
 """
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rewardkit.data_builders._io import SURROGATE, BuildError
 from rewardkit.envs import tasks
 from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.simulated import ToolSimError
 from rewardkit.files.jsonl import encodable, json_problem, kind
 
 if TYPE_CHECKING:
@@ -132,5 +134,8 @@ def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | N
         return "no_reason_for_call", "user_scenario.instructions.reason_for_call must be a non-empty string"
     if not encodable(task):
         return "bad_task", f"the task {SURROGATE}"
-    replayed = [(c.ok, c.error) for c in gold_outcome(domain.name, task).calls]
+    try:
+        replayed = [(c.ok, c.error) for c in gold_outcome(domain.name, task).calls]
+    except ToolSimError as exc:  # a spec domain's simulator cannot answer a gold call (a tool without a rule)
+        return "tool_sim_error", f"the gold cannot be replayed: {exc}"
     return tasks.gold_problem(task, replayed, domain.write_tools)

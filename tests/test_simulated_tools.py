@@ -3,6 +3,7 @@ in which writes are kept, so a later read agrees; every refusal, retry and endin
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from collections.abc import Callable
@@ -11,15 +12,18 @@ from typing import Any
 
 import pytest
 from sim_server import SimServer
+from spec_domains import KEY, write_spec
+from spec_domains import task as spec_task
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.memory import open_memory
 from rewardkit.envs.outcomes import gold_outcome
-from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule
+from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule, contradiction
 from rewardkit.envs.spec_domain import held_out, load_spec
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.tool_sim import MemoryWriter, ToolModel, simulated_domain
+from rewardkit.runs.domain_check import check_domain
 from rewardkit.runs.episode_log import RunError
 from rewardkit.runs.spec import RunSpec
 from rewardkit.runs.synthesis import synthesize_run
@@ -171,7 +175,7 @@ def test_the_spec_domain_by_rule_ends_every_gold_episode_in_the_gold_memory(tmp_
     ("change", "message"),
     [
         (lambda s: s["tools"][0].pop("returns"), "tools[0]"),
-        (lambda s: s["tools"][0]["rule"].update(key={"code": "sku"}), "no column 'code' in table products"),
+        (lambda s: s["tools"][0]["rule"].update(key={"code": "sku"}), "no column 'code' in the table"),
         (lambda s: s["tools"][3]["rule"].update(set={"price": "cost"}), "'cost' is not an argument of change_price"),
         (lambda s: s["tools"][1].update(rule={"update": "rooms"}), "risk must be 'write'"),
         (lambda s: s.update(schema="missing.sql"), "cannot read"),
@@ -261,3 +265,144 @@ def test_a_spec_takes_its_tasks_from_several_files_and_holds_out_a_fifth_by_id(t
     (folder / "more.json").write_text(json.dumps([{**more[0], "id": "m01"}]), encoding="utf-8")
     with pytest.raises(DomainDataError, match=r"more\.json: task id 'm01'"):
         load_spec(folder).tasks()
+
+
+# Two tables with a column of one name (status), one referring to the other (an appointment's slot_id): a result that
+# carries slot_id is an appointment, not a slot.
+CLINIC_SCHEMA = """
+CREATE TABLE slots (slot_id TEXT PRIMARY KEY, status TEXT NOT NULL);
+CREATE TABLE appointments (appt_id TEXT PRIMARY KEY, slot_id TEXT NOT NULL REFERENCES slots(slot_id),
+                           patient TEXT NOT NULL, status TEXT NOT NULL);
+"""
+APPOINTMENT = {"type": "object", "required": ["appt_id", "slot_id", "status"]}
+CLINIC_TOOLS = [
+    {
+        "name": "book",
+        "description": "Book a slot.",
+        "risk": "write",
+        "returns": APPOINTMENT,
+        "parameters": {
+            "type": "object",
+            "required": ["slot_id", "patient"],
+            "properties": {"slot_id": {"type": "string"}, "patient": {"type": "string"}, **KEY},
+        },
+        "rule": {
+            "insert": "appointments",
+            "values": {"slot_id": "slot_id", "patient": "patient", "status": {"value": "booked"}},
+            "id": {"column": "appt_id", "prefix": "A"},
+        },
+    },
+    {
+        "name": "get_appointment",
+        "description": "An appointment.",
+        "risk": "read",
+        "returns": APPOINTMENT,
+        "parameters": {"type": "object", "properties": {"appt_id": {"type": "string"}}, "required": ["appt_id"]},
+        "rule": {"get": "appointments", "key": {"appt_id": "appt_id"}},
+    },
+    {
+        "name": "close_slot",
+        "description": "Close a slot.",
+        "risk": "write",
+        "returns": {"type": "object"},
+        "parameters": {"type": "object", "properties": {"slot_id": {"type": "string"}, **KEY}, "required": ["slot_id"]},
+    },
+]
+CLINIC_TASKS = [
+    spec_task(
+        "c1",
+        "You want slot S1 booked for Bo.",
+        [{"name": "book", "arguments": {"slot_id": "S1", "patient": "Bo"}}],
+        ["A002"],
+    ),
+    spec_task(
+        "c2",
+        "You want to know whether appointment A001 stands.",
+        [{"name": "get_appointment", "arguments": {"appt_id": "A001"}}],
+        ["booked"],
+    ),
+]
+CLINIC_SEED = {
+    "slots": [{"slot_id": "S1", "status": "open"}, {"slot_id": "S2", "status": "taken"}],
+    "appointments": [{"appt_id": "A001", "slot_id": "S2", "patient": "Al", "status": "booked"}],
+}
+
+
+CLINICS = itertools.count()
+
+
+@pytest.fixture
+def clinic(tmp_path: Path) -> Path:
+    """The clinic spec, under a name of its own: a process registers each domain name once."""
+    return write_spec(tmp_path / f"clinic_{next(CLINICS)}", CLINIC_SCHEMA, CLINIC_TOOLS, CLINIC_TASKS, CLINIC_SEED)
+
+
+def test_a_row_that_refers_to_another_tables_row_is_compared_with_its_own_table(clinic: Path) -> None:
+    domain = get_domain(str(clinic))
+    with domain.env_for(None) as env:
+        booked = env.call("book", {"slot_id": "S1", "patient": "Bo"})
+        read = env.call("get_appointment", {"appt_id": "A001"})
+    assert (booked.value["status"], read.value["status"]) == ("booked", "booked")
+    assert gold_outcome(domain.name, CLINIC_TASKS[0]).calls[0].ok
+    report = check_domain(str(clinic))
+    assert report.passed, [(c.name, c.detail) for c in report.failed()]
+
+
+@pytest.mark.parametrize(
+    ("result", "refused"),
+    [
+        # The appointment's own status is checked against its row, whatever its slot's status is.
+        ({"appt_id": "A001", "slot_id": "S2", "patient": "Al", "status": "cancelled"}, "appointments appt_id 'A001'"),
+        ({"appt_id": "A001", "slot_id": "S2", "status": "booked"}, None),
+        # A slot of its own (only the slot's columns) is checked against the slot.
+        ({"slot_id": "S2", "status": "open"}, "slots slot_id 'S2' has status 'open'"),
+        # Nested: each object against its own table.
+        ({"appt_id": "A001", "slot_id": "S2", "status": "booked", "slot": {"slot_id": "S2", "status": "taken"}}, None),
+        # A key that names no row is no claim about the memory.
+        ({"appt_id": "A404", "slot_id": "S2", "status": "cancelled"}, None),
+    ],
+)
+def test_an_object_is_compared_with_the_table_whose_columns_it_carries(
+    clinic: Path, result: dict, refused: str | None
+) -> None:
+    tables = load_spec(clinic).simulation.tables
+    conn = open_memory(tables.schema, CLINIC_SEED)
+    found = contradiction(conn, result, tables.names)
+    assert found is None if refused is None else refused in found
+
+
+def test_build_tau2_grpo_counts_a_task_whose_gold_the_simulator_cannot_answer(
+    clinic: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rewardkit.cli import main
+
+    tasks = json.loads((clinic / "tasks.json").read_text(encoding="utf-8"))
+    tasks.append(spec_task("c3", "You want slot S1 closed.", [{"name": "close_slot", "arguments": {"slot_id": "S1"}}]))
+    (clinic / "tasks.json").write_text(json.dumps(tasks), encoding="utf-8")
+    spec = json.loads((clinic / "domain.json").read_text(encoding="utf-8"))
+    spec["splits"]["train"] += [*spec["splits"].pop("test"), "c3"]
+    (clinic / "domain.json").write_text(json.dumps(spec), encoding="utf-8")
+    out, report = tmp_path / "rows.jsonl", tmp_path / "report.json"
+    code = main(
+        ["build", "tau2-grpo", "--domain", str(clinic), "--split", "train", "--out", str(out), "--report", str(report)]
+    )
+    # c1 and c2 replay their gold; c3's tool has no rule, so no gold state can be known: a counted reject.
+    counts = json.loads(report.read_text(encoding="utf-8"))
+    assert (code, counts["written"], counts["rejected"]) == (0, 2, {"tool_sim_error": 1}), capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("result", "refused"),
+    [
+        ({"id": "r1", "status": "open"}, None),  # the first table's row as it is
+        ({"id": "r1", "status": "shut"}, None),  # the second's
+        ({"id": "r1", "status": "gone"}, "holds 'open'"),  # neither's
+    ],
+)
+def test_an_object_that_fits_two_tables_alike_is_refused_only_when_it_agrees_with_neither(
+    result: dict, refused: str | None
+) -> None:
+    schema = "CREATE TABLE a (id TEXT PRIMARY KEY, status TEXT); CREATE TABLE b (id TEXT PRIMARY KEY, status TEXT);"
+    conn = open_memory(schema, {"a": [{"id": "r1", "status": "open"}], "b": [{"id": "r1", "status": "shut"}]})
+    found = contradiction(conn, result, ["a", "b"])
+    assert found is None if refused is None else refused in found

@@ -12,7 +12,8 @@ streamer's consent, a price below cost), or None when the rule does not apply.
   runs the user-side tool on every waiting request. The agent's next call with exactly the approved tool and
   arguments runs once and uses the approval up; any other call, or a second one, is gated again.
 
-The requests live in the harness's own ``approvals`` table, beside the audit: never part of the state.
+The requests live in the harness's own ``approvals`` table, beside the audit, in the database the harness attaches to
+every connection (:data:`HARNESS_DB`): never part of the state, and out of reach of a domain's tables and writes.
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ APPROVE = "###APPROVE###"  # in a user's reply: every waiting request is approve
 DECLINE = "###DECLINE###"  # in a user's reply: every waiting request is declined
 USER_TOOLS = {"approve_request": "approved", "decline_request": "declined"}  # user-side tool -> the request's status
 REQUEST_PREFIX = "req-"
+# The database the harness attaches to each connection for its own tables (``rewardkit.envs.harness.attach``): every
+# statement names it, so a domain's table of the same name is never read or written for it.
+HARNESS_DB = "rewardkit"
+APPROVALS = f"{HARNESS_DB}.approvals"
 
-APPROVALS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS approvals (
+APPROVALS_SCHEMA = f"""
+CREATE TABLE {APPROVALS} (
     id TEXT PRIMARY KEY, call TEXT NOT NULL, rule TEXT NOT NULL, reason TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'declined', 'used'))
 );
@@ -64,32 +69,32 @@ def always(reason: str) -> Check:
 def approved(conn: sqlite3.Connection, call: str) -> str | None:
     """The id of an approved, unused request for exactly ``call`` (canonical JSON of tool and arguments)."""
     row = conn.execute(
-        "SELECT id FROM approvals WHERE call = ? AND status = 'approved' ORDER BY rowid LIMIT 1", (call,)
+        f"SELECT id FROM {APPROVALS} WHERE call = ? AND status = 'approved' ORDER BY rowid LIMIT 1", (call,)
     ).fetchone()
     return None if row is None else row[0]
 
 
 def use(conn: sqlite3.Connection, request: str) -> None:
-    conn.execute("UPDATE approvals SET status = 'used' WHERE id = ?", (request,))
+    conn.execute(f"UPDATE {APPROVALS} SET status = 'used' WHERE id = ?", (request,))
 
 
 def request(conn: sqlite3.Connection, call: str, rule: str, reason: str) -> str:
     """The waiting request for ``call``: the one already pending, else a new one (``req-1``, ``req-2``, ...)."""
-    row = conn.execute("SELECT id FROM approvals WHERE call = ? AND status = 'pending'", (call,)).fetchone()
+    row = conn.execute(f"SELECT id FROM {APPROVALS} WHERE call = ? AND status = 'pending'", (call,)).fetchone()
     if row is not None:
         return row[0]
-    (count,) = conn.execute("SELECT COUNT(*) FROM approvals").fetchone()
+    (count,) = conn.execute(f"SELECT COUNT(*) FROM {APPROVALS}").fetchone()
     for n in itertools.count(count + 1):  # ids are never reused
         rid = f"{REQUEST_PREFIX}{n}"
-        if conn.execute("SELECT 1 FROM approvals WHERE id = ?", (rid,)).fetchone() is None:
-            conn.execute("INSERT INTO approvals VALUES (?, ?, ?, ?, 'pending')", (rid, call, rule, reason))
+        if conn.execute(f"SELECT 1 FROM {APPROVALS} WHERE id = ?", (rid,)).fetchone() is None:
+            conn.execute(f"INSERT INTO {APPROVALS} VALUES (?, ?, ?, ?, 'pending')", (rid, call, rule, reason))
             return rid
     raise AssertionError("unreachable")
 
 
 def pending(conn: sqlite3.Connection) -> list[dict[str, str]]:
     """The requests waiting for the user, oldest first: id, the call (canonical JSON), rule and reason."""
-    rows = conn.execute("SELECT id, call, rule, reason FROM approvals WHERE status = 'pending' ORDER BY rowid")
+    rows = conn.execute(f"SELECT id, call, rule, reason FROM {APPROVALS} WHERE status = 'pending' ORDER BY rowid")
     return [{"id": r[0], "call": r[1], "rule": r[2], "reason": r[3]} for r in rows]
 
 
@@ -97,12 +102,12 @@ def decide(conn: sqlite3.Connection, tool: str, request_id: Any) -> str | None:
     """Run the user-side ``tool`` on ``request_id``: None when done, else why it cannot be (for the refusal)."""
     if not isinstance(request_id, str):
         return "request_id: must be a string"
-    row = conn.execute("SELECT status FROM approvals WHERE id = ?", (request_id,)).fetchone()
+    row = conn.execute(f"SELECT status FROM {APPROVALS} WHERE id = ?", (request_id,)).fetchone()
     if row is None:
         return f"no approval request {request_id!r}"
     if row[0] != "pending":
         return f"request {request_id!r} is {row[0]}, not waiting"
-    conn.execute("UPDATE approvals SET status = ? WHERE id = ?", (USER_TOOLS[tool], request_id))
+    conn.execute(f"UPDATE {APPROVALS} SET status = ? WHERE id = ?", (USER_TOOLS[tool], request_id))
     return None
 
 

@@ -10,13 +10,15 @@
 - a write may be gated (:mod:`rewardkit.envs.approvals`): a hard gate always refuses it, a soft gate
   runs it only once the user approved that exact call, by a user-side tool;
 - every call, the user's approvals and refusals included, is appended to an ``audit`` table (part of
-  the rollout's record, not of the state: exports and state hashes never read it).
+  the rollout's record, not of the state: exports and state hashes never read it);
+- the harness's own tables live in a database it attaches to the connection (:func:`attach`), so a domain's tables
+  and the writes a simulated tool reports never reach them, whatever they are named.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import re
 import sqlite3
 import threading
 from abc import abstractmethod
@@ -29,18 +31,19 @@ from rewardkit.envs.schemas import not_json, unencodable
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode, ToolError, ToolResult, ToolSpec, canonical
 from rewardkit.envs.tool_calls import ToolCall
 
+HARNESS_DB = approvals.HARNESS_DB  # attached to every connection (attach); every statement below names it
 HARNESS_SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS audit (
+    f"""
+CREATE TABLE {HARNESS_DB}.audit (
     -- tool and arguments as JSON text: what the model sent may not even be valid UTF-8
     seq INTEGER PRIMARY KEY, tool TEXT NOT NULL, arguments TEXT NOT NULL, code TEXT NOT NULL,
     replayed INTEGER NOT NULL DEFAULT 0, side TEXT NOT NULL DEFAULT 'agent', rule TEXT, request TEXT
 );
-CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL, result TEXT NOT NULL);
+CREATE TABLE {HARNESS_DB}.idempotency (key TEXT PRIMARY KEY, call TEXT NOT NULL, result TEXT NOT NULL);
 """
     + approvals.APPROVALS_SCHEMA
 )
-_HARNESS_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", HARNESS_SCHEMA))
+SQLITE_INTEGERS = range(-(2**63), 2**63)  # what SQLite's INTEGER holds; binding a wider int raises OverflowError
 
 # Every in-process database's calls take turns under one lock. SQLite releases the interpreter lock around each
 # statement; with hundreds of rollout threads, each release hands the interpreter to another thread, which asks for
@@ -48,6 +51,26 @@ _HARNESS_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", HARNESS_
 # thread until its turn instead. In-memory calls take microseconds, and the interpreter lock ran them one at a time
 # anyway; an environment whose calls wait on a model (SimulatedEnvironment) keeps a lock of its own.
 DATABASE_LOCK = threading.RLock()
+
+
+def attach(conn: sqlite3.Connection) -> None:
+    """The harness's own tables (audit, idempotency keys, approval requests) on ``conn``, empty, in a database of
+    their own (:data:`HARNESS_DB`, in memory) that no domain schema declares and no simulated write names: a domain
+    may have tables called ``audit`` or ``approvals``, and nothing written to them reaches the record. A copy made
+    with the backup API copies ``main`` only, so each connection attaches its own: an empty one deserialised, about
+    100 us less per rollout than creating its tables."""
+    conn.execute(f"ATTACH DATABASE ':memory:' AS {HARNESS_DB}")
+    conn.deserialize(_empty_harness_db(), name=HARNESS_DB)
+
+
+@functools.cache
+def _empty_harness_db() -> bytes:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"ATTACH DATABASE ':memory:' AS {HARNESS_DB}")
+    conn.executescript(HARNESS_SCHEMA)
+    empty = conn.serialize(name=HARNESS_DB)
+    conn.close()
+    return empty
 
 
 def pending_requests(conn: sqlite3.Connection, lock: threading.RLock) -> list[dict[str, Any]]:
@@ -60,6 +83,17 @@ def pending_requests(conn: sqlite3.Connection, lock: threading.RLock) -> list[di
         tool, arguments = json.loads(request.pop("call"))
         out.append({**request, "tool": tool, "arguments": arguments})
     return out
+
+
+def too_wide(value: Any) -> bool:
+    """True if some integer in ``value`` is past SQLite's 64 bits: a tool binding it would raise OverflowError."""
+    if isinstance(value, int):
+        return value not in SQLITE_INTEGERS
+    if isinstance(value, Mapping):
+        return any(too_wide(v) for v in value.values())
+    if isinstance(value, list):
+        return any(too_wide(v) for v in value)
+    return False
 
 
 class CallingEnvironment(StatefulEnvironment):
@@ -148,11 +182,7 @@ class ToolEnvironment(CallingEnvironment):
             conn.isolation_level = None
             conn.row_factory = sqlite3.Row
             self.conn = conn
-            found = conn.execute(
-                f"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN {_HARNESS_TABLES}"
-            )  # the first statement: SQLite reads the schema here
-            if found.fetchone()[0] < len(_HARNESS_TABLES):  # a template's copy has them: a query, not a script
-                conn.executescript(HARNESS_SCHEMA)
+            attach(conn)
 
     def __enter__(self) -> ToolEnvironment:
         return self
@@ -172,6 +202,8 @@ class ToolEnvironment(CallingEnvironment):
         problem = spec.violation(arguments)
         if problem is None and unencodable(arguments):
             problem = "arguments: strings must be valid Unicode (found a lone surrogate)"
+        if problem is None and too_wide(arguments):  # a JSON Schema "integer" has no bound of its own
+            problem = "arguments: integers must fit in 64 bits (-2**63 to 2**63 - 1)"
         if problem is not None:
             return self._record(name, arguments, ToolResult.error(ResultCode.SCHEMA_VIOLATION, problem))
         key = arguments.pop(IDEMPOTENCY_KEY, None)
@@ -181,7 +213,9 @@ class ToolEnvironment(CallingEnvironment):
         if spec.risk == "read":
             return self._record(name, arguments, self._run(spec, arguments))
         if key is not None:
-            row = self.conn.execute("SELECT call, result FROM idempotency WHERE key = ?", (key,)).fetchone()
+            row = self.conn.execute(
+                f"SELECT call, result FROM {HARNESS_DB}.idempotency WHERE key = ?", (key,)
+            ).fetchone()
             if row is not None:
                 if row["call"] != canonical([name, arguments]):
                     result = ToolResult.error(
@@ -198,7 +232,9 @@ class ToolEnvironment(CallingEnvironment):
             gated, request = self._gate(spec, call, arguments)
             result = gated or self._run(spec, arguments)
             if result.ok and key is not None:  # only successes are remembered: a failed write may be retried
-                self.conn.execute("INSERT INTO idempotency VALUES (?, ?, ?)", (key, call, canonical(result.value)))
+                self.conn.execute(
+                    f"INSERT INTO {HARNESS_DB}.idempotency VALUES (?, ?, ?)", (key, call, canonical(result.value))
+                )
         except BaseException:  # a tool returning what JSON cannot hold, a bug: nothing stays half-written
             self.conn.execute("ROLLBACK")
             raise
@@ -258,7 +294,7 @@ class ToolEnvironment(CallingEnvironment):
     def audit(self) -> list[dict[str, Any]]:
         """Every call so far: sequence number, tool, arguments, result code, idempotent replay or not."""
         with self.lock:
-            rows = self.conn.execute("SELECT * FROM audit ORDER BY seq").fetchall()
+            rows = self.conn.execute(f"SELECT * FROM {HARNESS_DB}.audit ORDER BY seq").fetchall()
         return [
             {"seq": r["seq"], "tool": json.loads(r["tool"]), "arguments": json.loads(r["arguments"]),
              "code": r["code"], "replayed": bool(r["replayed"]), "side": r["side"], "rule": r["rule"],
@@ -280,7 +316,8 @@ class ToolEnvironment(CallingEnvironment):
     ) -> ToolResult:  # fmt: skip
         rule = result.value["error"].get("rule") if not result.ok else None
         self.conn.execute(
-            "INSERT INTO audit (tool, arguments, code, replayed, side, rule, request) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO {HARNESS_DB}.audit (tool, arguments, code, replayed, side, rule, request) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (canonical(name), canonical(arguments), result.code.value, int(replayed), side, rule, request),
         )
         return result

@@ -29,7 +29,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from rewardkit.envs.harness import ToolEnvironment
-from rewardkit.envs.memory import MemoryError_, apply_writes, open_memory
+from rewardkit.envs.memory import MemoryError_, apply_writes, open_memory, unstorable
 from rewardkit.envs.schemas import first_error
 from rewardkit.envs.sqlite_env import Tables
 from rewardkit.envs.tool import ResultCode, ToolResult, ToolSpec
@@ -77,7 +77,7 @@ def answer_problem(call: SimCall, answer: Any) -> str | None:
         return f"{call.tool.name} is a read tool: it changes nothing, so its writes must be []"
     with _undone(call.conn):
         try:
-            apply_writes(call.conn, writes)
+            apply_writes(call.conn, writes, call.tables.names)
         except MemoryError_ as exc:
             return f"the writes do not fit the memory: {exc}"
         return contradiction(call.conn, answer["result"], call.tables.names)  # the memory after the writes
@@ -94,13 +94,14 @@ def _undone(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("RELEASE rewardkit_try")
 
 
-def _keys(conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, list[str]]:
-    """Table -> its primary key's columns, for the domain's tables ``names`` that have one."""
+def _tables(conn: sqlite3.Connection, names: Sequence[str]) -> dict[str, tuple[list[str], set[str]]]:
+    """Table -> (its primary key's columns, all its columns), for the domain's tables ``names`` that have a key."""
     out = {}
     for table in names:
-        key = [r[1] for r in sorted(conn.execute(f'PRAGMA table_info("{table}")'), key=lambda r: r[5]) if r[5]]
+        info = sorted(conn.execute(f'PRAGMA table_info("{table}")'), key=lambda r: r[5])
+        key = [r[1] for r in info if r[5]]
         if key:
-            out[table] = key
+            out[table] = (key, {r[1] for r in info})
     return out
 
 
@@ -112,24 +113,40 @@ def _objects(value: Any) -> list[Mapping[str, Any]]:
     return []
 
 
+def _row_of(found: Mapping[str, Any], tables: Mapping[str, tuple[list[str], set[str]]]) -> list[str]:
+    """The tables ``found`` is read as a row of: of those whose whole primary key it carries, the ones whose columns
+    hold the most of its keys (an appointment carrying its slot's ``slot_id`` is an appointment, not a slot)."""
+    fits = {t: len(found.keys() & names) for t, (key, names) in tables.items() if all(k in found for k in key)}
+    most = max(fits.values(), default=0)
+    return [t for t, n in fits.items() if n == most]
+
+
+def _disagreement(conn: sqlite3.Connection, table: str, key: Sequence[str], found: Mapping[str, Any]) -> str | None:
+    """Where ``found`` disagrees with the row of ``table`` its key names, or None (also when no row has it)."""
+    if any(unstorable(found[k]) for k in key):  # a list, a lone surrogate: SQLite holds no row with such a key
+        return None
+    where = " AND ".join(f'"{k}" = ?' for k in key)
+    row = conn.execute(f'SELECT * FROM "{table}" WHERE {where}', tuple(found[k] for k in key)).fetchone()
+    for column in row.keys() if row is not None else ():
+        if column in found and found[column] != row[column]:
+            named = ", ".join(f"{k} {found[k]!r}" for k in key)
+            return (
+                f"the result says {table} {named} has {column} {found[column]!r}, but the memory holds "
+                f"{row[column]!r}: answer from the memory as it is now"
+            )
+    return None
+
+
 def contradiction(conn: sqlite3.Connection, result: Any, names: Sequence[str]) -> str | None:
-    """Where ``result`` says something of a row the memory holds otherwise, or None: every object in it that carries
-    a table's whole primary key of a row in the memory must agree with that row on the columns both have (a read
-    after a write must see the write)."""
-    keys = _keys(conn, names)
+    """Where ``result`` says something of a row the memory holds otherwise, or None (a read after a write must see the
+    write). Every object in it is read as a row of the table whose whole primary key it carries and whose columns
+    hold the most of its keys (:func:`_row_of`), and must agree with that table's row on the columns both have; an
+    object that fits several tables equally is refused only when it disagrees with each of them."""
+    tables = _tables(conn, names)
     for found in _objects(result):
-        for table, key in keys.items():
-            if not all(k in found for k in key):
-                continue
-            where = " AND ".join(f'"{k}" = ?' for k in key)
-            row = conn.execute(f'SELECT * FROM "{table}" WHERE {where}', tuple(found[k] for k in key)).fetchone()
-            if row is None:
-                continue
-            for column in row.keys():  # noqa: SIM118 - a sqlite3.Row iterates over its values
-                if column in found and found[column] != row[column]:
-                    named = ", ".join(f"{k} {found[k]!r}" for k in key)
-                    return (f"the result says {table} {named} has {column} {found[column]!r}, but the memory holds "
-                            f"{row[column]!r}: answer from the memory as it is now")  # fmt: skip
+        problems = [_disagreement(conn, t, tables[t][0], found) for t in _row_of(found, tables)]
+        if problems and all(problems):
+            return problems[0]
     return None
 
 
@@ -149,11 +166,13 @@ def _mapped(mapping: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[st
     return out
 
 
-def _row(conn: sqlite3.Connection, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
-    where = " AND ".join(f'"{k}" = ?' for k in key) or "1"
-    found = conn.execute(f'SELECT * FROM "{table}" WHERE {where} ORDER BY rowid LIMIT 1', tuple(key.values()))
-    row = found.fetchone()
-    return None if row is None else dict(row)
+def _rows(conn: sqlite3.Connection, table: str, where: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of ``table`` whose columns equal ``where``'s values, in insertion order; a value SQLite cannot hold (a
+    list the arguments' schema let through) equals no column's."""
+    if any(unstorable(v) for v in where.values()):
+        return []
+    clause = " AND ".join(f'"{k}" = ?' for k in where) or "1"
+    return [dict(r) for r in conn.execute(f'SELECT * FROM "{table}" WHERE {clause} ORDER BY rowid', (*where.values(),))]
 
 
 def _next_id(conn: sqlite3.Connection, table: str, spec: Mapping[str, Any]) -> str:
@@ -171,7 +190,7 @@ def by_rule(call: SimCall) -> dict[str, Any]:
     answer = _by_rule(call)
     with _undone(call.conn):
         try:
-            apply_writes(call.conn, answer.get("writes") or [])
+            apply_writes(call.conn, answer.get("writes") or [], call.tables.names)
         except MemoryError_ as exc:
             return {"ok": False, "code": ResultCode.PRECONDITION_FAILED.value, "message": str(exc)}
     return answer
@@ -187,10 +206,7 @@ def _by_rule(call: SimCall) -> dict[str, Any]:
     op = next(k for k in ("get", "list", "update", "insert", "upsert") if k in rule)
     table = rule[op]
     if op == "list":
-        where = _mapped(rule.get("where") or {}, args)
-        clause = " AND ".join(f'"{k}" = ?' for k in where) or "1"
-        rows = conn.execute(f'SELECT * FROM "{table}" WHERE {clause} ORDER BY rowid', tuple(where.values()))
-        return {"ok": True, "result": [dict(r) for r in rows], "writes": []}
+        return {"ok": True, "result": _rows(conn, table, _mapped(rule.get("where") or {}, args)), "writes": []}
     if op in ("insert", "upsert"):
         values = _mapped(rule.get("values") or {}, args)
         if "id" in rule:
@@ -198,7 +214,7 @@ def _by_rule(call: SimCall) -> dict[str, Any]:
         write = {"op": op, "table": table, "values": values}
         return {"ok": True, "result": values, "writes": [write]}
     key = _mapped(rule.get("key") or {}, args)
-    found = _row(conn, table, key)
+    found = next(iter(_rows(conn, table, key)), None)
     if found is None:
         said = ", ".join(f"{k} {v!r}" for k, v in key.items())
         return {"ok": False, "code": ResultCode.NOT_FOUND.value, "message": f"no {table} row with {said}"}
@@ -262,7 +278,7 @@ class SimulatedEnvironment(ToolEnvironment):
         if not answer["ok"]:
             return ToolResult.error(ResultCode(answer["code"]), answer["message"])
         try:
-            apply_writes(self.conn, answer.get("writes") or [])
+            apply_writes(self.conn, answer.get("writes") or [], sim.tables.names)
         except MemoryError_ as exc:  # checked above: only a write racing its own check lands here
             return ToolResult.error(ResultCode.PRECONDITION_FAILED, str(exc))
         return ToolResult(ResultCode.OK, answer["result"])

@@ -17,7 +17,8 @@ returning them, or the path of a file that ``read_seed`` turns into them (by def
 By default the hashed state is each table's rows as a multiset: sorted by their canonical JSON, without rowids. A
 domain whose data has a nested format of its own (tau2's db.json) gives ``read_seed`` (that format -> rows) and a
 :class:`Nested` (rows -> that format, entity by entity): its export is that format, and its hash that of the export
-with null-valued keys dropped. Tables must have rowids (no ``WITHOUT ROWID``). docs/domains.md writes a domain on it.
+with null-valued keys dropped. Tables must have rowids (no ``WITHOUT ROWID``), and no name in a schema may start with
+``_rewardkit_`` (:func:`load_schema`). docs/domains.md writes a domain on it.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.harness import DATABASE_LOCK, HARNESS_SCHEMA, ToolEnvironment, pending_requests
+from rewardkit.envs.harness import DATABASE_LOCK, ToolEnvironment, attach, pending_requests
+from rewardkit.envs.schema_sql import check_schema_sql
 from rewardkit.envs.tool import ToolSpec
 
 Rows = Mapping[str, Sequence[Mapping[str, Any]]]
-DIRTY = "_rewardkit_dirty"  # (kind, id) of every row or entity a write touched since the copy was made
-ROWID = "_rewardkit_rowid"  # selected beside a row's columns to find it again; never part of its state
+RESERVED = "_rewardkit_"  # what the harness keeps beside a domain's tables, in ``main``: no schema may take it
+DIRTY = f"{RESERVED}dirty"  # (kind, id) of every row or entity a write touched since the copy was made
+ROWID = f"{RESERVED}rowid"  # selected beside a row's columns to find it again; never part of its state
 
 
 def connect() -> sqlite3.Connection:
@@ -50,6 +53,39 @@ def connect() -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA recursive_triggers = ON")
     return conn
+
+
+def load_schema(conn: sqlite3.Connection, schema: str) -> None:
+    """Run a domain's ``schema`` (a Python domain's tables, a spec domain's memory) on ``conn``; a
+    :class:`DomainDataError` when it holds anything but table and index definitions (:func:`check_schema_sql`, once
+    per schema text) or takes a name the harness keeps: one starting with :data:`RESERVED` (the dirty marks and their
+    triggers live beside the domain's tables)."""
+    _checked(schema)
+    conn.executescript(schema)
+    taken = _reserved(conn)
+    if taken is not None:
+        raise DomainDataError(
+            f"the schema's {taken} takes a name the harness keeps for itself (names starting with "
+            f"{RESERVED}); rename it"
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(schema: str) -> None:
+    check_schema_sql(schema, "the domain's schema")
+
+
+def _reserved(conn: sqlite3.Connection) -> str | None:
+    """The first object or column of ``conn``'s schema named with the reserved prefix (SQLite's names ignore case)."""
+    found = conn.execute("SELECT type, name FROM sqlite_master UNION ALL SELECT type, name FROM sqlite_temp_master")
+    for kind, name in found.fetchall():
+        if name.lower().startswith(RESERVED):
+            return f"{kind} {name!r}"
+        columns = conn.execute("SELECT name FROM pragma_table_info(?)", (name,)) if kind == "table" else ()
+        for (column,) in columns:
+            if column.lower().startswith(RESERVED):
+                return f"column {column!r} of table {name}"
+    return None
 
 
 def canonical(value: Any) -> str:
@@ -168,7 +204,7 @@ class Tables:
     def names(self) -> list[str]:
         """The schema's tables."""
         conn = connect()
-        conn.executescript(self.schema)
+        load_schema(conn, self.schema)
         found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")
         return [r["name"] for r in found]
 
@@ -205,13 +241,13 @@ class Tables:
         if unknown:
             raise DomainDataError(f"{where}: tables {unknown} are not in the schema (tables: {', '.join(self.names)})")
         conn = connect()
-        conn.executescript(self.schema)
+        load_schema(conn, self.schema)
         conn.execute("BEGIN")
         for table, table_rows in rows.items():
             _insert(conn, table, table_rows, where)
         conn.execute("COMMIT")
         _track(conn, self._owners)
-        conn.executescript(HARNESS_SCHEMA)  # so that every copy has the harness's own tables already
+        attach(conn)  # the template's (empty) approval requests are every fresh copy's: ``fresh_requests``
         return conn, self._snapshot(conn)
 
     def _snapshot(self, conn: sqlite3.Connection) -> _Snapshot:
