@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sqlite3
 import sys
 from collections.abc import Mapping
@@ -75,10 +76,16 @@ def _port(text: str) -> int:
     return port
 
 
+# A sentence ends at 。！？, or at . ! ? before a capital, a digit or the line's end; not at the last dot of an
+# abbreviation written with dots ("e.g.", "i.e."), and not at a dot before a small letter ("etc. and").
+_SENTENCE_END = re.compile(r"[。！？]|(?<!\.\w)[.!?](?=\s+[A-Z0-9\"'(\[]|\s*$)")
+
+
 def _first_sentence(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    head, dot, _ = line.partition(". ")
-    return head + dot.strip()
+    """The first sentence of the first line of ``text``; the whole line when no sentence ends in it."""
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    end = _SENTENCE_END.search(line)
+    return line[: end.end()] if end is not None else line
 
 
 def cmd_env_tools(args: argparse.Namespace) -> int:

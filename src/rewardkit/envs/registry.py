@@ -8,12 +8,11 @@ It sits above every domain module: they import the contract (:mod:`rewardkit.env
 from __future__ import annotations
 
 import importlib
-import re
 from pathlib import Path
 from typing import Any
 
 from rewardkit.envs.domain import Domain, DomainDataError
-from rewardkit.envs.spec_domain import SPEC_FILE, load_spec
+from rewardkit.envs.spec_domain import DOMAIN_NAME, SPEC_FILE, load_spec
 
 # Built-in domains, imported on first use so that loading one costs nothing for the others.
 BUILTIN: dict[str, str] = {
@@ -98,13 +97,12 @@ def _from_path(ref: str) -> Domain:
 STARTER = Path(__file__).parent / "starter"  # the domain `rewardkit env new` writes: a lending library
 STARTER_FILES = ("__init__.py", "tasks.json", "guidelines.md")
 _STARTER_NAME = 'name="library"'
-_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 def new_domain(name: str, out: Path) -> list[Path]:
     """Write the starter domain, named ``name``, into the new folder ``out``; return the files written. It
     passes ``rewardkit env check`` and trains in the tiny chain as it is (``tests/test_env_new.py``)."""
-    if not _NAME.fullmatch(name):
+    if not DOMAIN_NAME.fullmatch(name):
         raise DomainError(f"domain name {name!r}: use lower-case letters, digits and _, starting with a letter")
     if name in BUILTIN or name in _entry_points():  # it would shadow that domain, or be shadowed, by load order
         raise DomainError(f"domain name {name!r} is taken by a built-in or installed domain; pick another name")

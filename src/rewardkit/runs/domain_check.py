@@ -26,6 +26,7 @@ from jsonschema.exceptions import SchemaError
 
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.outcomes import run_gold
+from rewardkit.envs.spec_domain import SPEC_FILE
 from rewardkit.envs.tasks import (
     error_text,
     expected_outputs,
@@ -36,7 +37,7 @@ from rewardkit.envs.tasks import (
 )
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
-from rewardkit.runs.domain_data_check import guidelines_check, ids_check, policy_check, splits_check
+from rewardkit.runs.domain_data_check import guidelines_check, ids_check, is_spec, policy_check, splits_check
 from rewardkit.testing.report import Check, safe_text
 
 
@@ -100,20 +101,23 @@ def check_domain(ref: str, tasks: Mapping[str, Any] | None = None) -> DomainRepo
         domain = replace(domain, tasks=lambda: tasks, data_files=())
     tasks = domain.tasks()
     golds = {task_id: replay_gold(domain, task) for task_id, task in tasks.items()}
-    reward = TaskCompletion()
-    checks = [*map(schema_check, domain.tools.values())]
+    reward, from_spec = TaskCompletion(), is_spec(domain)
+    keys = [f"{SPEC_FILE}'s tools[{i}]" if from_spec else None for i in range(len(domain.tools))]
+    checks = [*map(schema_check, domain.tools.values(), keys)]
     checks += [idempotency_check(spec) for spec in domain.tools.values() if spec.risk == "write"]
     checks += [gold_check(i, g) for i, g in golds.items()]
     checks += [outputs_check(i, tasks[i], g) for i, g in golds.items() if g.texts is not None]
     scored = [episode_checks(reward, ref, i, tasks[i]) for i, g in golds.items() if g.writes and g.scorable]
     checks += [nothing for nothing, _ in scored] + [said for _, said in scored]
-    checks += [ids_check(domain, tasks), splits_check(splits, tasks), policy_check(domain.policy())]
-    checks.append(guidelines_check(domain.guidelines() if domain.guidelines is not None else None))
+    checks += [ids_check(domain, tasks), splits_check(splits, tasks, from_spec)]
+    checks.append(policy_check(domain.policy(), from_spec))
+    checks.append(guidelines_check(domain.guidelines() if domain.guidelines is not None else None, from_spec))
     return DomainReport(ref, tuple(checks))
 
 
-def schema_check(spec: Any) -> Check:
-    """The tool's parameters are a JSON Schema (Draft 2020-12) and its OpenAI spec has a non-empty description."""
+def schema_check(spec: Any, key: str | None = None) -> Check:
+    """The tool's parameters are a JSON Schema (Draft 2020-12) and its OpenAI spec has a non-empty description;
+    ``key`` is where a spec declares the tool (``domain.json's tools[3]``), for the fix."""
     name = f"schema:{spec.name}"
     try:
         Draft202012Validator.check_schema(spec.parameters)
@@ -121,6 +125,8 @@ def schema_check(spec: Any) -> Check:
         return Check(name, False, f"parameters is not a valid JSON Schema: {exc.message}")
     description = (spec.openai().get("function") or {}).get("description")
     if not isinstance(description, str) or not description.strip():
+        if key is not None:
+            return Check(name, False, f"{key}.description is blank: the model would not know what the tool does")
         return Check(name, False, "the OpenAI spec has no description: the model would not know what the tool does")
     return Check(name, True, f"valid JSON Schema; {description.strip()[:80]}")
 

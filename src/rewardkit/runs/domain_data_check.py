@@ -1,5 +1,8 @@
 """The checks of ``rewardkit env check`` on a domain's data as a whole: its task ids, its splits, its policy and its
-user simulator's guidelines (the per-task and per-tool checks are in :mod:`rewardkit.runs.domain_check`)."""
+user simulator's guidelines (the per-task and per-tool checks are in :mod:`rewardkit.runs.domain_check`).
+
+A finding says how to fix it where the domain declares it: a domain given as a spec (:func:`is_spec`) by the keys of
+its ``domain.json``, whose author writes no Python; any other domain by the arguments of its ``Domain``."""
 
 from __future__ import annotations
 
@@ -10,7 +13,13 @@ from itertools import combinations
 from typing import Any
 
 from rewardkit.envs import Domain
+from rewardkit.envs.spec_domain import SPEC_FILE
 from rewardkit.testing.report import Check
+
+
+def is_spec(domain: Domain) -> bool:
+    """Whether ``domain`` is given as a spec (``domain.json``): its tools answered from each task's memory."""
+    return domain.simulation is not None
 
 
 def _tasks_file_ids(domain: Domain) -> list[tuple[str, Counter[str]]]:
@@ -44,19 +53,36 @@ def ids_check(domain: Domain, tasks: Mapping[Any, Any]) -> Check:
     return Check("ids", True, f"{len(tasks)} tasks, each id once")
 
 
-def policy_check(policy: Any) -> Check:
+def policy_check(policy: Any, spec: bool = False) -> Check:
     """The agent's system prompt says something."""
-    if not isinstance(policy, str) or not policy.strip():
-        return Check("policy", False, f"policy() returns {policy!r:.40}: the agent would get no rules")
-    return Check("policy", True, f"{len(policy)} characters")
+    if isinstance(policy, str) and policy.strip():
+        return Check("policy", True, f"{len(policy)} characters")
+    if spec:
+        why = f"the file {SPEC_FILE}'s policy names is blank: the agent would get no rules; write them in it"
+        return Check("policy", False, why)
+    return Check("policy", False, f"policy() returns {policy!r:.40}: the agent would get no rules")
 
 
-def guidelines_check(guidelines: Any) -> Check:
-    """The user simulator's guidelines say something (an LLM user cannot play the domain without them)."""
-    if not isinstance(guidelines, str) or not guidelines.strip():
-        return Check("guidelines", False, f"guidelines is {guidelines!r:.40}: an LLM user simulator would get no "
-                                          "part to play; give the Domain guidelines=")  # fmt: skip
-    return Check("guidelines", True, f"{len(guidelines)} characters")
+def guidelines_check(guidelines: Any, spec: bool = False) -> Check:
+    """The user simulator's guidelines say something (an LLM user cannot play the domain without them); a spec's
+    are optional (the scripted user plays its tasks without them)."""
+    if isinstance(guidelines, str) and guidelines.strip():
+        return Check("guidelines", True, f"{len(guidelines)} characters")
+    if spec and guidelines is None:
+        why = (
+            f"none (optional): the scripted user plays the tasks; for an LLM user, name a file of how to play "
+            f"the user in {SPEC_FILE}'s guidelines"
+        )
+        return Check("guidelines", True, why)
+    part = "an LLM user simulator would get no part to play"
+    if spec:
+        return Check(
+            "guidelines",
+            False,
+            f"the file {SPEC_FILE}'s guidelines names is blank: {part}; write in it "
+            f"how to play the user, or drop {SPEC_FILE}'s guidelines",
+        )
+    return Check("guidelines", False, f"guidelines is {guidelines!r:.40}: {part}; give the Domain guidelines=")
 
 
 def _few(ids: list[str]) -> str:
@@ -83,12 +109,14 @@ def _split_problems(splits: Mapping[str, list[str]], tasks: Mapping[str, Any]) -
 
 
 def _whole(splits: Mapping[str, list[str]], tasks: Mapping[str, Any]) -> set[str]:
-    """The split that holds every task and nothing else, when it is the only such split and not the only split."""
+    """The split that holds every task and nothing else, when it is the only such split and another split holds
+    tasks (a train split of every task beside an empty test split is the partition, not a whole set beside it)."""
     full = [n for n, ids in splits.items() if set(ids) == set(tasks)]
-    return set(full) if len(full) == 1 and len(splits) > 1 else set()
+    others = any(ids for n, ids in splits.items() if n not in full)
+    return set(full) if len(full) == 1 and others else set()
 
 
-def splits_check(splits: Any, tasks: Mapping[Any, Any]) -> Check:
+def splits_check(splits: Any, tasks: Mapping[Any, Any], spec: bool = False) -> Check:
     """``splits()`` names only existing tasks, each once per split; the splits are disjoint and cover every task."""
     if not isinstance(splits, Mapping) or not all(isinstance(ids, list) for ids in splits.values()):
         return Check("splits", False, f"splits() must map split names to lists of task ids, got {splits!r:.60}")
@@ -96,7 +124,8 @@ def splits_check(splits: Any, tasks: Mapping[Any, Any]) -> Check:
     by_id = {str(k): t for k, t in tasks.items()}
     problems = list(_split_problems(named, by_id))
     if problems:
-        return Check("splits", False, "; ".join(problems))
+        where = f"{SPEC_FILE}'s splits (split name -> task ids): " if spec else ""
+        return Check("splits", False, where + "; ".join(problems))
     whole = _whole(named, by_id)
     sizes = ", ".join(f"{n} {len(ids)}" for n, ids in named.items() if n not in whole)
     note = f"; {', '.join(whole)} holds all {len(by_id)} (the whole set, not part of the partition)" if whole else ""
