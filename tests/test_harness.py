@@ -15,7 +15,7 @@ from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.specs import TOOLS
-from rewardkit.envs.tool import ResultCode
+from rewardkit.envs.tool import ResultCode, ToolSpec
 from rewardkit.envs.tool_calls import ToolCall
 
 CANCEL = {"order_id": "#W6779827", "reason": "no longer needed"}  # pending, paid by gift card
@@ -203,3 +203,25 @@ def test_any_arguments_give_a_structured_result(tool: str, values: dict, ids: li
         assert isinstance(result.value, str) or json.loads(result.text()) == result.value
         if not result.ok:
             assert env.state_hash() == before
+
+
+@pytest.mark.parametrize(
+    ("parameters", "loops"),
+    [
+        ({"$ref": "#"}, True),  # the root is its own subschema, on the same value
+        ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, True),
+        ({"type": "object", "properties": {"child": {"$ref": "#"}}}, False),  # steps into .child: a tree, finite
+        ({"type": "object", "properties": {"a": {"$ref": "#/$defs/s"}}, "$defs": {"s": {"type": "string"}}}, False),
+    ],
+)
+def test_a_schema_whose_refs_loop_on_the_same_value_is_refused_when_the_tool_is_built(
+    parameters: dict[str, Any], loops: bool
+) -> None:
+    def build() -> ToolSpec:
+        return ToolSpec("t", "A tool.", parameters, "read", lambda conn: None)
+
+    if loops:
+        with pytest.raises(ValueError, match="leads back to itself"):
+            build()
+    else:  # a recursive schema that steps into the value validates, deep values included
+        assert build().violation({"child": {"child": {}}}) is None

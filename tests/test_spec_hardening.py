@@ -248,6 +248,19 @@ CASES = [
     ),
     ("returns-ref-nowhere", tool(0, returns={"$ref": "#/definitions/item"}), ["tools[0].returns", "#/definitions"]),
     ("returns-ref-number", tool(0, returns={"$ref": 5}), ["tools[0].returns"]),
+    # A $ref loop that never steps into the value: validating anything against it would recurse without end.
+    ("returns-ref-self", tool(0, returns={"$ref": "#"}), ["tools[0].returns", "leads back to itself"]),
+    (
+        "parameters-refs-each-other",
+        tool(
+            1,
+            parameters={
+                **_params([], item_id={"$ref": "#/$defs/a"}),
+                "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}},
+            },
+        ),
+        ["tools[1].parameters", "leads back to itself"],
+    ),
     ("tool-twice", lambda s: s["tools"].append(dict(s["tools"][0])), ["tools[0]", "tools[5]", "get_item"]),
     ("rule-list", tool(0, rule=[]), ["tools[0].rule"]),
     ("rule-string", tool(0, rule="get"), ["tools[0].rule"]),

@@ -37,6 +37,7 @@ from referencing.jsonschema import DRAFT202012
 from rewardkit.envs.domain import Domain, DomainDataError
 from rewardkit.envs.memory import MemoryError_, columns, open_memory, tables
 from rewardkit.envs.schema_sql import check_schema_sql
+from rewardkit.envs.schemas import DATA_KEYWORDS, ref_loop
 from rewardkit.envs.simulated import Simulation
 from rewardkit.envs.sqlite_env import Tables
 from rewardkit.envs.tool import ToolSpec
@@ -58,7 +59,6 @@ DOMAIN_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # as `rewardkit env new` take
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as OpenAI function calling takes it
 LANGUAGE = re.compile(r"[a-z]{2,3}(?:[-_][A-Za-z0-9]{1,8})*")  # en, zh, pt-BR
 MAX_ID_WIDTH = 20
-_DATA_KEYWORDS = ("const", "enum", "default", "examples")  # their values are data: a "$ref" in them is no ref
 
 
 def _not_run(*_: Any, **__: Any) -> Any:  # the simulation answers every call; the harness never calls a tool's fn
@@ -252,7 +252,7 @@ def _ref_problem(schema: Any) -> str | None:
                 resolver.lookup(ref)
         except (Unresolvable, ValueError):  # ValueError: an $id or a $ref that is no URI
             return f"$ref {ref!r:.80} points to nothing in the schema (refs like '#/$defs/name' are read)"
-        stack += [(value, resolver) for key, value in node.items() if key not in _DATA_KEYWORDS]
+        stack += [(value, resolver) for key, value in node.items() if key not in DATA_KEYWORDS]
     return None
 
 
@@ -262,7 +262,7 @@ def _json_schema(value: Any, at: str) -> Any:
         raise DomainDataError(f"{at}: must be a JSON Schema (an object), got {kind(value)}")
     try:
         Draft202012Validator.check_schema(value)
-        problem = _ref_problem(value)
+        problem = _ref_problem(value) or ref_loop(value)
     except SchemaError as exc:
         problem = f"not a JSON Schema: {' '.join(exc.message.split())[:200]}"
     except RecursionError:

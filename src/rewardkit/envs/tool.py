@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 
 from rewardkit.envs import approvals
 from rewardkit.envs.approvals import Gate
-from rewardkit.envs.schemas import first_error
+from rewardkit.envs.schemas import first_error, ref_loop
 
 
 @runtime_checkable
@@ -76,6 +76,9 @@ class ToolSpec:
 
     def __post_init__(self) -> None:
         Draft202012Validator.check_schema(self.parameters)
+        loop = ref_loop(self.parameters)
+        if loop is not None:  # validating the agent's arguments would never end
+            raise ValueError(f"tool {self.name!r}: parameters: {loop}")
         if self.gates and self.risk != "write":
             raise ValueError(f"tool {self.name!r}: only a write can be gated (risk is {self.risk!r})")
         if self.name in approvals.USER_TOOLS:  # the user's side: no agent tool may take the name

@@ -25,14 +25,12 @@ import yaml
 from rewardkit.config import ENV_VAR
 from rewardkit.files.jsonl import kind
 from rewardkit.recipes.schedule import DEFAULT_GENERATIONS
+from rewardkit.runs.audit import MAX_WEIGHT
 
 
 class RecipeError(ValueError):
     """The recipe cannot be linted: not found, not YAML, no rewards, an unknown key, a weight that means nothing
     (a usage error: exit 2)."""
-
-
-MAX_WEIGHT = 1e6  # |weight| at most this, so that weight x score and their sum over the rewards stay finite
 
 
 @dataclass(frozen=True)

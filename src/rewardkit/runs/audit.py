@@ -31,7 +31,7 @@ class AuditError(ValueError):
 
 
 RUN_FILES = ("args.json", "logging.jsonl", "completions.jsonl", FILE)  # what ms-swift and the diagnostics write
-MAX_WEIGHT = 1e6  # as lint RECIPE: weight x score and their sums stay finite
+MAX_WEIGHT = 1e6  # |a reward weight| at most this (audit, lint RECIPE): weight x score and their sums stay finite
 COUNTS = ("requests", "retries", "failures", "cache_hits", "errors", "prompt_tokens", "completion_tokens")
 _BAD = object()  # a cell that is not what its column holds
 
