@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = Callable[[dict[str, Any]], "str | None"] | str | None
+Reply = Callable[[dict[str, Any]], Any] | str | None  # the content: text, or any JSON a model's server may send
 Faults = Callable[[dict[str, Any]], str] | Sequence[str] | None
 
 # Transport and server faults: what a client must retry, then count as infrastructure.
@@ -113,8 +113,10 @@ def _body(fault: str, content: str | None, model: str, n: int) -> tuple[dict[str
 class SimServer:
     """Chat completions with optional delay, first-N failures, hangs and scheduled faults; counts what it sees.
 
-    ``reply(body)`` may return None or "" to test empty-reply handling. ``hang_s`` sleeps that
-    long (longer than the client's timeout) before answering; closing the server wakes sleepers.
+    ``reply(body)`` may return None or "" to test empty-reply handling, or any JSON value as the content;
+    ``calls(body)``, when given, is the message's ``tool_calls`` (any JSON). A request body that is not UTF-8 gets
+    vLLM's 400. ``hang_s`` sleeps that long (longer than the client's timeout) before answering; closing the server
+    wakes sleepers.
     ``faults`` names the fault each request gets (by arrival order, "ok" past its end, or from the
     request body); ``models``: the names it serves (None: any, and no model list).
     """
@@ -126,6 +128,7 @@ class SimServer:
         fail_first: int = 0,
         status: int = 500,
         reply: Reply = None,
+        calls: Callable[[dict[str, Any]], Any] | None = None,
         hang_s: float = 0.0,
         message: str = "simulated failure",
         faults: Faults = None,
@@ -146,6 +149,7 @@ class SimServer:
         self.fail_first = fail_first
         self.status = status
         self.reply = reply if reply is not None else default_reply
+        self.calls = calls
         self.hang_s = hang_s
         self.faults, self.slow_s = faults, slow_s
         self.models = list(models) if models is not None else None
@@ -222,6 +226,8 @@ class SimServer:
                 return 200, None
             content = self.reply if isinstance(self.reply, str) else self.reply(body)
             answer = _body(fault, content, body.get("model", "sim"), n)[0]
+            if self.calls is not None:
+                answer["choices"][0]["message"]["tool_calls"] = self.calls(body)
             if self.usage:  # a token per word: what the client's ledger must add up to
                 prompt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
                 answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": len((content or "").split())}
@@ -256,8 +262,8 @@ class SimServer:
                     self._send(404, _error(f"no route {self.path}", "not_found"))
                     return
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except json.JSONDecodeError as exc:
+                    body = json.loads((self.rfile.read(length) or b"{}").decode("utf-8"))  # strict, as vLLM reads it
+                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                     self._send(400, _error(f"bad JSON: {exc}", "invalid_request_error"))
                     return
                 self._send(*server._answer(body))

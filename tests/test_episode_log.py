@@ -59,6 +59,19 @@ def test_append_writes_one_line_per_record_and_resume_reads_them(tmp_path: Path)
     assert sorted((r["task_id"], r["trial"]) for r in again.records()) == [("1", 0), ("1", 1)]
 
 
+def test_a_lone_surrogate_is_written_escaped_and_read_back(tmp_path: Path) -> None:
+    """A model's text may hold a lone surrogate (``json.loads`` makes one of ``"\\ud800"``); its record is written
+    as UTF-8, the surrogate escaped, and resuming reads it back as it was (it used to stop the run)."""
+    path = tmp_path / "episodes.jsonl"
+    lone = chr(0xD800)
+    sent = record("1", messages=[{"role": "assistant", "content": f"café {lone}"}], tools={f"get{lone}": 1})
+    with EpisodeLog(path, RUN, resume=False) as log:
+        log.append(sent)
+    assert path.read_bytes().decode("utf-8").count("\\ud800") == 2
+    with EpisodeLog(path, RUN, resume=True) as again:
+        assert again.records() == [sent]
+
+
 def test_existing_log_without_resume_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "episodes.jsonl"
     write_lines(path, [json.dumps(record("1"))])

@@ -237,6 +237,16 @@ def test_plots_are_png(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp.png", "eval.png"]  # no temporary left behind
 
 
+@pytest.mark.parametrize("tool", ["$\\foo$", "order" + chr(0xD800)])
+def test_a_tool_name_a_model_made_up_is_drawn_as_written(tmp_path: Path, tool: str) -> None:
+    """The tools' bars are labelled with the names the agent called, unknown ones too: no name is math (mathtext
+    refused "$\\foo$" as a bad title), and a lone surrogate, which matplotlib cannot take, is shown escaped."""
+    records = run({"1": [1]})
+    records[0]["tools"] = {tool: 1, "get_order": 2}
+    plot_eval(summarize_episodes(records), task_stats(records), tmp_path / "eval.png", title="test")
+    assert (tmp_path / "eval.png").read_bytes()[:8] == PNG
+
+
 # -- the CLI -----------------------------------------------------------------------------------------------------
 def test_cli_compare_subprocess(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "a.jsonl", run(A))

@@ -55,6 +55,24 @@ def test_a_refused_answer_is_sent_back_with_its_problem() -> None:
     assert "n must be > 0" in third[2]["content"] and "no JSON object" in third[4]["content"]
 
 
+LONE = chr(0xD800)  # a lone surrogate, as json.loads makes one of "\ud800"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['{"n": 1, "note": "\\ud800"}', '{"n": 1, "\\udc00": 1}', f'<think>{LONE}</think>{{"n": 1}}'],
+    ids=["escaped-in-a-value", "escaped-in-a-key", "in-the-text"],
+)
+def test_an_answer_with_a_lone_surrogate_is_refused_and_asked_again(tmp_path: Path, answer: str) -> None:
+    """Every role's rule, before its own check: an answer no store, log or report could hold is refused."""
+    answers = iter([answer, '{"n": 2}'])
+    with SimServer(reply=lambda body: next(answers)) as server:
+        role = JsonRole("judge", server.base_url, "sim", cache=ReplyStore(tmp_path / "roles.sqlite"))
+        assert role.ask([{"role": "user", "content": "n?"}], positive) == {"n": 2}
+        again = server.requests[1]["messages"]
+    assert role.ledger.summary()["invalid"] == 1 and "lone surrogate" in again[-1]["content"]
+
+
 def test_an_answer_never_accepted_is_a_role_error() -> None:
     with SimServer(reply='{"n": 0}') as server:
         role = JsonRole("judge", server.base_url, "sim", attempts=2)

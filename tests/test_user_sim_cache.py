@@ -53,6 +53,18 @@ def test_identical_dialogue_is_served_from_the_cache(tmp_path: Path) -> None:
     assert len(rows) == 5 and "My email is a@b.c" in {reply for _, reply in rows}
 
 
+def test_a_dialogue_holding_a_lone_surrogate_is_sent_and_cached(tmp_path: Path) -> None:
+    """The agent's text may hold a lone surrogate (a model's "\\ud800"): it is part of the key like any text, and goes
+    to the simulator escaped, as UTF-8 (the server reads it strictly, as vLLM does)."""
+    said = f"Your order {chr(0xD800)} is on its way."
+    dialogue = [*DIALOGUE, Turn("user", "hi"), Turn("agent", said)]
+    with SimServer() as server:
+        cached = CachedSimulator(sim(server.base_url), tmp_path / "c.db")
+        first = cached.reply(TASK, dialogue, Progress())
+        assert cached.reply(TASK, dialogue, Progress()) == first
+        assert server.count == 1 and server.requests[0]["messages"][-1]["content"] == said
+
+
 def test_replay_is_offline(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     with SimServer() as server:

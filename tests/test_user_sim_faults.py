@@ -66,6 +66,22 @@ def test_a_reply_with_text_is_taken_whatever_else_is_odd(fault: str, reply: str)
     assert server.count == 1
 
 
+LONE = f"{REPLY} {chr(0xD800)}"  # a lone surrogate: what json.loads makes of a model's "\ud800"
+
+
+@pytest.mark.parametrize(("replies", "said"), [([LONE, REPLY], REPLY), ([LONE, LONE], None)])
+def test_a_reply_with_a_lone_surrogate_is_retried_then_a_simulator_error(replies: list[str], said: str | None) -> None:
+    # Not text: no log, cache or report could hold it (it used to stop the run when its episode was logged).
+    answers = iter(replies)
+    with SimServer(reply=lambda body: next(answers)) as server:
+        if said is None:
+            with pytest.raises(SimulatorError, match="lone surrogate"):
+                fast(server.base_url).reply(TASK, DIALOGUE, Progress())
+        else:
+            assert fast(server.base_url).reply(TASK, DIALOGUE, Progress()) == said
+    assert server.count == 2
+
+
 def test_an_empty_simulator_ends_the_episode_as_user_sim_error() -> None:
     with SimServer(faults=["empty", "null"], reply=REPLY) as server:
         result = run_episode(RETAIL, TASK, lambda messages: "done", fast(server.base_url), RolloutLimits())

@@ -9,12 +9,12 @@ them as one line with exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rewardkit.cli.synth import _add_run_options, _resume_hint, _retry_hint, _run_inputs, _run_spec
+from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet, check_outputs
 from rewardkit.loop.ledger import ledger_lines
 from rewardkit.runs.evaluation import FILES, evaluate_run, headline
@@ -94,7 +94,7 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
           f"{len(result['only_in_b'])}, no valid trial {len(result['no_valid_trial'])}")  # fmt: skip
     print(f"improved  ({len(result['improved'])}): {_ids(result['improved'])}")
     print(f"regressed ({len(result['regressed'])}): {_ids(result['regressed'])}")
-    text = json.dumps(result, ensure_ascii=False, indent=2, allow_nan=False) + "\n"  # NaN here is a bug
+    text = dumps(result, indent=2, allow_nan=False) + "\n"  # NaN here is a bug
     png = None
     if args.png:  # drawn before anything is written: --out and --png land together or not at all
         from rewardkit.runs.plots import render_compare

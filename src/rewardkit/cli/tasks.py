@@ -6,11 +6,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from rewardkit.cli.env import DOMAIN_HELP
+from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet, check_outputs
 
 
@@ -95,9 +95,9 @@ def cmd_tasks_generate(args: argparse.Namespace) -> int:
         judge = Judge(JsonRole("judge", args.judge, name, attempts=attempts, cache=store, version=PROMPT_VERSION))
     kept, report = generate(domain, args.domain, proposer, n, judge=judge, workers=workers, seed=args.seed)
     with OutputSet() as outputs:
-        outputs.write_text(args.out, json.dumps(kept, ensure_ascii=False, indent=2) + "\n", "--out")
+        outputs.write_text(args.out, dumps(kept, indent=2) + "\n", "--out")
         if args.report:
-            outputs.write_text(args.report, json.dumps(report, ensure_ascii=False, indent=2) + "\n", "--report")
+            outputs.write_text(args.report, dumps(report, indent=2) + "\n", "--report")
     print(headline(report), file=sys.stderr)
     for line in ledger_lines(report["ledger"]):
         print(line, file=sys.stderr)

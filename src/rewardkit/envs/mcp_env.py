@@ -3,8 +3,9 @@
 :class:`MCPEnvironment` is one MCP session (stdio: a command line; streamable HTTP: a URL) behind the
 synchronous environment contract (``mcp_domain.py`` registers a server as a domain). The async SDK runs on one
 shared event-loop thread, and an environment may be called from several threads (its calls are serialised, as
-in the harness). Tool failures are results; an unreachable or silent server raises :class:`MCPUnavailableError`,
-one without tools or state resources :class:`MCPServerError`, each naming the server.
+in the harness). Tool failures are results; an unreachable or silent server, or one that no longer knows the session,
+raises :class:`MCPUnavailableError`, one without tools or state resources :class:`MCPServerError`, each naming the
+server.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import httpx2
 from mcp import Client, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, INVALID_REQUEST, REQUEST_TIMEOUT
 
 from rewardkit.envs.harness import CallingEnvironment
 from rewardkit.envs.mcp_quiet import attempt
@@ -44,7 +45,10 @@ else:  # anyio's dependency on Python 3.10
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 SERVER_ERROR = ResultCode.PRECONDITION_FAILED  # a failed call from a server that sends no rewardkit code
-_TRANSPORT = (CONNECTION_CLOSED, REQUEST_TIMEOUT)  # MCPError codes that mean the link, not the tool, failed
+# MCPError codes that mean the link or the session failed, not the tool: the connection closed, no answer in time, or
+# the request refused whole, which no request of a live session gets ("Session not found" from a server restarted
+# since the session opened, or that let it expire; the SDK client says "Session terminated" for the same 404).
+_TRANSPORT = (CONNECTION_CLOSED, REQUEST_TIMEOUT, INVALID_REQUEST)
 _SERVE_HINT = "e.g. `rewardkit env serve --domain retail --mcp` (stdio) or `... --transport http --port 8765`"
 _FIX = f"start it, or fix the URL or command ({_SERVE_HINT})"
 # What a dead link raises besides OSError: HTTP failures (the SDK's httpx2), closed or broken anyio streams, and

@@ -18,7 +18,7 @@ class Termination(str, Enum):  # str: stored as JSON in rollout_infos and report
     EMPTY_REPLY = "empty_reply"  # the agent's message had no text and no tool call: its own ending, scored 0
     USER_SIM_ERROR = "user_sim_error"  # the simulator failed after its retries: not the policy's fault
     AGENT_ERROR = "agent_error"  # the agent's endpoint failed (synthesis, evaluation): not the policy's fault either
-    ENV_ERROR = "env_error"  # the tools' server was unreachable (an MCP server): infrastructure too
+    ENV_ERROR = "env_error"  # the tools' server was unreachable or went away mid-episode (MCP): infrastructure too
     TOOL_SIM_ERROR = "tool_sim_error"  # a simulated tool gave no usable answer after its retries (B1): the same
 
 

@@ -1,4 +1,5 @@
-"""The one JSONL reader: a file's lines as JSON objects, each problem named with ``file:line``.
+"""The one JSONL reader, a file's lines as JSON objects, each problem named with ``file:line``; and the one JSON
+writer, :func:`dumps`, whose text always encodes as UTF-8.
 
 Lines are split on ``\\n`` only (bytes), as JSONL defines them: a stray ``\\r`` or U+2028 stays inside
 its line. A leading BOM is dropped (at the start of a file, or of one concatenated onto it); blank
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +135,29 @@ def read_rows(path: str | Path, flag: str = "", required: Sequence[str] = ()) ->
         why = "the file is empty" if path.stat().st_size == 0 else "only blank lines"
         raise JsonlError(f"{name}: no rows ({why})")
     return rows
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def dumps(value: Any, **options: Any) -> str:
+    r"""``json.dumps(value, ensure_ascii=False, **options)`` that always encodes as UTF-8: a lone surrogate (what
+    ``json.loads`` makes of a model's ``"\ud800"``) is written as its escape, as ``ensure_ascii`` writes it, so the
+    text reads back as the same string. The one JSON writer of runs (the episode log, reports, SFT rows, generated
+    tasks, request bodies): a model's text cannot make a write fail.
+
+    >>> lone = chr(0xD800)
+    >>> print(dumps({"said": "café " + lone}))
+    {"said": "café \ud800"}
+    >>> json.loads(dumps(lone)) == lone
+    True
+    """
+    text = json.dumps(value, ensure_ascii=False, **options)
+    try:
+        text.encode("utf-8")  # the common case, and a fraction of the search's cost
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return text
 
 
 def encodable(value: Any) -> bool:

@@ -15,11 +15,10 @@ from typing import Any
 
 from rewardkit.envs import Domain
 from rewardkit.envs.outcomes import gold_outcome
-from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits
-from rewardkit.loop.episode import Episode
+from rewardkit.loop.episode import ENV_FAILURES, Episode, env_ending
 from rewardkit.loop.user_sim.base import UserSimulator
 
 
@@ -60,9 +59,8 @@ class Conversation:
         try:
             gold = gold_outcome(domain.name, task).state_hash
             episode = Episode(domain, task, simulator, limits, gold_state=gold)
-        except (ConnectionError, ToolSimError) as exc:  # the environment could not even be opened
-            ending = Termination.TOOL_SIM_ERROR if isinstance(exc, ToolSimError) else Termination.ENV_ERROR
-            return cls(task, None, [], Episode.unstarted(str(exc), simulator.name, ending))
+        except ENV_FAILURES as exc:  # the environment could not even be opened (nor the gold replayed on it)
+            return cls(task, None, [], Episode.unstarted(str(exc), simulator.name, env_ending(exc)))
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
         try:
             episode.prepare()  # the database copy, while the episodes started before this one wait on their openings

@@ -68,6 +68,17 @@ class Completion:
     prompt_tokens: int = 0  # likewise
 
 
+Accept = Callable[[Completion], "str | None"]  # a reply -> why it is not taken, or None
+# Why a model's text (or the JSON read out of it) is refused when it holds a lone surrogate, which json.loads makes of
+# "\ud800": no UTF-8 file or database can store it.
+NOT_TEXT = "holds a lone surrogate (\\ud800-\\udfff alone), which is not Unicode text; write characters only"
+
+
+def empty_reply(reply: Completion) -> str | None:
+    """Why a reply that must hold text is not taken (no text at all, whatever its finish reason), or None."""
+    return None if reply.text.strip() else f"empty reply (finish_reason={reply.finish_reason!r})"
+
+
 def message_text(content: Any) -> str:
     """A message's content as text: a string as is, OpenAI's content parts (``[{"type": "text", "text": …}]``,
     or bare strings) joined, anything else (null, a number, an object without text) empty."""
@@ -187,11 +198,9 @@ class ChatEndpoint:
         self._failed_in_a_row, self._open_until = 0, 0.0
         self._breaker = threading.Lock()
 
-    def complete(
-        self, messages: Sequence[dict[str, Any]], accept: Callable[[Completion], bool] | None = None, **params: Any
-    ) -> Completion:
-        """The first choice of a chat completion, taken by ``accept`` (None: any); raises ``error(endpoint, why)``
-        after the retries, :class:`EndpointConfigError` at once."""
+    def complete(self, messages: Sequence[dict[str, Any]], accept: Accept | None = None, **params: Any) -> Completion:
+        """The first choice of a chat completion that ``accept`` takes (None: any; a refused one is retried like a
+        server error); raises ``error(endpoint, why)`` after the retries, :class:`EndpointConfigError` at once."""
         self._check_breaker()
         try:
             completion = self._complete(messages, accept, params)
@@ -221,7 +230,7 @@ class ChatEndpoint:
                 self._open_until = time.monotonic() + self._cooldown_s
 
     def _complete(
-        self, messages: Sequence[dict[str, Any]], accept: Callable[[Completion], bool] | None, params: dict[str, Any]
+        self, messages: Sequence[dict[str, Any]], accept: Accept | None, params: dict[str, Any]
     ) -> Completion:
         attempts = self.retries + 1
         cause = ""
@@ -240,12 +249,17 @@ class ChatEndpoint:
                 self.ledger.request(time.perf_counter() - start, retry=attempt > 0, error=True)
                 self.ledger.failure()
                 raise
-            taken = accept is None or accept(completion)
-            self.ledger.request(time.perf_counter() - start, completion.prompt_tokens, completion.completion_tokens,
-                                retry=attempt > 0, error=not taken)  # fmt: skip
-            if taken:
+            refused = None if accept is None else accept(completion)
+            self.ledger.request(
+                time.perf_counter() - start,
+                completion.prompt_tokens,
+                completion.completion_tokens,
+                retry=attempt > 0,
+                error=refused is not None,
+            )
+            if refused is None:
                 return completion
-            cause = f"empty reply (finish_reason={completion.finish_reason!r})"
+            cause = refused
         self.ledger.failure()
         raise self.error(self.base_url, f"no reply after {attempts} attempt(s); last error: {cause}")
 

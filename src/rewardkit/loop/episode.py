@@ -12,9 +12,10 @@ Tool calls are read from Hermes ``<tool_call>`` blocks in the text, or from the
 engine's parsed ``tool_calls`` when the text has none (one source, never both, so a
 call is not run twice). The simulator never sees tool turns, as in tau2-bench.
 
-Every use of the environment (tool calls, the state hash, the audit) goes through one guard,
-:meth:`Episode._env`: a ``ConnectionError`` (an MCP server that went away) ends this episode as
-``env_error`` instead of escaping into the run.
+Every use of the environment (opening it, tool calls, the approval requests, the user's own actions, the state
+hash, the audit, closing it) goes through one guard, :meth:`Episode._env`: a ``ConnectionError`` (an MCP server
+that went away: killed, or restarted without the episode's session) ends this episode as ``env_error``, a tool
+model that gave no usable answer as ``tool_sim_error``, instead of escaping into the run.
 """
 
 from __future__ import annotations
@@ -52,8 +53,18 @@ _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 T = TypeVar("T")
 
 
+# What an environment raises when the infrastructure under it fails (never the policy's doing), and the ending
+# that gives its episode; anything else an environment raises is a bug, and propagates.
+ENV_FAILURES = (ConnectionError, ToolSimError)
+
+
+def env_ending(exc: BaseException) -> Termination:
+    """The ending of an episode whose environment raised ``exc`` (one of :data:`ENV_FAILURES`)."""
+    return Termination.TOOL_SIM_ERROR if isinstance(exc, ToolSimError) else Termination.ENV_ERROR
+
+
 class _EnvGone(Exception):
-    """The environment stopped answering; the episode has ended as env_error."""
+    """The environment stopped answering; the episode has ended as env_error (or tool_sim_error)."""
 
 
 def _native_calls(native: Any) -> list[ToolCall]:
@@ -99,8 +110,9 @@ class Episode:
 
     def open(self) -> str | None:
         """The user's first message (a simulator call), or None if the episode already ended
-        (the simulator failed, or its opening was a stop)."""
-        self.user_turn()
+        (the simulator failed, or its opening was a stop, or the environment could not be opened)."""
+        if self.termination is None:
+            self.user_turn()
         return self.pending.pop()["content"] if self.pending else None
 
     def agent_turn(
@@ -196,15 +208,17 @@ class Episode:
         return self._environment
 
     def prepare(self) -> None:
-        """Open the environment now (a database copy): call it while the opening is in flight."""
-        self.env  # noqa: B018 - opened on access
+        """Open the environment now (a database copy): call it while the opening is in flight. One that cannot be
+        opened ends the episode."""
+        with contextlib.suppress(_EnvGone):
+            self._env("opening the environment", lambda env: env)
 
     def progress(self) -> Progress:
         waiting: Sequence[Mapping[str, Any]]
         if self._environment is None and self._fresh_requests is not None:  # not copied yet: the template's
             waiting = self._fresh_requests
         else:
-            waiting = self._env("the approval requests", self.env.pending_approvals)
+            waiting = self._env("the approval requests", lambda env: env.pending_approvals())
         requests = tuple(f"{r['id']}: {r['tool']} {json.dumps(r['arguments'], ensure_ascii=False)} ({r['rule']})"
                          for r in waiting)  # fmt: skip
         language = self.domain.language
@@ -214,7 +228,7 @@ class Episode:
 
         said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
         gold = self.gold_state
-        return Progress(state_done=lambda: self._env("the state hash", self.env.state_hash) == gold,
+        return Progress(state_done=lambda: self._env("the state hash", lambda env: env.state_hash()) == gold,
                         outputs_said=said, requests=requests, language=language)  # fmt: skip
 
     def infos(self) -> dict[str, Any]:
@@ -225,8 +239,8 @@ class Episode:
         state, audit = None, []
         try:
             if self.termination is not Termination.ENV_ERROR:  # asking its server again would fail again
-                state = self._env("the state hash", self.env.state_hash, force=True)
-            audit = self._env("the audit", self.env.audit, force=True)  # an MCP adapter's own record: no server
+                state = self._env("the state hash", lambda env: env.state_hash(), force=True)
+            audit = self._env("the audit", lambda env: env.audit(), force=True)  # an MCP adapter's own record
         except _EnvGone:
             state = None
         return {
@@ -256,25 +270,26 @@ class Episode:
     def close(self) -> None:
         if self._environment is None:  # never opened: nothing to release
             return
-        with contextlib.suppress(ConnectionError):  # a session whose server is gone: nothing is left to release
-            self._environment.close()
+        with contextlib.suppress(_EnvGone):  # a session whose server is gone: nothing is left to release
+            self._env("closing the environment", lambda env: env.close())
 
     # --- internals -----------------------------------------------------------------
 
-    def _env(self, what: str, use: Callable[[], T], force: bool = False) -> T:
-        """The guard around every use of the environment: a lost connection ends the episode as env_error (with
-        ``force``, even one that had ended otherwise: its final state cannot be read) and raises _EnvGone."""
+    def _env(self, what: str, use: Callable[[CallingEnvironment], T], force: bool = False) -> T:
+        """The guard around every use of the environment (opened here on first use): a lost connection ends the
+        episode as env_error (with ``force``, even one that had ended otherwise: its final state cannot be read)
+        and raises _EnvGone."""
         try:
-            return use()
-        except (ConnectionError, ToolSimError) as exc:
-            ending = Termination.TOOL_SIM_ERROR if isinstance(exc, ToolSimError) else Termination.ENV_ERROR
+            return use(self.env)
+        except ENV_FAILURES as exc:
+            ending = env_ending(exc)
             if force and self.termination is not ending:
                 self.termination = None
             self.end(ending, f"{what}: {exc}")
             raise _EnvGone from exc
 
     def _run(self, call: ToolCall) -> None:
-        result = self._env(f"tool call {call.name or '?'}", lambda: self.env.execute(call))
+        result = self._env(f"tool call {call.name or '?'}", lambda env: env.execute(call))
         self.tool_calls += 1
         self.tool_errors += not result.ok
         content = result.text()
@@ -285,9 +300,9 @@ class Episode:
 
     def _decide(self, decision: str) -> None:
         """Run the user-side ``decision`` on every request waiting for the user."""
-        for request in self._env("the approval requests", self.env.pending_approvals):
+        for request in self._env("the approval requests", lambda env: env.pending_approvals()):
             arguments = {"request_id": request["id"]}
-            result = self._env(f"user action {decision}", lambda a=arguments: self.env.user_call(decision, a))
+            result = self._env(f"user action {decision}", lambda env, a=arguments: env.user_call(decision, a))
             self.transcript.append(f"user action {decision} {request['id']}: {result.code.value}")
 
     def _end(self, reason: Termination) -> bool:

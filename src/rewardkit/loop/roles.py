@@ -26,7 +26,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rewardkit.loop.endpoint import ChatEndpoint, EndpointSettings
+from rewardkit.envs.schemas import unencodable
+from rewardkit.files.jsonl import dumps
+from rewardkit.loop.endpoint import NOT_TEXT, ChatEndpoint, EndpointSettings, empty_reply
 from rewardkit.loop.ledger import Ledger
 from rewardkit.loop.replies import ReplyStore
 
@@ -110,7 +112,7 @@ class JsonRole:
         conversation = [dict(m) for m in messages]
         problem = ""
         for _ in range(self.attempts):
-            text = self._endpoint.complete(conversation, _has_text, **self.params).text
+            text = self._endpoint.complete(conversation, empty_reply, **self.params).text
             value, problem = _judged(text, check)
             if problem is None:
                 if self.cache is not None:
@@ -124,16 +126,15 @@ class JsonRole:
 
 
 def _judged(text: str, check: Check | None) -> tuple[Any, str | None]:
+    """The answer's value and what is wrong with it: not JSON, not text (every role's rule), or what ``check`` says."""
     value, problem = parse_json(text)
+    if problem is None and (unencodable(text) or unencodable(value)):  # nothing could store it or write it out
+        problem = f"the answer {NOT_TEXT}"
     if problem is None and check is not None:
         problem = check(value)
     return value, problem
 
 
-def _has_text(reply: Any) -> bool:
-    return bool(reply.text.strip())
-
-
 def _key(fingerprint: str, messages: Sequence[Mapping[str, Any]]) -> str:
     payload = [fingerprint, [[m.get("role"), m.get("content")] for m in messages]]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(dumps(payload, sort_keys=True).encode()).hexdigest()

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from rewardkit.files.jsonl import dumps
 from rewardkit.loop.http11 import Connection, StaleConnection
 
 Key = tuple[str, str, int | None, str | None]  # (scheme, host, port, the proxy taken or None)
@@ -50,7 +51,7 @@ class TransportError(OSError):
 
 def post(url: str, body: Mapping[str, Any], headers: Mapping[str, str], timeout_s: float) -> tuple[int, bytes]:
     """POST ``body`` as JSON to ``url``; the status and the raw reply."""
-    data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    data = dumps(body).encode("utf-8")  # a model's lone surrogate goes escaped: the body is valid UTF-8
     return _request("POST", url, data, {"Content-Type": "application/json", **headers}, timeout_s)
 
 

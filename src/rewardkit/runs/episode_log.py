@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rewardkit.files.jsonl import BOM, json_problem, kind
+from rewardkit.files.jsonl import BOM, dumps, json_problem, kind
 from rewardkit.files.lock import WriterLock
 from rewardkit.runs.records import record_problem
 
@@ -132,7 +132,7 @@ class EpisodeLog:
         return {key for key, r in self._records.items() if r["status"] == "ok"}
 
     def append(self, record: dict[str, Any]) -> None:
-        data = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        data = (dumps(record, allow_nan=False) + "\n").encode("utf-8")
         with self._lock:
             try:
                 with self.path.open("ab") as f:

@@ -13,11 +13,11 @@ from start to end (``EpisodeLog``'s lock).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet
 from rewardkit.runs.episode_log import EpisodeLog
 from rewardkit.runs.metrics import summarize_episodes, task_stats
@@ -38,7 +38,7 @@ def evaluate(
     records = run_trials(plan, log, progress=progress, label="evaluation")
     stats = task_stats(records)
     summary = {**meta, **summarize_episodes(records, plan.trials), "ledger": plan.ledger()}
-    text = json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n"  # NaN here is a bug
+    text = dumps(summary, indent=2, allow_nan=False) + "\n"  # NaN here is a bug
     png = render_eval(summary, stats, title, str(out_dir / "eval.png"))  # before any output is replaced
     with OutputSet() as outputs:
         write_task_table(stats, out_dir / "tasks.jsonl", out_dir / "tasks.csv", outputs=outputs)

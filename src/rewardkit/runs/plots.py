@@ -89,9 +89,15 @@ def render_eval(
     return _png(fig, f"{flag} (title {title!r})")
 
 
+def _plain(text: str) -> str:
+    """A label from a run's data (a tool name a model made up) drawn as written: a ``$`` is no math, and a lone
+    surrogate, which matplotlib cannot take, is shown as its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("$", r"\$")
+
+
 def _barh(ax: Any, counts: Mapping[str, float], xlabel: str, title: str, color: str, top: int = 20) -> None:
     items = sorted(counts.items(), key=lambda kv: -kv[1])[:top][::-1]  # largest at the top of the axis
-    ax.barh([k for k, _ in items], [v for _, v in items], color=color)
+    ax.barh([_plain(k) for k, _ in items], [v for _, v in items], color=color)
     ax.tick_params(axis="y", labelsize=7)
     ax.set(xlabel=xlabel, title=title if len(counts) <= top else f"{title}, top {top} of {len(counts)}")
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from rewardkit.data_builders.trajectories import sft_row, trajectory_key
 from rewardkit.envs.termination import EXCLUDED
+from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet
 from rewardkit.loop.judge import Judge, Verdict
 from rewardkit.runs.episode_log import EpisodeLog
@@ -173,9 +174,9 @@ def synthesize(
     with OutputSet() as outputs:
         with outputs.open(out, "--out") as f:
             for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+                f.write(dumps(row, allow_nan=False) + "\n")
         if report_path is not None:
-            text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+            text = dumps(report, indent=2, allow_nan=False) + "\n"
             outputs.write_text(report_path, text, "--report")
     return report
 

@@ -4,12 +4,12 @@ them: the simulator's fingerprint, the task's scenario, the dialogue and the pro
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from rewardkit.files.jsonl import dumps
 from rewardkit.loop.replies import ReplyCacheError, ReplyStore
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn, UserSimulator
 
@@ -24,7 +24,7 @@ def cache_key(fingerprint: str, task: Mapping[str, Any], dialogue: Sequence[Turn
         [[turn.role, turn.text] for turn in dialogue],
         [progress.state_done, progress.outputs_said, list(progress.requests), progress.language],
     ]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 class CachedSimulator:

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs.approvals import APPROVE, DECLINE
-from rewardkit.loop.endpoint import ChatEndpoint, Completion, EndpointSettings
+from rewardkit.envs.schemas import unencodable
+from rewardkit.loop.endpoint import NOT_TEXT, ChatEndpoint, Completion, EndpointSettings, empty_reply
 from rewardkit.loop.ledger import Ledger
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 
@@ -136,15 +137,17 @@ class OpenAISimulator:
         completion itself).
 
         The simulator is infrastructure, not the policy: a reply without text (empty, null, blank, only tool
-        calls, whatever its finish reason) is retried like a server error, then :class:`SimulatorError`.
-        Content parts are read as their joined text, as the agent's are.
+        calls, whatever its finish reason) or with a lone surrogate (not text: no log could hold it) is retried
+        like a server error, then :class:`SimulatorError`. Content parts are read as their joined text, as the
+        agent's are.
         """
         response = self._endpoint.complete(
-            chat_messages(self.guidelines, task, dialogue, progress.requests), _has_text, temperature=self.temperature,
+            chat_messages(self.guidelines, task, dialogue, progress.requests), _usable, temperature=self.temperature,
             max_tokens=self.max_tokens,
         )  # fmt: skip
         return response.text.strip()
 
 
-def _has_text(reply: Completion) -> bool:
-    return bool(reply.text.strip())
+def _usable(reply: Completion) -> str | None:
+    """Why the customer's reply cannot be taken, or None."""
+    return empty_reply(reply) or (f"the reply {NOT_TEXT}" if unencodable(reply.text) else None)
