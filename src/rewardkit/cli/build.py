@@ -7,12 +7,12 @@ Like every ``cli_*`` module: ``add_parsers(sub)`` adds the subcommand, and each 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from rewardkit.cli.env import DOMAIN_HELP
 from rewardkit.data_builders import BuildError, BuildReport, write_jsonl
+from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputError, OutputSet, check_outputs
 
 
@@ -110,9 +110,7 @@ def _write(args: argparse.Namespace, rows: list, report: BuildReport) -> None:
             with outputs.open(args.rejects, "--rejects") as f:
                 write_jsonl(report.rejects, f)
         if args.report:
-            outputs.write_text(
-                args.report, json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n", "--report"
-            )
+            outputs.write_text(args.report, dumps(report.as_dict(), indent=2) + "\n", "--report")
 
 
 def cmd_build_tau2(args: argparse.Namespace) -> int:

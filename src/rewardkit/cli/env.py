@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputError, atomic_write_text, check_outputs
 
 DOMAIN_HELP = "a built-in domain (retail), an installed package's (entry point), or a domain folder's path"
@@ -178,7 +179,7 @@ def cmd_env_replay(args: argparse.Namespace) -> int:
             line = f"{entry['seq']:>3}  {entry['tool']:<32} {results[-1].code.value}"
             print(line if results[-1].ok else f"{line}  {_message(results[-1].value)}")
         try:
-            atomic_write_text(args.export, json.dumps(env.export(), ensure_ascii=False, indent=2) + "\n", "--export")
+            atomic_write_text(args.export, dumps(env.export(), indent=2) + "\n", "--export")
         except OutputError as exc:
             print(f"rewardkit env replay: {exc}", file=sys.stderr)
             return 2
@@ -235,7 +236,7 @@ def cmd_env_check(args: argparse.Namespace) -> int:
         checks_table(report.table_rows(every=args.all), safe_text(f"{args.domain}: {verdict}"))
     )
     if args.json is not None:
-        atomic_write_text(args.json, json.dumps(report.as_dict(), ensure_ascii=False, indent=2) + "\n", "--json")
+        atomic_write_text(args.json, dumps(report.as_dict(), indent=2) + "\n", "--json")
     return 0 if report.passed else 1
 
 

@@ -12,11 +12,11 @@ Exit 0 when every check passes, 1 when one fails, 2 on a usage error (one line o
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.jsonl import dumps
 from rewardkit.testing.checks import DRAWS
 from rewardkit.testing.kit import CHECK_TIME_S
 from rewardkit.testing.report import safe_text
@@ -172,7 +172,7 @@ def _write_json(path: Path | None, report: dict[str, Any]) -> None:
     if path is not None:
         from rewardkit.files.outputs import atomic_write_text
 
-        atomic_write_text(path, json.dumps(report, ensure_ascii=False, indent=2) + "\n", "--json")
+        atomic_write_text(path, dumps(report, indent=2) + "\n", "--json")
 
 
 def _lint_reward(args: argparse.Namespace) -> int:

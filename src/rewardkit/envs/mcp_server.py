@@ -37,6 +37,7 @@ from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 from rewardkit.envs.domain import Domain
 from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.tool import ResultCode, ToolResult, ToolSpec
+from rewardkit.files.jsonl import dumps
 
 STATE_HASH_URI = "rewardkit://state/hash"
 STATE_EXPORT_URI = "rewardkit://state/export"
@@ -72,7 +73,7 @@ def decode_result(sent: types.CallToolResult, failed: ResultCode) -> tuple[ToolR
         b.text if isinstance(b, types.TextContent) else json.dumps(b.model_dump(mode="json")) for b in sent.content
     ]
     if not blocks and sent.structured_content is not None:
-        blocks = [json.dumps(sent.structured_content, ensure_ascii=False)]
+        blocks = [dumps(sent.structured_content)]
     text = "\n".join(blocks)
     try:
         value = json.loads(text)
@@ -183,8 +184,8 @@ def build_server(domain: Domain, sessions: Sessions) -> Server[Any]:
         env = sessions.get(_session_key(ctx))
         readers = {
             STATE_HASH_URI: env.state_hash,
-            STATE_EXPORT_URI: lambda: json.dumps(env.export(), ensure_ascii=False),
-            AUDIT_URI: lambda: json.dumps(env.audit(), ensure_ascii=False),
+            STATE_EXPORT_URI: lambda: dumps(env.export()),
+            AUDIT_URI: lambda: dumps(env.audit()),
         }
         if uri not in readers:
             raise MCPError(code=-32002, message=f"no resource {uri!r}; resources: {', '.join(readers)}")

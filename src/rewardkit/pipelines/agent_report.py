@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.files.jsonl import read_jsonl
+from rewardkit.files.jsonl import dumps, read_jsonl
 from rewardkit.files.outputs import atomic_write_text
 from rewardkit.pipelines import evidence
 from rewardkit.pipelines.stages import Context
@@ -85,7 +85,7 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
     summary["bars"] = str(evidence.bar_chart(pass1["sampled"], "pass^1 (sampled, mean over seeds)", title,
                                              ctx.workdir / "agent_bars.png"))  # fmt: skip
     path = ctx.workdir / "summary.json"
-    atomic_write_text(path, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(path, dumps(summary, indent=2) + "\n")
     return path
 
 

@@ -11,14 +11,13 @@ deviation, the zero-variance group share of every GRPO step, and two figures.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders import write_jsonl
-from rewardkit.files.jsonl import read_jsonl
+from rewardkit.files.jsonl import dumps, read_jsonl
 from rewardkit.files.outputs import atomic_write_text, atomic_writer
 from rewardkit.pipelines import evidence
 from rewardkit.pipelines.stages import Context
@@ -137,7 +136,7 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str], think_ban
         )
     )
     path = ctx.workdir / "summary.json"
-    atomic_write_text(path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    atomic_write_text(path, dumps(report, indent=2) + "\n")
     return path
 
 

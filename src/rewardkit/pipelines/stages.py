@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+from rewardkit.files.jsonl import dumps
 from rewardkit.pipelines.tiny_model import offline_env
 
 T = TypeVar("T")
@@ -118,7 +119,7 @@ def _read_marker(marker: Path) -> dict[str, Any] | None:
 
 def _write_marker(marker: Path, result: Mapping[str, Any]) -> None:
     tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(dumps(result, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, marker)  # a marker is whole or absent, never torn
 
 
