@@ -22,7 +22,7 @@ Rejected: ``missing_task`` (split names an id the tasks file lacks), ``duplicate
 (the split names an id a second time: one row per task), ``no_evaluation_criteria``,
 ``no_reason_for_call``, and the malformed tasks listed in ``tau2_tasks`` (``bad_task``,
 ``duplicate_task_id``, ``bad_evaluation_criteria``, ``bad_gold_arguments``, ``gold_fails``,
-``tool_sim_error``, ``bad_user_scenario``).
+``no_evidence``, ``tool_sim_error``, ``bad_user_scenario``).
 """
 
 from __future__ import annotations
@@ -37,13 +37,20 @@ from rewardkit.data_builders.tau2_tasks import load_sources, task_problem
 from rewardkit.envs import portable_ref
 from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.scenario import opening_turn
-from rewardkit.envs.tasks import instructions
+from rewardkit.envs.tasks import instructions, scripted_actions
 
 # --- building ---------------------------------------------------------------------
 
 # The user turn of a --multi-turn row. The simulated_user scheduler replaces it with the user
 # simulator's opening at rollout time; without the scheduler the row says so to the reader.
 MULTI_TURN_PLACEHOLDER = "[the user simulator writes this turn at rollout time: --multi_turn_scheduler simulated_user]"
+
+
+def _asks_the_user(domain: str, task: Any) -> bool:
+    """Whether the task's right outcome needs the user's answer to an approval request: a gold write held until
+    approved, or a ``declined`` entry (a single completion has no user turn to answer in)."""
+    declined = any(a.get("outcome") == "declined" for a in scripted_actions(task))
+    return declined or bool(gold_outcome(domain, task).approvals)
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,9 @@ def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildRepor
         if problem is None and not opening:
             problem = ("no_reason_for_call", "nothing is left of the request once the sentences meant only for a "
                        "user simulator are dropped")  # fmt: skip
-        if problem is None and not opts.multi_turn and gold_outcome(src.domain.name, task).approvals:
-            problem = ("needs_approval", "its gold write waits for the user's approval, which only a conversation "
-                       "gives: build it with --multi-turn")  # fmt: skip
+        if problem is None and not opts.multi_turn and _asks_the_user(src.domain.name, task):
+            problem = ("needs_approval", "its gold write waits for the user's approval, or the user declines a write "
+                       "it proposes, which only a conversation gives: build it with --multi-turn")  # fmt: skip
         if problem:
             report.reject(Record(source, task), *problem)
             continue

@@ -8,7 +8,8 @@ reject: a tasks-file item that is not an object with a string or integer ``id``
 ``evaluation_criteria`` that the rewards could not read (``bad_evaluation_criteria``),
 gold arguments that the tool's schema refuses (``bad_gold_arguments``), a gold write
 that fails when the gold actions are replayed on a fresh database (``gold_fails``),
-a gold the simulated tools of a spec domain cannot answer (``tool_sim_error``),
+a gold that changes nothing and names nothing an episode must show instead
+(``no_evidence``), a gold the simulated tools of a spec domain cannot answer (``tool_sim_error``),
 or instructions of the wrong type (``bad_user_scenario``).
 """
 
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders._io import SURROGATE, BuildError
 from rewardkit.envs import tasks
-from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.outcomes import gold_changes_state, gold_outcome
 from rewardkit.envs.simulated import ToolSimError
 from rewardkit.files.jsonl import encodable, json_problem, kind
 
@@ -136,6 +137,7 @@ def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | N
         return "bad_task", f"the task {SURROGATE}"
     try:
         replayed = [(c.ok, c.error) for c in gold_outcome(domain.name, task).calls]
+        changes = gold_changes_state(domain.name, task)
     except ToolSimError as exc:  # a spec domain's simulator cannot answer a gold call (a tool without a rule)
         return "tool_sim_error", f"the gold cannot be replayed: {exc}"
-    return tasks.gold_problem(task, replayed, domain.write_tools)
+    return tasks.gold_problem(task, replayed, domain.write_tools, changes_state=changes, stop_tools=domain.stop_tools)

@@ -24,7 +24,7 @@ from swift.rollout.multi_turn import MultiTurnScheduler
 from swift.utils import get_logger
 
 from rewardkit.envs import Domain, get_domain
-from rewardkit.envs.outcomes import checked_task, gold_outcome
+from rewardkit.envs.outcomes import checked_task, task_goal
 from rewardkit.envs.registry import CONFIG_KEY, load_configured
 from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
@@ -157,10 +157,10 @@ class SimulatedUserScheduler(MultiTurnScheduler):
                 "`rewardkit build tau2-grpo --multi-turn`"
             )
         domain = get_domain(row["domain"])
-        # Gold actions must name the domain's tools and fit their schemas, and the gold writes must succeed.
+        # Gold actions must name the domain's tools and fit their schemas, the gold writes must succeed, and a gold
+        # that changes nothing must name what an episode shows instead (the goal then judges it, as the reward does).
         task = checked_task(row["task"], "column 'task'", domain.name)
-        gold = gold_outcome(domain.name, task).state_hash
-        episode = Episode(domain, task, self._simulator(domain), self.limits, gold_state=gold)
+        episode = Episode(domain, task, self._simulator(domain), self.limits, goal=task_goal(domain.name, task))
         old = self.episodes.pop(req.uuid, None)
         if old is not None:  # a rollout restarted under the same id: drop the stale copy
             old.close()

@@ -2,8 +2,8 @@
 
 An episode's outcome is the final state hash plus every call with its result. It comes from the rollout's own
 record when the environment left one in ``rollout_infos`` (keys ``state_hash`` and ``audit``), else from replaying
-the agent's tool calls on a fresh database copy. The gold outcome is the environment layer's
-(:func:`rewardkit.envs.outcomes.gold_outcome`, cached per process).
+the agent's tool calls on a fresh database copy. What completes the task is the environment layer's
+(:func:`rewardkit.envs.outcomes.task_goal`, from the gold outcome cached per process).
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.approvals import agent_rows
-from rewardkit.envs.outcomes import Call, Outcome, checked_task, replay_conversation, without_key
-from rewardkit.envs.tasks import TaskError, communicated_texts
+from rewardkit.envs.outcomes import Outcome, checked_task, recorded_outcome, replay_conversation
+from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import EXCLUDED, NATURAL
-from rewardkit.envs.tool import ResultCode
 from rewardkit.envs.tool_calls import user_facing_texts
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
@@ -61,12 +59,12 @@ def read_messages(cell: Any, row: int) -> list[Any]:
     return list(cell)
 
 
-def communicated(messages: Sequence[Mapping[str, Any]], outputs: Sequence[str], infos: Any = None) -> list[bool]:
-    """Per expected output: did one assistant message say it? A live rollout's ``agent_said`` is used
-    when present (on ms-swift >= 4.6 ``messages`` may hold assistant turns as token ids)."""
+def said_texts(messages: Sequence[Mapping[str, Any]], infos: Any = None) -> list[str]:
+    """What the agent said to the user, message by message. A live rollout's ``agent_said`` is used when present
+    (on ms-swift >= 4.6 ``messages`` may hold assistant turns as token ids)."""
     said = infos.get("agent_said") if isinstance(infos, Mapping) else None
     texts = said if isinstance(said, list) else user_facing_texts(messages)
-    return communicated_texts([t for t in texts if isinstance(t, str)], outputs)
+    return [t for t in texts if isinstance(t, str)]
 
 
 def termination(infos: Any) -> str | None:
@@ -82,13 +80,7 @@ def _recorded(infos: Any, need_calls: bool) -> Outcome | None:
     if not need_calls:
         return Outcome(infos["state_hash"], ())
     audit = infos.get("audit")
-    if not isinstance(audit, list):
-        return None
-    calls = tuple(
-        Call(str(a.get("tool")), without_key(a.get("arguments") or {}), a.get("code") == ResultCode.OK.value)
-        for a in agent_rows(audit)  # the user's approvals are not the agent's calls
-    )
-    return Outcome(infos["state_hash"], calls)
+    return recorded_outcome(infos["state_hash"], audit) if isinstance(audit, list) else None
 
 
 def agent_outcome(

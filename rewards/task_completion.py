@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
 from rewardkit.config import config_section, setting
-from rewardkit.envs.outcomes import gold_outcome
-from rewardkit.envs.tasks import expected_outputs
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated
+from rewardkit.envs.outcomes import task_goal
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, said_texts
 from rewardkit.rewards.config import RewardConfig, load_section
 
 
@@ -22,7 +22,7 @@ class TaskCompletionConfig:
     require_outputs: bool = setting(
         True,
         "true: tau2-bench's rule (the final database is right and every expected output was said); "
-        "false: MUA-RL's (the final database alone).",
+        "false: MUA-RL's (the final database alone; a task whose gold changes nothing still needs its outputs).",
     )
 
 
@@ -32,7 +32,10 @@ class TaskCompletion(EpisodeReward):
     Formula: ``1.0 if state(agent) == state(gold) and every expected output was said, else 0.0``
     (tau2-bench's rule). With ``task_completion.require_outputs: false`` in
     ``$REWARDKIT_CONFIG`` it is MUA-RL's: ``1.0 iff state(agent) == state(gold)``
-    (:class:`TaskCompletionConfig`, above).
+    (:class:`TaskCompletionConfig`, above). A task whose gold leaves the state as it was
+    (a transfer, a refusal, a read) is one that doing nothing would reach: there, every
+    evidence item must be shown too, and the outputs are required under either rule
+    (:meth:`rewardkit.envs.outcomes.Goal.reached`, the one rule the scripted user's stop shares).
 
     - state: the canonical hash (sha256 of the exported db.json-shaped state,
       sorted keys, nulls dropped) after replaying the agent's tool calls on a
@@ -43,6 +46,11 @@ class TaskCompletion(EpisodeReward):
     - said: every ``evaluation_criteria.communicate_info`` string appears in one
       assistant message, case-insensitive, commas removed (``rollout_infos["agent_said"]``
       when a live episode left it).
+    - evidence (a gold that changes nothing, :func:`rewardkit.envs.tasks.evidence`): each gold
+      call of a stop tool (a transfer) or with ``compare_args`` made successfully (tau2's
+      comparison); each ``"outcome": "declined"`` entry proposed, held for approval
+      (APPROVAL_REQUIRED) and declined by the user; each ``"outcome": "refused"`` entry not
+      made. Read from ``rollout_infos["audit"]`` when present, else from the replay.
     - ending: a live episode (``rollout_infos["termination"]``) must have ended by a
       stop of the user's or the agent's (tau2): ``max_turns``, ``token_budget``,
       ``error_budget`` and ``length`` score 0.0; ``user_sim_error`` scores None.
@@ -52,7 +60,8 @@ class TaskCompletion(EpisodeReward):
     object or JSON), ``domain``; optional ``rollout_infos``.
     Range: {0.0, 1.0}. None only for an episode whose user simulator failed, which
     the ``simulated_user`` scheduler leaves out of training. A malformed ``task`` cell or
-    unknown domain raises (dataset bug); any model output scores.
+    unknown domain raises (dataset bug), and so does a task whose gold changes nothing and
+    names no evidence (``no_evidence``: doing nothing would complete it); any model output scores.
 
     Example (the first call builds the retail database once per process)::
 
@@ -69,6 +78,16 @@ class TaskCompletion(EpisodeReward):
         [1.0, 0.0, 0.0]
         >>> TaskCompletion(config={"task_completion": {"require_outputs": False}})(["", "", ""], **rows)  # MUA-RL's
         [1.0, 1.0, 0.0]
+
+    A transfer task: its gold changes nothing, so only the episode that transfers completes it::
+
+        >>> transfer = {"name": "transfer_to_human_agents", "arguments": {"summary": "refund"}, "compare_args": []}
+        >>> handover = {"evaluation_criteria": {"actions": [transfer]}}
+        >>> hand = {"role": "assistant", "content": '<tool_call>{"name": "transfer_to_human_agents", '
+        ...     '"arguments": {"summary": "the user wants a refund"}}</tool_call>'}
+        >>> bye = {"role": "assistant", "content": "Goodbye."}
+        >>> TaskCompletion()(["", ""], messages=[[hand], [bye]], task=[handover] * 2, domain=["retail"] * 2)
+        [1.0, 0.0]
     """
 
     section = TaskCompletionConfig
@@ -83,7 +102,7 @@ class TaskCompletion(EpisodeReward):
     def score_episode(
         self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
     ) -> float:
-        if self.require_outputs and not all(communicated(messages, expected_outputs(task), infos)):
-            return 0.0  # cheap check first: no replay needed
-        agent = agent_outcome(domain, messages, infos, need_calls=False, task=task)
-        return float(agent.state_hash == gold_outcome(domain, task).state_hash)
+        goal = task_goal(domain, task)
+        # The calls are read only where evidence is judged: a task whose gold changes the state needs its hash alone.
+        agent = partial(agent_outcome, domain, messages, infos, bool(goal.evidence), task)
+        return float(goal.reached(said_texts(messages, infos), agent, self.require_outputs))

@@ -6,20 +6,9 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from rewardkit.envs.outcomes import Call, gold_outcome
-from rewardkit.envs.tasks import expected_outputs, gold_actions
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, communicated, write_tools
-
-
-def _matches(action: Mapping[str, Any], call: Call) -> bool:
-    """tau2's comparison: same tool, equal arguments (only ``compare_args`` when the task lists them)."""
-    if call.name != action["name"] or not call.ok:
-        return False
-    keys = action.get("compare_args")
-    gold = action.get("arguments") or {}
-    if keys is None:
-        return dict(call.arguments) == dict(gold)
-    return {k: call.arguments.get(k) for k in keys} == {k: gold.get(k) for k in keys}
+from rewardkit.envs.outcomes import gold_outcome, matches, task_goal
+from rewardkit.envs.tasks import communicated_texts, gold_actions
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, said_texts, write_tools
 
 
 class TaskCompletionRate(EpisodeReward):
@@ -35,13 +24,20 @@ class TaskCompletionRate(EpisodeReward):
       TaskCompletion;
     - S: 1 if the final state hash equals the gold one, else 0.
 
+    On a task whose gold leaves the state as it was, S is no criterion (doing
+    nothing earns it): the formula is ``S * (W_matched + O_said + E_shown) / (W + O + E)``,
+    E being the evidence items besides the outputs (the transfers and ``compare_args``
+    calls, the declined and the refused writes; :func:`rewardkit.envs.tasks.evidence`)
+    and E_shown those the episode showed, as TaskCompletion judges them; a changed
+    state there is a write the task did not want, and scores 0.
+
     Calls and hash come from ``rollout_infos`` (``audit`` and ``state_hash``)
     when the live environment left both, else from a replay.
     Columns: ``messages``, ``task``, ``domain``; optional ``rollout_infos``.
     A live episode that did not end by a stop scores 0.0, one whose simulator
     failed scores None, as in TaskCompletion.
     Range: [0, 1]; 1.0 implies TaskCompletion = 1. Meant with weight 0, as a
-    logged metric.
+    logged metric. A task TaskCompletion refuses (``no_evidence``) raises here too.
 
     Example (one gold write, one expected output, so the denominator is 1 + 1 + 1)::
 
@@ -56,6 +52,16 @@ class TaskCompletionRate(EpisodeReward):
         >>> rows = {"messages": [[call, told], [call, silent], [told]], "task": [task] * 3, "domain": ["retail"] * 3}
         >>> [round(r, 3) for r in TaskCompletionRate()(["", "", ""], **rows)]  # 3/3; (1 + 0 + 1)/3; (0 + 1 + 0)/3
         [1.0, 0.667, 0.333]
+
+    A transfer that must also say a figure: no write, one output, one evidence call (E = 1)::
+
+        >>> transfer = {"name": "transfer_to_human_agents", "arguments": {"summary": "refund"}, "compare_args": []}
+        >>> handover = {"evaluation_criteria": {"actions": [transfer], "communicate_info": ["refund"]}}
+        >>> hand = {"role": "assistant", "content": '<tool_call>{"name": "transfer_to_human_agents", '
+        ...     '"arguments": {"summary": "the user wants a refund"}}</tool_call>'}
+        >>> rows = {"messages": [[told, hand], [told]], "task": [handover] * 2, "domain": ["retail"] * 2}
+        >>> TaskCompletionRate()(["", ""], **rows)  # (0 + 1 + 1)/(0 + 1 + 1); (0 + 1 + 0)/2
+        [1.0, 0.5]
     """
 
     order = 110
@@ -65,17 +71,21 @@ class TaskCompletionRate(EpisodeReward):
         self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
     ) -> float:
         writes = write_tools(domain)
-        gold = gold_outcome(domain, task)
+        gold, goal = gold_outcome(domain, task), task_goal(domain, task)
         # A gold write that fails on replay (tau2 keeps a few) is not something the task requires.
         gold_writes = [a for a, c in zip(gold_actions(task), gold.calls, strict=True) if a["name"] in writes and c.ok]
-        said = communicated(messages, expected_outputs(task), infos)
+        texts = said_texts(messages, infos)
+        said = communicated_texts(texts, goal.outputs)
         agent = agent_outcome(domain, messages, infos, need_calls=True, task=task)
         unused = list(agent.calls)
         matched = 0
         for action in gold_writes:
-            hit = next((c for c in unused if _matches(action, c)), None)
+            hit = next((c for c in unused if matches(action, c)), None)
             if hit is not None:
                 unused.remove(hit)
                 matched += 1
         state = agent.state_hash == gold.state_hash
-        return (matched + sum(said) + state) / (len(gold_writes) + len(said) + 1)
+        if not goal.evidence:
+            return (matched + sum(said) + state) / (len(gold_writes) + len(said) + 1)
+        shown = [ok for item, ok in zip(goal.evidence, goal.shown(texts, agent), strict=True) if item.kind != "output"]
+        return state * (matched + sum(said) + sum(shown)) / (len(gold_writes) + len(said) + len(shown))

@@ -1,4 +1,5 @@
-"""The bundled tau2 retail tasks whose gold writes fail on a fresh database (tau2-bench's data, unchanged).
+"""The bundled tau2 retail tasks the rewards cannot judge (tau2-bench's data, unchanged): gold writes that fail on a
+fresh database, and golds that change nothing and name nothing an episode must show.
 
 Both are rejected as ``gold_fails`` by ``rewardkit build tau2-grpo`` and raise TaskError in the rewards: a
 failed gold write is missing from the gold state, so the state cannot tell the task's outcome from doing less.
@@ -8,6 +9,9 @@ failed gold write is missing from the gold state, so the state cannot tell the t
 - 105: action 0, its only write, ``exchange_delivered_order_items`` on #W4316152, fails (INSUFFICIENT_FUNDS:
   the new kettles cost 101.12 + 109.58, the old two 2 x 94.80, a difference of 21.10 against the gift card's
   17.00), so its gold state is the untouched database and an agent that did nothing would score 1.0.
+
+Three are rejected as ``no_evidence``: their gold leaves the database as it was and names no output, transfer or
+declined write, so an episode that does nothing reaches it (25 and 65 only read, 57 has no action at all).
 """
 
 from __future__ import annotations
@@ -18,5 +22,6 @@ from rewardkit.envs.retail import DATA_DIR
 
 # task id -> (index of the failing gold action, its result code)
 GOLD_FAILS = {"64": (6, "PRECONDITION_FAILED"), "105": (0, "INSUFFICIENT_FUNDS")}
+NO_EVIDENCE = ("25", "57", "65")  # 25 and 57 in train, 65 in test
 ALL_TASKS = [t["id"] for t in json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))]
-VALID = [tid for tid in ALL_TASKS if tid not in GOLD_FAILS]  # 112 of the 114
+VALID = [tid for tid in ALL_TASKS if tid not in GOLD_FAILS and tid not in NO_EVIDENCE]  # 109 of the 114

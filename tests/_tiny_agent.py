@@ -13,7 +13,7 @@ from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.pipelines.tiny_model import build_tiny_model, teach
 
 SYSTEM = "You are a retail customer service agent. Use the tools."
-TASK = "10"  # a task any rollout completes: no writes, nothing to say
+TASK = "10"  # a transfer: the gold hands the user over to a human and says nothing
 # A task a random policy never completes, so the scripted user keeps the conversation going.
 OPEN_TASK = "0"
 

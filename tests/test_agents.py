@@ -19,7 +19,9 @@ from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.runs.scorer import Scorer
 
 RETAIL = get_domain("retail")
-TASK = RETAIL.tasks()["57"]  # no gold action, nothing to say: any proper ending completes it
+# On task 24 a whole reply like this one completes the task (1.0): nothing to change, both materials said.
+DONE = "Everything you asked for is done: the t-shirts are polyester and cotton."
+TASK = RETAIL.tasks()["24"]  # no gold action: a proper ending that says the two materials completes it
 FAST = {"settings": EndpointSettings(retries=1, backoff_s=0.01, timeout_s=5.0)}
 
 
@@ -38,9 +40,9 @@ class TestOpenAIAgent:
         assert body["model"] == "m" and body["temperature"] == 0.0 and body["tools"] == RETAIL.tool_specs()
 
     def test_a_completed_episode_over_http(self) -> None:
-        with SimServer(reply="Everything you asked for is done.") as server:
+        with SimServer(reply=DONE) as server:
             record = episode(OpenAIAgent(server.base_url, [], model="m", **FAST))
-        # the scripted user sees the task done (no gold action) and stops: tau2 scores it 1
+        # the scripted user sees the task done (no gold action, the materials said) and stops: tau2 scores it 1
         assert (record["status"], record["termination"], record["reward"]) == ("ok", "user_stop", 1.0)
         assert "tools" not in server.requests[0]  # --no-tools: none sent
 
@@ -93,7 +95,6 @@ class TestFactory:
 
 
 # --- what the model sent is the model's: scored, never retried, never a traceback -----------------------
-DONE = "Everything you asked for is done."  # on task 57 a whole reply like this one completes the task (1.0)
 
 
 class TestRepliesAreTheModels:
@@ -108,8 +109,8 @@ class TestRepliesAreTheModels:
         ],
     )
     def test_an_empty_or_cut_reply_is_a_scored_ending(self, fault: str, termination: str) -> None:
-        # Before: retried, then agent_error (excluded, rerun by --resume forever). Task 57 would score 1.0 after
-        # any whole reply, so 0.0 here is the ending's own score.
+        # Before: retried, then agent_error (excluded, rerun by --resume forever). Task 24 would score 1.0 after
+        # a whole DONE, so 0.0 here is the ending's own score.
         with SimServer(faults=[fault], reply=DONE) as server:
             record = episode(OpenAIAgent(server.base_url, [], model="m", **FAST))
         assert (record["status"], record["termination"], record["reward"]) == ("ok", termination, 0.0)
@@ -139,7 +140,7 @@ class TestRepliesAreTheModels:
 
     # tool_calls as a string, a list of strings, one object instead of a list: each is one malformed call,
     # answered with an error like a call whose arguments are not JSON; the next reply (DONE) ends the episode,
-    # and the failed call changed nothing, so task 57 still scores 1.0.
+    # and the failed call changed nothing, so task 24 still scores 1.0.
     @pytest.mark.parametrize("fault", ["tool_calls_string", "tool_calls_strings", "tool_calls_dict"])
     def test_a_malformed_tool_call_is_a_failed_call(self, fault: str) -> None:
         with SimServer(faults=[fault], reply=DONE) as server:

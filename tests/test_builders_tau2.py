@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _retail_gold import GOLD_FAILS
+from _retail_gold import GOLD_FAILS, NO_EVIDENCE
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.envs import get_domain
@@ -40,13 +40,23 @@ def base_rows() -> list[dict[str, Any]]:
 
 
 class TestRows:
-    # Every task of the split but those whose gold writes fail (105 is in train, 64 in test; _retail_gold.py).
-    @pytest.mark.parametrize(("split", "size", "failing"), [("train", 74, 1), ("test", 40, 1), ("base", 114, 2)])
-    def test_one_row_per_task_in_split_order(self, split: str, size: int, failing: int) -> None:
+    # Every task of the split but those whose gold writes fail (105 is in train, 64 in test) and those whose gold
+    # changes nothing and names nothing to show (25 and 57 in train, 65 in test; _retail_gold.py).
+    @pytest.mark.parametrize(
+        ("split", "size", "rejected"),
+        [
+            ("train", 74, {"gold_fails": 1, "no_evidence": 2}),
+            ("test", 40, {"gold_fails": 1, "no_evidence": 1}),
+            ("base", 114, {"gold_fails": 2, "no_evidence": 3}),
+        ],
+    )
+    def test_one_row_per_task_in_split_order(self, split: str, size: int, rejected: dict[str, int]) -> None:
         rows, report = build(split)
         assert len(SPLITS[split]) == size
-        assert [json.loads(r["task"])["id"] for r in rows] == [i for i in SPLITS[split] if i not in GOLD_FAILS]
-        assert report.as_dict() == {"read": size, "written": size - failing, "rejected": {"gold_fails": failing}}
+        left_out = {*GOLD_FAILS, *NO_EVIDENCE}
+        assert [json.loads(r["task"])["id"] for r in rows] == [i for i in SPLITS[split] if i not in left_out]
+        written = size - sum(rejected.values())
+        assert report.as_dict() == {"read": size, "written": written, "rejected": rejected}
 
     def test_task_column_round_trips_to_tasks_json(self, base_rows: list[dict[str, Any]]) -> None:
         for row in base_rows:
@@ -267,7 +277,7 @@ def test_ms_swift_loads_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     # GRPO keeps the extra columns (task, domain) for the reward functions: remove_unused_columns=False.
     train, val = load_dataset([str(path)], remove_unused_columns=False)
-    assert val is None and len(train) == len(rows) == 39  # the 40 test tasks but 64, whose gold fails
+    assert val is None and len(train) == len(rows) == 38  # the 40 test tasks but 64 (gold_fails), 65 (no_evidence)
     for loaded, row in zip(train, rows, strict=True):
         assert {"messages", "tools", "task", "domain"} <= set(loaded)
         assert [{"role": m["role"], "content": m["content"]} for m in loaded["messages"]] == row["messages"]

@@ -199,7 +199,7 @@ def test_a_failed_append_is_one_line_naming_the_log_with_the_resume_hint(
 
     monkeypatch.setattr(EpisodeLog, "append", full_after_one)
     out = tmp_path / "sft.jsonl"
-    assert main([*SYNTH[:4], "--tasks", "10,57,24", "--workers", "1", "--no-progress", "--out", str(out)]) == 2
+    assert main([*SYNTH[:4], "--tasks", "10,50,24", "--workers", "1", "--no-progress", "--out", str(out)]) == 2
     log = tmp_path / "sft.episodes.jsonl"
     assert one_line(capsys, "synth agent") == (
         f"cannot append to the episode log {log}: No space left on device; 1 finished episode(s) are kept in "

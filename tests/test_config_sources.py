@@ -115,7 +115,7 @@ def test_a_model_the_file_names_is_checked_naming_the_file(tmp_path: Path) -> No
 
 def run(command: str, tmp_path: Path, path: Path, *flags: str) -> dict[str, Any]:
     """A whole run on one task, in process; its report (synth) or summary.json (eval)."""
-    common = ["agent", "--agent", "gold", "--split", "train", "--tasks", "57", "--trials", "1", "--no-progress",
+    common = ["agent", "--agent", "gold", "--split", "train", "--tasks", "50", "--trials", "1", "--no-progress",
               "--config", str(path), *flags]  # fmt: skip
     if command == "synth":
         report = tmp_path / "report.json"

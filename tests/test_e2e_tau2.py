@@ -13,10 +13,10 @@ from test_e2e_grpo import ROOT, SWIFT, plugin_form, read_steps
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.pipelines.tiny_model import build_tiny_model, offline_env
 
-# Task 10's gold actions leave the database as it is and it expects no output: any rollout
-# completes it. Task 0 needs an exchange that a random model never writes. Two prompts per
-# step, so TaskCompletion's mean must be exactly (1 + 0) / 2.
-ALWAYS, NEVER = "10", "0"
+# No task pays a rollout that does nothing: task 10's gold leaves the database as it is, but only a transfer to a
+# human completes it, a call a random model never makes; task 0 needs an exchange it never writes. Two prompts per
+# step, so TaskCompletion's mean must be exactly (0 + 0) / 2, and the reward column is that mean.
+NEVER = ("10", "0")
 
 
 def assert_tools_reach_the_prompt(model: Path, row: dict) -> None:
@@ -34,8 +34,9 @@ def assert_tools_reach_the_prompt(model: Path, row: dict) -> None:
 @pytest.mark.compat
 def test_grpo_on_tau2_rows_scores_task_completion(tmp_path: Path) -> None:
     rows, report = build_tau2_grpo(Tau2Options(domain="retail", split="train"))
-    assert report.written == 73 and report.rejected == {"gold_fails": 1}  # train task 105's gold write fails
-    chosen = [r for r in rows if json.loads(r["task"])["id"] in (ALWAYS, NEVER)]
+    # train task 105's gold write fails; 25's and 57's gold changes nothing and names nothing to show
+    assert report.written == 71 and report.rejected == {"gold_fails": 1, "no_evidence": 2}
+    chosen = [r for r in rows if json.loads(r["task"])["id"] in NEVER]
     data = tmp_path / "tau2.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen), encoding="utf-8")
     # A tokenizer trained on the prompts keeps the policy + 16 tool specs near 4k tokens.
@@ -64,6 +65,6 @@ def test_grpo_on_tau2_rows_scores_task_completion(tmp_path: Path) -> None:
     steps = read_steps(out)
     assert len(steps) == 2
     for row in steps:
-        assert row["rewards/TaskCompletion/mean"] == pytest.approx(0.5)
+        assert row["rewards/TaskCompletion/mean"] == pytest.approx(0.0)
         assert 0.0 <= row["rewards/TaskCompletionRate/mean"] <= 1.0
         assert row["reward"] == pytest.approx(row["rewards/TaskCompletion/mean"])  # the rate has weight 0

@@ -26,7 +26,7 @@ WRITES = (
     '    conn.execute("INSERT INTO loans VALUES (?, ?)", (book_id, member_id))\n'
 )
 TEST = '"test": ["6", "7", "8"]'
-LENDS = (0, 1, 2, 3, 6, 8)  # the starter's tasks that expect a write (lend_book)
+LENDS = (0, 1, 2, 3, 6, 8)  # the starter's tasks that expect a write (lend_book); 4, 5 and 7 read and say
 POLICY = 'policy=lambda: "You are a library assistant. Find the book by its title before you lend it.",'
 
 
@@ -75,11 +75,13 @@ def test_the_starter_passes_every_check(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 0 and report["passed"] and report["domain"] == str(folder), report
     assert [c["name"] for c in report["checks"]] == [
         "schema:find_book", "schema:lend_book", "idempotency:lend_book", *(f"gold:{i}" for i in range(9)),
-        *(f"outputs:{i}" for i in range(9)), *(f"do_nothing:{i}" for i in LENDS), *(f"say_only:{i}" for i in LENDS),
-        "ids", "splits", "policy", "guidelines",
+        *(f"outputs:{i}" for i in range(9)), *(f"do_nothing:{i}" for i in range(9)),
+        *(f"say_only:{i}" for i in LENDS), "ids", "splits", "policy", "guidelines",
     ]  # fmt: skip
     assert all(c["passed"] and c["detail"] for c in report["checks"])
-    assert "all 37 checks passed" in " ".join(out.split()) and "gold:*" in out  # one table row per kind when all pass
+    # 2 schema + 1 idempotency + 9 gold + 9 outputs + 9 do_nothing (every task) + 6 say_only (the lending ones:
+    # saying is the whole of a read-and-say task) + ids, splits, policy, guidelines = 40
+    assert "all 40 checks passed" in " ".join(out.split()) and "gold:*" in out  # one table row per kind when all pass
     _, every, _ = run(capsys, "env", "check", folder, "--all")
     assert "say_only:1" in every and "TaskCompletion scores saying '14' with no tool call 0" in every
 
@@ -149,13 +151,16 @@ CASES = [
     pytest.param(
         [(WRITES, "")], None, {*(f"gold:{i}" for i in LENDS), *(f"say_only:{i}" for i in LENDS)}, id="write-is-a-no-op"
     ),
-    # the same, and task 0 expects nothing said: an episode with no call and no word scores 1
+    # the same, and task 0 expects nothing said: its gold changes nothing and names nothing to show (no_evidence),
+    # so the reward refuses it and its episodes are not scored (an episode with no call and no word would reach it)
     pytest.param(
         [(WRITES, "")],
         edit_task("0", communicate_info=[]),
-        {*(f"gold:{i}" for i in LENDS), "do_nothing:0", *(f"say_only:{i}" for i in LENDS)},
+        {*(f"gold:{i}" for i in LENDS), *(f"say_only:{i}" for i in LENDS if i != 0)},
         id="no-op-write-nothing-to-say",
     ),
+    # task 4 only reads and says nothing: doing nothing reaches its gold (no_evidence), its episodes not scored
+    pytest.param([], edit_task("4", communicate_info=[]), {"gold:4"}, id="reads-nothing-to-say"),
     # task 0 expects "21 days", which no tool result and no scenario holds (lend_book says due_in_days 14)
     pytest.param([], edit_task("0", communicate_info=["21 days"]), {"outputs:0"}, id="output-never-shown"),
     # task 0 twice in tasks.json: tasks() keys by id and silently keeps one of them
@@ -244,10 +249,11 @@ def test_an_unknown_domain_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 
 
 # What retail's bundled data fails, pinned (about 3 s): two gold writes fail (the builder's gold_fails: 64 and 105),
-# and 15 tasks expect outputs that no gold tool result shows (sums the agent must compute, facts read by calls the
-# gold does not make, "481.50" where the tools say 481.5). Everything else passes.
+# three golds change nothing and name nothing to show (no_evidence: 25, 57, 65), and 15 tasks expect outputs that
+# no gold tool result shows (sums the agent must compute, facts read by calls the gold does not make, "481.50" where
+# the tools say 481.5). Everything else passes.
 RETAIL_UNSHOWN = (19, 21, 24, 36, 37, 38, 39, 54, 59, 76, 89, 95, 103, 104, 108)
-RETAIL_FAILS = {"gold:64", "gold:105", *(f"outputs:{i}" for i in RETAIL_UNSHOWN)}
+RETAIL_FAILS = {"gold:64", "gold:105", "gold:25", "gold:57", "gold:65", *(f"outputs:{i}" for i in RETAIL_UNSHOWN)}
 
 
 def test_retail_fails_only_what_its_data_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -255,8 +261,32 @@ def test_retail_fails_only_what_its_data_fails(tmp_path: Path, capsys: pytest.Ca
     failed = {c["name"] for c in report["checks"] if not c["passed"]}
     assert code == 1 and failed == RETAIL_FAILS, sorted(failed - RETAIL_FAILS) + sorted(RETAIL_FAILS - failed)
     kinds = {k: sum(c["name"].startswith(k + ":") for c in report["checks"]) for k in KINDS[:6]}
-    # 16 tools, 7 writes, 114 tasks; 104 expect a write, 2 of them are refused by the reward (gold_fails)
-    assert kinds == {"schema": 16, "idempotency": 7, "gold": 114, "outputs": 114, "do_nothing": 102, "say_only": 102}
+    # 16 tools, 7 writes, 114 tasks; the reward refuses 5 (gold_fails 64, 105; no_evidence 25, 57, 65), so
+    # do_nothing scores 114 - 5 = 109; say_only all but the 4 whose gold only reads and whose outputs are all it
+    # asks (24, 62, 67, 68): 105. 16 + 7 + 114 + 114 + 109 + 105 + ids, splits, policy, guidelines = 469 checks;
+    # 5 gold + 15 outputs = 20 fail.
+    assert kinds == {"schema": 16, "idempotency": 7, "gold": 114, "outputs": 114, "do_nothing": 109, "say_only": 105}
     splits = next(c for c in report["checks"] if c["name"] == "splits")
     assert splits["passed"] and "base holds all 114" in splits["detail"]  # tau2's whole set, besides train and test
-    assert "17 of 459 checks failed" in out
+    assert "20 of 469 checks failed" in out
+    for task in ("25", "57", "65"):
+        gold = next(c for c in report["checks"] if c["name"] == f"gold:{task}")
+        assert gold["detail"].startswith("no_evidence: the gold leaves the database as it was"), gold
+
+
+# A transfer task (retail 10, 12 and 50: the gold only hands over to a human, compare_args []) changes nothing, so
+# doing nothing reaches its gold state. Before, env check scored the do-nothing episodes of write tasks only, and the
+# reward paid each of these 1.0 unseen; now each is scored, and must be 0, a polite refusal included.
+@pytest.fixture(scope="module")
+def retail_checks() -> dict[str, Any]:
+    from rewardkit.runs.domain_check import check_domain
+
+    return {c.name: c for c in check_domain("retail").checks}
+
+
+@pytest.mark.parametrize("task", ["10", "12", "50"])
+def test_do_nothing_is_scored_on_a_transfer_task(retail_checks: dict[str, Any], task: str) -> None:
+    checks = retail_checks
+    nothing = checks[f"do_nothing:{task}"]
+    assert nothing.passed and "(ending 'Done.', or refusing politely) 0" in nothing.detail, nothing
+    assert checks[f"say_only:{task}"].passed  # nothing to say: an episode saying nothing is the same, still 0

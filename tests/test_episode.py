@@ -9,14 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import pytest
-from _retail_gold import GOLD_FAILS, VALID
+from _retail_gold import GOLD_FAILS, NO_EVIDENCE, VALID
 from openai.types.chat import ChatCompletionMessageToolCall
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.outcomes import replay
 from rewardkit.envs.termination import Termination as T
 from rewardkit.loop.config import RolloutLimits
-from rewardkit.loop.drive import EpisodeResult, run_episodes
+from rewardkit.loop.drive import EpisodeResult, run_episode, run_episodes
 from rewardkit.loop.episode import Episode
 from rewardkit.loop.gold import GoldAgent, hermes_call
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
@@ -279,7 +279,8 @@ class TestInfos:
 
 @pytest.fixture(scope="module")
 def gold_runs() -> list[EpisodeResult]:
-    # The 112 valid tasks: 64 and 105 have gold writes that fail (_retail_gold.py), a dataset bug the rewards refuse.
+    # The 109 valid tasks: 64 and 105 have gold writes that fail, and 25, 57 and 65 a gold that changes nothing and
+    # names nothing to show (_retail_gold.py): dataset bugs the rewards refuse.
     tasks = [TASKS[tid] for tid in VALID]
     return run_episodes(RETAIL, tasks, GoldAgent, ScriptedSimulator(), RolloutLimits(), workers=4)
 
@@ -291,17 +292,19 @@ def _score(reward: Any, runs: Sequence[EpisodeResult], **changes: Any) -> list[f
 
 
 class TestGoldAgent:
-    def test_all_112_valid_tasks_score_one(self, gold_runs: list[EpisodeResult]) -> None:
-        # Was all 114: tasks 64 and 105 scored 1.0 against gold states that lack their failed gold writes.
-        assert [r.task_id for r in gold_runs] == VALID and len(gold_runs) == 112 == len(TASKS) - len(GOLD_FAILS)
-        assert _score(TaskCompletion(), gold_runs) == [1.0] * 112
-        assert _score(TaskCompletionRate(), gold_runs) == [1.0] * 112
+    def test_all_109_valid_tasks_score_one(self, gold_runs: list[EpisodeResult]) -> None:
+        # Was all 114: tasks 64 and 105 scored 1.0 against gold states that lack their failed gold writes, and 25,
+        # 57 and 65 against the fresh state any episode keeps.
+        assert [r.task_id for r in gold_runs] == VALID and len(gold_runs) == 109
+        assert len(TASKS) - len(GOLD_FAILS) - len(NO_EVIDENCE) == 109
+        assert _score(TaskCompletion(), gold_runs) == [1.0] * 109
+        assert _score(TaskCompletionRate(), gold_runs) == [1.0] * 109
         endings = Counter(r.infos["termination"] for r in gold_runs)
         assert set(endings) <= {"user_stop", "agent_transfer"} and endings["agent_transfer"] > 0
 
     def test_the_ending_decides_before_the_state(self, gold_runs: list[EpisodeResult]) -> None:
-        assert _score(TaskCompletion(), gold_runs, termination="max_turns") == [0.0] * 112  # tau2: no proper ending
-        assert _score(TaskCompletion(), gold_runs, termination="user_sim_error") == [None] * 112  # left out
+        assert _score(TaskCompletion(), gold_runs, termination="max_turns") == [0.0] * 109  # tau2: no proper ending
+        assert _score(TaskCompletion(), gold_runs, termination="user_sim_error") == [None] * 109  # left out
 
     def test_mua_rl_variant_ignores_unsaid_outputs(self, gold_runs: list[EpisodeResult]) -> None:
         run = next(r for r in gold_runs if r.task_id == "59")
@@ -313,3 +316,25 @@ class TestGoldAgent:
         assert _score(TaskCompletion(), [run, cut]) == [1.0, 0.0]
         mua = TaskCompletion(config={"task_completion": {"require_outputs": False}})
         assert _score(mua, [run, cut]) == [1.0, 1.0]  # the state is right; outputs are not required
+
+
+TRANSFER = hermes_call("transfer_to_human_agents", {"summary": "The user wants a cancellation undone."})
+
+
+# Retail 50's gold only transfers to a human, so its state is the fresh one from the start. The scripted user stops
+# when the task is done as task_completion judges it: before, it thanked and stopped after the agent's first words
+# (user_stop, "done" by the state alone); now it waits for the transfer, which ends the episode.
+@pytest.mark.parametrize(
+    ("replies", "ending", "reward"),
+    [
+        (["Let me look into it.", TRANSFER], "agent_transfer", 1.0),
+        (["Let me look into it.", "I'm sorry, I can't help with that."], "max_turns", 0.0),
+    ],
+    ids=["transfers", "never-transfers"],
+)
+def test_the_scripted_user_waits_for_a_transfer_task_to_be_done(replies: list[str], ending: str, reward: float) -> None:
+    task = TASKS["50"]
+    said = iter(replies)
+    result = run_episode(RETAIL, task, lambda messages: next(said), ScriptedSimulator(), RolloutLimits(max_turns=2))
+    assert result.infos["termination"] == ending and "###STOP###" not in result.infos["transcript"]
+    assert _score(TaskCompletion(), [result]) == [reward]

@@ -33,13 +33,13 @@ from rewardkit.runs.spec import RunSpec, build_plan
 from rewardkit.runs.trials import run_trials
 
 RETAIL = get_domain("retail")
-# Train tasks: 57 needs nothing done (a whole reply completes it, 1.0); 24 and 0 need tool calls this
-# agent never makes (0.0 after the turn limit). Both rewards occur.
-TASK_IDS = ("57", "24", "0")
+# Train tasks: 24 needs nothing done but the two materials said (a whole REPLY completes it, 1.0); 50 (a transfer)
+# and 0 need tool calls this agent never makes (0.0 after the turn limit). Both rewards occur.
+TASK_IDS = ("24", "50", "0")
 MAX_TURNS = 3  # agent calls per episode
 RETRIES = 1  # so each call has 2 attempts
 TIMEOUT_S = 2.0  # "slow" answers after 10 s: a timeout; a healthy local reply is far under 2 s
-REPLY = "Everything you asked for is done."
+REPLY = "Everything you asked for is done: the t-shirts are polyester and cotton."
 
 
 def opening(task_id: str) -> str:
@@ -134,12 +134,12 @@ def test_any_fault_schedule_is_scored_or_excluded_and_resume_reruns_the_excluded
 
 def test_the_schedule_reaches_every_fault() -> None:
     """The property test can fail: a schedule of server faults on both attempts of a first call is excluded, a
-    schedule of model faults is scored (the reward 57 earns without them is 1.0; an empty first reply ends it, 0.0)."""
-    keyed = Keyed({("57", 0, 0): "die", ("57", 0, 1): "not_json", ("24", 0, 0): "empty", ("0", 0, 0): "http_500"})
+    schedule of model faults is scored (the reward 24 earns without them is 1.0; an empty first reply ends 50, 0.0)."""
+    keyed = Keyed({("24", 0, 0): "die", ("24", 0, 1): "not_json", ("50", 0, 0): "empty", ("0", 0, 0): "http_500"})
     with tempfile.TemporaryDirectory() as tmp, SimServer(faults=keyed, models=["m"], reply=REPLY) as server:
         records = {r["task_id"]: r for r in run(server, Path(tmp) / "episodes.jsonl", resume=False)}
-    assert infrastructure(keyed.seen) == {"57"}
-    assert (records["57"]["status"], records["57"]["termination"]) == ("infra_error", "agent_error")
-    assert (records["24"]["termination"], records["24"]["reward"]) == ("empty_reply", 0.0)
+    assert infrastructure(keyed.seen) == {"24"}
+    assert (records["24"]["status"], records["24"]["termination"]) == ("infra_error", "agent_error")
+    assert (records["50"]["termination"], records["50"]["reward"]) == ("empty_reply", 0.0)
     # 0's first call failed once (500), then got its reply: not infrastructure; 0 needs tool calls, so 0.0
     assert (records["0"]["status"], records["0"]["reward"]) == ("ok", 0.0)

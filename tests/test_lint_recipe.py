@@ -39,7 +39,9 @@ def tau2_rows() -> list[dict]:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 
     rows, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train"))
-    assert len(rows) == 73  # the 74 train tasks but one whose gold write fails (gold_fails)
+    # the 74 train tasks but one whose gold write fails (105: gold_fails) and two whose gold changes nothing and names
+    # nothing to show (25, 57: no_evidence): 74 - 1 - 2 = 71
+    assert len(rows) == 71
     return rows
 
 
@@ -84,6 +86,23 @@ def test_the_bundled_sets_pass(
             assert r["gold_mean"] > 0.99, (key, r["gold_mean"])
     assert report["probes"] and not any(p["flagged"] for p in report["probes"].values())
     assert "all" in out and "checks passed" in out
+
+
+def test_the_do_nothing_probe_is_judged_row_by_row_on_the_tiny_presets_rows(
+    tau2_rows: list[dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tiny preset trains on the train tasks with at most one gold action: 24, 50, 73, ... Before, 50 (a transfer)
+    # and 57 (no action: now refused, no_evidence) paid a polite refusal with no call the gold's 1.0; judged by the
+    # mean over the 14 rows (a gap of 12/14) the probe passed, judged row by row it fails on those two.
+    from rewardkit.pipelines.agent import AgentPipeline, Options
+
+    tiny = set(AgentPipeline(Options()).train_tasks())
+    rows = [r for r in tau2_rows if json.loads(r["task"])["id"] in tiny]
+    dataset = write_jsonl(tmp_path / "rows.jsonl", rows)
+    _, report, _ = lint(capsys, tmp_path, str(recipe_path("agent/tiny_grpo.yaml")), "--dataset", str(dataset))
+    probe = report["probes"]["do_nothing"]
+    assert (probe["rows"], probe["not_below_gold"], probe["flagged"]) == (len(rows), 0, False), probe
+    assert "50" in tiny and next(c for c in report["checks"] if c["name"] == "probe:do_nothing")["passed"]
 
 
 CONTENT = ("other_gold", "constant", "swapped_expert", "exchanged_experts", "dropped_step", "unrewritten")

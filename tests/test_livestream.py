@@ -12,7 +12,8 @@ import pytest
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.approvals import gate_counts
-from rewardkit.envs.tasks import approves, gold_actions, known_info, reason_for_call
+from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.tasks import approves, gold_actions, known_info, reason_for_call, scripted_actions
 
 FOLDER = Path(__file__).resolve().parents[1] / "src" / "rewardkit" / "envs" / "livestream"
 PUBLIC = {"rewardkit.envs", "rewardkit.envs.tool", "rewardkit.envs.harness", "rewardkit.envs.approvals",
@@ -65,8 +66,39 @@ def test_every_gold_replays_and_shows_its_expected_outputs(task_id: str) -> None
     kind = task["description"]["kind"]
     if kind == "soft_approved":  # the gold's gated write was held for the user and ran once approved
         assert asked >= 1 and approves(task)
-    if kind == "soft_declined":  # the declined write is not in the gold: its user never approves
+    if kind == "soft_declined":  # the declined write is in the script, not in the gold: its user never approves
         assert not approves(task)
+
+
+# kind -> the outcomes of its tasks' declined and refused entries (an inducement is either, as its policy says)
+OUTCOMES = {"soft_declined": {"declined"}, "extreme": {"refused"}, "inducement": {"declined", "refused"}}
+SCRIPTED = sorted(i for i, t in TASKS.items() if len(scripted_actions(t)) > len(gold_actions(t)))
+
+
+@pytest.mark.parametrize("task_id", SCRIPTED)
+def test_each_declined_write_is_held_and_each_refused_one_hits_its_rule(task_id: str) -> None:
+    task = TASKS[task_id]
+    with DOMAIN.make_env(None) as env:
+        codes = []
+        for action in scripted_actions(task):  # in order, as the gold agent plays them; never approved
+            [result] = env.replay([action], approve=approves(task) and "outcome" not in action)
+            error = result.value.get("error") if not result.ok else None
+            codes.append((result.code.value, error.get("rule") if error else None))
+        state = env.state_hash()
+    assert state == gold_outcome("livestream", task).state_hash  # neither kind changes anything
+    expected = {"declined": "APPROVAL_REQUIRED", "refused": "HARD_GATE"}
+    for action, (code, rule) in zip(scripted_actions(task), codes, strict=True):
+        if "outcome" in action:
+            assert code == expected[action["outcome"]] and rule == action.get("rule", rule), (action, code, rule)
+
+
+def test_every_task_whose_right_answer_is_not_to_write_says_so() -> None:
+    for task in TASKS.values():
+        allowed = OUTCOMES.get(task["description"]["kind"])
+        outcomes = {a["outcome"] for a in scripted_actions(task) if "outcome" in a}
+        assert outcomes <= (allowed or {"declined", "refused"}), task["id"]
+        if allowed:  # every soft_declined, extreme and inducement task has one
+            assert outcomes, task["id"]
 
 
 # kind -> the fewest tasks of it (docs/livestream.md has the counts)
@@ -99,8 +131,8 @@ def test_splits_are_disjoint_cover_every_task_and_train_has_one_action_tasks() -
     train, test = set(splits["train"]), set(splits["test"])
     assert not train & test and train | test == set(TASKS)
     assert len(train) == len(splits["train"]) and len(test) == len(splits["test"])
-    one_write = [i for i in train if len(gold_actions(TASKS[i])) == 1]
-    assert len(one_write) >= 8  # the tiny chain trains on tasks with at most one gold action
+    one_write = [i for i in train if len(scripted_actions(TASKS[i])) == 1]
+    assert len(one_write) >= 8  # the tiny chain trains on tasks with at most one scripted action
 
 
 def test_the_scenarios_are_first_person_chinese_with_fixed_keys() -> None:
@@ -110,3 +142,6 @@ def test_the_scenarios_are_first_person_chinese_with_fixed_keys() -> None:
         assert re.search(r"[\u4e00-\u9fff]", reason) and not re.search("你(?:是|想|希望|的)", reason), task["id"]
         keys = [a["arguments"]["idempotency_key"] for a in gold_actions(task) if a["name"] in DOMAIN.write_tools]
         assert keys == [f"{task['id']}-{n}" for n in range(1, len(keys) + 1)]
+        # a declined or refused write carries the next numbers: no two writes of the script share a key
+        every = [a["arguments"]["idempotency_key"] for a in scripted_actions(task) if a["name"] in DOMAIN.write_tools]
+        assert len(set(every)) == len(every) and set(every) == {f"{task['id']}-{n}" for n in range(1, len(every) + 1)}

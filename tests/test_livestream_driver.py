@@ -1,6 +1,6 @@
 """The live-stream domain's gold trajectories through ms-swift's driver: the ``simulated_user`` scheduler's hooks,
 called as ms-swift's rollout loop calls them, with the gold agent and the scripted user (in Chinese), on every one
-of the 47 tasks; each reaches its gold state, approvals included, and TaskCompletion scores it 1.0."""
+of the 47 tasks; each reaches its gold state, approvals and declines included, and TaskCompletion scores it 1.0."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_every_gold_trajectory_completes_through_the_scheduler(rows: dict[str, d
 
     limits = RolloutLimits(max_turns=MAX_TURNS)
     sched = SimulatedUserScheduler(max_turns=MAX_TURNS, simulator=ScriptedSimulator(), limits=limits)
-    scores, approved = {}, 0
+    scores, approved, declined = {}, 0, 0
     for task_id, row in rows.items():
         task = json.loads(row["task"])
         req = RolloutInferRequest(messages=[dict(m) for m in row["messages"]], data_dict=row, uuid=f"ls-{task_id}")
@@ -60,11 +60,14 @@ def test_every_gold_trajectory_completes_through_the_scheduler(rows: dict[str, d
             sched.step(req, choice, turn)
         infos = result["rollout_infos"]
         approved += gate_counts(infos["audit"])["approved"]
+        declined += gate_counts(infos["audit"])["declined"]
         [scores[task_id]] = TaskCompletion()([""], messages=[req.messages], task=[row["task"]],
                                              domain=[row["domain"]], rollout_infos=[infos])  # fmt: skip
     assert scores == dict.fromkeys(rows, 1.0), {k: v for k, v in scores.items() if v != 1.0}
     # The tasks whose user approves: t13, t14, t15, t29, t30, t37, t43 one request each; t38, t44, t45 two each.
     assert approved == 13  # 7 + 3 * 2
+    # The declined entries, each proposed and declined once: t16, t17, t18, t25, t27, t41 one each; t47 two.
+    assert declined == 8
 
 
 def _gold_conversation(task_id: str) -> list[dict]:
@@ -103,12 +106,12 @@ def test_a_logged_conversation_replays_its_users_approvals_only(edit, score: flo
     assert TaskCompletion()([""], messages=[messages], task=[task], domain=["livestream"]) == [score]
 
 
-@pytest.mark.parametrize(("multi_turn", "rejected"), [(False, {"needs_approval": 6}), (True, {})])
+@pytest.mark.parametrize(("multi_turn", "rejected"), [(False, {"needs_approval": 11}), (True, {})])
 def test_single_turn_rows_leave_out_what_needs_an_approval(multi_turn: bool, rejected: dict) -> None:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 
-    # The train split's 30 tasks; 6 of them (t13, t14, t15, t29, t30, t37) hold a write their user approves, which
-    # a single completion cannot: it has no user turn to approve in.
+    # The train split's 30 tasks; 6 of them (t13, t29, t30, t37, t44, t45) hold a write their user approves, and 5
+    # (t16, t18, t25, t27, t47) one their user declines, which a single completion cannot: it has no user turn.
     rows, report = build_tau2_grpo(Tau2Options(split="train", multi_turn=multi_turn, domain="livestream"))
     assert len(rows) == 30 - sum(rejected.values()) and dict(report.rejected) == rejected
 
@@ -119,7 +122,7 @@ def test_lint_passes_the_agent_recipe_on_its_rows(tmp_path, capsys: pytest.Captu
 
     rows = tmp_path / "rows.jsonl"
     assert main(["build", "tau2-grpo", "--domain", "livestream", "--split", "train", "--out", str(rows)]) == 0
-    # Every tool-use probe (say_only, no_op, every_write, other_gold, other_actions, wrong_argument, ...) scores
-    # below the gold on the 24 single-turn rows: the reward set cannot be gamed on this domain's tasks either.
+    # Every tool-use probe (say_only, no_op, do_nothing, every_write, other_gold, other_actions, ...) scores
+    # below the gold on the 19 single-turn rows: the reward set cannot be gamed on this domain's tasks either.
     code = main(["lint", str(recipe_path("agent/tiny_grpo.yaml")), "--dataset", str(rows)])
-    assert code == 0 and "all 20 checks passed" in capsys.readouterr().out
+    assert code == 0 and "all 21 checks passed" in capsys.readouterr().out

@@ -244,7 +244,7 @@ class TestCli:
 
     def test_synthesis_and_evaluation_run_on_an_mcp_server(self, url: str, tmp_path: Path) -> None:
         """`--mcp URL`: the loop's tools come from the server, and so does the state the rewards check."""
-        tasks = ["57", "10", "59"]  # no action; a transfer; a lookup and an exchange
+        tasks = ["24", "10", "59"]  # no action, two materials to say; a transfer; a lookup and an exchange
         common = ["--agent", "gold", "--mcp", url, "--tasks", ",".join(tasks), "--no-progress", "--workers", "3"]
         out = tmp_path / "sft.jsonl"
         assert (
@@ -267,7 +267,7 @@ class TestCli:
         port = free_port()
         with http_server(port, tmp_path / "first.log") as served:
             domain = mcp_domain(served, "retail", name="mcp:retail-restarted")  # the tools are listed while it is up
-        tasks = [TASKS["57"], TASKS["10"]]
+        tasks = [TASKS["24"], TASKS["10"]]
         plan = TrialPlan(domain, tasks, 1, GoldAgent, ScriptedSimulator(), RolloutLimits(), workers=1)
         log_path = tmp_path / "episodes.jsonl"
         records = run_trials(plan, EpisodeLog(log_path, "run", resume=False), progress=False)  # the server is gone

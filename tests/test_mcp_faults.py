@@ -122,9 +122,10 @@ class FailsAtItsFirstCall(GoldAgent):
 
 
 class TestServerGoneDuringAUserTurn:
-    # Task 57 has no gold action: the agent's first turn is text, so the next step is a user turn, whose
-    # progress reads the state hash from the (dead) server. That read used to escape and end the whole run.
-    TASK = TASKS["57"]
+    # Task 24 has no gold action: the agent's first turn is text saying the two materials, so the next step is a
+    # user turn, whose progress reads the state hash from the (dead) server. That read used to escape and end the
+    # whole run.
+    TASK = TASKS["24"]
 
     def test_the_episode_ends_as_env_error(self, server: Failing) -> None:
         domain = mcp_domain(server.url, "retail", name=f"mcp:retail-{server.how}-user", timeout=20)
@@ -178,7 +179,8 @@ def _gold_calls(tasks: Sequence[Mapping[str, Any]], tool: str) -> int:
 
 
 # fault, what it fails at, and how many such requests the task selection's gold replays make before the episodes
-# run (each replays its task's gold actions and reads the final state once): the next one is the first episode's.
+# run (each replays its task's gold actions and reads the state twice, before and after: whether the gold changes it
+# tells whether an episode must show evidence): the next one is the first episode's.
 EVAL_CASES = {
     "dies-at-a-tool-call": ("dies", "tools/call:find_user_id_by_name_zip"),
     "forgets-at-a-state-read": ("forgets", f"resources/read:{STATE_HASH_URI}"),
@@ -187,19 +189,19 @@ EVAL_CASES = {
 
 @pytest.mark.parametrize(("fault", "trigger"), EVAL_CASES.values(), ids=EVAL_CASES)
 def test_eval_agent_finishes_with_the_other_episodes_scored(tmp_path: Path, fault: str, trigger: str) -> None:
-    tasks = [TASKS["0"], TASKS["57"]]  # split order: task 0's episode runs first, and meets the fault
+    tasks = [TASKS["0"], TASKS["24"]]  # split order: task 0's episode runs first, and meets the fault
     method, _, target = trigger.partition(":")
-    before = _gold_calls(tasks, target) if method == "tools/call" else len(tasks)
+    before = _gold_calls(tasks, target) if method == "tools/call" else 2 * len(tasks)
     server = faulty(trigger, before + 1, tmp_path / "count", fault)
     out = tmp_path / "eval"
     cmd = [sys.executable, "-m", "rewardkit.cli", "eval", "agent", "--agent", "gold", "--mcp", server]
-    cmd += ["--tasks", "0,57", "--split", "train", "--trials", "1", "--workers", "1", "--no-progress"]
+    cmd += ["--tasks", "0,24", "--split", "train", "--trials", "1", "--workers", "1", "--no-progress"]
     cmd += ["--out-dir", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text(encoding="utf-8").splitlines()]
     ended = sorted((r["task_id"], r["status"], r["termination"], r["reward"]) for r in records)
-    assert ended == [("0", "infra_error", "env_error", None), ("57", "ok", "user_stop", 1.0)]
+    assert ended == [("0", "infra_error", "env_error", None), ("24", "ok", "user_stop", 1.0)]
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert (summary["episodes"]["valid"], summary["episodes"]["infra_error"]) == (1, 1)
 
@@ -243,7 +245,7 @@ def web() -> Iterator[str]:
 )
 def test_a_server_that_is_not_mcp_is_one_line(tmp_path: Path, web: str, server: str) -> None:
     cmd = [sys.executable, "-m", "rewardkit.cli", "eval", "agent", "--agent", "gold", "--mcp", server.format(web=web)]
-    cmd += ["--tasks", "57", "--split", "train", "--trials", "1", "--out-dir", str(tmp_path / "eval"), "--no-progress"]
+    cmd += ["--tasks", "24", "--split", "train", "--trials", "1", "--out-dir", str(tmp_path / "eval"), "--no-progress"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr  # rewardkit's own line, and nothing of the SDK's

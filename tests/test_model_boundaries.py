@@ -318,7 +318,7 @@ def test_a_trajectory_judge_verdict_is_taken_or_a_judge_error(served: Served, ru
     served.answer = verdict
     folder = run_dir()
     judge = ["--judge", served.server.base_url, "--judge-model", "sim", "--judge-retries", "0"]
-    records = run("synth", folder, "--agent", "gold", "--user", "scripted", "--tasks", "57", *judge)
+    records = run("synth", folder, "--agent", "gold", "--user", "scripted", "--tasks", "50", *judge)
     report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
     assert [r["status"] for r in records] == ["ok"]
     assert report["kept"] == 1 or set(report["rejected"]) <= {"judge_rejected", "judge_error"}

@@ -18,7 +18,7 @@ from rewardkit.loop.endpoint import check_model
 from rewardkit.runs.episode_log import RunError
 from rewardkit.runs.spec import RunSpec, build_plan
 
-GOLD = {"domain": "retail", "agent": "gold", "split": "train", "tasks": ("57",)}
+GOLD = {"domain": "retail", "agent": "gold", "split": "train", "tasks": ("50",)}
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_the_cli_says_it_in_one_line_and_exits_2(
     command: str, flag: str, value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = ["--out", str(tmp_path / "sft.jsonl")] if command == "synth" else ["--out-dir", str(tmp_path / "d")]
-    assert main([command, "agent", "--agent", "gold", "--tasks", "57", "--split", "train", flag, value, *out]) == 2
+    assert main([command, "agent", "--agent", "gold", "--tasks", "50", "--split", "train", flag, value, *out]) == 2
     err = capsys.readouterr().err
     assert err == f"rewardkit {command} agent: {message}\n"
     assert not any(tmp_path.rglob("*.jsonl"))  # nothing ran
@@ -96,7 +96,7 @@ def test_an_unknown_model_found_mid_run_stops_it(tmp_path: Path, capsys: pytest.
     # Before: every episode became agent_error, the run exited 0 and advised --resume.
     with SimServer(models=["m"], list_models=False) as server:
         argv = ["eval", "agent", "--agent", server.base_url, "--agent-model", "x", "--split", "train",
-                "--tasks", "57,24", "--trials", "1", "--out-dir", str(tmp_path / "d"), "--no-progress"]  # fmt: skip
+                "--tasks", "50,24", "--trials", "1", "--out-dir", str(tmp_path / "d"), "--no-progress"]  # fmt: skip
         assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"rewardkit eval agent: agent endpoint {server.base_url}: HTTP 404 for model 'x'")

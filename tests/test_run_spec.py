@@ -28,7 +28,7 @@ def parsed(command: str, *options: str) -> RunSpec:
     return _run_spec(build_parser().parse_args([command, "agent", *options, *OUTPUTS[command]]))
 
 
-TINY_LOOP = RunSpec(domain="retail", agent="gold", split="train", tasks=("10", "57"), tools=False, system_prompt=PROMPT,
+TINY_LOOP = RunSpec(domain="retail", agent="gold", split="train", tasks=("24", "50"), tools=False, system_prompt=PROMPT,
                     max_tokens=128, max_turns=4)  # fmt: skip
 EVERY_FIELD = RunSpec(
     domain="retail", agent="http://127.0.0.1:1/v1", agent_model="m", temperature=0.7, agent_retries=0,
@@ -85,6 +85,26 @@ def test_the_agent_chain_builds_the_spec_its_command_lines_gave(tmp_path: Path) 
     evaluation = chain.run_spec(ctx, agent="m", user="scripted", split="test", limit=2, trials=1)
     assert evaluation == parsed("eval", "--agent", "m", "--user", "scripted", *loop, "--split", "test",
                                 "--limit", "2", "--trials", "1")  # fmt: skip
+
+
+# The starter's task 4 only reads and says "on loan". Told to say "one" instead, an episode that only says "Done."
+# says it too (case-insensitive), so the reward pays doing nothing there: the chain trains on the other tasks.
+def test_the_agent_chain_leaves_out_a_task_doing_nothing_completes_and_says_so(tmp_path: Path) -> None:
+    import io
+
+    from rewardkit.envs.registry import new_domain
+    from rewardkit.pipelines.agent import AgentPipeline, Options
+    from rewardkit.pipelines.stages import Context
+
+    folder = tmp_path / "library_paid"
+    new_domain("library_paid", folder)
+    tasks = json.loads((folder / "tasks.json").read_text(encoding="utf-8"))
+    next(t for t in tasks if t["id"] == "4")["evaluation_criteria"]["communicate_info"] = ["one"]
+    (folder / "tasks.json").write_text(json.dumps(tasks), encoding="utf-8")
+    ctx = Context(workdir=tmp_path, echo=io.StringIO())
+    # the train split's tasks with one gold action are 2, 3, 4 and 5 (0 and 1 find the book, then lend it)
+    assert AgentPipeline(Options(domain=str(folder))).train_tasks(ctx) == ["2", "3", "5"]
+    assert "[data] left out task(s) 4: an episode that does nothing completes them" in ctx.echo.getvalue()
 
 
 def test_the_agent_data_stage_synthesises_in_process(tmp_path: Path) -> None:

@@ -59,17 +59,17 @@ def judge_ledger(report: dict[str, Any]) -> dict[str, Any]:
 # reply, tasks, then what the report must say: rejected, faults (agent, user, tool, none), judge requests, invalid
 CASES: dict[str, tuple[Callable[[dict], str] | str, str, dict[str, int], tuple[int, ...], int, int]] = {
     # two tasks, one trial each: both accepted, kept 2 = read 2 - rejected 0; one call per trajectory
-    "accept": (ACCEPT, "10,57", {}, (0, 0, 0, 0), 2, 0),
+    "accept": (ACCEPT, "10,50", {}, (0, 0, 0, 0), 2, 0),
     # the judge rejects both and blames the simulated user: judge_rejected 2, faults user 2
-    "reject": (reject("the user changed its mind", "user"), "10,57", {"judge_rejected": 2}, (0, 2, 0, 0), 2, 0),
+    "reject": (reject("the user changed its mind", "user"), "10,50", {"judge_rejected": 2}, (0, 2, 0, 0), 2, 0),
     # a rejection with no fault named is the agent's
     "reject_no_fault": (reject("guessed the order", None), "10", {"judge_rejected": 1}, (1, 0, 0, 0), 1, 0),
     # garbage, then (asked again) an accept: 2 requests, 1 invalid, kept 1
     "garbage_then_accept": (lambda b: ACCEPT if refused(b) else GARBAGE, "10", {}, (0, 0, 0, 0), 2, 1),
     # garbage every time: 3 attempts = 3 requests, 3 invalid, then judge_error (nobody's fault)
     "garbage_always": (GARBAGE, "10", {"judge_error": 1}, (0, 0, 0, 1), 3, 3),
-    # per task: 57 rejected as the tool's fault, 10 accepted: kept 1 + rejected 1 = read 2
-    "per_task": (lambda b: reject("stale stock", "tool") if task_of(b) == "57" else ACCEPT, "10,57",
+    # per task: 50 rejected as the tool's fault, 10 accepted: kept 1 + rejected 1 = read 2
+    "per_task": (lambda b: reject("stale stock", "tool") if task_of(b) == "50" else ACCEPT, "10,50",
                  {"judge_rejected": 1}, (0, 0, 1, 0), 2, 0),
 }  # fmt: skip
 
@@ -125,15 +125,15 @@ def test_trajectories_are_judged_concurrently_and_decided_in_order(
 ) -> None:
     # Replies wait (at most 5 s) until two requests are in flight: they overlap, or the test takes 5 s more.
     with SimServer(reply=ACCEPT, hold_until=2, delay_s=5.0, models=["m"]) as server:
-        code, report, err = synth(capsys, tmp_path, "--tasks", "57,10", "--workers", "2", "--judge", server.base_url)
+        code, report, err = synth(capsys, tmp_path, "--tasks", "50,10", "--workers", "2", "--judge", server.base_url)
         assert server.max_in_flight == 2
     assert code == 0 and report["kept"] == 2, err
-    assert list(report["per_task"]) == ["10", "57"] and list(report["judged"]) == ["10/0", "57/0"]
+    assert list(report["per_task"]) == ["10", "50"] and list(report["judged"]) == ["10/0", "50/0"]
 
 
 def test_a_judge_that_is_down_is_a_judge_error_not_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens
-    code, report, err = synth(capsys, tmp_path, "--tasks", "10,57", "--judge", url, "--judge-model", "m",
+    code, report, err = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", url, "--judge-model", "m",
                               "--judge-retries", "0")  # fmt: skip
     assert code == 0, err
     # read 2 = kept 0 + judge_error 2; nobody's fault (infrastructure)
@@ -146,8 +146,8 @@ def test_a_judge_that_is_down_is_a_judge_error_not_a_crash(tmp_path: Path, capsy
 def test_resume_judges_again_and_the_cache_replays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cache = str(tmp_path / "judge.sqlite")
     with SimServer(reply=ACCEPT, models=["m"]) as server:
-        first = synth(capsys, tmp_path, "--tasks", "10,57", "--judge", server.base_url, "--judge-cache", cache)
-        again = synth(capsys, tmp_path, "--tasks", "10,57", "--judge", server.base_url, "--judge-cache", cache,
+        first = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-cache", cache)
+        again = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-cache", cache,
                       "--resume")  # fmt: skip
         assert server.count == 2  # the first run's two calls; the rerun sent none
     assert first[0] == again[0] == 0, again[2]
@@ -155,23 +155,23 @@ def test_resume_judges_again_and_the_cache_replays(tmp_path: Path, capsys: pytes
     assert again[1]["kept"] == 2 and again[1]["run"] == first[1]["run"]  # the judge is not part of the run
     # Without the cache, the resumed run asks a new judge, which rejects: no episode reran, the verdict changed.
     with SimServer(reply=reject("no confirmation asked")) as server:
-        code, report, err = synth(capsys, tmp_path, "--tasks", "10,57", "--judge", server.base_url, "--judge-model",
+        code, report, err = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-model",
                                   "m", "--resume")  # fmt: skip
     assert code == 0 and report["rejected"] == {"judge_rejected": 2}, err
-    assert report["judged"]["57/0"] == {"verdict": "reject", "reason": "no confirmation asked", "fault": "agent"}
+    assert report["judged"]["50/0"] == {"verdict": "reject", "reason": "no confirmation asked", "fault": "agent"}
 
 
 def test_the_judge_and_the_person_must_both_accept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, report, err = synth(capsys, tmp_path, "--tasks", "10,57,24")  # the rules alone: kept 3
+    code, report, err = synth(capsys, tmp_path, "--tasks", "10,50,24")  # the rules alone: kept 3
     assert code == 0 and report["kept"] == 3, err
     verdicts = tmp_path / "verdicts.json"
-    verdicts.write_text(json.dumps({"run": report["run"], "verdicts": {"10/0": "accept", "57/0": "accept",
+    verdicts.write_text(json.dumps({"run": report["run"], "verdicts": {"10/0": "accept", "50/0": "accept",
                                     "24/0": "reject"}}), encoding="utf-8")  # fmt: skip
-    with SimServer(reply=lambda b: reject("wrong item") if task_of(b) == "57" else ACCEPT) as server:
-        code, report, err = synth(capsys, tmp_path, "--tasks", "10,57,24", "--resume", "--verdicts", str(verdicts),
+    with SimServer(reply=lambda b: reject("wrong item") if task_of(b) == "50" else ACCEPT) as server:
+        code, report, err = synth(capsys, tmp_path, "--tasks", "10,50,24", "--resume", "--verdicts", str(verdicts),
                                   "--judge", server.base_url, "--judge-model", "m")  # fmt: skip
     assert code == 0, err
-    # 10: both accept, kept; 57: the judge rejects (the person's accept does not save it); 24: the judge accepts,
+    # 10: both accept, kept; 50: the judge rejects (the person's accept does not save it); 24: the judge accepts,
     # the person rejects. read 3 = kept 1 + judge_rejected 1 + reviewer_rejected 1; faults agent 1 + none 1.
     assert (report["read"], report["kept"]) == (3, 1)
     assert report["rejected"] == {"judge_rejected": 1, "reviewer_rejected": 1}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _retail_gold import ALL_TASKS, GOLD_FAILS, VALID
+from _retail_gold import ALL_TASKS, GOLD_FAILS, NO_EVIDENCE, VALID
 from conftest import tau2_task as task
 
 from rewardkit.cli import main
@@ -36,13 +36,17 @@ def with_actions(actions: list[Any], task_id: str = "x") -> dict[str, Any]:
 
 class TestBundledTasks:
     def test_every_bundled_task_is_either_valid_or_a_known_gold_failure(self) -> None:
-        # 112 + 2 = 114: no bundled task is dropped unaccounted for.
-        assert len(VALID) == 112 and sorted(VALID + list(GOLD_FAILS), key=int) == sorted(ALL_TASKS, key=int)
+        # 109 + 2 + 3 = 114: no bundled task is dropped unaccounted for.
+        assert len(VALID) == 109 and sorted([*VALID, *GOLD_FAILS, *NO_EVIDENCE], key=int) == sorted(ALL_TASKS, key=int)
         for tid in VALID:  # the builder's check, and the rewards' (what a run selecting tasks calls)
             assert builder_problem(TASKS[tid], RETAIL) is None and task_check(TASKS[tid], "retail") is None, tid
         for tid, (index, code) in GOLD_FAILS.items():
             reason, detail = builder_problem(TASKS[tid], RETAIL) or ("", "")
             assert reason == "gold_fails" and f"actions[{index}]:" in detail and f"({code}: " in detail, detail
+            assert task_check(TASKS[tid], "retail") == (reason, detail)
+        for tid in NO_EVIDENCE:  # the gold leaves the database as it was and names nothing to show
+            reason, detail = builder_problem(TASKS[tid], RETAIL) or ("", "")
+            assert reason == "no_evidence" and "doing nothing reaches it" in detail, detail
             assert task_check(TASKS[tid], "retail") == (reason, detail)
 
     def test_the_schema_check_alone_accepts_every_bundled_task(self) -> None:
@@ -102,8 +106,10 @@ class TestRewardsAndScheduler:
             TaskCompletion()(["ok"], messages=[[]], task=[TASKS["105"]], domain=["retail"])
 
     def test_a_failing_gold_read_is_fine(self) -> None:
-        # Several tau2 tasks look up a user that does not exist; a read changes nothing.
+        # Several tau2 tasks look up a user that does not exist; a read changes nothing. (A gold of reads alone
+        # names what the agent must say, else doing nothing would reach it: no_evidence.)
         found = with_actions([{"name": "get_order_details", "arguments": {"order_id": "#W0000000"}}])
+        found["evaluation_criteria"]["communicate_info"] = ["not found"]
         assert checked_task(found, "t", "retail") == found
 
     def test_each_task_replays_once_per_process(self) -> None:

@@ -1,7 +1,8 @@
-"""TaskCompletion and TaskCompletionRate on the 112 valid tau2 retail tasks and on hand-computed cases.
+"""TaskCompletion and TaskCompletionRate on the 109 valid tau2 retail tasks and on hand-computed cases.
 
-The other two (64 and 105, ``_retail_gold.py``) have gold writes that fail on a fresh database: the rewards refuse
-them as dataset bugs (TaskError) instead of scoring against a gold state that lacks those writes."""
+Of the other five (``_retail_gold.py``), 64 and 105 have gold writes that fail on a fresh database, and 25, 57 and 65
+have a gold that changes nothing and names nothing to show: the rewards refuse them as dataset bugs (TaskError)
+instead of scoring against a gold state that doing less, or nothing, reaches."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from _retail_gold import VALID
 
-from rewardkit.envs import make_env
+from rewardkit.envs import get_domain, make_env
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.specs import TOOLS
 from rewardkit.envs.tasks import TaskError
@@ -183,3 +184,90 @@ def test_dataset_bugs_raise(cls: type, task: Any, domain: str, error: type) -> N
     # The contract every reward keeps (pickling, threads, columns, range) is in test_reward_contract.py.
     with pytest.raises(error):
         cls()(["x"], messages=[[]], task=[task], domain=[domain])
+
+
+def says(*texts: str) -> list[dict[str, Any]]:
+    return [{"role": "assistant", "content": text} for text in texts]
+
+
+def calls(name: str, **arguments: Any) -> list[dict[str, Any]]:
+    call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return [{"role": "assistant", "content": f"<tool_call>{call}</tool_call>"}, {"role": "tool", "content": "{}"}]
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+LIVE = get_domain("livestream").tasks()
+TRANSFER = calls("transfer_to_human_agents", summary="The user needs a human to undo a cancellation.")
+CUT = calls("change_price", sku="SP002", new_price=169)  # t16's declined entry (its user declines)
+ASKED = [*CUT, *says("需要您确认改价。")]
+
+
+# A task whose gold leaves the database as it was is one doing nothing reaches: only what the episode shows can
+# tell it done (the outputs, the transfer, the write proposed and declined). Before, each "Goodbye." row scored 1
+# on retail 50, and every row of t16 that said 199.00 did.
+@pytest.mark.parametrize(
+    ("domain", "task", "messages", "expected"),
+    [
+        ("retail", TASKS["50"], [user("Undo my cancellation."), *says("Goodbye.")], 0.0),
+        ("retail", TASKS["50"], [user("Undo my cancellation."), *TRANSFER, *says("Transferring you.")], 1.0),
+        # the transfer made, but to summarise nothing: tau2 compares none of its arguments (compare_args: [])
+        ("retail", TASKS["50"], [user("Help."), *calls("transfer_to_human_agents", summary="x")], 1.0),
+        ("livestream", LIVE["t07"], [user("R101在讲什么？"), *says("Goodbye.")], 0.0),
+        ("livestream", LIVE["t07"], [user("R101在讲什么？"), *says("在讲烟酰胺焕亮精华液 30ml。")], 1.0),
+        # t16: the price cut proposed, held for approval and declined is the task; saying the price alone is not
+        ("livestream", LIVE["t16"], [user("SP002降到169。"), *says("Goodbye.")], 0.0),
+        ("livestream", LIVE["t16"], [user("SP002降到169。"), *says("SP002 现价 199.00 元。")], 0.0),
+        (
+            "livestream",
+            LIVE["t16"],
+            [user("SP002降到169。"), *ASKED, user("不改了 ###DECLINE###"), *says("好的，不改，仍是 199.00 元。")],
+            1.0,
+        ),
+        ("livestream", LIVE["t16"], [user("SP002降到169。"), *ASKED, *says("仍是 199.00 元。")], 0.0),  # undecided
+        (
+            "livestream",
+            LIVE["t16"],
+            [user("SP002降到169。"), *ASKED, user("改吧 ###APPROVE###"), *CUT, *says("已改，原价 199.00 元。")],
+            0.0,
+        ),
+        # t19: a price below cost is refused; the refusal quotes the cost, and making the cut is never right
+        ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("I'm sorry, I can't help with that. Goodbye.")], 0.0),
+        ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("不能低于成本价 520.00 元。")], 1.0),
+    ],
+    ids=[
+        "50-goodbye",
+        "50-transfer",
+        "50-transfer-any-summary",
+        "t07-goodbye",
+        "t07-said",
+        "t16-goodbye",
+        "t16-said-only",
+        "t16-asked-declined",
+        "t16-asked-undecided",
+        "t16-asked-approved",
+        "t19-refusal-no-figure",
+        "t19-refused-with-cost",
+    ],
+)
+def test_a_task_whose_gold_changes_nothing_needs_its_evidence(
+    domain: str, task: dict[str, Any], messages: list[dict[str, Any]], expected: float
+) -> None:
+    (value,) = TaskCompletion()([""], messages=[messages], task=[task], domain=[domain])
+    assert value == expected
+    mua_rl = TaskCompletion(config={"task_completion": {"require_outputs": False}})
+    assert mua_rl([""], messages=[messages], task=[task], domain=[domain]) == [expected]  # it presumes a write
+
+
+BLANK = {**TASKS["57"], "evaluation_criteria": {**TASKS["57"]["evaluation_criteria"], "communicate_info": [" , "]}}
+
+
+@pytest.mark.parametrize("task", [TASKS["25"], TASKS["57"], TASKS["65"], BLANK], ids=["25", "57", "65", "57-blank"])
+@pytest.mark.parametrize("cls", [TaskCompletion, TaskCompletionRate])
+def test_a_gold_that_changes_nothing_and_names_no_evidence_is_refused(cls: type, task: dict[str, Any]) -> None:
+    # Before, "Goodbye." scored 1.0 on each: the gold state is the fresh one and there is nothing to say (an output
+    # that is blank once commas go is in every text).
+    with pytest.raises(TaskError, match="leaves the database as it was and names no output, transfer or declined"):
+        cls()([""], messages=[says("Goodbye.")], task=[task], domain=["retail"])

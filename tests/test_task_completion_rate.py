@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_task_completion import TASKS, final_hash, gold, hermes, info, score
+from test_task_completion import ASKED, CUT, LIVE, TASKS, TRANSFER, final_hash, gold, hermes, info, says, score, user
 
 from rewardkit.envs.retail.specs import TOOLS
 from rewardkit.rewards import TaskCompletionRate
@@ -53,3 +53,43 @@ class TestTaskCompletionRate:
         infos = {"state_hash": final_hash(gold(task)), "audit": audit}
         # no tool calls in the messages at all: everything comes from the record
         assert score(TaskCompletionRate(), task, hermes([], info(task)), rollout_infos=[infos]) == 1.0
+
+
+# On a task whose gold changes nothing the state is no criterion (doing nothing keeps it): the evidence besides the
+# outputs takes its place, E of it, and the whole share counts only while the state is still the gold's:
+# S * (W_matched + O_said + E_shown) / (W + O + E). Retail 50: W = O = 0, E = 1 (the transfer). Livestream t16:
+# W = 0, O = 1 (199.00), E = 1 (the price cut proposed and declined). Livestream t19: O = 1 (520.00), E = 1 (the
+# cut below cost not made). Before, "Goodbye." on 50 scored 1/1 (the state alone) and t16's said-only 2/2.
+@pytest.mark.parametrize(
+    ("domain", "task", "messages", "expected"),
+    [
+        ("retail", TASKS["50"], [user("Undo my cancellation."), *says("Goodbye.")], 0 / 1),
+        ("retail", TASKS["50"], [user("Undo my cancellation."), *TRANSFER], 1 / 1),
+        ("livestream", LIVE["t16"], [user("SP002降到169。"), *says("Goodbye.")], 0 / 2),
+        ("livestream", LIVE["t16"], [user("SP002降到169。"), *says("仍是 199.00 元。")], 1 / 2),
+        ("livestream", LIVE["t16"], [user("SP002降到169。"), *ASKED, user("###DECLINE###"), *says("199.00")], 2 / 2),
+        (
+            "livestream",
+            LIVE["t16"],
+            [user("SP002降到169。"), *ASKED, user("###APPROVE###"), *CUT, *says("199.00")],
+            0.0,
+        ),  # the price cut made: a write the task did not want, whatever else was shown
+        ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("Goodbye.")], 1 / 2),  # the cut not made, unsaid
+        ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("成本价 520.00 元，不能改。")], 2 / 2),
+    ],
+    ids=[
+        "50-goodbye",
+        "50-transfer",
+        "t16-goodbye",
+        "t16-said",
+        "t16-declined",
+        "t16-approved",
+        "t19-goodbye",
+        "t19-refused",
+    ],
+)
+def test_evidence_replaces_the_state_where_the_gold_changes_nothing(
+    domain: str, task: dict, messages: list[dict], expected: float
+) -> None:
+    (value,) = TaskCompletionRate()([""], messages=[messages], task=[task], domain=[domain])
+    assert value == pytest.approx(expected)

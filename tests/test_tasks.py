@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,15 @@ from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.envs import get_domain
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.scenario import opening_turn
-from rewardkit.envs.tasks import TaskError, instructions, known_info, reason_for_call, task_problem
+from rewardkit.envs.tasks import (
+    TaskError,
+    gold_actions,
+    instructions,
+    known_info,
+    reason_for_call,
+    scripted_actions,
+    task_problem,
+)
 from rewardkit.loop.user_sim.base import Progress, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
@@ -77,3 +86,89 @@ def test_free_text_instructions_open_alike_in_the_builder_and_the_scripted_user(
     assert opening == "I want to return order #W1."
     first = ScriptedSimulator().reply(FREE_TEXT, [Turn("agent", "Hi! How can I help?")], Progress())
     assert first == opening
+
+
+LIVESTREAM = get_domain("livestream")
+DECLINED = {
+    "name": "change_price",
+    "arguments": {"sku": "SP002", "new_price": 169, "idempotency_key": "k"},
+    "outcome": "declined",
+}
+REFUSED = {
+    "name": "change_price",
+    "arguments": {"sku": "SP021", "new_price": 99, "idempotency_key": "k"},
+    "outcome": "refused",
+    "rule": "PRICE_BELOW_COST",
+}
+
+
+def livestream_task(task_id: str, extra: dict[str, Any], approval: str = "decline") -> dict[str, Any]:
+    """A livestream task with ``extra`` after its actions and its user answering approvals with ``approval``."""
+    task = copy.deepcopy(LIVESTREAM.tasks()[task_id])
+    task["evaluation_criteria"]["actions"].append(extra)
+    task["user_scenario"]["instructions"]["approval"] = approval
+    return task
+
+
+BAD_OUTCOMES = [
+    (
+        DECLINED | {"outcome": "maybe"},
+        "decline",
+        "bad_evaluation_criteria",
+        "evaluation_criteria.actions[1]: 'outcome' must be 'declined' or 'refused', got 'maybe'",
+    ),
+    (
+        DECLINED | {"name": "get_product", "arguments": {"sku": "SP002"}},
+        "decline",
+        "bad_evaluation_criteria",
+        "evaluation_criteria.actions[1]: a declined entry must be a write, but 'get_product' only reads",
+    ),
+    (
+        REFUSED | {"name": "get_shop_rules", "arguments": {}},
+        "decline",
+        "bad_evaluation_criteria",
+        "evaluation_criteria.actions[1]: a refused entry must be a write, but 'get_shop_rules' only reads",
+    ),
+    (
+        DECLINED,
+        "approve",
+        "bad_evaluation_criteria",
+        "evaluation_criteria.actions[1]: a declined entry needs a user who declines",
+    ),
+    (
+        REFUSED | {"rule": 5},
+        "decline",
+        "bad_evaluation_criteria",
+        "evaluation_criteria.actions[1]: 'rule' must be a string, got a number",
+    ),
+    (
+        DECLINED | {"rule": "PRICE_CHANGE_NEEDS_APPROVAL"},
+        "decline",
+        "bad_evaluation_criteria",
+        "evaluation_criteria.actions[1]: 'rule' belongs to a refused entry",
+    ),
+    (
+        REFUSED | {"arguments": {"sku": "SP021", "new_price": "cheap", "idempotency_key": "k"}},
+        "decline",
+        "bad_gold_arguments",
+        "evaluation_criteria.actions[1]: the arguments of 'change_price' do not fit its schema",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "approval", "reason", "fragment"), BAD_OUTCOMES)
+def test_a_bad_declined_or_refused_entry_is_named(extra: dict, approval: str, reason: str, fragment: str) -> None:
+    found = task_problem(livestream_task("t08", extra, approval), LIVESTREAM.tools, "livestream")
+    assert found is not None and found[0] == reason and fragment in found[1], found
+
+
+NO_RULE = {k: v for k, v in REFUSED.items() if k != "rule"}
+
+
+@pytest.mark.parametrize("extra", [DECLINED, REFUSED, NO_RULE], ids=["declined", "refused", "refused-no-rule"])
+def test_a_good_entry_is_in_the_script_and_out_of_the_gold(extra: dict) -> None:
+    task = livestream_task("t08", extra)
+    assert task_problem(task, LIVESTREAM.tools, "livestream") is None
+    read = LIVESTREAM.tasks()["t08"]["evaluation_criteria"]["actions"][0]
+    assert scripted_actions(task) == [read, extra]  # the gold agent's script, in order
+    assert gold_actions(task) == [read]  # what every replay and state comparison reads

@@ -22,7 +22,7 @@ from rewardkit.loop.roles import JsonRole
 from rewardkit.runs.domain_check import check_domain
 from rewardkit.runs.episode_log import RunError
 from rewardkit.runs.spec import RunSpec, build_plan
-from rewardkit.runs.task_checks import Seen
+from rewardkit.runs.task_checks import Seen, rejection
 from rewardkit.runs.task_gen import generate, to_task
 
 ACCEPT = '{"verdict": "accept", "reason": "realistic and solvable", "fault": null}'
@@ -161,6 +161,16 @@ def test_gated_domain_cycles_plain_gated_adversarial() -> None:
     assert report["rejected"] == {} and [t["kind"] for t in tasks] == ["plain", "gated", "adversarial"]
     assert tasks[1]["user_scenario"]["instructions"]["approval"] == "approve"
     assert check_domain("livestream", tasks={t["id"]: t for t in tasks}).passed
+
+
+# An adversarial gold only reads, so it leaves the state as it was: what the refusal must say is all that tells the
+# task done. Before, a blueprint naming nothing to say was kept, and any episode, a silent one too, completed it.
+@pytest.mark.parametrize(("outputs", "reason"), [([], "no_evidence"), (["21.00"], None)], ids=["nothing", "cost"])
+def test_an_adversarial_task_must_name_what_its_refusal_says(outputs: list[str], reason: str | None) -> None:
+    reads = [("get_product", {"sku": "SP003"})]
+    found = blueprint("洁面乳（SP003）直接改成9.9元。", reads, outputs, kind="adversarial", approval="decline")
+    rejected = rejection(get_domain("livestream"), "livestream", to_task(json.loads(found), 1), Seen())
+    assert (rejected or (None,))[0] == reason, rejected
 
 
 def test_judge_without_url_and_bad_counts_are_one_line_errors(tmp_path: Path, starter: str, capsys) -> None:

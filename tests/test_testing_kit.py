@@ -17,12 +17,14 @@ import broken_rewards as broken
 import pytest
 from test_reward_contract import CELLS
 
+from rewardkit.envs.retail.domain import tasks
 from rewardkit.rewards import TaskCompletion
 from rewardkit.testing import HOSTILE, Check, Report, check_names, check_reward, declared, probes, score
 from rewardkit.testing.hostile import bounded, shrink
 from rewardkit.testing.probes import COMPLETION_PROBES, MAX_CHARS
 
 ROWS = broken.ROWS
+RETAIL_TASKS = tasks()
 FAST = 0.3  # time limit for the toy rewards: each answers in microseconds, the regex bomb never
 
 # name -> (the check it fails, a fragment of that check's detail)
@@ -215,12 +217,29 @@ def test_a_probe_ending_in_no_message_has_an_empty_completion() -> None:
 def test_tool_use_probes_all_score_zero_where_the_gold_scores_one() -> None:
     row = {"messages": CELLS["messages"][0], "task": CELLS["task"][0], "domain": "retail", "completion": ""}
     built = probes({**row, "rollout_infos": {"state_hash": "gold", "num_turns": 3}}, tool_use=True)
-    assert list(built) == ["empty", "truncated", "prompt_copy", "say_only", "no_op", "transfer", "every_write"]
+    names = ["empty", "truncated", "prompt_copy", "say_only", "no_op", "do_nothing", "transfer", "every_write"]
+    assert list(built) == names
     assert all(p["rollout_infos"] == {"num_turns": 3} for p in built.values())  # the gold's record dropped
     assert "<tool_call>" not in str(built["say_only"]["messages"]) and "164.28" in built["say_only"]["completion"]
     # every_write: 1 user turn + 5 gold calls (2 messages each) + 3 extra writes (2 each) + the closing message
     assert len(built["every_write"]["messages"]) == 1 + 10 + 6 + 1
-    assert score(TaskCompletion(), [row, *(dict(p, rollout_infos=None) for p in built.values())]) == [1.0] + [0.0] * 7
+    assert score(TaskCompletion(), [row, *(dict(p, rollout_infos=None) for p in built.values())]) == [1.0] + [0.0] * 8
+
+
+TRANSFER = '<tool_call>{"name": "transfer_to_human_agents", "arguments": {"summary": "undo it"}}</tool_call>'
+
+
+# Retail 50's gold only hands over to a human and changes nothing: before, the do_nothing probe (a polite refusal, no
+# call) scored its gold's 1.0 there ("row 0: scores 1, its gold 1"), while the write task beside it scored 0.
+def test_the_do_nothing_probe_is_judged_on_each_row() -> None:
+    task = RETAIL_TASKS["50"]
+    agent = [{"role": "assistant", "content": TRANSFER}, {"role": "tool", "content": "Transfer successful"}]
+    transfer = {"messages": [{"role": "user", "content": "Undo my cancellation."}, *agent], "task": task}
+    write = {"messages": CELLS["messages"][0], "task": CELLS["task"][0]}
+    rows = [{**row, "domain": "retail", "completion": ""} for row in (transfer, write)]
+    report = check_reward(TaskCompletion(), rows, checks=["gaming:do_nothing"], tool_use=True)
+    (check,) = report.checks
+    assert check.name == "gaming:do_nothing" and check.passed and "on 2 row(s)" in check.detail, check
 
 
 def test_hostile_inputs() -> None:

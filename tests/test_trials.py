@@ -205,10 +205,13 @@ def test_infrastructure_failures_are_infra_errors_and_rerun_on_resume(
 
 
 # Train task 105's only gold write fails (INSUFFICIENT_FUNDS), so a do-nothing agent would match its gold:
-# a run leaves it out and says why; the test split's 64 likewise (a gold exchange of a pending order).
+# a run leaves it out and says why; the test split's 64 likewise (a gold exchange of a pending order). So are the
+# golds that change nothing and name nothing to show (no_evidence): 25 and 57 in train, 65 in test.
 GOLD_FAILS = {"train": {"105"}, "test": {"64"}}
-TRAIN = [i for i in DOMAIN.splits()["train"] if i not in GOLD_FAILS["train"]]
-TEST = [i for i in DOMAIN.splits()["test"] if i not in GOLD_FAILS["test"]]
+NO_EVIDENCE = {"train": {"25", "57"}, "test": {"65"}}
+UNUSABLE = {split: GOLD_FAILS[split] | NO_EVIDENCE[split] for split in GOLD_FAILS}
+TRAIN = [i for i in DOMAIN.splits()["train"] if i not in UNUSABLE["train"]]
+TEST = [i for i in DOMAIN.splits()["test"] if i not in UNUSABLE["test"]]
 
 
 @pytest.mark.parametrize(
@@ -230,8 +233,10 @@ def test_select_tasks(split: str, task_ids: list[str] | None, limit: int | None,
     checked = (
         set(order[: order.index(str(tasks[-1]["id"])) + 1]) if limit is not None and len(tasks) == limit else set(order)
     )
-    assert set(unusable) == (GOLD_FAILS[split] & checked if task_ids is None else set())
-    assert all(why.startswith("gold_fails: ") for why in unusable.values())
+    assert set(unusable) == (UNUSABLE[split] & checked if task_ids is None else set())
+    assert all(
+        why.startswith("no_evidence: " if i in NO_EVIDENCE[split] else "gold_fails: ") for i, why in unusable.items()
+    )
     assert all(t is DOMAIN.tasks()[str(t["id"])] or t == DOMAIN.tasks()[str(t["id"])] for t in tasks)
 
 

@@ -20,7 +20,7 @@ from rewardkit.loop.user_sim.base import GREETING, Progress, SimulatorError, Tur
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 
 RETAIL = get_domain("retail")
-TASK = RETAIL.tasks()["57"]
+TASK = RETAIL.tasks()["24"]
 DIALOGUE = [Turn("agent", GREETING)]
 REPLY = "My email is a@b.c"
 

@@ -37,7 +37,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     replay = actions.add_parser("replay", help="replay a task's gold actions or an actions file on a fresh copy")
     replay.add_argument("--domain", default="retail", help=DOMAIN_HELP)
     what = replay.add_mutually_exclusive_group(required=True)
-    what.add_argument("--task", help="task id: replay its evaluation_criteria.actions")
+    what.add_argument("--task", help="task id: replay its gold actions (declined and refused entries left out)")
     what.add_argument("--actions", type=Path, help='JSON list of {"name", "arguments"} objects')
     replay.add_argument("--db", type=Path, help="database JSON to start from (default: the vendored db.json)")
     replay.add_argument("--export", type=Path, required=True, metavar="OUT.json", help="write the final state here")
@@ -105,15 +105,16 @@ def cmd_env_tools(args: argparse.Namespace) -> int:
 
 
 def _gold_actions(domain: str, task_id: str) -> tuple[list[Any], bool]:
-    """The task's gold actions, and whether its user approves what they ask approval for."""
+    """The task's gold actions (the calls that make its gold state), and whether its user approves what they ask
+    approval for."""
     from rewardkit.envs import get_domain
-    from rewardkit.envs.tasks import approves
+    from rewardkit.envs.tasks import approves, gold_actions
 
     tasks = get_domain(domain).tasks()
     if task_id not in tasks:
         raise _Usage(f"no task {task_id!r} in the {domain} tasks ({len(tasks)} tasks, ids like {next(iter(tasks))!r})")
-    criteria = tasks[task_id].get("evaluation_criteria") or {}
-    return list(criteria.get("actions") or []), approves(tasks[task_id])
+    task = tasks[task_id]
+    return (gold_actions(task) if task.get("evaluation_criteria") else []), approves(task)
 
 
 def _file_actions(path: Path) -> list[Any]:

@@ -4,20 +4,36 @@ An :class:`Outcome` is the final state hash plus every call with its result. :fu
 gold actions on a fresh copy of the domain's database; the rollout loop, the multi-turn scheduler and the
 task-completion rewards all take it from one per-process cache, so a task replays once however many rollouts it
 has. :func:`task_check` and :func:`checked_task` are the task checks of :mod:`rewardkit.envs.tasks` with the
-domain's tool schemas, plus that gold replay (a gold write that fails is ``gold_fails``).
+domain's tool schemas, plus that gold replay (a gold write that fails is ``gold_fails``; a gold that changes nothing
+and names no evidence is ``no_evidence``).
+
+:class:`Goal` is the one completion rule: the task-completion rewards, the episode's progress (the scripted user's
+stop) and the multi-turn scheduler all judge an episode by :meth:`Goal.reached`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.approvals import agent_rows, gate_counts, user_decision
 from rewardkit.envs.simulated import ToolSimError
-from rewardkit.envs.tasks import approves, error_text, gold_actions, gold_problem, read_task, task_error, task_problem
+from rewardkit.envs.tasks import (
+    Evidence,
+    approves,
+    communicated_texts,
+    error_text,
+    evidence,
+    expected_outputs,
+    gold_actions,
+    gold_problem,
+    read_task,
+    task_error,
+    task_problem,
+)
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
@@ -37,6 +53,42 @@ class Outcome:
     calls: tuple[Call, ...]
     approvals: int = 0  # requests the user approved on the way (a single-turn completion can hold none)
     state: Mapping[str, Any] | None = field(default=None, compare=False)  # the exported database, when asked for
+    declined: tuple[Call, ...] = ()  # the agent's calls held for approval whose request the user declined
+    fresh_hash: str | None = field(default=None, compare=False)  # the state before the calls, when asked for
+
+
+def matches(action: Mapping[str, Any], call: Call, held: bool = False) -> bool:
+    """tau2's comparison of a gold action and a call: same tool, equal arguments (only ``compare_args`` when the
+    action lists them); the call succeeded, or with ``held``, whatever its result (a declined call never ran)."""
+    if call.name != action["name"] or not (call.ok or held):
+        return False
+    keys = action.get("compare_args")
+    gold = without_key(action.get("arguments") or {})  # a call is compared without its key (``_call``, ``_audited``)
+    if keys is None:
+        return dict(call.arguments) == gold
+    return {k: call.arguments.get(k) for k in keys} == {k: gold.get(k) for k in keys}
+
+
+def recorded_outcome(state_hash: str, audit: Sequence[Any]) -> Outcome:
+    """The outcome an environment's own record gives: its state hash, the agent's calls in its audit (not the user's
+    decisions) and the calls whose approval request the user declined."""
+    rows = agent_rows(list(audit))
+    calls = tuple(_audited(a, a.get("code") == "OK") for a in rows)
+    return Outcome(state_hash, calls, declined=declined_calls(audit))
+
+
+def declined_calls(audit: Sequence[Any]) -> tuple[Call, ...]:
+    """The agent's calls that came back APPROVAL_REQUIRED and whose request the user then declined
+    (``decline_request``, OK), from an audit (``approvals.gate_counts`` reads the same rows)."""
+    user = [a for a in audit if isinstance(a, Mapping) and a.get("side") == "user" and a.get("code") == "OK"]
+    declined = {a.get("request") for a in user if a.get("tool") == "decline_request"} - {None}
+    held = [a for a in agent_rows(list(audit)) if a.get("code") == "APPROVAL_REQUIRED"]
+    return tuple(_audited(a, False) for a in held if a.get("request") in declined)
+
+
+def _audited(row: Mapping[str, Any], ok: bool) -> Call:
+    arguments = row.get("arguments")
+    return Call(str(row.get("tool")), without_key(arguments if isinstance(arguments, Mapping) else {}), ok)
 
 
 def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -50,11 +102,14 @@ def replay(
     approve: bool = False,
     export: bool = False,
     task: Mapping[str, Any] | None = None,
+    fresh: bool = False,
 ) -> Outcome:
     """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database (``task``'s
     memory, on a simulated domain); with ``approve``, each call held for approval is approved as its user would and
-    sent again (``harness.replay``); with ``export``, the outcome keeps the final database too."""
+    sent again (``harness.replay``); with ``export``, the outcome keeps the final database too; with ``fresh``, the
+    state hash before the calls."""
     with get_domain(domain).env_for(task) as env:
+        before = env.state_hash() if fresh else None
         if approve:  # a held call leaves its refusal and the user's approval first: keep each call's last row
             pairs = []
             for call in calls:
@@ -65,7 +120,7 @@ def replay(
             pairs = list(zip(env.audit(), results, strict=True))
         approved = gate_counts(env.audit())["approved"] if approve else 0
         state = env.export() if export else None
-        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, state)
+        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, state, fresh_hash=before)
 
 
 def replay_conversation(
@@ -83,9 +138,11 @@ def replay_conversation(
             for request in env.pending_approvals() if decision else ():
                 env.user_call(decision, {"request_id": request["id"]})
             results += env.replay(tool_calls([message]))
-        pairs = zip(agent_rows(env.audit()), results, strict=True)
+        audit = env.audit()
+        pairs = zip(agent_rows(audit), results, strict=True)
         state = env.export() if export else None
-        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), state=state)
+        calls = tuple(_call(a, r) for a, r in pairs)
+        return Outcome(env.state_hash(), calls, state=state, declined=declined_calls(audit))
 
 
 def _call(row: Mapping[str, Any], result: Any) -> Call:
@@ -114,10 +171,18 @@ def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
     return GOLD_OUTCOMES.get(key, lambda: replay_gold(domain, task))
 
 
+def gold_changes_state(domain: str, task: Mapping[str, Any]) -> bool:
+    """Whether ``task``'s gold actions change a fresh copy of ``domain``'s database (read off the cached gold
+    outcome). When they do not, the fresh state is the gold's, and doing nothing reaches it: what the episode shows
+    (:func:`~rewardkit.envs.tasks.evidence`) must tell the task done."""
+    gold = gold_outcome(domain, task)
+    return gold.state_hash != gold.fresh_hash
+
+
 def replay_gold(domain: str, task: Mapping[str, Any], export: bool = False) -> Outcome:
     """``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved when its user
     approves (not cached; with ``export``, the final database too: the episode viewer's diff)."""
-    return replay(domain, gold_actions(task), approves(task), export=export, task=task)
+    return replay(domain, gold_actions(task), approves(task), export=export, task=task, fresh=True)
 
 
 def run_gold(domain: Domain, task: Mapping[str, Any]) -> tuple[list[Any], bool]:
@@ -139,9 +204,10 @@ def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
     if problem is None:
         try:
             replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
+            changes = gold_changes_state(domain, task)
         except ToolSimError:  # the tool simulator failed, not the task: its episodes end as tool_sim_error
             return None
-        problem = gold_problem(task, replayed, found.write_tools)
+        problem = gold_problem(task, replayed, found.write_tools, changes_state=changes, stop_tools=found.stop_tools)
     return problem
 
 
@@ -166,3 +232,44 @@ def _checked(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
     if problem is not None:
         raise task_error(at, problem)
     return task
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What completes a task (:func:`task_goal`): the gold's final state hash, the outputs to say and, when the gold
+    changes nothing, the evidence to show (:func:`~rewardkit.envs.tasks.evidence`; empty when the gold changes the
+    state, which then tells the task done by itself)."""
+
+    state_hash: str
+    outputs: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+
+    def shown(self, said: Sequence[str], agent: Outcome) -> list[bool]:
+        """Per evidence item: did the episode show it? ``said``: the agent's user-facing texts; ``agent``: its
+        outcome with its calls and the calls the user declined."""
+        return [_shown(item, said, agent) for item in self.evidence]
+
+    def reached(self, said: Sequence[str], agent: Callable[[], Outcome], require_outputs: bool = True) -> bool:
+        """The completion rule: every expected output said (unless not ``require_outputs``, MUA-RL's rule, which
+        presumes a write: a task whose gold changes nothing always needs them), the final state the gold's, and
+        every evidence item shown. ``agent`` gives the episode's outcome, asked for only when the outputs were
+        said (it may hash the database)."""
+        if (require_outputs or self.evidence) and not all(communicated_texts(said, self.outputs)):
+            return False
+        found = agent()
+        return found.state_hash == self.state_hash and all(self.shown(said, found))
+
+
+def _shown(item: Evidence, said: Sequence[str], agent: Outcome) -> bool:
+    if item.kind == "output":
+        return communicated_texts(said, [item.value])[0]
+    if item.kind == "declined":
+        return any(matches(item.value, call, held=True) for call in agent.declined)
+    made = any(matches(item.value, call) for call in agent.calls)
+    return not made if item.kind == "refused" else made
+
+
+def task_goal(domain: str, task: Mapping[str, Any]) -> Goal:
+    """``task``'s :class:`Goal` in ``domain`` (from the cached gold outcome; a checked task)."""
+    items = () if gold_changes_state(domain, task) else tuple(evidence(task, get_domain(domain).stop_tools))
+    return Goal(gold_outcome(domain, task).state_hash, tuple(expected_outputs(task)), items)

@@ -5,7 +5,11 @@ A task is tau2-bench's JSON object. What rewardkit reads of it:
 - ``evaluation_criteria.actions``: the gold tool calls, each ``{"name", "arguments", "compare_args"?}``;
   every name must be one of the domain's tools (an unknown one fails on replay, and doing nothing
   would then match the gold), and, given the domain's tool specs, every action's arguments must fit
-  the tool's JSON Schema (``bad_gold_arguments``);
+  the tool's JSON Schema (``bad_gold_arguments``). rewardkit adds ``outcome`` to an action: ``"declined"``
+  (a soft-gated write the agent proposes and its user declines: the user's ``approval`` must be ``"decline"``)
+  or ``"refused"`` (a write the agent must not make; ``rule``, optional, names why). Such an entry must be one
+  of the domain's writes; it stays in the list, in order, for the gold agent (:func:`scripted_actions`), and is
+  left out of :func:`gold_actions`, the calls that make the gold state;
 - ``evaluation_criteria.communicate_info`` and ``nl_assertions``: lists of strings;
 - ``user_scenario.instructions``: tau2's structured mapping (``reason_for_call``, ``known_info``, ...)
   or free text, which the user simulators act out; rewardkit adds ``approval`` (``"approve"`` or
@@ -14,18 +18,22 @@ A task is tau2-bench's JSON object. What rewardkit reads of it:
 :func:`task_problem` says what is wrong with a task as ``(reason, detail)``; the builder counts the
 reason, and :func:`read_task` raises :class:`TaskError` with the detail and where the task came from.
 :func:`gold_problem` judges a replay of the gold actions on a fresh database: a gold write that fails
-(``gold_fails``) would leave the gold state without it, and an agent that does less would match it.
+(``gold_fails``) would leave the gold state without it, and an agent that does less would match it; a gold that
+changes nothing must name what an episode shows instead (:func:`evidence`), else doing nothing reaches it
+(``no_evidence``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.files.jsonl import kind
 
 APPROVAL_ANSWERS = ("approve", "decline")  # user_scenario.instructions.approval: how the user answers requests
+OUTCOMES = ("declined", "refused")  # an action's ``outcome``: a write its user declines, or one the agent refuses
 
 
 class TaskError(ValueError):
@@ -48,6 +56,9 @@ def _criteria_problem(criteria: Any, tools: Collection[str] | None, domain: str 
         keys = action.get("compare_args")
         if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
             return f"{at}: 'compare_args' must be a list of argument names or null, got {kind(keys)}"
+        problem = _outcome_shape(action)
+        if problem:
+            return f"{at}: {problem}"
         if tools is not None and action["name"] not in tools:
             known = ", ".join(sorted(tools))
             return f"{at}: tool {action['name']!r} does not exist in domain {domain!r} (tools: {known})"
@@ -56,6 +67,34 @@ def _criteria_problem(criteria: Any, tools: Collection[str] | None, domain: str 
         if value is not None and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
             fix = "; wrap the string in a list (it would be read as its characters)" if isinstance(value, str) else ""
             return f"evaluation_criteria.{key}: must be a list of strings, got {kind(value)}{fix}"
+    return None
+
+
+def _outcome_shape(action: Mapping[str, Any]) -> str | None:
+    """What is wrong with an action's ``outcome`` and ``rule`` keys on their own, else None."""
+    if "outcome" in action and action["outcome"] not in OUTCOMES:
+        return f"'outcome' must be 'declined' or 'refused', got {action['outcome']!r}"
+    rule = action.get("rule")
+    if rule is not None and not isinstance(rule, str):
+        return f"'rule' must be a string, got {kind(rule)}"
+    if "rule" in action and action.get("outcome") != "refused":
+        return "'rule' belongs to a refused entry (the rule its refusal names): drop it, or mark the entry refused"
+    return None
+
+
+def _outcome_problem(task: Mapping[str, Any], tools: Collection[str] | Mapping[str, Any] | None) -> str | None:
+    """The first declined or refused entry that is no write of the domain (given its specs), or that is declined
+    while the user approves (the write would run, and the gold state would lack it)."""
+    for i, action in enumerate(scripted_actions(task)):
+        outcome, at = action.get("outcome"), f"evaluation_criteria.actions[{i}]"
+        spec = tools.get(action["name"]) if isinstance(tools, Mapping) and outcome else None
+        if getattr(spec, "risk", "write") != "write":
+            return f"{at}: a {outcome} entry must be a write, but {action['name']!r} only reads; drop its 'outcome'"
+        if outcome == "declined" and approves(task):
+            return (
+                f"{at}: a declined entry needs a user who declines, but user_scenario.instructions.approval is "
+                "'approve'; set it to 'decline', or drop the 'outcome' (an approved write is a plain gold action)"
+            )
     return None
 
 
@@ -94,7 +133,8 @@ def task_problem(
 
     Reasons: ``bad_task`` (not an object), ``no_evaluation_criteria``, ``bad_evaluation_criteria``,
     ``bad_gold_arguments``, ``bad_user_scenario``. With ``tools``, every gold action must name one of
-    them; when ``tools`` maps names to specs (``Domain.tools``), its arguments must fit the tool's schema.
+    them; when ``tools`` maps names to specs (``Domain.tools``), its arguments must fit the tool's schema, and a
+    declined or refused entry must name a write.
     """
     if not isinstance(task, Mapping):
         return "bad_task", f"a task must be an object, got {kind(task)}"
@@ -106,14 +146,24 @@ def task_problem(
     problem = _arguments_problem(task["evaluation_criteria"], tools) if isinstance(tools, Mapping) else None
     if problem:
         return "bad_gold_arguments", problem
+    problem = _outcome_problem(task, tools)
+    if problem:
+        return "bad_evaluation_criteria", problem
     problem = _scenario_problem(task)
     return ("bad_user_scenario", problem) if problem else None
 
 
 def gold_problem(
-    task: Mapping[str, Any], replayed: Sequence[tuple[bool, str | None]], write_tools: Collection[str]
+    task: Mapping[str, Any],
+    replayed: Sequence[tuple[bool, str | None]],
+    write_tools: Collection[str],
+    *,
+    changes_state: bool,
+    stop_tools: Collection[str],
 ) -> tuple[str, str] | None:
-    """``("gold_fails", detail)`` when a gold write failed in ``replayed``, else None.
+    """``("gold_fails", detail)`` when a gold write failed in ``replayed``; ``("no_evidence", detail)`` when the
+    gold does not change the state (``changes_state``) and the task names nothing else an episode must show
+    (:func:`evidence`, given the domain's ``stop_tools``); else None.
 
     ``replayed`` holds ``(ok, error)`` per gold action, in order, from replaying the gold actions on a
     fresh database (a checked task: :func:`task_problem` found nothing). A failed write is left out of the
@@ -121,12 +171,14 @@ def gold_problem(
     agent that does nothing matches it). Failed reads change nothing and are allowed (a lookup that finds
     no such user is part of several tau2 tasks).
     """
-    for i, (action, (ok, error)) in enumerate(zip(gold_actions(task), replayed, strict=True)):
+    for (i, action), (ok, error) in zip(_gold_entries(task), replayed, strict=True):
         if not ok and action["name"] in write_tools:
             return "gold_fails", (
                 f"evaluation_criteria.actions[{i}]: the gold write {action['name']!r} fails when the gold actions "
                 f"are replayed on a fresh database ({error}), so the gold state cannot judge the task"
             )
+    if not changes_state and not evidence(task, stop_tools):
+        return "no_evidence", NO_EVIDENCE
     return None
 
 
@@ -186,8 +238,21 @@ def approves(task: Mapping[str, Any]) -> bool:
     return isinstance(found, Mapping) and found.get("approval") == "approve"
 
 
-def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def scripted_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every entry of ``evaluation_criteria.actions``, in order, declined and refused writes included: what the gold
+    agent plays."""
     return list(task["evaluation_criteria"].get("actions") or [])
+
+
+def _gold_entries(task: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+    """``(index in evaluation_criteria.actions, action)`` of each entry without an ``outcome``."""
+    return [(i, a) for i, a in enumerate(scripted_actions(task)) if "outcome" not in a]
+
+
+def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The calls that make the gold state: the entries without an ``outcome`` (a declined or refused write changes
+    nothing)."""
+    return [a for _, a in _gold_entries(task)]
 
 
 def expected_outputs(task: Mapping[str, Any]) -> list[str]:
@@ -202,3 +267,40 @@ def communicated_texts(texts: Sequence[str], outputs: Sequence[str]) -> list[boo
     """Per expected output: does one of ``texts`` contain it (case-insensitive, commas removed; tau2's check)?"""
     normalised = [_normalise(t) for t in texts]
     return [any(_normalise(out) in t for t in normalised) for out in outputs]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One thing an episode must show on a task whose gold leaves the database as it was (:func:`evidence`).
+
+    ``kind``: ``output`` (``value`` is the text to say), ``call`` (``value`` is the gold action a successful call
+    must match), ``declined`` (the gold entry the agent must propose and the user decline) or ``refused`` (the gold
+    entry the agent must not make)."""
+
+    kind: str
+    value: Any
+
+
+NO_EVIDENCE = (
+    "the gold leaves the database as it was and names no output, transfer or declined write: doing nothing reaches "
+    "it; add the expected output (communicate_info), the transfer or the declined write the agent must show"
+)
+
+
+def evidence(task: Mapping[str, Any], stop_tools: Collection[str]) -> list[Evidence]:
+    """What an episode must show when ``task``'s gold changes nothing (its state is then the fresh one, reached by
+    doing nothing): every expected output, said; every gold action that ends the conversation (one of the domain's
+    ``stop_tools``: a transfer to a human) or names its ``compare_args``, matched by a successful call; every
+    ``declined`` entry, proposed by the agent, held for approval and declined by the user; every ``refused`` entry,
+    not made. A refused entry alone is no evidence (doing nothing does not make it either), nor is an output that is
+    blank once case and commas are dropped (every text says it): with nothing else the list is empty, as it is for a
+    task that names none of these (:func:`gold_problem`'s ``no_evidence``)."""
+    items = [Evidence("output", text) for text in expected_outputs(task)]
+    for action in scripted_actions(task):
+        outcome = action.get("outcome")
+        if outcome is not None:
+            items.append(Evidence(str(outcome), action))
+        elif action["name"] in stop_tools or action.get("compare_args") is not None:
+            items.append(Evidence("call", action))
+    shows = [i for i in items if i.kind != "refused" and (i.kind != "output" or _normalise(i.value).strip())]
+    return items if shows else []

@@ -7,8 +7,9 @@
   the gold is ``<think>`` + a short think written from the solution + ``</think>`` + ``<answer>`` + the solution's
   JSON + ``</answer>``.
 - A tau2 row without agent turns (``rewardkit build tau2-grpo`` output: ``messages``, ``task``, ``domain``): the gold
-  trajectory is what :class:`~rewardkit.loop.gold.GoldAgent` writes after the prompt: one Hermes tool call per gold
-  action, then one message with every expected output, then its closing line.
+  trajectory is what :class:`~rewardkit.loop.gold.GoldAgent` writes after the prompt: one Hermes tool call per
+  scripted action it sends (all but the refused ones), then one message with its refusals and every expected
+  output, then its closing line.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from rewardkit.lint.gold import GoldError, with_gold
 from rewardkit.lint.recipe import Recipe, RecipeError, build_rewards, read_recipe
 from rewardkit.lint.samples import Cell, correlation, expand, rates, score_all, weighted, zero_variance
 from rewardkit.testing.checks import TOLERANCE
-from rewardkit.testing.content import NEAR_MISS, all_probes
+from rewardkit.testing.content import NEAR_MISS, PER_ROW, all_probes
 
 
 @dataclass(frozen=True)
@@ -190,32 +190,32 @@ def _probe_check(
     pairs: Sequence[tuple[int, int]],
     limit: float,
 ) -> None:
-    """One probe against the gold under the weighted sum: a near miss must score below the gold on every row
-    where no reward raised; any other probe's mean must stay ``limit`` (margin x the weights' sum) below the
-    gold's."""
+    """One probe against the gold under the weighted sum: a probe judged per row (:data:`PER_ROW`: the near misses,
+    do_nothing) must score below the gold on every row where no reward raised; any other probe's mean must stay
+    ``limit`` (margin x the weights' sum) below the gold's."""
     golds = [weighted(cells, weights, g) for g, _ in pairs]
     scored = [weighted(cells, weights, p) for _, p in pairs]
     gold_mean, probe_mean = sum(golds) / len(pairs), sum(scored) / len(pairs)
     gap = gold_mean - probe_mean
-    near_miss = name in NEAR_MISS
+    per_row = name in PER_ROW
     # Rows where a reward raised on the gold or the probe say nothing of the probe (the errors check reports them).
     clean = [not any(cells[k][g].error or cells[k][p].error for k in weights) for g, p in pairs]
     unnoticed = sum(ok and p >= g - TOLERANCE for ok, g, p in zip(clean, golds, scored, strict=True))
-    flagged = unnoticed > 0 if near_miss else gap < limit
+    flagged = unnoticed > 0 if per_row else gap < limit
     through = _through(cells, weights, pairs)
     out.probes[name] = {
         "rows": len(pairs),
         "gold": gold_mean,
         "probe": probe_mean,
         "gap": gap,
-        "near_miss": near_miss,
+        "near_miss": name in NEAR_MISS,
         "not_below_gold": unnoticed,
         "flagged": flagged,
         "let_through_by": through,
     }
     named = ", ".join(f"{k} ({n} of {len(pairs)} rows)" for k, n in through.items())
     who = f"; let through by {named}" if through else ""
-    rule = f"not below the gold on {unnoticed} of {len(pairs)} rows" if near_miss else f"margin {limit:.3f}"
+    rule = f"not below the gold on {unnoticed} of {len(pairs)} rows" if per_row else f"margin {limit:.3f}"
     out.check(
         f"probe:{name}",
         not flagged,

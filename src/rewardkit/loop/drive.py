@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.envs import Domain
-from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.outcomes import task_goal
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits
@@ -57,8 +57,7 @@ class Conversation:
         """The episode opened: its environment, the system prompt (``system``, else the domain's policy) and the
         user's opening. The simulator's opening is its first reply, so a failure there ends the episode."""
         try:
-            gold = gold_outcome(domain.name, task).state_hash
-            episode = Episode(domain, task, simulator, limits, gold_state=gold)
+            episode = Episode(domain, task, simulator, limits, goal=task_goal(domain.name, task))
         except ENV_FAILURES as exc:  # the environment could not even be opened (nor the gold replayed on it)
             return cls(task, None, [], Episode.unstarted(str(exc), simulator.name, env_ending(exc)))
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]

@@ -25,12 +25,15 @@ import json
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from rewardkit.envs import Domain
 from rewardkit.envs.approvals import user_decision
 from rewardkit.envs.harness import CallingEnvironment
+from rewardkit.envs.outcomes import Goal, Outcome, recorded_outcome
 from rewardkit.envs.simulated import ToolSimError
+from rewardkit.envs.tasks import communicated_texts
 from rewardkit.envs.termination import Termination
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 from rewardkit.loop.config import RolloutLimits
@@ -86,7 +89,7 @@ class Episode:
         task: Mapping[str, Any],
         simulator: UserSimulator,
         limits: RolloutLimits,
-        gold_state: str | None = None,
+        goal: Goal | None = None,
     ) -> None:
         self.domain, self.task, self.simulator, self.limits = domain, task, simulator, limits
         # A database domain's copy waits until the opening is asked for (a fresh copy's approval requests are its
@@ -97,7 +100,7 @@ class Episode:
         self._opening = threading.Lock()
         if self._fresh_requests is None:
             self._environment = domain.env_for(task)
-        self.gold_state = gold_state  # only needed by simulators that read Progress
+        self.goal = goal  # what completes the task: only needed by simulators that read Progress
         self.dialogue: list[Turn] = [Turn("agent", GREETING)]
         self.agent_said: list[str] = []  # every assistant message's user-facing text
         self.transcript: list[str] = []
@@ -222,14 +225,19 @@ class Episode:
         requests = tuple(f"{r['id']}: {r['tool']} {json.dumps(r['arguments'], ensure_ascii=False)} ({r['rule']})"
                          for r in waiting)  # fmt: skip
         language = self.domain.language
-        if self.gold_state is None:
+        goal = self.goal
+        if goal is None:
             return Progress(requests=requests, language=language)
-        from rewardkit.envs.tasks import communicated_texts, expected_outputs
+        said = all(communicated_texts(self.agent_said, goal.outputs))
+        # The task-completion rule itself (TaskCompletion's): a transfer task is not done before the transfer.
+        done = partial(goal.reached, self.agent_said, self._outcome)
+        return Progress(state_done=done, outputs_said=said, requests=requests, language=language)
 
-        said = all(communicated_texts(self.agent_said, expected_outputs(self.task)))
-        gold = self.gold_state
-        return Progress(state_done=lambda: self._env("the state hash", lambda env: env.state_hash()) == gold,
-                        outputs_said=said, requests=requests, language=language)  # fmt: skip
+    def _outcome(self) -> Outcome:
+        """The episode's outcome so far: the state hash, and the audit's calls where the goal reads them."""
+        state = self._env("the state hash", lambda env: env.state_hash())
+        audit = self._env("the audit", lambda env: env.audit()) if self.goal is not None and self.goal.evidence else []
+        return recorded_outcome(state, audit)
 
     def infos(self) -> dict[str, Any]:
         """What the rewards and the logs need, JSON-serialisable (ms-swift's ``rollout_infos``).

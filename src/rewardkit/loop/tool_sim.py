@@ -27,7 +27,7 @@ from typing import Any
 from rewardkit.envs import Domain, register_domain
 from rewardkit.envs.memory import WRITE_SCHEMA, MemoryError_, open_memory
 from rewardkit.envs.simulated import CODES, SimCall, ToolSimError, answer_problem
-from rewardkit.envs.tasks import gold_actions, instructions
+from rewardkit.envs.tasks import instructions, scripted_actions
 from rewardkit.loop.roles import JsonRole, RoleError
 
 PROMPT_VERSION = 1
@@ -82,7 +82,7 @@ def memory_problem(schema: str, rows: Any) -> str | None:
 
 class MemoryWriter:
     """A task's memory, written by ``role`` (usually named "memory") from the domain's schema and seed (an example),
-    the task's scenario and its gold actions; once per task and process."""
+    the task's scenario and its scripted actions; once per task and process."""
 
     def __init__(self, role: JsonRole, domain: Domain) -> None:
         assert domain.simulation is not None
@@ -102,7 +102,9 @@ class MemoryWriter:
             "schema": self.tables.schema,
             "example_rows": self.tables.seed_rows(),
             "scenario": instructions(task),
-            "expected_tool_calls": gold_actions(task),
+            # every scripted call, a declined or refused one too (marked): the rows it refers to, and the data
+            # that makes it held or refused, belong in the memory
+            "expected_tool_calls": scripted_actions(task),
         }
         messages = [{"role": "system", "content": MEMORY_SYSTEM},
                     {"role": "user", "content": json.dumps(request, ensure_ascii=False, default=str)}]  # fmt: skip

@@ -14,10 +14,11 @@ training tasks and on the held-out split, greedy and sampled at the GRPO tempera
 
 The tiny preset runs on CPU: the gold agent and the scripted user make the data, the model is a
 tiny random Qwen3 with a one-line system prompt naming the domain and no tools column (short sequences), and the
-training tasks are the train split's tasks with at most one gold action (or the fewest any of its tasks has). It
-shows the plumbing learning something measurable, not a useful agent. The full preset follows MUA-RL: a teacher
-agent and an LLM user synthesise the data, the cold start is ``recipes/agent/cold_start_sft.yaml``,
-GRPO is ``recipes/agent/grpo_multiturn.yaml``, and evaluation uses another simulator.
+training tasks are the train split's tasks with at most one gold action (or the fewest any of its tasks has), none
+that an episode doing nothing completes (left out, and named). It shows the plumbing learning something
+measurable, not a useful agent. The full preset follows MUA-RL: a teacher agent and an LLM user synthesise the data,
+the cold start is ``recipes/agent/cold_start_sft.yaml``, GRPO is ``recipes/agent/grpo_multiturn.yaml``, and
+evaluation uses another simulator.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs import get_domain, portable_ref
+from rewardkit.envs.tasks import scripted_actions
 from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
@@ -48,7 +50,7 @@ EVAL_BATCH = 32
 class Preset(ChainPreset):
     system_prompt: str | None  # a recipe file, DOMAIN_FIELD replaced by the domain's name; None: the domain's policy
     tools: bool
-    max_actions: int | None  # train tasks with at most this many gold actions, or the fewest any has (None: all)
+    max_actions: int | None  # train tasks with at most this many scripted actions, or the fewest any has (None: all)
     eval_trials: int  # sampled trials per task (pass^k for k up to it); greedy runs one
     max_tokens: int
     max_turns: int
@@ -119,18 +121,34 @@ class AgentPipeline(Chain):
         template = recipe_path(self.preset.system_prompt).read_text(encoding="utf-8")
         return template.replace(DOMAIN_FIELD, self.domain.name)
 
-    def train_tasks(self) -> list[str]:
-        """The train split's usable tasks (as ``synth`` selects them) with at most ``max_actions`` gold actions, or
-        with the fewest any of them has when that is more."""
+    def train_tasks(self, ctx: Context | None = None) -> list[str]:
+        """The train split's usable tasks (as ``synth`` selects them) with at most ``max_actions`` scripted actions
+        (:func:`~rewardkit.envs.tasks.scripted_actions`), or with the fewest any of them has when that is more. A task
+        that an episode doing nothing completes is left out (:meth:`paid_for_nothing`), named on ``ctx``'s data
+        stage."""
         from rewardkit.runs.selection import select_tasks
 
         usable, _ = select_tasks(self.domain, "train", None, None)
+        paid = self.paid_for_nothing(usable)
+        if paid and ctx is not None:
+            _echo(ctx, "data", f"left out task(s) {', '.join(paid)}: an episode that does nothing completes them")
+        usable = [t for t in usable if str(t["id"]) not in paid]
         if not usable:
             raise PipelineError(f"domain {self.domain.name!r}: its train split has no usable task to train on")
-        actions = {str(t["id"]): len(t["evaluation_criteria"]["actions"]) for t in usable}
+        # Every entry counts, a declined or refused write too: each is a step the agent must take (or refuse).
+        actions = {str(t["id"]): len(scripted_actions(t)) for t in usable}
         cap = self.preset.max_actions
         cap = None if cap is None else max(cap, min(actions.values()))
         return [task for task, n in actions.items() if cap is None or n <= cap]
+
+    def paid_for_nothing(self, tasks: list[dict[str, Any]]) -> list[str]:
+        """The ids of ``tasks`` that ``task_completion`` pays an episode with no tool call for (``env check``'s
+        ``do_nothing``): the reward cannot tell them done, and GRPO would teach the policy to do nothing."""
+        from rewardkit.rewards import TaskCompletion
+        from rewardkit.runs.domain_check import episode_checks
+
+        reward = TaskCompletion()
+        return [str(t["id"]) for t in tasks if not episode_checks(reward, self.ref, t["id"], t, False)[0].passed]
 
     def grpo_config(self, ctx: Context) -> Path:
         """The preset's ``$REWARDKIT_CONFIG`` with the chain's domain (``domain:``), written into the workdir: each
@@ -159,7 +177,7 @@ class AgentPipeline(Chain):
         from rewardkit.runs.synthesis import headline, synthesize_run
 
         out = ctx.workdir / "data"
-        tasks = self.train_tasks()
+        tasks = self.train_tasks(ctx)
         system = self.system_prompt()
         if system is not None:
             atomic_write_text(self.prompt_path(ctx), system)

@@ -3,11 +3,13 @@
 - ``schema:<tool>``: the parameters are a valid JSON Schema and the OpenAI spec has a description;
 - ``idempotency:<tool>``: a write tool declares the optional ``idempotency_key`` property;
 - ``gold:<task>``: the shared task checks pass and the gold replays on a fresh environment with no gold write
-  failing (the builder's ``gold_fails``), changing the state when the task expects a write;
+  failing (the builder's ``gold_fails``), changing the state when the task expects a write, and, when it changes
+  nothing, naming what an episode must show instead (an output, a transfer, a declined write: else ``no_evidence``);
 - ``outputs:<task>``: every expected output occurs in a gold tool result or in the task's user scenario;
-- ``do_nothing:<task>``, ``say_only:<task>``: for a task that expects a write, an episode without a tool call
-  (silent, then saying the expected outputs) scores 0 with :class:`~rewardkit.rewards.TaskCompletion`, the
-  reward training uses;
+- ``do_nothing:<task>``: for every task the reward scores, an episode without a tool call (a bare "Done.", a polite
+  refusal) scores 0 with :class:`~rewardkit.rewards.TaskCompletion`, the reward training uses;
+- ``say_only:<task>``: likewise an episode that says the expected outputs and calls nothing, unless saying them is
+  the whole task (no write, and nothing to show but the outputs: a question answered from reads);
 - ``ids``, ``splits``, ``policy``, ``guidelines``: the domain's task ids, its splits, its policy and its user
   simulator's guidelines.
 
@@ -29,6 +31,7 @@ from rewardkit.envs.outcomes import run_gold
 from rewardkit.envs.spec_domain import SPEC_FILE
 from rewardkit.envs.tasks import (
     error_text,
+    evidence,
     expected_outputs,
     gold_actions,
     gold_problem,
@@ -38,6 +41,7 @@ from rewardkit.envs.tasks import (
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.domain_data_check import guidelines_check, ids_check, is_spec, policy_check, splits_check
+from rewardkit.testing.probes import REFUSAL
 from rewardkit.testing.report import Check, safe_text
 
 
@@ -80,16 +84,27 @@ class DomainReport:
         return out
 
 
+# Episodes that do nothing: no tool call, a bare ending or a polite refusal. Every task must score each 0.
+DO_NOTHING = ("Done.", REFUSAL)
+
+
 @dataclass(frozen=True)
 class Gold:
     """A task's gold replayed on a fresh environment: why it cannot judge the task (None: it can), the results'
-    texts (None: nothing ran), whether the task expects a write and whether the reward would score it at all."""
+    texts (None: nothing ran), whether an episode that only says the outputs falls short of the task (it expects a
+    write, or shows a call or a declined write) and whether the reward would score it at all."""
 
     problem: str | None
     texts: tuple[str, ...] | None
-    writes: bool
+    say_only: bool
     scorable: bool
     detail: str = ""
+
+
+def words_fall_short(domain: Domain, task: Mapping[str, Any], writes: bool) -> bool:
+    """Whether saying the expected outputs, with no call, leaves ``task`` undone: it expects a write, or its gold
+    changes nothing and names a call or a declined write to show (:func:`~rewardkit.envs.tasks.evidence`)."""
+    return writes or any(e.kind not in ("output", "refused") for e in evidence(task, domain.stop_tools))
 
 
 def check_domain(ref: str, tasks: Mapping[str, Any] | None = None) -> DomainReport:
@@ -107,8 +122,8 @@ def check_domain(ref: str, tasks: Mapping[str, Any] | None = None) -> DomainRepo
     checks += [idempotency_check(spec) for spec in domain.tools.values() if spec.risk == "write"]
     checks += [gold_check(i, g) for i, g in golds.items()]
     checks += [outputs_check(i, tasks[i], g) for i, g in golds.items() if g.texts is not None]
-    scored = [episode_checks(reward, ref, i, tasks[i]) for i, g in golds.items() if g.writes and g.scorable]
-    checks += [nothing for nothing, _ in scored] + [said for _, said in scored]
+    scored = [episode_checks(reward, ref, i, tasks[i], g.say_only) for i, g in golds.items() if g.scorable]
+    checks += [nothing for nothing, _ in scored] + [said for _, said in scored if said is not None]
     checks += [ids_check(domain, tasks), splits_check(splits, tasks, from_spec)]
     checks.append(policy_check(domain.policy(), from_spec))
     checks.append(guidelines_check(domain.guidelines() if domain.guidelines is not None else None, from_spec))
@@ -149,30 +164,32 @@ def replay_gold(domain: Domain, task: Any) -> Gold:
         return Gold(f"{found[0]}: {found[1]}", None, False, False)
     actions = gold_actions(task)
     writes = sum(a["name"] in domain.write_tools for a in actions)
+    say_only = words_fall_short(domain, task, bool(writes))
     try:
         results, changed_state = run_gold(domain, task)
     except Exception as exc:  # a bug in the domain's environment or tools: reported, not a traceback
-        return Gold(f"replaying the gold raised {type(exc).__name__}: {exc}", None, bool(writes), False)
+        return Gold(f"replaying the gold raised {type(exc).__name__}: {exc}", None, say_only, False)
     texts = tuple(r.text() for r in results)
-    failed = gold_problem(task, [(r.ok, None if r.ok else error_text(r)) for r in results], domain.write_tools)
+    replayed = [(r.ok, None if r.ok else error_text(r)) for r in results]
+    failed = gold_problem(task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=domain.stop_tools)
     if failed is not None:
-        return Gold(f"{failed[0]}: {failed[1]}", texts, True, False)
+        return Gold(f"{failed[0]}: {failed[1]}", texts, say_only, False)
     if writes and not changed_state:
         why = "the gold writes leave the state as it was (state_hash unchanged): doing nothing reaches the gold state"
-        return Gold(why, texts, True, True)
+        return Gold(why, texts, say_only, True)
     reads_failed = [error_text(r) for r in results if not r.ok]  # only reads: a failed write is gold_fails above
     changed = f"{writes} write(s), the state changed" if writes else "no write expected"
     detail = f"{len(actions)} gold action(s) replayed, {changed}"
     if reads_failed:
         detail += f"; {len(reads_failed)} read(s) failed, as reads may: {reads_failed[0][:80]}"
-    return Gold(None, texts, bool(writes), True, detail)
+    return Gold(None, texts, say_only, True, detail)
 
 
 def gold_check(task_id: Any, gold: Gold) -> Check:
-    """The ``gold:<task>`` row; a task that expects a write but cannot be scored says that the episodes were not."""
+    """The ``gold:<task>`` row; a task the reward cannot score says that its episodes were not."""
     if gold.problem is None:
         return Check(f"gold:{task_id}", True, gold.detail)
-    unscored = "; do_nothing and say_only are not scored" if gold.writes and not gold.scorable else ""
+    unscored = "; do_nothing and say_only are not scored" if not gold.scorable else ""
     return Check(f"gold:{task_id}", False, gold.problem + unscored)
 
 
@@ -206,19 +223,24 @@ def outputs_check(task_id: Any, task: Mapping[str, Any], gold: Gold) -> Check:
     return Check(f"outputs:{task_id}", True, found if outputs else "no expected output")
 
 
-def episode_checks(reward: TaskCompletion, ref: str, task_id: Any, task: Mapping[str, Any]) -> tuple[Check, Check]:
-    """``do_nothing`` and ``say_only`` for a task that expects a write: neither episode calls a tool, so both
-    must score 0 (rows ``{"messages", "task", "domain"}``, as ``rewardkit build tau2-grpo`` writes them)."""
+def episode_checks(
+    reward: TaskCompletion, ref: str, task_id: Any, task: Mapping[str, Any], say_only: bool
+) -> tuple[Check, Check | None]:
+    """``do_nothing`` (each of :data:`DO_NOTHING`) and, with ``say_only``, ``say_only`` (the expected outputs said):
+    no episode calls a tool, so each must score 0 (rows ``{"messages", "task", "domain"}``, as ``rewardkit build
+    tau2-grpo`` writes them)."""
     user = {"role": "user", "content": reason_for_call(task) or "Please help me."}
     said = "; ".join(expected_outputs(task))
-    silent = [user, {"role": "assistant", "content": "Done."}]
-    saying = [user, {"role": "assistant", "content": f"Done. {said}"}]
-    scores = reward(["", ""], messages=[silent, saying], task=[task, task], domain=[ref, ref])
+    texts = [*DO_NOTHING, f"Done. {said}"] if say_only else list(DO_NOTHING)
+    episodes = [[user, {"role": "assistant", "content": text}] for text in texts]
+    scores = reward([""] * len(texts), messages=episodes, task=[task] * len(texts), domain=[ref] * len(texts))
+    score, text = next(((s, t) for s, t in zip(scores, DO_NOTHING, strict=False) if s != 0.0), (0.0, None))
+    ending = f"ending {text!r}" if text else "(ending 'Done.', or refusing politely)"
+    nothing = _zero(f"do_nothing:{task_id}", score, f"an episode with no tool call {ending}")
+    if not say_only:
+        return nothing, None
     episode = f"saying {said[:60]!r} with no tool call" if said else "an episode with nothing to say and no tool call"
-    return (
-        _zero(f"do_nothing:{task_id}", scores[0], "an episode with no tool call"),
-        _zero(f"say_only:{task_id}", scores[1], episode),
-    )
+    return nothing, _zero(f"say_only:{task_id}", scores[-1], episode)
 
 
 def _zero(name: str, score: float | None, episode: str) -> Check:

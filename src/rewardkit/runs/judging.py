@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.data_builders.trajectories import trajectory_key
-from rewardkit.envs.tasks import expected_outputs, gold_actions, instructions
+from rewardkit.envs.tasks import expected_outputs, gold_actions, instructions, scripted_actions
 from rewardkit.loop.judge import PROMPT_VERSION, Judge, Verdict
 from rewardkit.loop.roles import RoleError
 from rewardkit.runs.episode_log import RunError
@@ -76,16 +76,28 @@ def make_judge(options: JudgeOptions, workers: int) -> tuple[Judge, dict[str, An
     return Judge(role), described
 
 
+# The heading of a task's declined and refused writes (only tasks that have some show it).
+UNMADE = (
+    "## Writes that must not run (declined: the agent proposes it and the customer declines the approval request; "
+    "refused: the agent does not make it, and says why)"
+)
+
+
 def criteria(task: Mapping[str, Any]) -> str:
-    """What the trajectory is judged against: the scenario, the gold actions, the expected outputs, the assertions."""
+    """What the trajectory is judged against: the scenario, the gold actions, the writes that must not run (when
+    the task has declined or refused entries), the expected outputs, the assertions."""
     scenario = instructions(task)
     actions = [{"name": a.get("name"), "arguments": a.get("arguments")} for a in gold_actions(task)]
+    unmade = [{k: a[k] for k in ("name", "arguments", "outcome", "rule") if k in a} for a in scripted_actions(task)]
+    unmade = [a for a in unmade if "outcome" in a]
+    held = [UNMADE, json.dumps(unmade, indent=1, ensure_ascii=False)] if unmade else []
     assertions = [str(x) for x in task["evaluation_criteria"].get("nl_assertions") or []]
     parts = [
         "## The customer's scenario",
         scenario if isinstance(scenario, str) else json.dumps(scenario, indent=1, ensure_ascii=False),
         "## The gold actions (tool calls that reach the gold database)",
         json.dumps(actions, indent=1, ensure_ascii=False),
+        *held,
         "## Outputs the agent must tell the customer",
         "\n".join(f"- {x}" for x in expected_outputs(task)) or "(none)",
         "## Assertions the conversation must satisfy",

@@ -3,7 +3,9 @@
 Each check names the reason a task is rejected for, in this order: the shared task checks
 (:func:`~rewardkit.envs.tasks.task_problem`), ``gold_fails`` (a gold call, read or write, not OK on a fresh
 environment), ``no_change`` (gold writes that leave the state hash as it was, or a plain or gated task without a
-write), ``outputs_unsupported`` and ``do_nothing_passes`` (``rewardkit env check``'s outputs and episode checks) and
+write), ``no_evidence`` (a gold that changes nothing and names nothing an episode must show instead: an output, a
+transfer, a declined write), ``outputs_unsupported`` and ``do_nothing_passes`` (``rewardkit env check``'s outputs and
+episode checks, on every task) and
 ``duplicate`` (the same gold as a domain task or an earlier kept one, or a near-same request with the same tools).
 It scores with the rewards, so it lives in ``rewardkit.runs``, like :mod:`rewardkit.runs.domain_check`.
 """
@@ -19,29 +21,42 @@ from rapidfuzz import fuzz
 
 from rewardkit.envs import Domain
 from rewardkit.envs.outcomes import run_gold
-from rewardkit.envs.tasks import error_text, gold_actions, reason_for_call, task_problem
+from rewardkit.envs.tasks import (
+    error_text,
+    gold_actions,
+    gold_problem,
+    reason_for_call,
+    scripted_actions,
+    task_problem,
+)
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
-from rewardkit.runs.domain_check import Gold, episode_checks, outputs_check
+from rewardkit.runs.domain_check import Gold, episode_checks, outputs_check, words_fall_short
 
 SIMILAR = 92  # rapidfuzz token_set_ratio of two reasons for calling, on the same calls but for numbers: a duplicate
 WRITING_KINDS = ("plain", "gated")  # kinds whose gold must write
 
 
+def _entry(action: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[Any]:
+    """One scripted action as the duplicate checks compare it: a declined or refused entry keeps its ``outcome`` (a
+    task that refuses a write is not the task that only reads alike)."""
+    return [action["name"], arguments, *([action["outcome"]] if "outcome" in action else [])]
+
+
 def canonical(task: Mapping[str, Any]) -> str:
-    """The gold actions as one string: names and arguments, sorted keys, without the idempotency key."""
-    actions = [[a["name"], {k: v for k, v in (a.get("arguments") or {}).items() if k != IDEMPOTENCY_KEY}]
-               for a in gold_actions(task)]  # fmt: skip
+    """The scripted actions as one string: names and arguments, sorted keys, without the idempotency key."""
+    actions = [_entry(a, {k: v for k, v in (a.get("arguments") or {}).items() if k != IDEMPOTENCY_KEY})
+               for a in scripted_actions(task)]  # fmt: skip
     return json.dumps(actions, sort_keys=True, ensure_ascii=False)
 
 
 def _names(task: Mapping[str, Any]) -> str:
-    """The gold calls with their numbers left out: the tools, and every argument that is not a number (ids, texts).
-    Two requests worded alike on these are the same task with another number; on other ids they are two tasks
-    (a request without spaces, in Chinese, is one token, and reads as alike whatever its ids)."""
-    calls = [[a["name"], {k: v for k, v in (a.get("arguments") or {}).items()
-                          if k != IDEMPOTENCY_KEY and (isinstance(v, bool) or not isinstance(v, (int, float)))}]
-             for a in gold_actions(task)]  # fmt: skip
+    """The scripted calls with their numbers left out: the tools, and every argument that is not a number (ids,
+    texts). Two requests worded alike on these are the same task with another number; on other ids they are two
+    tasks (a request without spaces, in Chinese, is one token, and reads as alike whatever its ids)."""
+    calls = [_entry(a, {k: v for k, v in (a.get("arguments") or {}).items()
+                        if k != IDEMPOTENCY_KEY and (isinstance(v, bool) or not isinstance(v, (int, float)))})
+             for a in scripted_actions(task)]  # fmt: skip
     return json.dumps(calls, sort_keys=True, ensure_ascii=False)
 
 
@@ -92,7 +107,11 @@ def _replay(domain: Domain, task: Mapping[str, Any]) -> tuple[str, str] | Gold:
         return "no_change", "the gold writes leave the state hash unchanged"
     if not writes and task.get("kind") in WRITING_KINDS:
         return "no_change", f"a {task.get('kind')} task must write; its gold only reads"
-    return Gold(None, tuple(r.text() for r in results), bool(writes), True)
+    replayed = [(r.ok, None) for r in results]  # all OK (above): what is left to judge is the evidence
+    empty = gold_problem(task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=domain.stop_tools)
+    if empty is not None:
+        return empty
+    return Gold(None, tuple(r.text() for r in results), words_fall_short(domain, task, bool(writes)), True)
 
 
 def rejection(domain: Domain, ref: str, task: Mapping[str, Any], seen: Seen) -> tuple[str, str] | None:
@@ -106,9 +125,9 @@ def rejection(domain: Domain, ref: str, task: Mapping[str, Any], seen: Seen) -> 
     outputs = outputs_check(task["id"], task, gold)
     if not outputs.passed:
         return "outputs_unsupported", outputs.detail
-    if gold.writes:
-        failed = [c for c in episode_checks(TaskCompletion(), ref, task["id"], task) if not c.passed]
-        if failed:
-            return "do_nothing_passes", failed[0].detail
+    episodes = episode_checks(TaskCompletion(), ref, task["id"], task, gold.say_only)
+    failed = [c for c in episodes if c is not None and not c.passed]
+    if failed:
+        return "do_nothing_passes", failed[0].detail
     why = seen.duplicate(task)
     return ("duplicate", why) if why is not None else None

@@ -20,9 +20,10 @@ TAG = re.compile(r"<[^<>\s]{1,64}>")
 TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
 RECORDED = ("state_hash", "audit", "agent_said")
 TRANSFER = "transfer_to_human_agents"
+REFUSAL = "I'm sorry, I can't help with that. Goodbye."  # the do_nothing probe: a polite refusal, no call
 
 COMPLETION_PROBES = ("empty", "tags_only", "truncated", "repeated", "prompt_copy", "max_length")
-TOOL_USE_PROBES = ("empty", "truncated", "prompt_copy", "say_only", "no_op", "transfer", "every_write")
+TOOL_USE_PROBES = ("empty", "truncated", "prompt_copy", "say_only", "no_op", "do_nothing", "transfer", "every_write")
 
 
 def _tags_only(gold: str) -> str:
@@ -186,6 +187,7 @@ def tool_use_probes(row: Mapping[str, Any]) -> dict[str, list[Any]]:
         "prompt_copy": [*prompt, said(prompt_text(row) or "")],
         "say_only": [*prompt, said(" ".join(t for t in texts if t) or "Done.")],
         "no_op": [*prompt, said("I have taken care of everything.")],
+        "do_nothing": [*prompt, said(REFUSAL)],
         "transfer": [*prompt, *invoke(TRANSFER, {"summary": prompt_text(row) or ""}), said("Transferring you.")],
         "every_write": [*prompt, *gold_turns, *_every_write(row, calls), said(last_said)],
     }
@@ -207,8 +209,9 @@ def probes(row: Mapping[str, Any], *, tool_use: bool) -> dict[str, dict[str, Any
     ``repeated`` (three times), ``prompt_copy`` (the prompt's last user text; only when the row has a prompt) and
     ``max_length`` (the gold repeated up to 16 384 characters, cut there). Tool-use probes: ``empty``,
     ``truncated`` (the agent's first half of turns), ``prompt_copy``, ``say_only`` (everything the gold said, no
-    tool call), ``no_op`` (claims success, does nothing), ``transfer`` (hands over to a human at once) and
-    ``every_write`` (the gold's calls, then every write tool on the gold's arguments).
+    tool call), ``no_op`` (claims success, does nothing), ``do_nothing`` (refuses politely, does nothing: a task
+    whose gold changes nothing must not pay it), ``transfer`` (hands over to a human at once) and ``every_write``
+    (the gold's calls, then every write tool on the gold's arguments).
     """
     if not tool_use:
         return {name: {**row, "completion": shaped(row, text)} for name, text in completion_probes(row).items()}

@@ -42,11 +42,12 @@ class Turn:
 class Progress:
     """What the episode knows beyond the dialogue.
 
-    ``state_done``: the database equals the gold final state; ``outputs_said``: every expected
-    output (``communicate_info``) has appeared in one agent message (both read by the scripted
-    simulator only). ``requests``: the agent's soft-gated calls waiting for the user's approval, as the
-    harness worded them (the approval card a real user would see); a reply carrying ``###APPROVE###`` or
-    ``###DECLINE###`` decides them all. ``language``: the domain's (``Domain.language``).
+    ``state_done``: the task is complete as ``task_completion`` judges it (the database equals the gold
+    final state, and on a task whose gold changes nothing its evidence was shown: ``Goal.reached``);
+    ``outputs_said``: every expected output (``communicate_info``) has appeared in one agent message
+    (both read by the scripted simulator only). ``requests``: the agent's soft-gated calls waiting for the
+    user's approval, as the harness worded them (the approval card a real user would see); a reply carrying
+    ``###APPROVE###`` or ``###DECLINE###`` decides them all. ``language``: the domain's (``Domain.language``).
 
     ``state_done`` may be given as a function: it is then called once, when first read. Comparing the state
     hashes the whole database, and a simulator that never reads it (an LLM's, which sees the dialogue) should

@@ -118,7 +118,9 @@ class ScriptedSimulator:
             raise ValueError(f"the scripted user speaks {', '.join(PHRASES)}, not {progress.language!r}")
         if progress.requests:  # an approval card is waiting: the scenario says how this user answers
             return phrases.approve if approves(task) else phrases.decline
-        if progress.outputs_said and progress.state_done:  # the cheap test first: the state is hashed
+        # Done as TaskCompletion judges it (Goal.reached: on a transfer task, only once transferred); the cheap test
+        # first, since state_done may hash the database.
+        if progress.outputs_said and progress.state_done:
             return phrases.thanks
         said = dialogue[-1].text
         if _transferred(said, phrases):
