@@ -91,11 +91,16 @@ def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildRepor
         if problem is None:
             opening = MULTI_TURN_PLACEHOLDER if opts.multi_turn else opening_turn(instructions(task))
         if problem is None and not opening:
-            problem = ("no_reason_for_call", "nothing is left of the request once the sentences meant only for a "
-                       "user simulator are dropped")  # fmt: skip
+            problem = (
+                "no_reason_for_call",
+                "nothing is left of the request once the sentences meant only for a user simulator are dropped",
+            )
         if problem is None and not opts.multi_turn and _asks_the_user(src.domain.name, task):
-            problem = ("needs_approval", "its gold write waits for the user's approval, or the user declines a write "
-                       "it proposes, which only a conversation gives: build it with --multi-turn")  # fmt: skip
+            problem = (
+                "needs_approval",
+                "its gold write waits for the user's approval, or the user declines a write it proposes, which only "
+                "a conversation gives: build it with --multi-turn",
+            )
         if problem:
             report.reject(Record(source, task), *problem)
             continue

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders._io import SURROGATE, BuildError
 from rewardkit.envs import tasks
-from rewardkit.envs.outcomes import gold_changes_state, gold_outcome
+from rewardkit.envs.outcomes import replayed_problem
 from rewardkit.envs.simulated import ToolSimError
 from rewardkit.files.jsonl import encodable, json_problem, kind
 
@@ -123,7 +123,7 @@ def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | N
     """(reason, detail) when a task the split names cannot become a row, else None.
 
     Besides the task checks every consumer shares (:func:`rewardkit.envs.tasks.task_problem` with the tools'
-    schemas, then :func:`~rewardkit.envs.tasks.gold_problem` on the task's gold outcome, its gold actions replayed
+    schemas, then :func:`~rewardkit.envs.outcomes.replayed_problem`: its gold actions and its script replayed
     on a fresh copy of the database), a row needs a request to open the conversation with, and a task that can be
     written back as UTF-8.
     """
@@ -136,8 +136,6 @@ def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | N
     if not encodable(task):
         return "bad_task", f"the task {SURROGATE}"
     try:
-        replayed = [(c.ok, c.error) for c in gold_outcome(domain.name, task).calls]
-        changes = gold_changes_state(domain.name, task)
+        return replayed_problem(domain.name, task)
     except ToolSimError as exc:  # a spec domain's simulator cannot answer a gold call (a tool without a rule)
         return "tool_sim_error", f"the gold cannot be replayed: {exc}"
-    return tasks.gold_problem(task, replayed, domain.write_tools, changes_state=changes, stop_tools=domain.stop_tools)

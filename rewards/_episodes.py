@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rewardkit.envs import get_domain
@@ -73,20 +74,20 @@ def termination(infos: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _recorded(infos: Any, need_calls: bool) -> Outcome | None:
-    """The outcome the live environment recorded in ``rollout_infos``, if it did."""
-    if not isinstance(infos, Mapping) or not isinstance(infos.get("state_hash"), str):
-        return None
-    if not need_calls:
-        return Outcome(infos["state_hash"], ())
-    audit = infos.get("audit")
-    return recorded_outcome(infos["state_hash"], audit) if isinstance(audit, list) else None
-
-
 def agent_outcome(
     domain: str, messages: Sequence[Mapping[str, Any]], infos: Any, need_calls: bool, task: Mapping[str, Any]
 ) -> Outcome:
-    return _recorded(infos, need_calls) or replay_conversation(domain, messages, task=task)
+    """The episode's outcome: the state hash and audit the live environment recorded in ``rollout_infos``, where it
+    did; a replay of the messages for what it did not (with ``need_calls``, the calls of a record without its audit)."""
+    state = infos.get("state_hash") if isinstance(infos, Mapping) else None
+    if not isinstance(state, str):
+        return replay_conversation(domain, messages, task=task)
+    audit = infos.get("audit")
+    if isinstance(audit, list):
+        return recorded_outcome(state, audit)
+    if not need_calls:
+        return Outcome(state, ())
+    return replace(replay_conversation(domain, messages, task=task), state_hash=state)
 
 
 def write_tools(domain: str) -> frozenset[str]:

@@ -49,8 +49,10 @@ class TaskCompletion(EpisodeReward):
     - evidence (a gold that changes nothing, :func:`rewardkit.envs.tasks.evidence`): each gold
       call of a stop tool (a transfer) or with ``compare_args`` made successfully (tau2's
       comparison); each ``"outcome": "declined"`` entry proposed, held for approval
-      (APPROVAL_REQUIRED) and declined by the user; each ``"outcome": "refused"`` entry not
-      made. Read from ``rollout_infos["audit"]`` when present, else from the replay.
+      (APPROVAL_REQUIRED) and declined by the user; each ``"outcome": "refused"`` entry never
+      attempted (no matching call, whatever its result), counted only beside the rest shown.
+      Read from ``rollout_infos["audit"]`` when present, else from the replay.
+    - stop: a successful call of a stop tool (a transfer) on a task whose gold makes none scores 0.0.
     - ending: a live episode (``rollout_infos["termination"]``) must have ended by a
       stop of the user's or the agent's (tau2): ``max_turns``, ``token_budget``,
       ``error_budget`` and ``length`` score 0.0; ``user_sim_error`` scores None.
@@ -103,6 +105,6 @@ class TaskCompletion(EpisodeReward):
         self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
     ) -> float:
         goal = task_goal(domain, task)
-        # The calls are read only where evidence is judged: a task whose gold changes the state needs its hash alone.
-        agent = partial(agent_outcome, domain, messages, infos, bool(goal.evidence), task)
+        # The calls are read only where the goal judges them (evidence, a stray transfer), else the hash alone.
+        agent = partial(agent_outcome, domain, messages, infos, goal.needs_calls, task)
         return float(goal.reached(said_texts(messages, infos), agent, self.require_outputs))

@@ -22,7 +22,8 @@ class TaskCompletionRate(EpisodeReward):
       ignored);
     - O: the expected outputs (``communicate_info``); O_said: those said, as in
       TaskCompletion;
-    - S: 1 if the final state hash equals the gold one, else 0.
+    - S: 1 if the final state hash equals the gold one and no stop tool (a transfer)
+      was called that the gold does not call, else 0.
 
     On a task whose gold leaves the state as it was, S is no criterion (doing
     nothing earns it): the formula is ``S * (W_matched + O_said + E_shown) / (W + O + E)``,
@@ -84,7 +85,7 @@ class TaskCompletionRate(EpisodeReward):
             if hit is not None:
                 unused.remove(hit)
                 matched += 1
-        state = agent.state_hash == gold.state_hash
+        state = agent.state_hash == gold.state_hash and not goal.stopped_early(agent)
         if not goal.evidence:
             return (matched + sum(said) + state) / (len(gold_writes) + len(said) + 1)
         shown = [ok for item, ok in zip(goal.evidence, goal.shown(texts, agent), strict=True) if item.kind != "output"]

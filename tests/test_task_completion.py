@@ -203,6 +203,9 @@ LIVE = get_domain("livestream").tasks()
 TRANSFER = calls("transfer_to_human_agents", summary="The user needs a human to undo a cancellation.")
 CUT = calls("change_price", sku="SP002", new_price=169)  # t16's declined entry (its user declines)
 ASKED = [*CUT, *says("需要您确认改价。")]
+BELOW_COST = calls("change_price", sku="SP021", new_price=99, idempotency_key="other")  # t19's refused entry
+OVER_LIMIT = calls("change_price", sku="SP020", new_price=180)  # t21's refused entry: the harness answers HARD_GATE
+LIMIT_ERROR = "PLATFORM_DISCOUNT_LIMIT: 云南高山普洱茶饼 357g 优惠 88.00 超过现价 268.00 的30%（平台上限）"
 
 
 # A task whose gold leaves the database as it was is one doing nothing reaches: only what the episode shows can
@@ -236,6 +239,9 @@ ASKED = [*CUT, *says("需要您确认改价。")]
         # t19: a price below cost is refused; the refusal quotes the cost, and making the cut is never right
         ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("I'm sorry, I can't help with that. Goodbye.")], 0.0),
         ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("不能低于成本价 520.00 元。")], 1.0),
+        # a refused write attempted is not refused, whatever the harness answered (HARD_GATE here) and whatever key
+        ("livestream", LIVE["t19"], [user("SP021改成99。"), *BELOW_COST, *says("不能低于成本价 520.00 元。")], 0.0),
+        ("livestream", LIVE["t21"], [user("SP020改成180。"), *OVER_LIMIT, *says(LIMIT_ERROR)], 0.0),
     ],
     ids=[
         "50-goodbye",
@@ -250,6 +256,8 @@ ASKED = [*CUT, *says("需要您确认改价。")]
         "t16-asked-approved",
         "t19-refusal-no-figure",
         "t19-refused-with-cost",
+        "t19-attempted",
+        "t21-attempted-error-repeated",
     ],
 )
 def test_a_task_whose_gold_changes_nothing_needs_its_evidence(
@@ -271,3 +279,20 @@ def test_a_gold_that_changes_nothing_and_names_no_evidence_is_refused(cls: type,
     # that is blank once commas go is in every text).
     with pytest.raises(TaskError, match="leaves the database as it was and names no output, transfer or declined"):
         cls()([""], messages=[says("Goodbye.")], task=[task], domain=["retail"])
+
+
+STRAY = {"name": "transfer_to_human_agents", "arguments": {"summary": "Anything else, a human can help."}}
+
+
+# A transfer ends the conversation; on a task whose gold makes none it is a wrong ending, whatever else was right.
+# Before, the gold calls, the outputs and a trailing transfer scored 1.0 on retail 7 and 62 (their golds change
+# nothing) and on 59 (a write task): GRPO, which must transfer on the transfer tasks, would learn to always transfer.
+@pytest.mark.parametrize(
+    ("task_id", "transfer", "expected"),
+    [("7", False, 1.0), ("7", True, 0.0), ("62", False, 1.0), ("62", True, 0.0), ("59", False, 1.0), ("59", True, 0.0)],
+)
+@pytest.mark.parametrize("cls", [TaskCompletion, TaskCompletionRate])
+def test_a_transfer_the_gold_does_not_make_fails_the_task(cls: type, task_id: str, transfer: bool, expected: float):
+    task = TASKS[task_id]
+    value = score(cls(), task, hermes([*gold(task), *([STRAY] * transfer)], info(task)))
+    assert (value == 1.0) == (expected == 1.0), value  # TaskCompletionRate's 1.0 implies TaskCompletion's

@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from test_task_completion import ASKED, CUT, LIVE, TASKS, TRANSFER, final_hash, gold, hermes, info, says, score, user
+from test_task_completion import (
+    ASKED,
+    CUT,
+    LIMIT_ERROR,
+    LIVE,
+    OVER_LIMIT,
+    TASKS,
+    TRANSFER,
+    final_hash,
+    gold,
+    hermes,
+    info,
+    says,
+    score,
+    user,
+)
 
 from rewardkit.envs.retail.specs import TOOLS
 from rewardkit.rewards import TaskCompletionRate
@@ -74,8 +89,13 @@ class TestTaskCompletionRate:
             [user("SP002降到169。"), *ASKED, user("###APPROVE###"), *CUT, *says("199.00")],
             0.0,
         ),  # the price cut made: a write the task did not want, whatever else was shown
-        ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("Goodbye.")], 1 / 2),  # the cut not made, unsaid
+        # the cut not made, but 520.00 unsaid: a refused entry counts only beside the rest of the evidence shown,
+        # so doing nothing earns neither term, (0 + 0 + 0)/(0 + 1 + 1); before, the refusal alone earned 1/2
+        ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("Goodbye.")], 0 / 2),
         ("livestream", LIVE["t19"], [user("SP021改成99。"), *says("成本价 520.00 元，不能改。")], 2 / 2),
+        # the cut attempted (HARD_GATE, nothing changed) and the error repeated: 30% said, the refusal not shown,
+        # (0 + 1 + 0)/(0 + 1 + 1)
+        ("livestream", LIVE["t21"], [user("SP020改成180。"), *OVER_LIMIT, *says(LIMIT_ERROR)], 1 / 2),
     ],
     ids=[
         "50-goodbye",
@@ -86,6 +106,7 @@ class TestTaskCompletionRate:
         "t16-approved",
         "t19-goodbye",
         "t19-refused",
+        "t21-attempted",
     ],
 )
 def test_evidence_replaces_the_state_where_the_gold_changes_nothing(

@@ -12,6 +12,7 @@ from conftest import tau2_task
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.envs import get_domain
+from rewardkit.envs.outcomes import task_check
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.scenario import opening_turn
 from rewardkit.envs.tasks import (
@@ -172,3 +173,53 @@ def test_a_good_entry_is_in_the_script_and_out_of_the_gold(extra: dict) -> None:
     read = LIVESTREAM.tasks()["t08"]["evaluation_criteria"]["actions"][0]
     assert scripted_actions(task) == [read, extra]  # the gold agent's script, in order
     assert gold_actions(task) == [read]  # what every replay and state comparison reads
+
+
+# The script (gold actions with the declined and refused entries, in order) replayed as the user answers: a declined
+# entry that the harness does not hold for approval, or a refused one that runs, is one no episode can show as the
+# task says. Before, each was accepted, and a task that no episode could complete was trained on.
+BAD_SCRIPT = [
+    (
+        DECLINED | {"arguments": {"sku": "SP021", "new_price": 99}},
+        "decline",
+        "evaluation_criteria.actions[1]: the declined entry 'change_price' comes back HARD_GATE when the script is "
+        "replayed, not APPROVAL_REQUIRED",
+    ),
+    (
+        {**NO_RULE, "name": "write_cue_card", "arguments": {"room_id": "R101", "sku": "SP003", "content": "手卡"}},
+        "decline",
+        "evaluation_criteria.actions[1]: the refused entry 'write_cue_card' comes back OK when the script is replayed",
+    ),
+    (  # held for approval, approved as this user approves, sent again: it runs
+        NO_RULE | {"arguments": {"sku": "SP002", "new_price": 169}},
+        "approve",
+        "evaluation_criteria.actions[1]: the refused entry 'change_price' comes back OK when the script is replayed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "approval", "fragment"), BAD_SCRIPT, ids=["declined-hard", "refused-ok", "approved"])
+def test_an_entry_the_script_replay_contradicts_is_refused(extra: dict, approval: str, fragment: str) -> None:
+    task = livestream_task("t08", extra, approval)
+    assert task_problem(task, LIVESTREAM.tools, "livestream") is None  # its shape is right: the replay tells
+    found = task_check(task, "livestream")
+    assert found is not None and found[0] == "bad_outcome_entry" and found[1].startswith(fragment), found
+
+
+# compare_args names the arguments a call is judged on; a name the tool does not take is None on every call and in the
+# gold, so the entry matched any call of the tool. Before, such a typo passed every check.
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"name": "get_product", "arguments": {"sku": "SP004"}, "compare_args": ["skuu"]},
+        {**REFUSED, "compare_args": ["sku", "price"]},
+    ],
+    ids=["read", "refused"],
+)
+def test_compare_args_must_name_the_tools_parameters(extra: dict) -> None:
+    found = task_problem(livestream_task("t08", extra), LIVESTREAM.tools, "livestream")
+    bad = extra["compare_args"][-1]
+    assert found is not None and found[0] == "bad_evaluation_criteria", found
+    assert found[1].startswith(
+        f"evaluation_criteria.actions[1]: compare_args names {bad!r}, which {extra['name']!r}"
+    ), found

@@ -173,6 +173,34 @@ def test_an_adversarial_task_must_name_what_its_refusal_says(outputs: list[str],
     assert (rejected or (None,))[0] == reason, rejected
 
 
+DECLINE_FIRST = {"name": "change_price", "arguments": {"sku": "SP002", "new_price": 169}, "outcome": "declined"}
+
+
+# A generated task's problems name the entry by its index in evaluation_criteria.actions, declined and refused
+# entries counted. Before, a failing gold call after a declined entry was named by its place among the gold calls.
+@pytest.mark.parametrize(
+    ("first", "reason", "fragment"),
+    [
+        (DECLINE_FIRST, "gold_fails", "actions[1] get_product: NOT_FOUND"),
+        (
+            DECLINE_FIRST | {"arguments": {"sku": "SP021", "new_price": 99}},
+            "bad_outcome_entry",
+            "actions[0]: the declined",
+        ),
+    ],
+    ids=["gold-fails", "declined-hard-gated"],
+)
+def test_a_rejection_names_the_entry_by_its_index(first: dict[str, Any], reason: str, fragment: str) -> None:
+    read = {"name": "get_product", "arguments": {"sku": "SP999" if reason == "gold_fails" else "SP002"}}
+    task = {
+        "id": "x",
+        "user_scenario": {"instructions": {"reason_for_call": "SP002改到169。", "approval": "decline"}},
+        "evaluation_criteria": {"actions": [first, read], "communicate_info": ["199.00"]},
+    }
+    rejected = rejection(get_domain("livestream"), "livestream", task, Seen())
+    assert rejected is not None and rejected[0] == reason and fragment in rejected[1], rejected
+
+
 def test_judge_without_url_and_bad_counts_are_one_line_errors(tmp_path: Path, starter: str, capsys) -> None:
     assert main(["tasks", "generate", "--domain", starter, "--model", "http://127.0.0.1:9/v1", "--n", "0",
                  "--out", str(tmp_path / "o.json")]) == 2  # fmt: skip

@@ -31,10 +31,11 @@ from rewardkit.envs.tasks import (
     gold_actions,
     gold_problem,
     read_task,
+    scripted_actions,
     task_error,
     task_problem,
 )
-from rewardkit.envs.tool import IDEMPOTENCY_KEY
+from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
 
@@ -73,7 +74,7 @@ def recorded_outcome(state_hash: str, audit: Sequence[Any]) -> Outcome:
     """The outcome an environment's own record gives: its state hash, the agent's calls in its audit (not the user's
     decisions) and the calls whose approval request the user declined."""
     rows = agent_rows(list(audit))
-    calls = tuple(_audited(a, a.get("code") == "OK") for a in rows)
+    calls = tuple(_audited(a, a.get("code") == ResultCode.OK.value) for a in rows)
     return Outcome(state_hash, calls, declined=declined_calls(audit))
 
 
@@ -161,14 +162,37 @@ def _decision(message: Any) -> str | None:
 # 4096 tasks (tau2 retail has 114) and a quarter of $REWARDKIT_CACHE_MB in bytes. An entry is a task's gold calls
 # and their arguments, typically a few KB, so the count is what binds; the bytes guard against unusual data.
 GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
+SCRIPT_CODES = ByteLRU(SMALL_BUDGET, maxsize=4096)  # the same keys, for the scripted actions' result codes
+
+
+def _replay_key(domain: str, task: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+    """What a replay of ``actions`` for ``task`` depends on: the calls, the user's answer, a simulated task's memory."""
+    memory = json.dumps(task, sort_keys=True) if get_domain(domain).simulation is not None else None  # per task
+    return (domain, json.dumps(actions, sort_keys=True), approves(task), memory)
 
 
 def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
     """The outcome of ``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved
     when its user approves (cached per process)."""
-    memory = json.dumps(task, sort_keys=True) if get_domain(domain).simulation is not None else None  # per task
-    key = (domain, json.dumps(gold_actions(task), sort_keys=True), approves(task), memory)
-    return GOLD_OUTCOMES.get(key, lambda: replay_gold(domain, task))
+    return GOLD_OUTCOMES.get(_replay_key(domain, task, gold_actions(task)), lambda: replay_gold(domain, task))
+
+
+def run_script(domain: Domain, task: Mapping[str, Any]) -> tuple[str, ...]:
+    """The result code of each of ``task``'s scripted actions (its declined and refused entries in their places) on a
+    fresh environment of ``domain``, each call held for approval approved when its user approves, as the gold
+    agent's conversation runs them: what :func:`~rewardkit.envs.tasks.gold_problem` checks the entries against.
+    Empty when no entry has an ``outcome`` (the script is then the gold); not cached."""
+    actions = scripted_actions(task)
+    if not any("outcome" in a for a in actions):
+        return ()
+    with domain.env_for(task) as env:
+        return tuple(r.code.value for r in env.replay(actions, approve=approves(task)))
+
+
+def script_codes(domain: str, task: Mapping[str, Any]) -> tuple[str, ...]:
+    """:func:`run_script` in ``domain``, once per task per process (as :func:`gold_outcome`)."""
+    key = _replay_key(domain, task, scripted_actions(task))
+    return SCRIPT_CODES.get(key, lambda: run_script(get_domain(domain), task))
 
 
 def gold_changes_state(domain: str, task: Mapping[str, Any]) -> bool:
@@ -199,16 +223,24 @@ def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
     """``(reason, detail)`` of what is wrong with ``task`` in ``domain``, else None: the shared task checks with the
     domain's tool schemas, then the gold replay (a failed gold write is ``gold_fails``). For a run that selects
     tasks and counts bad ones."""
-    found = get_domain(domain)
-    problem = task_problem(task, found.tools, domain)
+    problem = task_problem(task, get_domain(domain).tools, domain)
     if problem is None:
         try:
-            replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
-            changes = gold_changes_state(domain, task)
+            problem = replayed_problem(domain, task)
         except ToolSimError:  # the tool simulator failed, not the task: its episodes end as tool_sim_error
             return None
-        problem = gold_problem(task, replayed, found.write_tools, changes_state=changes, stop_tools=found.stop_tools)
     return problem
+
+
+def replayed_problem(domain: str, task: Mapping[str, Any]) -> tuple[str, str] | None:
+    """:func:`~rewardkit.envs.tasks.gold_problem` of a task that passed ``task_problem``, from its cached gold
+    outcome and script replay in ``domain``. A ToolSimError (a spec domain's simulator) is the caller's to judge."""
+    found = get_domain(domain)
+    replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
+    changes, script = gold_changes_state(domain, task), script_codes(domain, task)
+    return gold_problem(
+        task, replayed, found.write_tools, changes_state=changes, stop_tools=found.stop_tools, script=script
+    )
 
 
 # (domain, a task cell's JSON) -> the task read and checked. Every rollout of a GRPO step checks its row's task,
@@ -236,28 +268,42 @@ def _checked(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class Goal:
-    """What completes a task (:func:`task_goal`): the gold's final state hash, the outputs to say and, when the gold
-    changes nothing, the evidence to show (:func:`~rewardkit.envs.tasks.evidence`; empty when the gold changes the
-    state, which then tells the task done by itself)."""
+    """What completes a task (:func:`task_goal`): the gold's final state hash, the outputs to say, when the gold
+    changes nothing the evidence to show (:func:`~rewardkit.envs.tasks.evidence`; empty when the gold changes the
+    state, which then tells the task done by itself), and the stop tools no call may make (the domain's, when the
+    task's script makes none: a transfer there ends the conversation before its end)."""
 
     state_hash: str
     outputs: tuple[str, ...]
     evidence: tuple[Evidence, ...]
+    stray_stops: frozenset[str] = frozenset()
+
+    @property
+    def needs_calls(self) -> bool:
+        """Whether :meth:`reached` reads the episode's calls (else its state hash alone)."""
+        return bool(self.evidence or self.stray_stops)
 
     def shown(self, said: Sequence[str], agent: Outcome) -> list[bool]:
         """Per evidence item: did the episode show it? ``said``: the agent's user-facing texts; ``agent``: its
-        outcome with its calls and the calls the user declined."""
-        return [_shown(item, said, agent) for item in self.evidence]
+        outcome with its calls and the calls the user declined. A refused entry is shown only beside every other
+        item shown (doing nothing does not make it either)."""
+        found = [_shown(item, said, agent) for item in self.evidence]
+        rest = all(ok for item, ok in zip(self.evidence, found, strict=True) if item.kind != "refused")
+        return [ok and (item.kind != "refused" or rest) for item, ok in zip(self.evidence, found, strict=True)]
+
+    def stopped_early(self, agent: Outcome) -> bool:
+        """Whether the episode made a successful call of a stop tool the task's script does not make."""
+        return any(call.ok and call.name in self.stray_stops for call in agent.calls)
 
     def reached(self, said: Sequence[str], agent: Callable[[], Outcome], require_outputs: bool = True) -> bool:
         """The completion rule: every expected output said (unless not ``require_outputs``, MUA-RL's rule, which
-        presumes a write: a task whose gold changes nothing always needs them), the final state the gold's, and
-        every evidence item shown. ``agent`` gives the episode's outcome, asked for only when the outputs were
-        said (it may hash the database)."""
+        presumes a write: a task whose gold changes nothing always needs them), the final state the gold's, no stop
+        tool called that the script does not call, and every evidence item shown. ``agent`` gives the episode's
+        outcome, asked for only when the outputs were said (it may hash the database)."""
         if (require_outputs or self.evidence) and not all(communicated_texts(said, self.outputs)):
             return False
         found = agent()
-        return found.state_hash == self.state_hash and all(self.shown(said, found))
+        return found.state_hash == self.state_hash and not self.stopped_early(found) and all(self.shown(said, found))
 
 
 def _shown(item: Evidence, said: Sequence[str], agent: Outcome) -> bool:
@@ -265,11 +311,14 @@ def _shown(item: Evidence, said: Sequence[str], agent: Outcome) -> bool:
         return communicated_texts(said, [item.value])[0]
     if item.kind == "declined":
         return any(matches(item.value, call, held=True) for call in agent.declined)
-    made = any(matches(item.value, call) for call in agent.calls)
-    return not made if item.kind == "refused" else made
+    if item.kind == "refused":  # not attempted at all, whatever the harness would answer (a gate refuses it anyway)
+        return not any(matches(item.value, call, held=True) for call in agent.calls)
+    return any(matches(item.value, call) for call in agent.calls)
 
 
 def task_goal(domain: str, task: Mapping[str, Any]) -> Goal:
     """``task``'s :class:`Goal` in ``domain`` (from the cached gold outcome; a checked task)."""
-    items = () if gold_changes_state(domain, task) else tuple(evidence(task, get_domain(domain).stop_tools))
-    return Goal(gold_outcome(domain, task).state_hash, tuple(expected_outputs(task)), items)
+    stops = get_domain(domain).stop_tools
+    items = () if gold_changes_state(domain, task) else tuple(evidence(task, stops))
+    stray = frozenset() if any(a["name"] in stops for a in scripted_actions(task)) else frozenset(stops)
+    return Goal(gold_outcome(domain, task).state_hash, tuple(expected_outputs(task)), items, stray)

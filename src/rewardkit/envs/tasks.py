@@ -20,7 +20,8 @@ reason, and :func:`read_task` raises :class:`TaskError` with the detail and wher
 :func:`gold_problem` judges a replay of the gold actions on a fresh database: a gold write that fails
 (``gold_fails``) would leave the gold state without it, and an agent that does less would match it; a gold that
 changes nothing must name what an episode shows instead (:func:`evidence`), else doing nothing reaches it
-(``no_evidence``).
+(``no_evidence``); a declined entry the script's replay does not hold for approval, or a refused one it runs, is
+``bad_outcome_entry``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewardkit.envs.tool import ResultCode
 from rewardkit.files.jsonl import kind
 
 APPROVAL_ANSWERS = ("approve", "decline")  # user_scenario.instructions.approval: how the user answers requests
@@ -62,12 +64,32 @@ def _criteria_problem(criteria: Any, tools: Collection[str] | None, domain: str 
         if tools is not None and action["name"] not in tools:
             known = ", ".join(sorted(tools))
             return f"{at}: tool {action['name']!r} does not exist in domain {domain!r} (tools: {known})"
+        problem = _compare_args_problem(action, tools.get(action["name"]) if isinstance(tools, Mapping) else None)
+        if problem:
+            return f"{at}: {problem}"
     for key in ("communicate_info", "nl_assertions"):
         value = criteria.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
             fix = "; wrap the string in a list (it would be read as its characters)" if isinstance(value, str) else ""
             return f"evaluation_criteria.{key}: must be a list of strings, got {kind(value)}{fix}"
     return None
+
+
+def _compare_args_problem(action: Mapping[str, Any], spec: Any) -> str | None:
+    """A ``compare_args`` name that is no parameter of the tool (given its spec): it is None on every call and in the
+    gold alike, so the entry would match any call of the tool."""
+    parameters = getattr(spec, "parameters", None)
+    properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return None
+    bad = next((k for k in action.get("compare_args") or [] if k not in properties), None)
+    if bad is None:
+        return None
+    known = ", ".join(sorted(properties))
+    return (
+        f"compare_args names {bad!r}, which {action['name']!r} does not take (its parameters: {known}); fix the "
+        "name (an unknown one matches any call of the tool)"
+    )
 
 
 def _outcome_shape(action: Mapping[str, Any]) -> str | None:
@@ -160,8 +182,11 @@ def gold_problem(
     *,
     changes_state: bool,
     stop_tools: Collection[str],
+    script: Sequence[str],
 ) -> tuple[str, str] | None:
-    """``("gold_fails", detail)`` when a gold write failed in ``replayed``; ``("no_evidence", detail)`` when the
+    """``("gold_fails", detail)`` when a gold write failed in ``replayed``; ``("bad_outcome_entry", detail)`` when
+    the script (:func:`scripted_actions`, replayed as its user answers approvals) contradicts an entry: ``script``
+    holds each entry's result code, or nothing when no entry has an ``outcome``; ``("no_evidence", detail)`` when the
     gold does not change the state (``changes_state``) and the task names nothing else an episode must show
     (:func:`evidence`, given the domain's ``stop_tools``); else None.
 
@@ -171,14 +196,36 @@ def gold_problem(
     agent that does nothing matches it). Failed reads change nothing and are allowed (a lookup that finds
     no such user is part of several tau2 tasks).
     """
-    for (i, action), (ok, error) in zip(_gold_entries(task), replayed, strict=True):
+    for (i, action), (ok, error) in zip(gold_entries(task), replayed, strict=True):
         if not ok and action["name"] in write_tools:
             return "gold_fails", (
                 f"evaluation_criteria.actions[{i}]: the gold write {action['name']!r} fails when the gold actions "
                 f"are replayed on a fresh database ({error}), so the gold state cannot judge the task"
             )
+    problem = _script_problem(task, script)
+    if problem is not None:
+        return "bad_outcome_entry", problem
     if not changes_state and not evidence(task, stop_tools):
         return "no_evidence", NO_EVIDENCE
+    return None
+
+
+def _script_problem(task: Mapping[str, Any], script: Sequence[str]) -> str | None:
+    """The first declined entry that the script's replay does not hold for approval, or refused entry that it runs:
+    no episode could show it as the task says."""
+    for i, action in enumerate(scripted_actions(task)):
+        outcome, at = action.get("outcome"), f"evaluation_criteria.actions[{i}]"
+        held = ResultCode.APPROVAL_REQUIRED.value
+        if outcome == "declined" and script[i] != held:
+            return (
+                f"{at}: the declined entry {action['name']!r} comes back {script[i]} when the script is replayed, not "
+                f"{held}: no episode can propose it and have it declined; name a soft-gated write, or drop 'outcome'"
+            )
+        if outcome == "refused" and script[i] == ResultCode.OK.value:
+            return (
+                f"{at}: the refused entry {action['name']!r} comes back OK when the script is replayed (its user "
+                "answering approvals): the harness runs it; name a write a gate refuses, or drop the entry"
+            )
     return None
 
 
@@ -244,7 +291,7 @@ def scripted_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(task["evaluation_criteria"].get("actions") or [])
 
 
-def _gold_entries(task: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
+def gold_entries(task: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
     """``(index in evaluation_criteria.actions, action)`` of each entry without an ``outcome``."""
     return [(i, a) for i, a in enumerate(scripted_actions(task)) if "outcome" not in a]
 
@@ -252,7 +299,7 @@ def _gold_entries(task: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]
 def gold_actions(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The calls that make the gold state: the entries without an ``outcome`` (a declined or refused write changes
     nothing)."""
-    return [a for _, a in _gold_entries(task)]
+    return [a for _, a in gold_entries(task)]
 
 
 def expected_outputs(task: Mapping[str, Any]) -> list[str]:

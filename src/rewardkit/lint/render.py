@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rewardkit.lint.tokens import RowTokens
+from rewardkit.testing.content import PER_ROW
 
 PASS, FAIL = "ok", "FAIL"
 CONTEXT_CHARS = 60  # of an untrained stretch, kept on each side of the trained tokens when --show elides it
@@ -54,13 +55,15 @@ def recipe_view(result: Mapping[str, Any]) -> Group:
             f"{r['p50_ms']:.3f}",
             f"{r['p99_ms']:.3f}",
         )
-    title = "probes (weighted score, mean over rows; * a near miss: below the gold on every row)"
+    title = (
+        "probes (weighted score, mean over rows; * judged per row, a near miss or do_nothing: below the gold on each)"
+    )
     probes = Table(title=title, title_justify="left")
     for name in ("probe", "gold", "probe score", "gap", "result", "rows where a reward scores it >= gold"):
         probes.add_column(name, justify="right" if name in ("gold", "probe score", "gap") else "left")
     for name, p in result["probes"].items():
         through = ", ".join(f"{k} {n}/{p['rows']}" for k, n in p["let_through_by"].items()) or "—"
-        shown = f"{name} *" if p.get("near_miss") else name
+        shown = f"{name} *" if name in PER_ROW else name
         probes.add_row(
             shown, f"{p['gold']:.3f}", f"{p['probe']:.3f}", f"{p['gap']:.3f}", _mark(not p["flagged"]), through
         )

@@ -236,7 +236,9 @@ class Episode:
     def _outcome(self) -> Outcome:
         """The episode's outcome so far: the state hash, and the audit's calls where the goal reads them."""
         state = self._env("the state hash", lambda env: env.state_hash())
-        audit = self._env("the audit", lambda env: env.audit()) if self.goal is not None and self.goal.evidence else []
+        audit = (
+            self._env("the audit", lambda env: env.audit()) if self.goal is not None and self.goal.needs_calls else []
+        )
         return recorded_outcome(state, audit)
 
     def infos(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from rewardkit.envs import Domain, get_domain
-from rewardkit.envs.outcomes import run_gold
+from rewardkit.envs.outcomes import run_gold, run_script
 from rewardkit.envs.spec_domain import SPEC_FILE
 from rewardkit.envs.tasks import (
     error_text,
@@ -167,11 +167,15 @@ def replay_gold(domain: Domain, task: Any) -> Gold:
     say_only = words_fall_short(domain, task, bool(writes))
     try:
         results, changed_state = run_gold(domain, task)
+        script = run_script(domain, task)
     except Exception as exc:  # a bug in the domain's environment or tools: reported, not a traceback
         return Gold(f"replaying the gold raised {type(exc).__name__}: {exc}", None, say_only, False)
     texts = tuple(r.text() for r in results)
     replayed = [(r.ok, None if r.ok else error_text(r)) for r in results]
-    failed = gold_problem(task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=domain.stop_tools)
+    stops = domain.stop_tools
+    failed = gold_problem(
+        task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=stops, script=script
+    )
     if failed is not None:
         return Gold(f"{failed[0]}: {failed[1]}", texts, say_only, False)
     if writes and not changed_state:

@@ -20,10 +20,10 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from rewardkit.envs import Domain
-from rewardkit.envs.outcomes import run_gold
+from rewardkit.envs.outcomes import run_gold, run_script
 from rewardkit.envs.tasks import (
     error_text,
-    gold_actions,
+    gold_entries,
     gold_problem,
     reason_for_call,
     scripted_actions,
@@ -45,18 +45,25 @@ def _entry(action: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[Any]
 
 def canonical(task: Mapping[str, Any]) -> str:
     """The scripted actions as one string: names and arguments, sorted keys, without the idempotency key."""
-    actions = [_entry(a, {k: v for k, v in (a.get("arguments") or {}).items() if k != IDEMPOTENCY_KEY})
-               for a in scripted_actions(task)]  # fmt: skip
+    actions = [
+        _entry(a, {k: v for k, v in (a.get("arguments") or {}).items() if k != IDEMPOTENCY_KEY})
+        for a in scripted_actions(task)
+    ]
     return json.dumps(actions, sort_keys=True, ensure_ascii=False)
+
+
+def _named(key: str, value: Any) -> bool:
+    """Whether an argument is kept by :func:`_names`: not the idempotency key, not a number."""
+    return key != IDEMPOTENCY_KEY and (isinstance(value, bool) or not isinstance(value, (int, float)))
 
 
 def _names(task: Mapping[str, Any]) -> str:
     """The scripted calls with their numbers left out: the tools, and every argument that is not a number (ids,
     texts). Two requests worded alike on these are the same task with another number; on other ids they are two
     tasks (a request without spaces, in Chinese, is one token, and reads as alike whatever its ids)."""
-    calls = [_entry(a, {k: v for k, v in (a.get("arguments") or {}).items()
-                        if k != IDEMPOTENCY_KEY and (isinstance(v, bool) or not isinstance(v, (int, float)))})
-             for a in scripted_actions(task)]  # fmt: skip
+    calls = [
+        _entry(a, {k: v for k, v in (a.get("arguments") or {}).items() if _named(k, v)}) for a in scripted_actions(task)
+    ]
     return json.dumps(calls, sort_keys=True, ensure_ascii=False)
 
 
@@ -94,13 +101,14 @@ def seen_from(tasks: Iterable[Mapping[str, Any]]) -> Seen:
 
 def _replay(domain: Domain, task: Mapping[str, Any]) -> tuple[str, str] | Gold:
     """The gold on a fresh environment: a rejection, or the :class:`Gold` the outputs check reads."""
-    actions = gold_actions(task)
-    writes = sum(a["name"] in domain.write_tools for a in actions)
+    entries = gold_entries(task)  # each with its index in evaluation_criteria.actions, as gold_problem names it
+    writes = sum(a["name"] in domain.write_tools for _, a in entries)
     try:
         results, changed_state = run_gold(domain, task)
+        script = run_script(domain, task)
     except Exception as exc:  # a bug in the domain's tools: this task is rejected, the run goes on
         return "gold_fails", f"replaying the gold raised {type(exc).__name__}: {exc}"
-    for i, (action, result) in enumerate(zip(actions, results, strict=True)):
+    for (i, action), result in zip(entries, results, strict=True):
         if not result.ok:
             return "gold_fails", f"actions[{i}] {action['name']}: {error_text(result)}"
     if writes and not changed_state:
@@ -108,7 +116,10 @@ def _replay(domain: Domain, task: Mapping[str, Any]) -> tuple[str, str] | Gold:
     if not writes and task.get("kind") in WRITING_KINDS:
         return "no_change", f"a {task.get('kind')} task must write; its gold only reads"
     replayed = [(r.ok, None) for r in results]  # all OK (above): what is left to judge is the evidence
-    empty = gold_problem(task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=domain.stop_tools)
+    stops = domain.stop_tools
+    empty = gold_problem(
+        task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=stops, script=script
+    )
     if empty is not None:
         return empty
     return Gold(None, tuple(r.text() for r in results), words_fall_short(domain, task, bool(writes)), True)
