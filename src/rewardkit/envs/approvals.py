@@ -126,11 +126,16 @@ def agent_rows(audit: list[Any]) -> list[Mapping[str, Any]]:
     return [a for a in audit if isinstance(a, Mapping) and a.get("side", "agent") == "agent"]
 
 
+def decided_rows(audit: list[Any]) -> list[Mapping[str, Any]]:
+    """The audit rows of the user's decisions that took effect: a user-side tool answered OK."""
+    return [a for a in audit if isinstance(a, Mapping) and a.get("side") == "user" and a.get("code") == "OK"]
+
+
 def gate_counts(audit: list[dict[str, Any]]) -> dict[str, int]:
     """An episode's gates from its audit: approval requests opened, approved and declined by the user, and hard
     gates hit (the production metrics of soft- and hard-gate traffic)."""
     agent = agent_rows(audit)
-    user_ok = [a for a in audit if a.get("side") == "user" and a.get("code") == "OK"]
+    user_ok = decided_rows(audit)
     return {
         "requested": len({a["request"] for a in agent if a.get("code") == "APPROVAL_REQUIRED"}),
         "approved": sum(a["tool"] == "approve_request" for a in user_ok),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardkit.envs import Domain, get_domain
-from rewardkit.envs.approvals import agent_rows, gate_counts, user_decision
+from rewardkit.envs.approvals import agent_rows, decided_rows, gate_counts, user_decision
 from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.tasks import (
     Evidence,
@@ -80,10 +80,10 @@ def recorded_outcome(state_hash: str, audit: Sequence[Any]) -> Outcome:
 
 def declined_calls(audit: Sequence[Any]) -> tuple[Call, ...]:
     """The agent's calls that came back APPROVAL_REQUIRED and whose request the user then declined
-    (``decline_request``, OK), from an audit (``approvals.gate_counts`` reads the same rows)."""
-    user = [a for a in audit if isinstance(a, Mapping) and a.get("side") == "user" and a.get("code") == "OK"]
+    (``decline_request``, OK), from an audit."""
+    user = decided_rows(list(audit))
     declined = {a.get("request") for a in user if a.get("tool") == "decline_request"} - {None}
-    held = [a for a in agent_rows(list(audit)) if a.get("code") == "APPROVAL_REQUIRED"]
+    held = [a for a in agent_rows(list(audit)) if a.get("code") == ResultCode.APPROVAL_REQUIRED.value]
     return tuple(_audited(a, False) for a in held if a.get("request") in declined)
 
 
