@@ -2,7 +2,7 @@
 
 Each lever is one change to ``recipes/agent/tiny_grpo.yaml``, trained from the cold-start checkpoint of an agent
 chain's workdir (``rewardkit recipe run agent --preset tiny --workdir WORKDIR`` made it) and evaluated by
-sampling (8 trials per task at temperature 1.0) on the *training* tasks only: the held-out split is never
+sampling (8 trials per task, as the GRPO rollouts sample) on the *training* tasks only: the held-out split is never
 looked at while choosing. Per lever: sampled pass^1, the rollouts' TaskCompletion in the first and last quarter
 of the steps, and the mean share of groups with zero reward variance (no gradient).
 
@@ -49,7 +49,7 @@ def main() -> None:
     for i, (lever, flags) in enumerate(list(LEVERS.items())[: args.first]):
         result = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"], *flags)
         spec = pipeline.run_spec(chain, agent=result["checkpoint"], user="scripted", trials=args.trials,
-                                 temperature=pipeline.grpo_temperature(),
+                                 sampling=pipeline.grpo_sampling(),
                                  split="train", tasks=chain.results["data"]["tasks"])  # fmt: skip
         summary = evaluate_run(spec, ctx.workdir / f"lever{i}" / "eval", progress=False, title=lever)
         steps = summarize_steps(grpo_steps(Path(result["run_dir"]) / "logging.jsonl"))

@@ -12,28 +12,11 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-import torch
 from _tiny_agent import OPEN_TASK, TASK
 
 from rewardkit.loop.lockstep import episode_seed, turn_seed
-from rewardkit.loop.sampling import SeededGumbel
 from rewardkit.runs.evaluation import evaluate_run
 from rewardkit.runs.spec import RunSpec
-
-
-def test_a_rows_noise_depends_on_its_seed_alone() -> None:
-    # Row "seed 7" draws the same noise whether it shares its batch with one other row or with three, at any place.
-    scores = torch.zeros(4, 50)
-    alone = SeededGumbel([7], 1.0)(torch.zeros(1, 1, dtype=torch.long), scores[:1])
-    batched = SeededGumbel([3, 9, 7, None], 1.0)(torch.zeros(4, 1, dtype=torch.long), scores)
-    assert torch.equal(alone[0], batched[2])
-    assert not torch.equal(batched[0], batched[2])  # another seed, other noise
-
-
-def test_a_temperature_of_0_is_refused_by_the_sampler() -> None:
-    with pytest.raises(ValueError, match="temperature > 0"):
-        SeededGumbel([1], 0.0)
 
 
 def test_seeds_are_per_task_trial_and_turn_and_stable() -> None:

@@ -40,6 +40,8 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     who.add_argument("--agent-model", help="model name at --agent URL (default: the one model it serves)")
     who.add_argument("--temperature", type=float, default=d.temperature,
                      help=f"the agent's sampling temperature (default {d.temperature:g})")  # fmt: skip
+    who.add_argument("--top-k", type=int, help="sample from the k likeliest tokens (default: all)")
+    who.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling (default {d.top_p:g}: off)")
     who.add_argument("--max-tokens", type=int, default=d.max_tokens, help="the agent's tokens per message")
     who.add_argument("--agent-retries", type=int, default=d.agent_retries,
                      help="extra attempts per agent call (URL agents)")  # fmt: skip
@@ -112,7 +114,8 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
     """The flags of ``_add_run_options`` as a RunSpec (``--resume`` and ``--no-progress`` are the command's)."""
     tasks = task_ids(args.tasks)  # --tasks ' , ' names no task: an error, not the whole split
     return RunSpec(
-        agent=args.agent, agent_model=args.agent_model, temperature=args.temperature, max_tokens=args.max_tokens,
+        agent=args.agent, agent_model=args.agent_model, temperature=args.temperature, top_k=args.top_k,
+        top_p=args.top_p, max_tokens=args.max_tokens,
         agent_retries=args.agent_retries, agent_timeout=args.agent_timeout,
         user=args.user, user_model=args.user_model, user_retries=args.user_retries, user_timeout=args.user_timeout,
         user_cache=args.user_cache, config=args.config,

@@ -32,6 +32,7 @@ from rewardkit.loop.endpoint import (
 )
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.ledger import Ledger
+from rewardkit.loop.sampling import Sampling, SeededSampler
 
 AGENT_SETTINGS = EndpointSettings(timeout_s=120.0)  # an agent's replies are longer than a customer's
 
@@ -112,13 +113,13 @@ class OpenAIAgent:
         model: str | None = None,
         *,
         settings: EndpointSettings = AGENT_SETTINGS,
-        temperature: float = 0.0,
+        sampling: Sampling = Sampling(),
         max_tokens: int = 1024,
     ) -> None:
         self.name = base_url
         self.model = model or _only_model(base_url, settings.api_key)
         self.tools = [dict(t) for t in tools]
-        self.params = {"temperature": float(temperature), "max_tokens": max_tokens}
+        self.params = {**sampling.params(), "max_tokens": max_tokens}
         self._endpoint = ChatEndpoint(base_url, self.model, AgentError, settings, overflow=True, ledger=Ledger("agent"))
         self.ledger = self._endpoint.ledger
 
@@ -153,13 +154,13 @@ class CheckpointAgent:
 
     :meth:`replies` generates for many conversations in one batch (evaluation drives it so, see
     :mod:`rewardkit.loop.lockstep`); a call with one conversation is a batch of one. Greedy at
-    ``temperature=0``; above it, sampled with a seed per conversation (:mod:`rewardkit.loop.sampling`), so a
-    conversation's tokens do not depend on the others in its batch. Generation is serialised: one engine, one
+    temperature 0; above it, sampled as ``sampling`` says with a seed per conversation
+    (:mod:`rewardkit.loop.sampling`), so a conversation's tokens do not depend on the others in its batch. Generation is serialised: one engine, one
     forward at a time.
     """
 
     def __init__(
-        self, model_dir: str | Path, tools: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
+        self, model_dir: str | Path, tools: Sequence[Mapping[str, Any]], *, sampling: Sampling = Sampling(),
         max_tokens: int = 512, thinking: bool | None = None,
     ) -> None:  # fmt: skip
         from swift.infer_engine import RequestConfig, TransformersEngine
@@ -167,18 +168,18 @@ class CheckpointAgent:
         self.name = str(model_dir)
         self.tools = [dict(t) for t in tools]
         self.engine = TransformersEngine(str(model_dir))
-        self.temperature = float(temperature)
+        self.sampling = sampling
         self.config = RequestConfig(max_tokens=max_tokens, temperature=0.0)  # greedy; the sampler draws
-        self.params = {"temperature": float(temperature), "max_tokens": max_tokens}
+        self.params = {**sampling.params(), "max_tokens": max_tokens}
         # thinking: the template's enable_thinking (None: the template's default; Qwen3's is off)
         self.template_kwargs = {} if thinking is None else {"enable_thinking": bool(thinking)}
         self._lock = threading.Lock()
 
-    def at_temperature(self, temperature: float) -> CheckpointAgent:
-        """This agent sampling at ``temperature`` (0: greedy), on the same engine: the model is loaded once."""
+    def sampled(self, sampling: Sampling) -> CheckpointAgent:
+        """This agent sampling as ``sampling`` says, on the same engine: the model is loaded once."""
         twin = copy.copy(self)
-        twin.temperature = float(temperature)
-        twin.params = {**self.params, "temperature": float(temperature)}
+        twin.sampling = sampling
+        twin.params = {**sampling.params(), "max_tokens": self.params["max_tokens"]}
         return twin
 
     def describe(self) -> dict[str, Any]:
@@ -214,14 +215,12 @@ class CheckpointAgent:
 
     def _sampler(self, seeds: list[int | None]) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
         """ms-swift's pre-inference hook adding the seeded sampler to the generate call (None when greedy)."""
-        if self.temperature == 0:
+        if self.sampling.greedy:
             return None
         from transformers import LogitsProcessorList
 
-        from rewardkit.loop.sampling import SeededGumbel
-
         def hook(kwargs: dict[str, Any]) -> dict[str, Any]:
-            kwargs["inputs"]["logits_processor"] = LogitsProcessorList([SeededGumbel(seeds, self.temperature)])
+            kwargs["inputs"]["logits_processor"] = LogitsProcessorList([SeededSampler(seeds, self.sampling)])
             return kwargs
 
         return hook
@@ -246,7 +245,7 @@ def make_agent_factory(
 ) -> tuple[Callable[[Mapping[str, Any]], Agent], dict[str, Any]]:
     """``gold``, an ``http(s)://`` URL, or a local checkpoint directory -> (task -> agent, a description).
 
-    ``options`` go to the endpoint or checkpoint agent (model, temperature, max_tokens; ``settings``, an
+    ``options`` go to the endpoint or checkpoint agent (model, sampling, max_tokens; ``settings``, an
     :class:`EndpointSettings`, for an endpoint only).
     """
     if spec == "gold":
@@ -261,7 +260,7 @@ def make_agent_factory(
                 "config.json; pass one of the three"
             )
         options.pop("model", None)
-        agent = CheckpointAgent(path, tools, **{k: v for k, v in options.items() if k in ("temperature", "max_tokens")})
+        agent = CheckpointAgent(path, tools, **{k: v for k, v in options.items() if k in ("sampling", "max_tokens")})
     return Shared(agent), agent.describe()
 
 

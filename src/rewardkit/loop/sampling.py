@@ -1,39 +1,102 @@
-"""Sampling that depends on a seed per row, not on the batch: the same (task, trial, turn) draws the same noise.
+"""Sampling as GRPO's rollouts sample, and seeded per row: the same (task, trial, turn) draws the same noise.
 
-Sampling at temperature ``T`` is taking ``argmax(logits / T + g)`` with ``g`` standard Gumbel noise (the
-Gumbel-max trick: an exact draw from ``softmax(logits / T)``). Each row of a batch draws its noise from its own
-generator, seeded by its request, so a row's tokens depend on its seed and its own logits only, not on which
-other conversations share its batch. Two models evaluated with the same seeds meet the same random stream
-(common random numbers): where their logits agree, they sample the same tokens.
+A sampled evaluation measures the policy GRPO trained only when it draws tokens the way GRPO's rollouts drew them:
+the same temperature, the same top-k and top-p. :func:`rollout_sampling` reads them from a GRPO recipe the way
+ms-swift does, including one rule that is easy to miss: on the transformers engine (``use_vllm: false``) ms-swift
+turns an unset ``top_k`` (``-1``, its default) into None, and transformers then fills in its own default, 50. So a
+CPU GRPO run samples from the 50 likeliest tokens, while vLLM with the same recipe samples from all of them.
 
-Generation itself stays greedy (ms-swift's engine at temperature 0); :class:`SeededGumbel` is the logits
-processor that turns it into sampling. The whole vocabulary takes part (no top-k or top-p).
+Drawing is the Gumbel-max trick: warp the logits as transformers does (temperature, then top-k, then top-p), add
+standard Gumbel noise ``g`` and take ``argmax(warped + g)``: an exact draw from ``softmax(warped)``. Each row of a
+batch draws its noise from its own generator, seeded by its request, so a row's tokens depend on its seed and its
+own logits only, not on which other conversations share its batch. Two models evaluated with the same seeds meet
+the same random stream (common random numbers): where their logits agree, they sample the same tokens.
+
+Generation itself stays greedy (ms-swift's engine at temperature 0); :class:`SeededSampler` is the logits
+processor that turns it into sampling.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import torch
-from transformers import LogitsProcessor
+# transformers' own default top-k, which it applies when a sampling call leaves top_k unset
+# (GenerationConfig._get_default_generation_params); tests/test_sampling.py checks it against the installed one.
+TRANSFORMERS_TOP_K = 50
 
 
-class SeededGumbel(LogitsProcessor):
-    """``scores / temperature`` plus standard Gumbel noise from one generator per row (``seeds[i]``; None: a
-    seed of its own, drawn at random)."""
+@dataclass(frozen=True)
+class Sampling:
+    """How a policy's next token is drawn: ``temperature`` 0 is greedy; ``top_k`` None keeps every token."""
 
-    def __init__(self, seeds: Sequence[int | None], temperature: float) -> None:
-        if not temperature > 0:
-            raise ValueError(f"SeededGumbel needs a temperature > 0, got {temperature!r}; 0 is greedy decoding")
-        self.temperature = float(temperature)
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        t, k, p = self.temperature, self.top_k, self.top_p
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t >= 0):
+            raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"top_k must be a whole number >= 1 (or left out: every token), got {k!r}")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+            raise ValueError(f"top_p must be a number in (0, 1], got {p!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def params(self) -> dict[str, Any]:
+        """The request fields of an OpenAI-compatible endpoint (``top_k`` is vLLM's and ms-swift's extension)."""
+        out: dict[str, Any] = {"temperature": float(self.temperature)}
+        out.update({"top_k": self.top_k} if self.top_k is not None else {})
+        return out | ({"top_p": float(self.top_p)} if self.top_p < 1 else {})
+
+
+def rollout_sampling(recipe: Mapping[str, Any]) -> Sampling:
+    """How ms-swift's GRPO samples the rollouts of ``recipe`` (a GRPO YAML read as a mapping; a key left out takes
+    ms-swift's default): temperature, top-p, and top-k as the engine applies it (see the module docstring)."""
+    from swift.arguments import RLHFArguments
+
+    defaults = {f.name: f.default for f in dataclasses.fields(RLHFArguments) if f.name in ("temperature", "top_k",
+                                                                                           "top_p", "use_vllm")}
+    args = {**defaults, **{k: recipe[k] for k in defaults if k in recipe}}
+    top_k = int(args["top_k"]) if args["top_k"] is not None and int(args["top_k"]) > 0 else None
+    if top_k is None and not args["use_vllm"]:
+        top_k = TRANSFORMERS_TOP_K
+    return Sampling(float(args["temperature"]), top_k, float(args["top_p"]))
+
+
+class SeededSampler:
+    """A transformers logits processor: ``scores`` warped by ``sampling`` (temperature, top-k, top-p, with
+    transformers' own warpers) plus standard Gumbel noise from one generator per row (``seeds[i]``; None: a seed of
+    its own, drawn at random). Greedy decoding of its output is a draw from the warped distribution."""
+
+    def __init__(self, seeds: Sequence[int | None], sampling: Sampling) -> None:
+        import torch
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        if sampling.greedy:
+            raise ValueError(f"SeededSampler needs a temperature > 0, got {sampling.temperature!r}; 0 is greedy")
+        self.warpers = [TemperatureLogitsWarper(float(sampling.temperature))]
+        self.warpers += [TopKLogitsWarper(sampling.top_k)] if sampling.top_k is not None else []
+        self.warpers += [TopPLogitsWarper(sampling.top_p)] if sampling.top_p < 1 else []
         self.generators = [torch.Generator().manual_seed(random.getrandbits(63) if s is None else s) for s in seeds]
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
         if scores.shape[0] != len(self.generators):
-            raise ValueError(f"SeededGumbel: {scores.shape[0]} rows of scores for {len(self.generators)} seeds")
+            raise ValueError(f"SeededSampler: {scores.shape[0]} rows of scores for {len(self.generators)} seeds")
+        warped = scores.float()
+        for warper in self.warpers:
+            warped = warper(input_ids, warped)
         vocab = scores.shape[-1]
         uniform = torch.stack([torch.rand(vocab, generator=g) for g in self.generators]).to(scores.device)
         # u = 0 gives -inf: that token is never drawn, as its probability of being drawn is 0 anyway.
-        gumbel = -torch.log(-torch.log(uniform))
-        return scores.float() / self.temperature + gumbel
+        return warped - torch.log(-torch.log(uniform))

@@ -10,7 +10,7 @@ scheduler, the user simulator in the loop), ``grpo_control`` (with ``--baseline`
 with a learning rate of 1e-12, which sees the same rollouts and learns nothing), ``grpo_inverted``
 (with ``--sign-test``: the same GRPO trained on 1 - TaskCompletion), each again per extra seed
 (``--seeds N``: ``grpo_s2``, ...), one ``eval_<model>`` stage per model (``eval agent`` on the
-training tasks and on the held-out split, greedy and sampled at the GRPO temperature), and ``summary``.
+training tasks and on the held-out split, greedy and sampled as the GRPO rollouts sample), and ``summary``.
 
 The tiny preset runs on CPU: the gold agent and the scripted user make the data, the model is a
 tiny random Qwen3 with a one-line system prompt naming the domain and no tools column (short sequences), and the
@@ -32,6 +32,7 @@ from typing import Any
 
 from rewardkit.envs import get_domain, portable_ref
 from rewardkit.envs.tasks import scripted_actions
+from rewardkit.loop.sampling import Sampling
 from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
@@ -104,12 +105,13 @@ class AgentPipeline(Chain):
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
     # -- what `synth agent` and `eval agent` share ---------------------------------------------
-    def run_spec(self, ctx: Context, **run: Any) -> RunSpec:
+    def run_spec(self, ctx: Context, sampling: Sampling = Sampling(), **run: Any) -> RunSpec:
         """A run on the chain's domain with the preset's loop: its tokens per message, turns, system prompt (the
-        data stage writes it) and tools."""
+        data stage writes it) and tools; the agent samples as ``sampling`` says (default: greedy)."""
         system_prompt = self.prompt_path(ctx) if self.preset.system_prompt else None
         return RunSpec(domain=self.ref, max_tokens=self.preset.max_tokens, max_turns=self.preset.max_turns,
-                       system_prompt=system_prompt, tools=self.preset.tools, **run)  # fmt: skip
+                       system_prompt=system_prompt, tools=self.preset.tools, temperature=sampling.temperature,
+                       top_k=sampling.top_k, top_p=sampling.top_p, **run)  # fmt: skip
 
     def prompt_path(self, ctx: Context) -> Path:
         return ctx.workdir / "data" / "system_prompt.txt"
@@ -219,14 +221,14 @@ class AgentPipeline(Chain):
             user = self.opts.eval_user or self.opts.user
             limits = {"train": self.opts.eval_train_tasks, "test": self.opts.eval_tasks}
             sets = {"train": {"split": "train", "tasks": ctx.results["data"]["tasks"]}, "test": {"split": "test"}}
-            modes = {"greedy": (0.0, 1), "sampled": (self.grpo_temperature(), self.samples)}
+            modes = {"greedy": (Sampling(), 1), "sampled": (self.grpo_sampling(), self.samples)}
             out = {}
             for mode in MODES:
-                temperature, trials = modes[mode]
+                sampling, trials = modes[mode]
                 for name in SPLITS:
                     target = ctx.workdir / "eval" / model / f"{mode}_{name}"
                     spec = self.run_spec(ctx, agent=self.checkpoint(ctx, model), user=user, limit=limits[name],
-                                         trials=trials, temperature=temperature, workers=EVAL_BATCH,
+                                         trials=trials, sampling=sampling, workers=EVAL_BATCH,
                                          **sets[name])  # fmt: skip
                     command = shlex.join([*spec.options(), "--out-dir", str(target)])
                     _echo(ctx, f"eval_{model}", f"rewardkit eval agent {command}")

@@ -16,7 +16,7 @@ from rewardkit.runs.metrics import episodes, task_order, task_stats
 
 BAD_CALLS = ("SCHEMA_VIOLATION", "UNKNOWN_TOOL")  # a call the harness could not even run
 SPLITS = ("train", "test")  # the training tasks and the held-out split
-MODES = ("greedy", "sampled")  # one trial at temperature 0; the preset's trials at the GRPO temperature
+MODES = ("greedy", "sampled")  # one trial at temperature 0; the preset's trials sampled as GRPO's rollouts
 
 
 def _valid_calls(record: Mapping[str, Any]) -> int:

@@ -34,6 +34,7 @@ from rewardkit.pipelines.stages import (
     read_output,
     run_sft,
 )
+from rewardkit.loop.sampling import Sampling, rollout_sampling
 from rewardkit.recipes import recipe_path
 
 # Big enough to learn the format in ~2 minutes of CPU SFT (hidden 128 learned it less reliably).
@@ -158,9 +159,10 @@ class Chain:
         ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
         return {"checkpoint": str(ckpt)}
 
-    def grpo_temperature(self) -> float:
-        """The sampling temperature of the preset's GRPO rollouts: what the sampled evaluation uses."""
-        return float(read_recipe(recipe_path(self.preset.grpo)).get("temperature", 1.0))
+    def grpo_sampling(self) -> Sampling:
+        """How the preset's GRPO rollouts sample (temperature, top-k, top-p): what the sampled evaluation uses, so
+        that it measures the distribution GRPO optimised."""
+        return rollout_sampling(read_recipe(recipe_path(self.preset.grpo)))
 
     def run_grpo(self, ctx: Context, run: GrpoRun, model: str, *overrides: str) -> dict[str, Any]:
         """``swift rlhf`` of the preset's GRPO recipe from ``model`` on ``WORKDIR/data/grpo.jsonl`` into

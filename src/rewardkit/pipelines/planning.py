@@ -57,7 +57,7 @@ PRESETS = {
 class Options(ChainOptions):
     data: Path = EXAMPLES  # the packaged copy of examples/planning: no checkout or cwd needed
     eval_rows: int | None = 40  # the first N test rows, and as many GRPO training rows
-    eval_samples: int = 8  # sampled completions per prompt, at the GRPO recipe's temperature
+    eval_samples: int = 8  # sampled completions per prompt, sampled as the GRPO recipe's rollouts
     max_new_tokens: int = 160
 
 
@@ -159,7 +159,7 @@ class PlanningPipeline(Chain):
             data, n = ctx.workdir / "data", self.opts.eval_rows
             sets = {"train": read_jsonl(data / "grpo.jsonl")[:n], "test": read_jsonl(data / "test.jsonl")[:n]}
             return evaluate_model(ctx, model, self.checkpoint(ctx, model), sets, samples=self.opts.eval_samples,
-                                  temperature=self.grpo_temperature(),
+                                  sampling=self.grpo_sampling(),
                                   max_new_tokens=self.opts.max_new_tokens, config=self.reward_config())  # fmt: skip
 
         return run

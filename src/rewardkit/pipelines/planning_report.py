@@ -1,7 +1,7 @@
 """The planning chain's evaluation and summary.
 
 Each model (base, SFT, every GRPO run) answers the held-out test rows and a slice of the GRPO training rows twice:
-greedy, and ``samples`` times at the GRPO recipe's temperature (what GRPO optimises: the sampling distribution), in
+greedy, and ``samples`` times sampled as the GRPO recipe's rollouts sample (what GRPO optimises), in
 the chain's own process on ms-swift's transformers engine, each sample seeded by its row so that every model meets
 the same random stream (paired evaluation). Every completion is scored with the seven rewards under the GRPO run's
 reward config, into ``eval/<model>/scores.jsonl``. The summary gives each kind's mean and seed spread, GRPO against
@@ -25,6 +25,7 @@ from rewardkit.rewards.answers import parse
 from rewardkit.runs.scoring import score_rows
 
 if TYPE_CHECKING:
+    from rewardkit.loop.sampling import Sampling
     from rewardkit.rewards.config import RewardConfig
 
 SPLITS = ("train", "test")  # a slice of the GRPO training rows, and the held-out test split
@@ -35,7 +36,7 @@ LABELS = ("mode", "split", "row", "sample", "seed", "think_chars", "completion")
 
 def evaluate_model(
     ctx: Context, name: str, model: str, sets: Mapping[str, Sequence[Mapping[str, Any]]], *, samples: int,
-    temperature: float, max_new_tokens: int, config: RewardConfig,
+    sampling: Sampling, max_new_tokens: int, config: RewardConfig,
 ) -> dict[str, Any]:  # fmt: skip
     """``model`` answers every row of ``sets`` in this process (ms-swift's transformers engine, the template it
     trained with, thinking on), greedy and ``samples`` times sampled; the scores file and the means per mode and
@@ -47,14 +48,14 @@ def evaluate_model(
     out.mkdir(parents=True, exist_ok=True)
     greedy = CheckpointAgent(model, [], max_tokens=max_new_tokens, thinking=True)
     scored: list[dict[str, Any]] = []
-    for mode, agent, n in (("greedy", greedy, 1), ("sampled", greedy.at_temperature(temperature), samples)):
+    for mode, agent, n in (("greedy", greedy, 1), ("sampled", greedy.sampled(sampling), samples)):
         cells = [{"mode": mode, "split": split, "row": i, "sample": k, "seed": episode_seed(f"{split}/{i}", k)}
                  for split in SPLITS for i in range(len(sets[split])) for k in range(n)]  # fmt: skip
         rows = [sets[c["split"]][c["row"]] for c in cells]
         texts: list[str] = []
         for at in range(0, len(rows), EVAL_BATCH):
             batch = slice(at, at + EVAL_BATCH)
-            seeds = [c["seed"] for c in cells[batch]] if agent.temperature else [None] * len(rows[batch])
+            seeds = [c["seed"] for c in cells[batch]] if not agent.sampling.greedy else [None] * len(rows[batch])
             texts += [reply.text for reply in agent.replies([r["messages"] for r in rows[batch]], seeds)]
         table = score_rows([{"completion": t, "solution": r["solution"], "experts": r["experts"]}
                             for t, r in zip(texts, rows, strict=True)], config=config)  # fmt: skip

@@ -169,8 +169,9 @@ def build_tiny_model(
     # six templates), so ms-swift cannot infer either from config.json. It does
     # read both from an args.json beside the weights, as for its own checkpoints
     # (model_type only if swift_version >= 4), so plain `--model out_dir` works;
-    # explicit --model_type/--template still override.
-    args = {"model_type": "qwen3", "template": "qwen3", "swift_version": "4.4.2"}
+    # explicit --model_type/--template still override. Its inference engine also reads use_chat_template there, and
+    # left out it falls back to the bare generation template: no chat turns, no empty think block.
+    args = {"model_type": "qwen3", "template": "qwen3", "swift_version": "4.4.2", "use_chat_template": True}
     (out / "args.json").write_text(json.dumps(args) + "\n")
     return out
 

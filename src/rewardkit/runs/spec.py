@@ -19,6 +19,7 @@ from rewardkit.config.origin import provenance
 from rewardkit.envs import Domain, get_domain, portable_ref
 from rewardkit.loop.agents import AGENT_SETTINGS, AgentError, make_agent_factory
 from rewardkit.loop.endpoint import EndpointSettings
+from rewardkit.loop.sampling import Sampling
 from rewardkit.loop.user_sim.config import make_simulator
 from rewardkit.runs.episode_log import RunError, fingerprint
 from rewardkit.runs.run_config import SECTIONS, run_config, where_from
@@ -37,6 +38,8 @@ class RunSpec:
     agent: str  # gold, an http(s):// OpenAI-compatible URL, or a model directory
     agent_model: str | None = None  # the model at the agent URL (None: the one model it serves)
     temperature: float = 0.0
+    top_k: int | None = None  # sample from the k likeliest tokens only (None: all of them)
+    top_p: float = 1.0  # sample from the likeliest tokens holding this much probability
     max_tokens: int = 1024  # the agent's tokens per message
     agent_retries: int = AGENT_SETTINGS.retries  # extra attempts per agent call (URL agents)
     agent_timeout: float = AGENT_SETTINGS.timeout_s  # seconds per agent call (URL agents)
@@ -145,8 +148,8 @@ def _user(cfg: Config, domain: Domain) -> tuple[Any, dict[str, Any]]:
 # Whole-number options and their least value; number options and whether 0 is allowed (a timeout of 0 fails
 # every call, a temperature of 0 is greedy decoding).
 _COUNTS = {"trials": 1, "workers": 1, "max_tokens": 1, "max_turns": 1, "limit": 1, "agent_retries": 0,
-           "user_retries": 0}  # fmt: skip
-_NUMBERS = {"agent_timeout": "> 0", "user_timeout": "> 0", "temperature": ">= 0"}
+           "user_retries": 0, "top_k": 1}  # fmt: skip
+_NUMBERS = {"agent_timeout": "> 0", "user_timeout": "> 0", "temperature": ">= 0", "top_p": "> 0"}
 
 
 def task_ids(text: str | None) -> tuple[str, ...] | None:
@@ -192,6 +195,8 @@ def _check(spec: RunSpec) -> None:
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not number or not (value > 0 if bound == "> 0" else value >= 0):
             raise RunError(f"--{name.replace('_', '-')} must be a finite number {bound}, got {value!r}")
+    if spec.top_p > 1:
+        raise RunError(f"--top-p must be at most 1 (1: no top-p), got {spec.top_p!r}")
     if spec.rule not in RULES:
         raise RunError(f"--rule {spec.rule!r}: choose from {', '.join(RULES)}")
     given = [f for f in ("tool_model", "tool_model_name", "memory_model", "sim_cache") if getattr(spec, f) is not None]
@@ -244,7 +249,7 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
             spec.agent,
             tools,
             model=spec.agent_model,
-            temperature=spec.temperature,
+            sampling=Sampling(spec.temperature, spec.top_k, spec.top_p),
             max_tokens=spec.max_tokens,
             **({"settings": settings} if spec.agent.startswith(("http://", "https://")) else {}),
         )
