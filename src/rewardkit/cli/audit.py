@@ -32,6 +32,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--weights", type=_weights, help="plan: other reward_weights, comma-separated, in the run's order"
     )
     plan.add_argument("--normalize", action="store_true", help="plan: normalise each reward within its group (GDPO)")
+    audit.add_argument("--step-check", nargs="?", const="run", type=_step_weights, metavar="WEIGHTS",
+                       help="did each update make the rollouts with a positive advantage more likely? Reads the "
+                            "checkpoint after every step (--save_steps 1); WEIGHTS: the reward's, comma-separated "
+                            "(default: the run's)")  # fmt: skip
     audit.set_defaults(func=cmd_audit)
 
 
@@ -44,6 +48,10 @@ def _weights(text: str) -> list[float]:
             f"{text!r} is not comma-separated finite weights (each from -{MAX_WEIGHT:,.0f} to {MAX_WEIGHT:,.0f})"
         )
     return values
+
+
+def _step_weights(text: str) -> list[float] | str:
+    return text if text == "run" else _weights(text)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -69,6 +77,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
             )
         weights = None if args.weights is None else np.array(args.weights)
         extra["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
+    if args.step_check is not None:
+        from rewardkit.runs.step_check import step_check
+
+        chosen = None if args.step_check == "run" else args.step_check
+        if chosen is not None and len(chosen) != len(run.names):
+            raise AuditError(f"--step-check: {len(chosen)} weights for the run's {len(run.names)} rewards {run.names}")
+        extra["step_check"] = step_check(run, None if chosen is None else np.array(chosen))
     price = tuple(args.price) if args.price else None
     report, text = write_audit(run, out, args.config, extra, args.json, price)
     print(text, end="")
@@ -77,5 +92,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"\nplan ({'GDPO: normalise, then sum' if args.normalize else f'weights {args.weights}'}): "
               f"{plan['rankings_flipped']} of {plan['groups']} group rankings flip ({plan['pairs_flipped']} pairs); "
               f"{plan['gain_variance']} groups gain variance, {plan['lose_variance']} lose it")  # fmt: skip
+    if "step_check" in report:
+        for kind in ("reward", "logged"):
+            v = report["step_check"][kind]
+            if v is not None:
+                print(f"step check, {kind} advantages: {v['verdict']} ({v['groups_right']} of {v['groups']} groups "
+                      f"the right way; mean A*d {v['objective']:+.4f})")  # fmt: skip
     print(f"\nwrote {out / 'audit.md'} and {out / 'audit.png'}")
     return 0

@@ -54,6 +54,7 @@ class Step:
     turns: list[int] | None  # multi-turn runs: each completion's num_turns
     completions: list[str]
     prompts: list[str]  # each completion's prompt, as the chat template rendered it
+    advantages: np.ndarray | None = None  # what the trainer used, when it logged them
 
     def groups(self, size: int) -> np.ndarray:
         """The scores as (groups, size, rewards)."""
@@ -85,6 +86,11 @@ def column_names(reward_funcs: Sequence[str]) -> tuple[str, ...]:
     return tuple(REWARDS[k].__name__ if k in REWARDS else k for k in reward_funcs)
 
 
+def _camel(key: str) -> str:
+    """``letter_e`` -> ``LetterE``: the class name a plugin's reward key conventionally has."""
+    return "".join(part[:1].upper() + part[1:] for part in key.split("_"))
+
+
 def weight(value: Any) -> float | None:
     """A reward weight, a number or its text (``args.json`` and ``--weights`` hold either), when it is finite and
     within +-``MAX_WEIGHT``; else None."""
@@ -107,6 +113,8 @@ def load_run(folder: Path) -> Run:
     for line in lines(path, strict=False):  # ms-swift writes NaN for a reward that returned None
         if line.problem is not None:
             raise AuditError(f"{line.where(path)}: {line.problem}")
+        if not steps and isinstance(line.value, dict):  # a plugin's own reward: ms-swift logs its class's name
+            names = tuple(n if n in line.value or _camel(n) not in line.value else _camel(n) for n in names)
         step = _step(line.value, names, size, line.where(path))
         steps.setdefault(step.step, step)  # ms-swift logs the last step's table again when training ends
     if not steps:
@@ -162,6 +170,7 @@ _STEP = (_step_number, "the step's number")
 _TURNS = (lambda v: v if is_count(v) else _BAD, "an integer >= 0")
 _TEXT = (str, "text")
 _REWARD = (_score, "a finite number, or null or NaN for a reward that returned None")
+_ADVANTAGE = (lambda v: float(v) if is_number(v) else _BAD, "a finite number")
 
 
 def _column(table: Mapping[str, Any], key: str, rows: int, where: str, cell: tuple[Any, str]) -> list[Any]:
@@ -199,7 +208,10 @@ def _step(table: Mapping[str, Any], names: Sequence[str], size: int, where: str)
         raise AuditError(f"{where}: {rows} completions do not make groups of num_generations={size}")
     turns = _column(table, "num_turns", rows, where, _TURNS) if "num_turns" in table else None
     prompts = _column(table, "prompt", rows, where, _TEXT) if "prompt" in table else [""] * rows
-    return Step(number, scores, turns, _column(table, "completion", rows, where, _TEXT), prompts)
+    advantages = None
+    if "advantages" in table:
+        advantages = np.array(_column(table, "advantages", rows, where, _ADVANTAGE), dtype=float)
+    return Step(number, scores, turns, _column(table, "completion", rows, where, _TEXT), prompts, advantages)
 
 
 def read_rollouts(run: Path) -> dict[int, dict[str, Any]]:

@@ -180,7 +180,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         turns = f"{s['turns']['mean']:.1f}" if "turns" in s else ""
         lines.append(f"| {s['step']} | {s['groups']} | {s['zero_variance']:.2f} | {s['all_correct']:.2f} | "
                      f"{s['all_wrong']:.2f} | {s['think']['mean']:.0f} | {turns} |")  # fmt: skip
-    lines += _episode_rows(steps) + _ledger_rows(report.get("ledger", []))
+    lines += _episode_rows(steps) + _ledger_rows(report.get("ledger", [])) + _step_check_rows(report.get("step_check"))
     if steps:
         last = steps[-1]
         lines += ["", f"## Rewards at step {last['step']}", "",
@@ -191,6 +191,28 @@ def markdown(report: Mapping[str, Any]) -> str:
             lines.append(f"| {name} | {_num(r['mean'])} | {_num(r['std'])} | {r['zero_variance']:.2f} | "
                          f"{r['none_rate']:.2f} | {share} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _step_check_rows(check: Mapping[str, Any] | None) -> list[str]:
+    """The step check (runs.step_check): per step, sum A*d and the sign agreement, against the reward's advantages
+    and the trainer's."""
+    if check is None:
+        return []
+    lines = ["", "## Step check", ""]
+    for kind, label in (("reward", f"the reward at weights {check['weights']}"), ("logged", "the logged advantages")):
+        v = check[kind]
+        if v is not None:
+            p = "n/a" if v["p_right"] is None else f"{v['p_right']:.3g}"
+            lines.append(f"- against {label}: **{v['verdict']}** ({v['groups_right']} of {v['groups']} groups "
+                         f"moved the right way, one-sided p {p}; mean A*d {v['objective']:+.4f})")  # fmt: skip
+    lines += ["", "| step | A*d (reward) | agree (reward) | A*d (logged) | agree (logged) |",
+              "| ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for s in check["steps"]:
+        cells = [f"{s[k]['objective']:+.4f} | {_num(s[k]['agree'])}" if k in s else " | " for k in ("reward", "logged")]
+        lines.append(f"| {s['step']} | {cells[0]} | {cells[1]} |")
+    if check["skipped"]:
+        lines.append(f"\nSkipped (no checkpoint before and after): steps {check['skipped']}.")
+    return lines
 
 
 def _episode_rows(steps: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,0 +1,97 @@
+"""rewardkit.runs.step_check: did each GRPO update make its favoured rollouts more likely?
+
+End to end: real `swift rlhf` on the tiny model with a reward that always varies within a group (the share of the
+letter e in the completion), a checkpoint after every step. Trained on it, the updates follow the reward; trained on
+its negation (weight -1) and checked against the reward, they go the wrong way, while still following the trainer's
+own (logged) advantages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_e2e_grpo import EXAMPLES, ROOT, SWIFT, tiny_model  # noqa: F401 (a fixture)
+
+from rewardkit.pipelines.tiny_model import offline_env
+from rewardkit.runs.audit import Step, load_run
+from rewardkit.runs.step_check import policy_text, reward_advantages, step_check
+
+LETTER_E = """
+from swift.rewards import ORM, orms
+
+class LetterE(ORM):
+    def __call__(self, completions, **kwargs):
+        return [c.count("e") / max(len(c), 1) for c in completions]
+
+orms["letter_e"] = LetterE
+"""
+
+THINK = "<think>\n\n</think>\n\n"  # 19 characters
+USER = "<|im_start|>user\nhi<|im_end|>\n"  # 30
+ASSISTANT = "<|im_start|>assistant\n"  # 22
+# (prompt, completion, the text, the policy's spans in it)
+TEXTS = [
+    # ms-swift logs the empty think block at the end of the prompt and again at the start of the completion: once;
+    # the turn runs from 30 + 22 = 52 to 52 + 19 + 3 = 74
+    (USER + ASSISTANT + THINK, THINK + "yes", USER + ASSISTANT + THINK + "yes", [(52, 74)]),
+    # a multi-turn conversation: both assistant turns (22-26, and 22 + 4 + 11 + 30 + 22 = 89 to 93), not the user's
+    (ASSISTANT + "call<|im_end|>\n" + USER + ASSISTANT, "done",
+     ASSISTANT + "call<|im_end|>\n" + USER + ASSISTANT + "done", [(22, 26), (89, 93)]),
+    # no ChatML: the completion is the policy's
+    ("Q: 1+1?\nA:", " 2", "Q: 1+1?\nA: 2", [(10, 12)]),
+]
+
+
+@pytest.mark.parametrize(("prompt", "completion", "text", "spans"), TEXTS)
+def test_policy_text_joins_once_and_finds_the_policys_turns(prompt: str, completion: str, text: str,
+                                                            spans: list) -> None:  # fmt: skip
+    assert policy_text(prompt, completion) == (text, spans)
+
+
+def test_reward_advantages_are_normalised_within_each_group() -> None:
+    # Two groups of 2 at weights (1, 0.5): totals 1, 0 | 0.5, 0.5 -> (+-0.5)/(0.5 + 1e-4) | 0, 0.
+    scores = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.5, 0.0]])
+    step = Step(1, scores, None, ["a"] * 4, [""] * 4)
+    got = reward_advantages(step, np.array([1.0, 0.5]), 2)
+    assert got == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0, 0.0])
+
+
+def _train(model: Path, out: Path, weight: str) -> Path:
+    plugin = out.parent / f"letter_e_{weight}.py"
+    plugin.write_text(LETTER_E, encoding="utf-8")
+    cmd = [
+        SWIFT, "rlhf", "--rlhf_type", "grpo", "--external_plugins", str(plugin),
+        "--reward_funcs", "letter_e", "--reward_weights", weight,
+        "--model", str(model), "--dataset", str(EXAMPLES / "grpo_tiny.jsonl"),
+        "--tuner_type", "full", "--torch_dtype", "float32", "--learning_rate", "1e-4", "--beta", "0",
+        "--max_steps", "3", "--num_generations", "8", "--per_device_train_batch_size", "16", "--temperature", "1.0",
+        "--max_completion_length", "32", "--max_length", "1024", "--logging_steps", "1",
+        "--save_steps", "1", "--save_only_model", "true", "--save_strategy", "steps",
+        "--output_dir", str(out), "--check_model", "false", "--report_to", "none",
+        "--dataloader_num_workers", "0", "--dataset_num_proc", "1", "--split_dataset_ratio", "0",
+        "--use_vllm", "false", "--seed", "42", "--log_completions", "true",
+    ]  # fmt: skip
+    env = {**os.environ, **offline_env()}
+    env.pop("REWARDKIT_CONFIG", None)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    (out.parent / f"swift_{weight}.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return out
+
+
+@pytest.mark.e2e
+def test_the_step_check_tells_a_normal_run_from_an_inverted_one(tiny_model: Path, tmp_path: Path) -> None:
+    normal = step_check(load_run(_train(tiny_model, tmp_path / "normal", "1")))
+    inverted = load_run(_train(tiny_model, tmp_path / "inverted", "-1"))
+    against_reward = step_check(inverted, np.array([1.0]))  # the reward the user meant
+    assert [s["step"] for s in normal["steps"]] == [1, 2, 3] and normal["skipped"] == []
+    assert normal["reward"]["verdict"] == "right" and normal["reward"]["objective"] > 0
+    assert normal["logged"]["verdict"] == "right"
+    assert against_reward["reward"]["verdict"] == "wrong" and against_reward["reward"]["objective"] < 0
+    assert against_reward["logged"]["verdict"] == "right"  # the path follows its advantages; the weight is the bug
+    print(json.dumps({"normal": normal["reward"], "inverted": against_reward["reward"]}))
