@@ -1,68 +1,115 @@
 """One lever at a time on the tiny agent chain's multi-turn GRPO, measured where GRPO optimises.
 
-Each lever is one change to ``recipes/agent/tiny_grpo.yaml``, trained from the cold-start checkpoint of an agent
-chain's workdir (``rewardkit recipe run agent --preset tiny --workdir WORKDIR`` made it) and evaluated by
-sampling (8 trials per task, as the GRPO rollouts sample) on the *training* tasks only: the held-out split is never
-looked at while choosing. Per lever: sampled pass^1, the rollouts' TaskCompletion in the first and last quarter
-of the steps, and the mean share of groups with zero reward variance (no gradient).
+Each lever is a set of overrides of ``recipes/agent/tiny_grpo.yaml``, trained from the cold-start checkpoint of an
+agent chain's workdir (``rewardkit recipe run agent --preset tiny --workdir WORKDIR`` made it) with a checkpoint
+after every step, and evaluated on the *training* tasks only (the held-out split is never looked at while
+choosing), sampled 8 times per task as that lever's rollouts sample: pass^1 against the no-learning control at the
+same sampling (lr 1e-12), paired by task. Per lever also: the rollouts' TaskCompletion in the first and last
+quarter of the steps, the mean share of groups with zero reward variance (no gradient), and the step check
+(``rewardkit audit --step-check``: did the updates make the rollouts with a positive advantage more likely?).
 
-    python experiments/agent_levers.py --workdir runs/evidence-retail --out runs/levers [--first N]
+    python experiments/agent_levers.py --workdir runs/evidence-retail --out runs/levers [--only NAME ...] [--tasks IDS]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
+from rewardkit.loop.sampling import rollout_sampling
 from rewardkit.pipelines.agent import AgentPipeline, Options
-from rewardkit.pipelines.chain import GrpoRun
+from rewardkit.pipelines.chain import GrpoRun, read_recipe
 from rewardkit.pipelines.grpo_log import grpo_steps, summarize_steps
 from rewardkit.pipelines.stages import Context
+from rewardkit.recipes import recipe_path
+from rewardkit.runs.audit import load_run
 from rewardkit.runs.evaluation import evaluate_run
+from rewardkit.runs.paired import paired_items
+from rewardkit.runs.step_check import step_check
 
-LEVERS = {
-    "control (lr 1e-12)": ["--learning_rate", "1e-12"],
-    "preset (lr 1e-4, 20 steps, 8 generations)": [],
-    "lr 3e-4": ["--learning_rate", "3e-4"],
-    "40 steps": ["--max_steps", "40", "--save_steps", "40"],
-    "16 generations (2 tasks x 16)": ["--num_generations", "16", "--per_device_train_batch_size", "32"],
+# name -> overrides of the preset's GRPO recipe (the preset: lr 1e-4, 20 steps, 2 tasks x 8, temperature 1.0)
+LEVERS: dict[str, dict[str, object]] = {
+    "preset": {},
+    "temperature 0.7": {"temperature": 0.7},
+    "temperature 0.7, lr 3e-4": {"temperature": 0.7, "learning_rate": 3e-4},
+    "temperature 0.7, lr 3e-5": {"temperature": 0.7, "learning_rate": 3e-5},
+    "temperature 0.7, lr 3e-5, 40 steps": {"temperature": 0.7, "learning_rate": 3e-5, "max_steps": 40},
+    "temperature 0.7, 40 steps": {"temperature": 0.7, "max_steps": 40},
+    "temperature 0.7, 16 generations": {"temperature": 0.7, "num_generations": 16, "per_device_train_batch_size": 32},
+    "temperature 0.7, 4 tasks x 8": {"temperature": 0.7, "per_device_train_batch_size": 32},
+    "temperature 0.7, loss bnpo": {"temperature": 0.7, "loss_type": "bnpo"},
+    "temperature 0.7, no reward scaling": {"temperature": 0.7, "scale_rewards": "none"},
+    "temperature 0.7, beta 0.04": {"temperature": 0.7, "beta": 0.04},
+    "temperature 0.7, epsilon 0.1": {"temperature": 0.7, "epsilon": 0.1},
 }
+
+
+def flags(overrides: dict[str, object]) -> list[str]:
+    return [part for key, value in overrides.items() for part in (f"--{key}", str(value))]
+
+
+def task_means(eval_dir: Path) -> dict[str, float]:
+    """Each task's mean reward over its trials in an ``eval agent`` output folder."""
+    rewards: dict[str, list[float]] = {}
+    for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        rewards.setdefault(record["task_id"], []).append(record["reward"])
+    return {task: sum(values) / len(values) for task, values in rewards.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, required=True, help="a agent chain's workdir (its sft stage done)")
+    parser.add_argument("--workdir", type=Path, required=True, help="an agent chain's workdir (its sft stage done)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--trials", type=int, default=8)
-    parser.add_argument("--first", type=int, default=len(LEVERS), help="only the first N levers (default: all)")
+    parser.add_argument("--only", nargs="+", choices=sorted(LEVERS), help="these levers only (default: all)")
+    parser.add_argument("--tasks", help="comma-separated training task ids: train and evaluate on these only")
     args = parser.parse_args()
     chain = Context(workdir=args.workdir.resolve())
     markers = chain.workdir / ".stages"
     chain.results = {name: json.loads((markers / f"{name}.json").read_text()) for name in ("data", "sft")}
     pipeline = AgentPipeline(Options(domain=chain.results["data"]["domain"]))  # the chain's domain
+    recipe = read_recipe(recipe_path(pipeline.preset.grpo))
     ctx = Context(workdir=args.out.resolve(), results=chain.results)
     (ctx.workdir / "data").mkdir(parents=True, exist_ok=True)
-    grpo_rows = chain.workdir / "data" / "grpo.jsonl"
-    (ctx.workdir / "data" / "grpo.jsonl").write_bytes(grpo_rows.read_bytes())
-    table = {}
-    for i, (lever, flags) in enumerate(list(LEVERS.items())[: args.first]):
-        result = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"], *flags)
-        spec = pipeline.run_spec(chain, agent=result["checkpoint"], user="scripted", trials=args.trials,
-                                 sampling=pipeline.grpo_sampling(),
-                                 split="train", tasks=chain.results["data"]["tasks"])  # fmt: skip
-        summary = evaluate_run(spec, ctx.workdir / f"lever{i}" / "eval", progress=False, title=lever)
-        steps = summarize_steps(grpo_steps(Path(result["run_dir"]) / "logging.jsonl"))
+    rows = (chain.workdir / "data" / "grpo.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    chosen = chain.results["data"]["tasks"] if args.tasks is None else args.tasks.split(",")
+    rows = [r for r in rows if json.loads(json.loads(r)["task"])["id"] in chosen]
+    (ctx.workdir / "data" / "grpo.jsonl").write_text("".join(rows), encoding="utf-8")
+    table_path = ctx.workdir / "levers.json"
+    table = json.loads(table_path.read_text()) if table_path.is_file() else {}
+    controls: dict[str, str] = {}  # one control per sampling
+    for lever in args.only or LEVERS:
+        overrides, i = LEVERS[lever], list(LEVERS).index(lever)
+        sampling = rollout_sampling({**recipe, **overrides})
+        tasks = pipeline.run_spec(chain, sampling=sampling, user="scripted", trials=args.trials, split="train",
+                                  tasks=chosen, agent=chain.results["sft"]["checkpoint"])
+        key = json.dumps(sampling.params())
+        if key not in controls:  # the SFT checkpoint at this sampling: the lr-1e-12 control's weights
+            controls[key] = str(ctx.workdir / f"control_t{sampling.temperature:g}" / "eval")
+            if not (Path(controls[key]) / "episodes.jsonl").is_file():  # evaluated by an earlier invocation
+                evaluate_run(tasks, Path(controls[key]), progress=False, title=f"control at {key}")
+        run = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"],
+                                *flags({**overrides, "save_steps": 1}))  # fmt: skip
+        out = ctx.workdir / f"lever{i}" / "eval"
+        summary = evaluate_run(dataclasses.replace(tasks, agent=run["checkpoint"]), out, progress=False, title=lever)
+        steps = summarize_steps(grpo_steps(Path(run["run_dir"]) / "logging.jsonl"))
         shares = [s for s in steps["zero_std_share"] if s is not None]
+        check = step_check(load_run(Path(run["run_dir"])))
         table[lever] = {
+            "overrides": overrides,
+            "sampling": sampling.params(),
             "sampled_pass1": summary["pass_hat_k"][0]["value"],
+            "vs_control": paired_items([task_means(Path(controls[key]))], [task_means(out)]),
             "rollouts_first_quarter": steps["first_quarter"].get("TaskCompletion"),
             "rollouts_last_quarter": steps["last_quarter"].get("TaskCompletion"),
             "zero_std_share": sum(shares) / len(shares) if shares else None,
-            "flags": flags,
+            "step_check": {k: check[k] for k in ("reward", "logged")},
         }
         print(lever, json.dumps(table[lever]), flush=True)
-    (ctx.workdir / "levers.json").write_text(json.dumps(table, indent=2) + "\n")
+        table_path.write_text(json.dumps(table, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -16,10 +16,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["base", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2"]
-STAGES = ["data", "model", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2", *(f"eval_{m}" for m in MODELS),
+STAGES = ["data", "model", "sft", "select", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2", *(f"eval_{m}" for m in MODELS),
           "summary"]  # fmt: skip
-ARGS = ["--sft-steps", "4", "--grpo-steps", "1", "--eval-tasks", "2", "--eval-train-tasks", "3", "--eval-samples", "2",
-        "--baseline", "--seeds", "2"]  # fmt: skip
+# --band 0,1: the 4-step cold start completes nothing, and GRPO still trains on every training task
+ARGS = ["--sft-steps", "4", "--grpo-steps", "1", "--band", "0,1", "--eval-tasks", "2", "--eval-train-tasks", "3",
+        "--eval-samples", "2", "--baseline", "--seeds", "2"]  # fmt: skip
 CELLS = ["greedy_train", "greedy_test", "sampled_train", "sampled_test"]
 
 
@@ -45,6 +46,11 @@ class TestAgentChain:
             assert command in proc.stdout
         assert "--multi_turn_scheduler" not in proc.stdout  # the recipe file sets it, not the command line
         assert "grpo_vs_control (sampled, train)" in proc.stdout  # the closing table
+        # The select stage evaluated the cold start on every training task and kept those in the band: all of them.
+        stages = workdir / ".stages"
+        chosen, data = (json.loads((stages / f"{s}.json").read_text()) for s in ("select", "data"))
+        assert chosen["tasks"] == data["tasks"] and chosen["rows"] == data["grpo_rows"]
+        assert "grpo_vs_control (sampled, GRPO's tasks)" in proc.stdout
         # The GRPO runs read the preset's config plus the chain's domain: every rank of swift rlhf loads it from there.
         config = (workdir / "grpo_config.yaml").read_text(encoding="utf-8")
         assert "domain: retail" in config and "kind: scripted" in config

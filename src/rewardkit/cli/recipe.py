@@ -36,6 +36,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="sampled completions (planning) or trials (agent) per task at the GRPO temperature "
                           "(default: 8)")  # fmt: skip
     run.add_argument("--seeds", type=int, default=1, help="repeat the GRPO runs under N seeds (default: 1)")
+    run.add_argument("--band", type=_band, metavar="LOW,HIGH",
+                     help="agent: GRPO trains on the training tasks the cold start completes in this share of its "
+                          "sampled trials (default: the preset's, tiny 0.1,0.7; 0,1: all of them)")  # fmt: skip
     run.add_argument("--sign-test", action="store_true",
                      help="also GRPO on the inverted reward, and the control: they must move apart")  # fmt: skip
     agent = run.add_argument_group("agent")
@@ -80,9 +83,11 @@ def _evidence(summary: dict, figures: dict, metric: str) -> list[str]:
     for kind in figures["greedy"]["train"]:
         lines.append(f"{kind:<22}" + "".join(f"{_cell(figures[mode][split].get(kind)):>20}" for mode, split in cells))
     for name, pair in summary["paired"].items():
-        p = pair["sampled_train"]
-        lines.append(f"{name} (sampled, train): {p['diff']:+.3f} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] "
-                     f"over {p['items']} items")  # fmt: skip
+        for cell, where in (("sampled_grpo", "GRPO's tasks"), ("sampled_train", "train"), ("sampled_test", "test")):
+            if cell in pair:
+                p = pair[cell]
+                lines.append(f"{name} (sampled, {where}): {p['diff']:+.3f} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] "
+                             f"over {p['items']} items")  # fmt: skip
     sign = summary.get("sign_test")
     if sign:
         moves = sign["directions"]
@@ -111,7 +116,7 @@ def _pipeline(args: argparse.Namespace):
             preset=args.preset, model=args.model, domain=args.domain, agent=args.agent, user=args.user,
             eval_user=args.eval_user, sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, eval_tasks=args.eval_tasks,
             baseline=args.baseline, eval_train_tasks=args.eval_train_tasks, seeds=args.seeds, sign_test=args.sign_test,
-            eval_samples=args.eval_samples,
+            eval_samples=args.eval_samples, band=args.band,
         ))  # fmt: skip
     from rewardkit.pipelines.planning import Options, PlanningPipeline
 
@@ -120,6 +125,16 @@ def _pipeline(args: argparse.Namespace):
                    grpo_steps=args.grpo_steps, eval_rows=args.eval_rows, baseline=args.baseline, seeds=args.seeds,
                    sign_test=args.sign_test, **samples)  # fmt: skip
     return PlanningPipeline(opts)
+
+
+def _band(text: str) -> tuple[float, float]:
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give two shares, LOW,HIGH (0.1,0.7)") from None
+    if not 0 <= low <= high <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 0 <= LOW <= HIGH <= 1")
+    return low, high
 
 
 def cmd_recipe_run(args: argparse.Namespace) -> int:

@@ -55,13 +55,16 @@ class Preset(ChainPreset):
     eval_trials: int  # sampled trials per task (pass^k for k up to it); greedy runs one
     max_tokens: int
     max_turns: int
+    # GRPO trains on the training tasks whose cold start, sampled as the rollouts sample, completes a share of its
+    # trials in this band (both ends included): the tasks with something to learn. None: every training task.
+    band: tuple[float, float] | None
 
 
 PRESETS = {
     "tiny": Preset("agent/tiny_sft.yaml", "agent/tiny_grpo.yaml", "agent/tiny_config.yaml", True,
-                   "agent/tiny_system_prompt.txt", False, 1, 8, 128, 4),
+                   "agent/tiny_system_prompt.txt", False, 1, 8, 128, 4, (0.1, 0.7)),
     "full": Preset("agent/cold_start_sft.yaml", "agent/grpo_multiturn.yaml", "agent/mua_rl_config.yaml", False,
-                   None, True, None, 8, 2048, 30),
+                   None, True, None, 8, 2048, 30, None),
 }  # fmt: skip
 
 
@@ -74,6 +77,7 @@ class Options(ChainOptions):
     eval_tasks: int | None = None  # the first N tasks of the held-out split only
     eval_train_tasks: int | None = None  # the first N training tasks only (default: all of them)
     eval_samples: int | None = None  # sampled trials per task (default: the preset's)
+    band: tuple[float, float] | None = None  # GRPO's tasks by the cold start's sampled pass^1 (default: the preset's)
 
 
 def _echo(ctx: Context, stage: str, line: str) -> None:
@@ -94,13 +98,16 @@ class AgentPipeline(Chain):
             raise PipelineError("the full preset synthesises with a teacher: pass --agent URL and --user URL")
         self.kinds = model_kinds(self.grpo_runs)
         self.samples = opts.eval_samples or self.preset.eval_trials
+        self.band = opts.band or self.preset.band
         if self.samples < 1:
             raise PipelineError(f"--eval-samples: need at least 1, got {self.samples}")
 
     def stages(self) -> list[Stage]:
         stages = [Stage("data", self.data, self.check_data)]
         stages += [Stage("model", self.model, self.check_model)] if self.preset.tiny else []
-        stages += [Stage("sft", self.sft, self.check_sft), *self.grpo_stages()]
+        stages += [Stage("sft", self.sft, self.check_sft)]
+        stages += [Stage("select", self.select, self.check_select)] if self.band else []
+        stages += self.grpo_stages()
         stages += [Stage(f"eval_{m}", self._eval_stage(m), self.check_eval) for m in self.kinds]
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
@@ -201,6 +208,39 @@ class AgentPipeline(Chain):
             write_jsonl(rows, f)
         return {"dir": str(out), "domain": self.ref, "tasks": tasks, "kept": report["kept"], "grpo_rows": len(rows)}
 
+    def select(self, ctx: Context) -> dict[str, Any]:
+        """The training tasks GRPO trains on: those the cold start completes in a share of its sampled trials
+        within the preset's band (a task always or never completed gives every group one reward: no gradient).
+        Their GRPO rows go to ``WORKDIR/select/grpo.jsonl``."""
+        from rewardkit.data_builders import write_jsonl
+        from rewardkit.files.jsonl import read_jsonl
+        from rewardkit.files.outputs import atomic_writer
+        from rewardkit.runs.evaluation import evaluate_run
+
+        low, high = self.band or (0.0, 1.0)
+        out = ctx.workdir / "select"
+        spec = self.run_spec(ctx, sampling=self.grpo_sampling(), agent=ctx.results["sft"]["checkpoint"],
+                             user=self.opts.user, split="train", tasks=ctx.results["data"]["tasks"],
+                             trials=self.samples, workers=EVAL_BATCH)  # fmt: skip
+        _echo(ctx, "select", f"rewardkit eval agent {shlex.join([*spec.options(), '--out-dir', str(out)])}")
+        (out / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
+        evaluate_run(spec, out, progress=False, title="the cold start on the training tasks, sampled")
+        rates = {r["task_id"]: r["pass1"] for r in read_jsonl(out / "tasks.jsonl")}
+        chosen = [t for t in ctx.results["data"]["tasks"] if rates.get(t) is not None and low <= rates[t] <= high]
+        if not chosen:
+            raise PipelineError(f"no training task has a sampled pass^1 in [{low}, {high}] under the cold start "
+                                f"(per task: {rates}); GRPO would see no reward variance. Train the cold start "
+                                "longer (--sft-steps) or lower the GRPO recipe's temperature")  # fmt: skip
+        _echo(ctx, "select", f"GRPO trains on {len(chosen)} of {len(rates)} training tasks, sampled pass^1 in "
+                             f"[{low}, {high}]: {', '.join(f'{t} ({rates[t]:.2f})' for t in chosen)}")  # fmt: skip
+        rows = [r for r in read_jsonl(ctx.workdir / "data" / "grpo.jsonl") if str(json.loads(r["task"])["id"]) in chosen]
+        with atomic_writer(out / "grpo.jsonl") as f:
+            write_jsonl(rows, f)
+        return {"dir": str(out), "tasks": chosen, "rates": rates, "rows": len(rows)}
+
+    def grpo_dataset(self, ctx: Context) -> Path:
+        return Path(ctx.results["select"]["dir"]) / "grpo.jsonl" if "select" in ctx.results else super().grpo_dataset(ctx)
+
     def model(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.files.jsonl import read_jsonl
 
@@ -261,6 +301,11 @@ class AgentPipeline(Chain):
             raise BrokenOutput(f"{data / 'sft.jsonl'} does not hold the {kept} rows synthesis kept")
         if check_jsonl(data / "grpo.jsonl") != grpo_rows:
             raise BrokenOutput(f"{data / 'grpo.jsonl'} does not hold {grpo_rows} rows")
+
+    def check_select(self, ctx: Context, result: Mapping[str, Any]) -> None:
+        rows = marker_value(result, "rows")
+        if check_jsonl(marker_path(result, "dir") / "grpo.jsonl") != rows or not marker_value(result, "tasks"):
+            raise BrokenOutput(f"{marker_path(result, 'dir') / 'grpo.jsonl'} does not hold the {rows} rows chosen")
 
     def check_eval(self, ctx: Context, result: Mapping[str, Any]) -> None:
         for name in ("greedy_train", "greedy_test", "sampled_train", "sampled_test"):

@@ -51,6 +51,9 @@ def _grpo_curve(run_dir: Path) -> dict[str, Any]:
     }
 
 
+GRPO_CELL = "sampled_grpo"  # the sampled training episodes of the tasks GRPO trained on (the select stage's)
+
+
 def _per_task(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {t.task_id: t.pass1 for t in task_stats(records) if t.trials}
 
@@ -66,6 +69,12 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
                   **{cell: model_metrics(dirs[m, cell], runs[m, cell]) for mm, cell in cells if mm == m}}
               for m, k in kinds.items()}  # fmt: skip
     per_task = {key: _per_task(records) for key, records in runs.items()}
+    pairs = list(dict.fromkeys(c for _, c in cells))
+    trained = ctx.results["select"]["tasks"] if "select" in ctx.results else None
+    if trained is not None:  # GRPO trained on some training tasks only: its own figure, beside all of them
+        pairs.append(GRPO_CELL)
+        for m in kinds:
+            per_task[m, GRPO_CELL] = {t: v for t, v in per_task[m, "sampled_train"].items() if t in trained}
     pass1 = {mode: {split: evidence.per_kind({m: models[m][f"{mode}_{split}"]["pass_hat_k"]["1"] for m in kinds},
                                              kinds) for split in SPLITS} for mode in MODES}  # fmt: skip
     summary: dict[str, Any] = {
@@ -77,9 +86,11 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
         "models": models,
         "pass1": pass1,
         "grpo": {m: _grpo_curve(Path(ctx.results[m]["run_dir"])) for m, k in kinds.items() if k not in ("base", "sft")},
-        "paired": evidence.paired_by_kind(kinds, per_task, list(dict.fromkeys(c for _, c in cells))),
+        "grpo_tasks": trained,
+        "paired": evidence.paired_by_kind(kinds, per_task, pairs),
     }
-    summary["sign_test"] = evidence.sign_test_of(summary["paired"], "sampled_train", "pass^1, sampled, training tasks")
+    cell, what = (GRPO_CELL, "GRPO's tasks") if trained is not None else ("sampled_train", "training tasks")
+    summary["sign_test"] = evidence.sign_test_of(summary["paired"], cell, f"pass^1, sampled, {what}")
     summary["plot"] = str(plot(summary, ctx.workdir / "agent.png"))
     title = f"{domain}, {preset} preset: each model, sampled"
     summary["bars"] = str(evidence.bar_chart(pass1["sampled"], "pass^1 (sampled, mean over seeds)", title,

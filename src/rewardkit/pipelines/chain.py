@@ -164,8 +164,12 @@ class Chain:
         that it measures the distribution GRPO optimised."""
         return rollout_sampling(read_recipe(recipe_path(self.preset.grpo)))
 
+    def grpo_dataset(self, ctx: Context) -> Path:
+        """The rows GRPO trains on."""
+        return ctx.workdir / "data" / "grpo.jsonl"
+
     def run_grpo(self, ctx: Context, run: GrpoRun, model: str, *overrides: str) -> dict[str, Any]:
-        """``swift rlhf`` of the preset's GRPO recipe from ``model`` on ``WORKDIR/data/grpo.jsonl`` into
+        """``swift rlhf`` of the preset's GRPO recipe from ``model`` on :meth:`grpo_dataset` into
         ``WORKDIR/STAGE`` under the run's seed (``overrides``: more ``swift`` flags, last); its run directory
         and its (merged) checkpoint."""
         recipe = recipe_path(self.preset.grpo)
@@ -179,7 +183,7 @@ class Chain:
         plugins = [plugin_file(module) for module in self.grpo_plugins]
         out = ctx.workdir / run.stage
         cmd = [SWIFT, "rlhf", str(recipe), "--model", model,
-               "--dataset", str(ctx.workdir / "data" / "grpo.jsonl"), "--output_dir", str(out),
+               "--dataset", str(self.grpo_dataset(ctx)), "--output_dir", str(out),
                "--external_plugins", *plugins, "--callbacks", "rewardkit_diagnostics",
                "--log_completions", "true"]  # fmt: skip
         if self.opts.grpo_steps:  # a shortened run saves (if its recipe saves at all) once, at its end
