@@ -3,10 +3,11 @@
 Each lever is a set of overrides of ``recipes/agent/tiny_grpo.yaml``, trained from the cold-start checkpoint of an
 agent chain's workdir (``rewardkit recipe run agent --preset tiny --workdir WORKDIR`` made it) with a checkpoint
 after every step, and evaluated on the *training* tasks only (the held-out split is never looked at while
-choosing), sampled 8 times per task as that lever's rollouts sample: pass^1 against the no-learning control at the
-same sampling (lr 1e-12), paired by task. Per lever also: the rollouts' TaskCompletion in the first and last
-quarter of the steps, the mean share of groups with zero reward variance (no gradient), and the step check
-(``rewardkit audit --step-check``: did the updates make the rollouts with a positive advantage more likely?).
+choosing), sampled 8 times per task as that lever's rollouts sample: pass^1 against the cold start at the same
+sampling (the weights the lr-1e-12 control keeps), paired by task. Per lever also: the rollouts' TaskCompletion in
+the first and last quarter of the steps, the mean share of groups with zero reward variance (no gradient), and the
+step check (``rewardkit audit --step-check``: did the updates make the rollouts with a positive advantage more
+likely?). ``--tasks`` trains and evaluates on some training tasks only.
 
     python experiments/agent_levers.py --workdir runs/evidence-retail --out runs/levers [--only NAME ...] [--tasks IDS]
 """
@@ -18,8 +19,10 @@ import dataclasses
 import json
 from pathlib import Path
 
+from rewardkit.data_builders import write_jsonl
+from rewardkit.files.jsonl import read_jsonl
 from rewardkit.loop.sampling import rollout_sampling
-from rewardkit.pipelines.agent import AgentPipeline, Options
+from rewardkit.pipelines.agent import AgentPipeline, Options, rows_of
 from rewardkit.pipelines.chain import GrpoRun, read_recipe
 from rewardkit.pipelines.grpo_log import grpo_steps, summarize_steps
 from rewardkit.pipelines.stages import Context
@@ -27,22 +30,23 @@ from rewardkit.recipes import recipe_path
 from rewardkit.runs.audit import load_run
 from rewardkit.runs.evaluation import evaluate_run
 from rewardkit.runs.paired import paired_items
+from rewardkit.runs.spec import task_ids
 from rewardkit.runs.step_check import step_check
 
-# name -> overrides of the preset's GRPO recipe (the preset: lr 1e-4, 20 steps, 2 tasks x 8, temperature 1.0)
+# name -> overrides of the preset's GRPO recipe (lr 1e-4, 20 steps, 2 tasks x 8 rollouts, temperature 0.7)
 LEVERS: dict[str, dict[str, object]] = {
     "preset": {},
-    "temperature 0.7": {"temperature": 0.7},
-    "temperature 0.7, lr 3e-4": {"temperature": 0.7, "learning_rate": 3e-4},
-    "temperature 0.7, lr 3e-5": {"temperature": 0.7, "learning_rate": 3e-5},
-    "temperature 0.7, lr 3e-5, 40 steps": {"temperature": 0.7, "learning_rate": 3e-5, "max_steps": 40},
-    "temperature 0.7, 40 steps": {"temperature": 0.7, "max_steps": 40},
-    "temperature 0.7, 16 generations": {"temperature": 0.7, "num_generations": 16, "per_device_train_batch_size": 32},
-    "temperature 0.7, 4 tasks x 8": {"temperature": 0.7, "per_device_train_batch_size": 32},
-    "temperature 0.7, loss bnpo": {"temperature": 0.7, "loss_type": "bnpo"},
-    "temperature 0.7, no reward scaling": {"temperature": 0.7, "scale_rewards": "none"},
-    "temperature 0.7, beta 0.04": {"temperature": 0.7, "beta": 0.04},
-    "temperature 0.7, epsilon 0.1": {"temperature": 0.7, "epsilon": 0.1},
+    "temperature 1.0": {"temperature": 1.0},
+    "lr 3e-4": {"learning_rate": 3e-4},
+    "lr 3e-5": {"learning_rate": 3e-5},
+    "lr 3e-5, 40 steps": {"learning_rate": 3e-5, "max_steps": 40},
+    "40 steps": {"max_steps": 40},
+    "16 generations": {"num_generations": 16, "per_device_train_batch_size": 32},
+    "4 tasks x 8": {"per_device_train_batch_size": 32},
+    "loss bnpo": {"loss_type": "bnpo"},
+    "no reward scaling": {"scale_rewards": "none"},
+    "beta 0.04": {"beta": 0.04},
+    "epsilon 0.1": {"epsilon": 0.1},
 }
 
 
@@ -51,12 +55,8 @@ def flags(overrides: dict[str, object]) -> list[str]:
 
 
 def task_means(eval_dir: Path) -> dict[str, float]:
-    """Each task's mean reward over its trials in an ``eval agent`` output folder."""
-    rewards: dict[str, list[float]] = {}
-    for line in (eval_dir / "episodes.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        rewards.setdefault(record["task_id"], []).append(record["reward"])
-    return {task: sum(values) / len(values) for task, values in rewards.items()}
+    """Each task's sampled pass^1 in an ``eval agent`` output folder (its task table)."""
+    return {r["task_id"]: r["pass1"] for r in read_jsonl(eval_dir / "tasks.jsonl") if r["pass1"] is not None}
 
 
 def main() -> None:
@@ -74,23 +74,31 @@ def main() -> None:
     recipe = read_recipe(recipe_path(pipeline.preset.grpo))
     ctx = Context(workdir=args.out.resolve(), results=chain.results)
     (ctx.workdir / "data").mkdir(parents=True, exist_ok=True)
-    rows = (chain.workdir / "data" / "grpo.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    chosen = chain.results["data"]["tasks"] if args.tasks is None else args.tasks.split(",")
-    rows = [r for r in rows if json.loads(json.loads(r)["task"])["id"] in chosen]
-    (ctx.workdir / "data" / "grpo.jsonl").write_text("".join(rows), encoding="utf-8")
+    chosen = chain.results["data"]["tasks"] if args.tasks is None else list(task_ids(args.tasks))
+    unknown = sorted(set(chosen) - set(chain.results["data"]["tasks"]))
+    if unknown:
+        parser.error(f"--tasks {','.join(unknown)}: not training tasks of {args.workdir}")
+    with (ctx.workdir / "data" / "grpo.jsonl").open("w", encoding="utf-8") as f:
+        write_jsonl(rows_of(read_jsonl(chain.workdir / "data" / "grpo.jsonl"), chosen), f)
     table_path = ctx.workdir / "levers.json"
     table = json.loads(table_path.read_text()) if table_path.is_file() else {}
     controls: dict[str, str] = {}  # one control per sampling
     for lever in args.only or LEVERS:
         overrides, i = LEVERS[lever], list(LEVERS).index(lever)
-        sampling = rollout_sampling({**recipe, **overrides})
-        tasks = pipeline.run_spec(chain, sampling=sampling, user="scripted", trials=args.trials, split="train",
-                                  tasks=chosen, agent=chain.results["sft"]["checkpoint"])
-        key = json.dumps(sampling.params())
-        if key not in controls:  # the SFT checkpoint at this sampling: the lr-1e-12 control's weights
-            controls[key] = str(ctx.workdir / f"control_t{sampling.temperature:g}" / "eval")
-            if not (Path(controls[key]) / "episodes.jsonl").is_file():  # evaluated by an earlier invocation
-                evaluate_run(tasks, Path(controls[key]), progress=False, title=f"control at {key}")
+        sampling = rollout_sampling({**recipe, **overrides}, chain.results["sft"]["checkpoint"])
+        tasks = pipeline.run_spec(
+            chain,
+            sampling=sampling,
+            user="scripted",
+            trials=args.trials,
+            split="train",
+            tasks=chosen,
+            agent=chain.results["sft"]["checkpoint"],
+        )
+        key = "_".join(f"{k}{v:g}" for k, v in sampling.params().items())
+        if key not in controls:  # the SFT checkpoint's weights, which the lr-1e-12 control keeps, at this sampling
+            controls[key] = str(ctx.workdir / f"control_{key}" / "eval")
+            evaluate_run(tasks, Path(controls[key]), resume=True, progress=False, title=f"the cold start, {key}")
         run = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"],
                                 *flags({**overrides, "save_steps": 1}))  # fmt: skip
         out = ctx.workdir / f"lever{i}" / "eval"

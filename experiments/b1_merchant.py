@@ -2,7 +2,7 @@
 trajectories synthesised on simulated tools, then the tiny agent chain (cold-start SFT, GRPO against its control,
 evaluation) on the result. Every step is a `rewardkit` command, printed before it runs.
 
-    python experiments/b1_merchant.py --workdir runs/b1 [--n 60] [--seed 0]
+    python experiments/b1_merchant.py --workdir runs/b1 [--n 60] [--seed 0] [--seeds 3] [--sign-test]
 
 The tiny preset's model is random, so what it learns is small; the point is that every stage runs on a domain that is
 only a spec, and every rejection is counted (docs/simulated_tools.md#end-to-end-on-the-merchant-spec).
@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--n", type=int, default=60, help="blueprints to sample (default 60)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1, help="GRPO seeds of the chain (default 1)")
+    parser.add_argument("--sign-test", action="store_true", help="the chain also trains on the inverted reward")
     args = parser.parse_args()
     work = args.workdir.resolve()
     spec = work / "merchant"
@@ -52,8 +54,8 @@ def main() -> None:
     run("synth", "agent", "--agent", "gold", "--domain", str(spec), "--tools", "simulated", "--no-progress",
         "--out", str(work / "sft.jsonl"), "--report", str(work / "synth.json"))  # fmt: skip
     # 4. The tiny chain on the spec: cold-start SFT, GRPO and its no-learning control, evaluation.
-    run("recipe", "run", "agent", "--domain", str(spec), "--preset", "tiny", "--baseline", "--workdir",
-        str(work / "chain"))  # fmt: skip
+    run("recipe", "run", "agent", "--domain", str(spec), "--preset", "tiny", "--baseline", "--seeds", str(args.seeds),
+        *(["--sign-test"] if args.sign_test else []), "--workdir", str(work / "chain"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ from scipy.stats import mannwhitneyu
 from test_e2e_grpo import ROOT, SWIFT
 
 from rewardkit.loop.sampling import Sampling, rollout_sampling
-from rewardkit.pipelines.tiny_model import offline_env
 from rewardkit.pipelines.chain import read_recipe
+from rewardkit.pipelines.tiny_model import offline_env
 from rewardkit.recipes import recipe_path
 from rewardkit.runs.evaluation import evaluate_run
 from rewardkit.runs.spec import RunSpec
@@ -59,7 +59,8 @@ def _rollouts(model: Path, tmp_path: Path) -> list[list[dict]]:
         SWIFT, "rlhf", f"recipes/{RECIPE}",
         "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", str(probe),
         "--reward_funcs", "task_completion", "rollout_probe", "--reward_weights", "1", "0",
-        "--learning_rate", "0", "--temperature", str(TEMPERATURE), "--num_generations", "8", "--per_device_train_batch_size", "16",
+        "--learning_rate", "0", "--temperature", str(TEMPERATURE),
+        "--num_generations", "8", "--per_device_train_batch_size", "16",
         "--model", str(model), "--dataset", str(data), "--output_dir", str(tmp_path / "grpo"),
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **offline_env(), "RK_PROBE": str(log)},
@@ -115,7 +116,9 @@ def test_eval_agent_samples_the_distribution_grpo_rollouts_sample(tiny_agent_mod
         tiny_agent_model, Sampling(), tmp_path / "greedy")}  # fmt: skip
     grpo = _first_reply_logprobs(tiny_agent_model, rollouts)
     same = _first_reply_logprobs(tiny_agent_model, _evaluated(tiny_agent_model, sampling, tmp_path / "eval"))
-    whole = _first_reply_logprobs(tiny_agent_model, _evaluated(tiny_agent_model, Sampling(TEMPERATURE), tmp_path / "all"))
+    whole = _first_reply_logprobs(
+        tiny_agent_model, _evaluated(tiny_agent_model, Sampling(TEMPERATURE), tmp_path / "all")
+    )
     # Equal distributions: no evidence against at 1%. The whole vocabulary: rejected far beyond chance.
     assert mannwhitneyu(grpo, same).pvalue > 0.01, (sorted(grpo), sorted(same))
     assert mannwhitneyu(grpo, whole).pvalue < 1e-4, (sorted(grpo), sorted(whole))

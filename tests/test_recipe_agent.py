@@ -16,8 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["base", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2"]
-STAGES = ["data", "model", "sft", "select", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2", *(f"eval_{m}" for m in MODELS),
-          "summary"]  # fmt: skip
+STAGES = ["data", "model", "sft", "select", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2",
+          *(f"eval_{m}" for m in MODELS), "summary"]  # fmt: skip
 # --band 0,1: the 4-step cold start completes nothing, and GRPO still trains on every training task
 ARGS = ["--sft-steps", "4", "--grpo-steps", "1", "--band", "0,1", "--eval-tasks", "2", "--eval-train-tasks", "3",
         "--eval-samples", "2", "--baseline", "--seeds", "2"]  # fmt: skip

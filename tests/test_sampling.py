@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -93,14 +96,28 @@ def test_a_bad_sampling_is_refused(fields: dict, message: str) -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"top_k": 0}, "--top-k must be at least 1"),
-        ({"top_p": 0.0}, r"--top-p must be a finite number > 0"),
-        ({"top_p": 1.5}, "--top-p must be at most 1"),
+        ({"temperature": 1.0, "top_k": 0}, "--top-k must be a whole number >= 1"),
+        ({"temperature": 1.0, "top_p": 0.0}, r"--top-p must be a number in \(0, 1\]"),
+        ({"temperature": 1.0, "top_p": 1.5}, r"--top-p must be a number in \(0, 1\]"),
+        ({"top_k": 50}, "--top-k samples, and temperature 0 is greedy: give a temperature > 0"),
+        ({"temperature": -1.0}, "--temperature must be a finite number >= 0"),
     ],
 )
 def test_run_spec_names_the_flag(fields: dict, message: str) -> None:
     with pytest.raises(RunError, match=message):
-        build_plan(RunSpec(domain="retail", agent="gold", split="train", temperature=1.0, **fields))
+        build_plan(RunSpec(domain="retail", agent="gold", split="train", **fields))
+
+
+def test_an_unset_top_k_takes_the_models_generation_config_first(tmp_path: Path) -> None:
+    # Qwen3 ships top_k 20: ms-swift's transformers engine fills an unset top_k from it, before transformers' 50.
+    (tmp_path / "generation_config.json").write_text(json.dumps({"top_k": 20, "top_p": 0.95}))
+    assert rollout_sampling({"temperature": 1.0}, tmp_path) == Sampling(1.0, 20, 1.0)  # top_p: the recipe's 1.0
+    assert rollout_sampling({"temperature": 1.0, "use_vllm": True}, tmp_path) == Sampling(1.0, None, 1.0)
+
+
+def test_a_repetition_penalty_is_refused_naming_the_key() -> None:
+    with pytest.raises(ValueError, match=r"repetition_penalty: 1\.1; the evaluation samples without one"):
+        rollout_sampling({"repetition_penalty": 1.1})
 
 
 def test_an_endpoint_request_carries_only_the_fields_set() -> None:

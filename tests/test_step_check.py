@@ -19,7 +19,7 @@ from test_e2e_grpo import EXAMPLES, ROOT, SWIFT, tiny_model  # noqa: F401 (a fix
 
 from rewardkit.pipelines.tiny_model import offline_env
 from rewardkit.runs.audit import Step, load_run
-from rewardkit.runs.step_check import policy_text, reward_advantages, step_check
+from rewardkit.runs.step_check import _signs, policy_text, reward_advantages, step_check
 
 LETTER_E = """
 from swift.rewards import ORM, orms
@@ -40,8 +40,12 @@ TEXTS = [
     # the turn runs from 30 + 22 = 52 to 52 + 19 + 3 = 74
     (USER + ASSISTANT + THINK, THINK + "yes", USER + ASSISTANT + THINK + "yes", [(52, 74)]),
     # a multi-turn conversation: both assistant turns (22-26, and 22 + 4 + 11 + 30 + 22 = 89 to 93), not the user's
-    (ASSISTANT + "call<|im_end|>\n" + USER + ASSISTANT, "done",
-     ASSISTANT + "call<|im_end|>\n" + USER + ASSISTANT + "done", [(22, 26), (89, 93)]),
+    (
+        ASSISTANT + "call<|im_end|>\n" + USER + ASSISTANT,
+        "done",
+        ASSISTANT + "call<|im_end|>\n" + USER + ASSISTANT + "done",
+        [(22, 26), (89, 93)],
+    ),
     # no ChatML: the completion is the policy's
     ("Q: 1+1?\nA:", " 2", "Q: 1+1?\nA: 2", [(10, 12)]),
 ]
@@ -54,11 +58,22 @@ def test_policy_text_joins_once_and_finds_the_policys_turns(prompt: str, complet
 
 
 def test_reward_advantages_are_normalised_within_each_group() -> None:
-    # Two groups of 2 at weights (1, 0.5): totals 1, 0 | 0.5, 0.5 -> (+-0.5)/(0.5 + 1e-4) | 0, 0.
+    # Two groups of 2 at weights (1, 0.5): totals 1, 0 | 0.5, 0.5. The first: mean 0.5, sample std
+    # sqrt((0.25 + 0.25) / 1) = 0.7071 (torch's, as ms-swift takes it) -> +-0.5 / 0.7072; the second: 0, 0.
     scores = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.5, 0.0]])
     step = Step(1, scores, None, ["a"] * 4, [""] * 4)
     got = reward_advantages(step, np.array([1.0, 0.5]), 2)
-    assert got == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0, 0.0])
+    assert got == pytest.approx([0.5 / (0.5**0.5 + 1e-4), -0.5 / (0.5**0.5 + 1e-4), 0.0, 0.0])
+
+
+def test_a_step_that_changed_nothing_is_no_evidence() -> None:
+    # The lr-1e-12 control: every d is 0 -> no group counts, A*d 0, no agreement to speak of.
+    got = _signs(np.array([1.0, -1.0, 0.5, -0.5]), np.zeros(4), 2)
+    assert got == {"objective": 0.0, "agree": None, "groups": 0, "groups_right": 0}
+    # One group moved the right way (1*0.2 + -1*-0.1 = 0.3 > 0), one the wrong way (0.5*-0.4 + -0.5*0.4 = -0.4).
+    got = _signs(np.array([1.0, -1.0, 0.5, -0.5]), np.array([0.2, -0.1, -0.4, 0.4]), 2)
+    assert (got["groups"], got["groups_right"], got["agree"]) == (2, 1, 0.5)
+    assert got["objective"] == pytest.approx((0.2 + 0.1 - 0.2 - 0.2) / 4)
 
 
 def _train(model: Path, out: Path, weight: str) -> Path:
@@ -85,7 +100,7 @@ def _train(model: Path, out: Path, weight: str) -> Path:
 
 
 @pytest.mark.e2e
-def test_the_step_check_tells_a_normal_run_from_an_inverted_one(tiny_model: Path, tmp_path: Path) -> None:
+def test_the_step_check_tells_a_normal_run_from_an_inverted_one(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
     normal = step_check(load_run(_train(tiny_model, tmp_path / "normal", "1")))
     inverted = load_run(_train(tiny_model, tmp_path / "inverted", "-1"))
     against_reward = step_check(inverted, np.array([1.0]))  # the reward the user meant

@@ -33,7 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--eval-rows", type=int, default=40,
                      help="planning: evaluate on the first N test rows and N training rows (default: 40)")  # fmt: skip
     run.add_argument("--eval-samples", type=int,
-                     help="sampled completions (planning) or trials (agent) per task at the GRPO temperature "
+                     help="sampled completions (planning) or trials (agent) per task, drawn as the GRPO rollouts are "
                           "(default: 8)")  # fmt: skip
     run.add_argument("--seeds", type=int, default=1, help="repeat the GRPO runs under N seeds (default: 1)")
     run.add_argument("--band", type=_band, metavar="LOW,HIGH",
@@ -119,6 +119,10 @@ def _pipeline(args: argparse.Namespace):
             eval_samples=args.eval_samples, band=args.band,
         ))  # fmt: skip
     from rewardkit.pipelines.planning import Options, PlanningPipeline
+    from rewardkit.pipelines.stages import PipelineError
+
+    if args.band is not None:
+        raise PipelineError("--band chooses the agent chain's GRPO tasks; the planning chain trains on every row")
 
     samples = {"eval_samples": args.eval_samples} if args.eval_samples else {}  # else the chain's default
     opts = Options(preset=args.preset, data=args.data, model=args.model, sft_steps=args.sft_steps,

@@ -31,6 +31,17 @@ if TYPE_CHECKING:
     from rewardkit.runs.judging import JudgeOptions
 
 
+def _add_sampling(who: argparse._ArgumentGroup) -> None:
+    """How the agent samples (RunSpec's temperature, top_k, top_p and seed_base)."""
+    d = RunSpec
+    who.add_argument("--temperature", type=float, default=d.temperature,
+                     help=f"the agent's sampling temperature (default {d.temperature:g})")  # fmt: skip
+    who.add_argument("--top-k", type=int, help="sample from the k likeliest tokens (default: all)")
+    who.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling (default {d.top_p:g}: off)")
+    who.add_argument("--seed-base", type=int, default=d.seed_base,
+                     help="a local checkpoint's random stream (default 0, every evaluation's: models pair up)")  # fmt: skip
+
+
 def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
     """The flags of a :class:`RunSpec`; its defaults are theirs, but for ``--split`` and ``--trials``. A user or
     loop flag defaults to None: left out, the config file's value (or the key's default) stands."""
@@ -38,10 +49,7 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     who = p.add_argument_group("agent and user")
     who.add_argument("--agent", required=True, help="gold, an http(s):// OpenAI-compatible URL, or a model directory")
     who.add_argument("--agent-model", help="model name at --agent URL (default: the one model it serves)")
-    who.add_argument("--temperature", type=float, default=d.temperature,
-                     help=f"the agent's sampling temperature (default {d.temperature:g})")  # fmt: skip
-    who.add_argument("--top-k", type=int, help="sample from the k likeliest tokens (default: all)")
-    who.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling (default {d.top_p:g}: off)")
+    _add_sampling(who)
     who.add_argument("--max-tokens", type=int, default=d.max_tokens, help="the agent's tokens per message")
     who.add_argument("--agent-retries", type=int, default=d.agent_retries,
                      help="extra attempts per agent call (URL agents)")  # fmt: skip
@@ -115,7 +123,7 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
     tasks = task_ids(args.tasks)  # --tasks ' , ' names no task: an error, not the whole split
     return RunSpec(
         agent=args.agent, agent_model=args.agent_model, temperature=args.temperature, top_k=args.top_k,
-        top_p=args.top_p, max_tokens=args.max_tokens,
+        top_p=args.top_p, seed_base=args.seed_base, max_tokens=args.max_tokens,
         agent_retries=args.agent_retries, agent_timeout=args.agent_timeout,
         user=args.user, user_model=args.user_model, user_retries=args.user_retries, user_timeout=args.user_timeout,
         user_cache=args.user_cache, config=args.config,

@@ -32,7 +32,7 @@ from rewardkit.loop.endpoint import (
 )
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.ledger import Ledger
-from rewardkit.loop.sampling import Sampling, SeededSampler
+from rewardkit.loop.sampling import GREEDY, Sampling, SeededSampler
 
 AGENT_SETTINGS = EndpointSettings(timeout_s=120.0)  # an agent's replies are longer than a customer's
 
@@ -113,7 +113,7 @@ class OpenAIAgent:
         model: str | None = None,
         *,
         settings: EndpointSettings = AGENT_SETTINGS,
-        sampling: Sampling = Sampling(),
+        sampling: Sampling = GREEDY,
         max_tokens: int = 1024,
     ) -> None:
         self.name = base_url
@@ -155,12 +155,12 @@ class CheckpointAgent:
     :meth:`replies` generates for many conversations in one batch (evaluation drives it so, see
     :mod:`rewardkit.loop.lockstep`); a call with one conversation is a batch of one. Greedy at
     temperature 0; above it, sampled as ``sampling`` says with a seed per conversation
-    (:mod:`rewardkit.loop.sampling`), so a conversation's tokens do not depend on the others in its batch. Generation is serialised: one engine, one
-    forward at a time.
+    (:mod:`rewardkit.loop.sampling`), so a conversation's tokens do not depend on the others in its batch.
+    Generation is serialised: one engine, one forward at a time.
     """
 
     def __init__(
-        self, model_dir: str | Path, tools: Sequence[Mapping[str, Any]], *, sampling: Sampling = Sampling(),
+        self, model_dir: str | Path, tools: Sequence[Mapping[str, Any]], *, sampling: Sampling = GREEDY,
         max_tokens: int = 512, thinking: bool | None = None,
     ) -> None:  # fmt: skip
         from swift.infer_engine import RequestConfig, TransformersEngine

@@ -10,7 +10,9 @@ scheduler, the user simulator in the loop), ``grpo_control`` (with ``--baseline`
 with a learning rate of 1e-12, which sees the same rollouts and learns nothing), ``grpo_inverted``
 (with ``--sign-test``: the same GRPO trained on 1 - TaskCompletion), each again per extra seed
 (``--seeds N``: ``grpo_s2``, ...), one ``eval_<model>`` stage per model (``eval agent`` on the
-training tasks and on the held-out split, greedy and sampled as the GRPO rollouts sample), and ``summary``.
+training tasks and on the held-out split, greedy and sampled as the GRPO rollouts sample), and ``summary``. With a
+band (the tiny preset's, or ``--band``), a ``select`` stage after ``sft`` samples the cold start on the training
+tasks, on a random stream of its own, and GRPO trains on those it completes in a share of trials within the band.
 
 The tiny preset runs on CPU: the gold agent and the scripted user make the data, the model is a
 tiny random Qwen3 with a one-line system prompt naming the domain and no tools column (short sequences), and the
@@ -32,7 +34,7 @@ from typing import Any
 
 from rewardkit.envs import get_domain, portable_ref
 from rewardkit.envs.tasks import scripted_actions
-from rewardkit.loop.sampling import Sampling
+from rewardkit.loop.sampling import GREEDY, Sampling
 from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
@@ -80,6 +82,12 @@ class Options(ChainOptions):
     band: tuple[float, float] | None = None  # GRPO's tasks by the cold start's sampled pass^1 (default: the preset's)
 
 
+def rows_of(rows: list[dict[str, Any]], tasks: list[str]) -> list[dict[str, Any]]:
+    """The multi-turn GRPO rows (``task`` column: the task as JSON) of ``tasks``."""
+    wanted = set(tasks)
+    return [r for r in rows if str(json.loads(r["task"])["id"]) in wanted]
+
+
 def _echo(ctx: Context, stage: str, line: str) -> None:
     print(f"[{stage}] {line}", file=ctx.echo, flush=True)
 
@@ -112,7 +120,7 @@ class AgentPipeline(Chain):
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
     # -- what `synth agent` and `eval agent` share ---------------------------------------------
-    def run_spec(self, ctx: Context, sampling: Sampling = Sampling(), **run: Any) -> RunSpec:
+    def run_spec(self, ctx: Context, sampling: Sampling = GREEDY, **run: Any) -> RunSpec:
         """A run on the chain's domain with the preset's loop: its tokens per message, turns, system prompt (the
         data stage writes it) and tools; the agent samples as ``sampling`` says (default: greedy)."""
         system_prompt = self.prompt_path(ctx) if self.preset.system_prompt else None
@@ -198,8 +206,7 @@ class AgentPipeline(Chain):
         report = synthesize_run(spec, sft, report_path, episodes, progress=False)
         _echo(ctx, "data", headline(report))
         rows, _ = build_tau2_grpo(Tau2Options(domain=self.ref, split="train", multi_turn=True))
-        wanted = set(tasks)
-        rows = [r for r in rows if str(json.loads(r["task"])["id"]) in wanted]
+        rows = rows_of(rows, tasks)
         if system is not None:
             rows = [{**r, "messages": [{"role": "system", "content": system}, *r["messages"][1:]]} for r in rows]
         if not self.preset.tools:
@@ -219,9 +226,11 @@ class AgentPipeline(Chain):
 
         low, high = self.band or (0.0, 1.0)
         out = ctx.workdir / "select"
-        spec = self.run_spec(ctx, sampling=self.grpo_sampling(), agent=ctx.results["sft"]["checkpoint"],
+        # Its own random stream (seed base 1): were it the evaluation's, the cold start's and the control's sampled
+        # figures on the chosen tasks would be the very draws that chose them, in the band by construction.
+        spec = self.run_spec(ctx, sampling=self.grpo_sampling(ctx), agent=ctx.results["sft"]["checkpoint"],
                              user=self.opts.user, split="train", tasks=ctx.results["data"]["tasks"],
-                             trials=self.samples, workers=EVAL_BATCH)  # fmt: skip
+                             trials=self.samples, workers=EVAL_BATCH, seed_base=1)  # fmt: skip
         _echo(ctx, "select", f"rewardkit eval agent {shlex.join([*spec.options(), '--out-dir', str(out)])}")
         (out / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
         evaluate_run(spec, out, progress=False, title="the cold start on the training tasks, sampled")
@@ -229,17 +238,20 @@ class AgentPipeline(Chain):
         chosen = [t for t in ctx.results["data"]["tasks"] if rates.get(t) is not None and low <= rates[t] <= high]
         if not chosen:
             raise PipelineError(f"no training task has a sampled pass^1 in [{low}, {high}] under the cold start "
-                                f"(per task: {rates}); GRPO would see no reward variance. Train the cold start "
-                                "longer (--sft-steps) or lower the GRPO recipe's temperature")  # fmt: skip
+                                f"(per task: {rates}); GRPO would see no reward variance. Widen --band (0,1: every "
+                                "task), train the cold start longer (--sft-steps) or change the GRPO recipe's "
+                                "temperature")  # fmt: skip
         _echo(ctx, "select", f"GRPO trains on {len(chosen)} of {len(rates)} training tasks, sampled pass^1 in "
                              f"[{low}, {high}]: {', '.join(f'{t} ({rates[t]:.2f})' for t in chosen)}")  # fmt: skip
-        rows = [r for r in read_jsonl(ctx.workdir / "data" / "grpo.jsonl") if str(json.loads(r["task"])["id"]) in chosen]
+        rows = rows_of(read_jsonl(ctx.workdir / "data" / "grpo.jsonl"), chosen)
         with atomic_writer(out / "grpo.jsonl") as f:
             write_jsonl(rows, f)
         return {"dir": str(out), "tasks": chosen, "rates": rates, "rows": len(rows)}
 
     def grpo_dataset(self, ctx: Context) -> Path:
-        return Path(ctx.results["select"]["dir"]) / "grpo.jsonl" if "select" in ctx.results else super().grpo_dataset(ctx)
+        return (
+            Path(ctx.results["select"]["dir"]) / "grpo.jsonl" if "select" in ctx.results else super().grpo_dataset(ctx)
+        )
 
     def model(self, ctx: Context) -> dict[str, Any]:
         from rewardkit.files.jsonl import read_jsonl
@@ -261,7 +273,7 @@ class AgentPipeline(Chain):
             user = self.opts.eval_user or self.opts.user
             limits = {"train": self.opts.eval_train_tasks, "test": self.opts.eval_tasks}
             sets = {"train": {"split": "train", "tasks": ctx.results["data"]["tasks"]}, "test": {"split": "test"}}
-            modes = {"greedy": (Sampling(), 1), "sampled": (self.grpo_sampling(), self.samples)}
+            modes = {"greedy": (Sampling(), 1), "sampled": (self.grpo_sampling(ctx), self.samples)}
             out = {}
             for mode in MODES:
                 sampling, trials = modes[mode]

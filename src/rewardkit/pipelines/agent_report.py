@@ -71,8 +71,8 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
     per_task = {key: _per_task(records) for key, records in runs.items()}
     pairs = list(dict.fromkeys(c for _, c in cells))
     trained = ctx.results["select"]["tasks"] if "select" in ctx.results else None
-    if trained is not None:  # GRPO trained on some training tasks only: its own figure, beside all of them
-        pairs.append(GRPO_CELL)
+    if trained is not None and set(trained) & set(per_task[next(iter(kinds)), "sampled_train"]):
+        pairs.append(GRPO_CELL)  # GRPO trained on some training tasks only: its own figure, beside all of them
         for m in kinds:
             per_task[m, GRPO_CELL] = {t: v for t, v in per_task[m, "sampled_train"].items() if t in trained}
     pass1 = {mode: {split: evidence.per_kind({m: models[m][f"{mode}_{split}"]["pass_hat_k"]["1"] for m in kinds},
@@ -89,7 +89,7 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
         "grpo_tasks": trained,
         "paired": evidence.paired_by_kind(kinds, per_task, pairs),
     }
-    cell, what = (GRPO_CELL, "GRPO's tasks") if trained is not None else ("sampled_train", "training tasks")
+    cell, what = (GRPO_CELL, "GRPO's tasks") if GRPO_CELL in pairs else ("sampled_train", "training tasks")
     summary["sign_test"] = evidence.sign_test_of(summary["paired"], cell, f"pass^1, sampled, {what}")
     summary["plot"] = str(plot(summary, ctx.workdir / "agent.png"))
     title = f"{domain}, {preset} preset: each model, sampled"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardkit.loop.sampling import Sampling, rollout_sampling
 from rewardkit.pipelines.stages import (
     SWIFT,
     BrokenOutput,
@@ -34,7 +35,6 @@ from rewardkit.pipelines.stages import (
     read_output,
     run_sft,
 )
-from rewardkit.loop.sampling import Sampling, rollout_sampling
 from rewardkit.recipes import recipe_path
 
 # Big enough to learn the format in ~2 minutes of CPU SFT (hidden 128 learned it less reliably).
@@ -159,10 +159,13 @@ class Chain:
         ckpt = run_sft(ctx, recipe_path(self.preset.sft), self.base_model(ctx), dataset, self.opts.sft_steps)
         return {"checkpoint": str(ckpt)}
 
-    def grpo_sampling(self) -> Sampling:
-        """How the preset's GRPO rollouts sample (temperature, top-k, top-p): what the sampled evaluation uses, so
-        that it measures the distribution GRPO optimised."""
-        return rollout_sampling(read_recipe(recipe_path(self.preset.grpo)))
+    def grpo_sampling(self, ctx: Context) -> Sampling:
+        """How the preset's GRPO rollouts sample (temperature, top-k, top-p) from the chain's cold start: what the
+        sampled evaluation uses, so that it measures the distribution GRPO optimised."""
+        try:
+            return rollout_sampling(read_recipe(recipe_path(self.preset.grpo)), ctx.results["sft"]["checkpoint"])
+        except ValueError as exc:
+            raise PipelineError(f"recipes/{self.preset.grpo}: {exc}") from None
 
     def grpo_dataset(self, ctx: Context) -> Path:
         """The rows GRPO trains on."""

@@ -19,7 +19,7 @@ from rewardkit.config.origin import provenance
 from rewardkit.envs import Domain, get_domain, portable_ref
 from rewardkit.loop.agents import AGENT_SETTINGS, AgentError, make_agent_factory
 from rewardkit.loop.endpoint import EndpointSettings
-from rewardkit.loop.sampling import Sampling
+from rewardkit.loop.sampling import Sampling, problem
 from rewardkit.loop.user_sim.config import make_simulator
 from rewardkit.runs.episode_log import RunError, fingerprint
 from rewardkit.runs.run_config import SECTIONS, run_config, where_from
@@ -40,6 +40,7 @@ class RunSpec:
     temperature: float = 0.0
     top_k: int | None = None  # sample from the k likeliest tokens only (None: all of them)
     top_p: float = 1.0  # sample from the likeliest tokens holding this much probability
+    seed_base: int = 0  # the random stream of the sampled trials (0: every evaluation's, so models pair up)
     max_tokens: int = 1024  # the agent's tokens per message
     agent_retries: int = AGENT_SETTINGS.retries  # extra attempts per agent call (URL agents)
     agent_timeout: float = AGENT_SETTINGS.timeout_s  # seconds per agent call (URL agents)
@@ -148,8 +149,8 @@ def _user(cfg: Config, domain: Domain) -> tuple[Any, dict[str, Any]]:
 # Whole-number options and their least value; number options and whether 0 is allowed (a timeout of 0 fails
 # every call, a temperature of 0 is greedy decoding).
 _COUNTS = {"trials": 1, "workers": 1, "max_tokens": 1, "max_turns": 1, "limit": 1, "agent_retries": 0,
-           "user_retries": 0, "top_k": 1}  # fmt: skip
-_NUMBERS = {"agent_timeout": "> 0", "user_timeout": "> 0", "temperature": ">= 0", "top_p": "> 0"}
+           "user_retries": 0, "seed_base": 0}  # fmt: skip
+_NUMBERS = {"agent_timeout": "> 0", "user_timeout": "> 0"}
 
 
 def task_ids(text: str | None) -> tuple[str, ...] | None:
@@ -195,8 +196,9 @@ def _check(spec: RunSpec) -> None:
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not number or not (value > 0 if bound == "> 0" else value >= 0):
             raise RunError(f"--{name.replace('_', '-')} must be a finite number {bound}, got {value!r}")
-    if spec.top_p > 1:
-        raise RunError(f"--top-p must be at most 1 (1: no top-p), got {spec.top_p!r}")
+    found = problem(spec.temperature, spec.top_k, spec.top_p)
+    if found is not None:
+        raise RunError(f"--{found[0].replace('_', '-')} {found[1]}")
     if spec.rule not in RULES:
         raise RunError(f"--rule {spec.rule!r}: choose from {', '.join(RULES)}")
     given = [f for f in ("tool_model", "tool_model_name", "memory_model", "sim_cache") if getattr(spec, f) is not None]
@@ -264,7 +266,7 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     plan = TrialPlan(
         domain=domain, tasks=tasks, trials=spec.trials, make_agent=make_agent, simulator=simulator, limits=limits,
         system=system, workers=spec.workers, require_outputs=spec.rule == "tau2", ledgers=ledgers,
-        price_per_mtok=spec.price,
+        price_per_mtok=spec.price, seed_base=spec.seed_base,
     )  # fmt: skip
     prompt = system if system is not None else domain.policy()
     # The fingerprint's inputs: a log written by an earlier version must still match the same options.
@@ -276,6 +278,8 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     }  # fmt: skip
     if spec.mcp is not None:  # only then: the fingerprints of runs without MCP stay what they were
         described["mcp"] = spec.mcp
+    if spec.seed_base:  # likewise
+        described["seed_base"] = spec.seed_base
     if spec.task_file is not None:  # likewise
         described["task_file_sha256"] = task_file_sha256
     if spec.simulated:  # likewise

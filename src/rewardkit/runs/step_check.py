@@ -32,19 +32,20 @@ from rewardkit.rewards.groups import totals
 from rewardkit.runs.audit import AuditError, Run, Step
 
 ASSISTANT = re.compile(r"<\|im_start\|>assistant\n(.*?)(?:<\|im_end\|>|$)", re.S)  # ChatML's assistant turns
-STD_EPS = 1e-4  # ms-swift's: (r - mean) / (std + 1e-4)
+STD_EPS = 1e-4  # ms-swift's: (r - mean) / (std + 1e-4), std the sample standard deviation (torch's)
 
 
 def checkpoints(run: Run) -> dict[int, Path]:
     """Step -> the weights after it (0: the starting model, from ``args.json``'s ``model``)."""
-    found = {0: Path(json.loads((run.folder / "args.json").read_text(encoding="utf-8")).get("model") or "")}
+    model = json.loads((run.folder / "args.json").read_text(encoding="utf-8")).get("model")
+    found = {0: Path(model)} if isinstance(model, str) and model else {}
     for path in run.folder.glob("checkpoint-*"):
         number = path.name.removeprefix("checkpoint-")
-        if number.isdigit() and (path / "config.json").is_file():
+        if number.isdigit() and (path / "adapter_config.json").is_file():
+            raise AuditError(f"{path}: a LoRA adapter; the step check reads full weights: train with --tuner_type "
+                             "full, or merge each adapter (swift export --merge_lora true) first")  # fmt: skip
+        if number.isdigit():
             found[int(number)] = path
-    if (run.folder / "checkpoint-1" / "adapter_config.json").is_file():
-        raise AuditError(f"{run.folder}/checkpoint-1: a LoRA adapter; the step check reads full weights: train with "
-                         "--tuner_type full, or merge each adapter (swift export --merge_lora true) first")  # fmt: skip
     return {k: v for k, v in found.items() if (v / "config.json").is_file()}
 
 
@@ -53,7 +54,8 @@ def reward_advantages(step: Step, weights: np.ndarray, size: int) -> np.ndarray:
     group's standard deviation plus ms-swift's epsilon."""
     groups = totals(step.scores, weights).reshape(-1, size)
     centred = groups - groups.mean(axis=1, keepdims=True)
-    return (centred / (groups.std(axis=1, keepdims=True) + STD_EPS)).reshape(-1)
+    spread = groups.std(axis=1, ddof=1, keepdims=True) if size > 1 else np.zeros_like(groups[:, :1])
+    return (centred / (spread + STD_EPS)).reshape(-1)
 
 
 def policy_text(prompt: str, completion: str) -> tuple[str, list[tuple[int, int]]]:
@@ -87,14 +89,16 @@ def policy_logprobs(model: Path, texts: Sequence[tuple[str, list[tuple[int, int]
 
 
 def _signs(advantages: np.ndarray, change: np.ndarray, size: int) -> dict[str, Any]:
-    moving = np.abs(advantages) > 1e-9
+    """A group counts when it has an advantage and its likelihoods moved (a step that changed nothing, such as the
+    lr-1e-12 control's, is no evidence either way)."""
+    moving = (np.abs(advantages) > 1e-9) & (change != 0)
     by_group = (advantages * change).reshape(-1, size).sum(axis=1)
-    informative = np.abs(advantages.reshape(-1, size)).sum(axis=1) > 1e-9
+    counted = by_group != 0
     return {
         "objective": float(np.mean(advantages * change)),  # first-order change of GRPO's objective
         "agree": float(np.mean(np.sign(change[moving]) == np.sign(advantages[moving]))) if moving.any() else None,
-        "groups": int(informative.sum()),
-        "groups_right": int((by_group[informative] > 0).sum()),
+        "groups": int(counted.sum()),
+        "groups_right": int((by_group[counted] > 0).sum()),
     }
 
 
@@ -120,8 +124,12 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
     if not steps:
         raise AuditError(f"{run.folder}: no logged step has a checkpoint before and after it; train with "
                          "--save_steps 1 --save_only_model true to check the steps")  # fmt: skip
-    return {"weights": [float(w) for w in weights], "steps": steps, "skipped": skipped,
-            **{kind: _verdict([s[kind] for s in steps if kind in s], binomtest) for kind in ("reward", "logged")}}
+    return {
+        "weights": [float(w) for w in weights],
+        "steps": steps,
+        "skipped": skipped,
+        **{kind: _verdict([s[kind] for s in steps if kind in s], binomtest) for kind in ("reward", "logged")},
+    }
 
 
 def _verdict(rows: Sequence[Mapping[str, Any]], binomtest: Any) -> dict[str, Any] | None:
@@ -130,6 +138,10 @@ def _verdict(rows: Sequence[Mapping[str, Any]], binomtest: Any) -> dict[str, Any
     groups, right = sum(r["groups"] for r in rows), sum(r["groups_right"] for r in rows)
     p = float(binomtest(right, groups, 0.5, alternative="greater").pvalue) if groups else None
     p_wrong = float(binomtest(right, groups, 0.5, alternative="less").pvalue) if groups else None
-    verdict = "right" if p is not None and p < 0.05 else "wrong" if p_wrong is not None and p_wrong < 0.05 else "unclear"
+    verdict = "unclear"
+    if p is not None and p < 0.05:
+        verdict = "right"
+    elif p_wrong is not None and p_wrong < 0.05:
+        verdict = "wrong"
     return {"objective": float(np.mean([r["objective"] for r in rows])), "groups": groups, "groups_right": right,
             "p_right": p, "p_wrong": p_wrong, "verdict": verdict}  # fmt: skip

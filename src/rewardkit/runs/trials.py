@@ -46,6 +46,7 @@ class TrialPlan:
     require_outputs: bool = True  # TaskCompletion's rule: tau2's (true) or MUA-RL's database-only (false)
     ledgers: tuple[Ledger, ...] = ()  # the model endpoints the run calls (agent, user): what they cost it
     price_per_mtok: tuple[float, float] | None = None  # USD per million prompt and completion tokens
+    seed_base: int = 0  # the sampled trials' random stream (lockstep.episode_seed's base)
 
     def ledger(self) -> list[dict[str, Any]]:
         """Each endpoint's ledger of this process's calls, with its cost when a price is given."""
@@ -73,7 +74,7 @@ def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: s
         batch_agent = getattr(plan.make_agent, "batch", None)
         try:
             if batch_agent is not None:  # common random numbers: trial k of a task is seeded alike for every model
-                seeds = [episode_seed(str(task["id"]), trial) for task, trial in todo]
+                seeds = [episode_seed(str(task["id"]), trial, plan.seed_base) for task, trial in todo]
                 run_lockstep(plan.domain, tasks, batch_agent, plan.simulator, limits, seeds, workers, plan.system,
                              logged)  # fmt: skip
             else:
