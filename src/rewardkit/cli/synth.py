@@ -39,7 +39,7 @@ def _add_sampling(who: argparse._ArgumentGroup) -> None:
     who.add_argument("--top-k", type=int, help="sample from the k likeliest tokens (default: all)")
     who.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling (default {d.top_p:g}: off)")
     who.add_argument("--seed-base", type=int, default=d.seed_base,
-                     help="a local checkpoint's random stream (default 0, every evaluation's: models pair up)")  # fmt: skip
+                     help="a checkpoint's random stream (default 0, every evaluation's: models pair up)")  # fmt: skip
 
 
 def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
