@@ -33,19 +33,17 @@ from rewardkit.runs.paired import paired_items
 from rewardkit.runs.spec import task_ids
 from rewardkit.runs.step_check import step_check
 
-# name -> overrides of the preset's GRPO recipe (lr 1e-4, 20 steps, 2 tasks x 8 rollouts, temperature 0.7)
+# name -> overrides of the preset's GRPO recipe (lr 3e-5, 40 steps, 2 tasks x 8 rollouts a step, temperature 0.7)
 LEVERS: dict[str, dict[str, object]] = {
     "preset": {},
-    "temperature 1.0": {"temperature": 1.0},
-    "lr 3e-4": {"learning_rate": 3e-4},
-    "lr 3e-5": {"learning_rate": 3e-5},
-    "lr 3e-5, 40 steps": {"learning_rate": 3e-5, "max_steps": 40},
-    "40 steps": {"max_steps": 40},
-    "16 generations": {"num_generations": 16, "per_device_train_batch_size": 32},
+    "lr 1e-4, 20 steps": {"learning_rate": 1e-4, "max_steps": 20},
+    "lr 1e-4, 20 steps, 4 tasks x 8": {"learning_rate": 1e-4, "max_steps": 20, "per_device_train_batch_size": 32},
+    "lr 1e-4, 20 steps, beta 0.04": {"learning_rate": 1e-4, "max_steps": 20, "beta": 0.04},
     "4 tasks x 8": {"per_device_train_batch_size": 32},
+    "temperature 1.0": {"temperature": 1.0},
+    "16 generations": {"num_generations": 16, "per_device_train_batch_size": 32},
     "loss bnpo": {"loss_type": "bnpo"},
     "no reward scaling": {"scale_rewards": "none"},
-    "beta 0.04": {"beta": 0.04},
     "epsilon 0.1": {"epsilon": 0.1},
 }
 

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_e2e_grpo import EXAMPLES, ROOT, SWIFT, plugin_form, read_steps, tiny_model  # noqa: F401 (a fixture)
+from test_e2e_grpo import CPU_FLAGS, EXAMPLES, ROOT, SWIFT, plugin_form, read_steps, tiny_model  # noqa: F401 (a fixture)
 
 from rewardkit.pipelines.tiny_model import offline_env
 
@@ -26,12 +26,8 @@ def grpo(model: Path, data: Path, out: Path, config: Path | None) -> subprocess.
         SWIFT, "rlhf", "--rlhf_type", "grpo", "--model", str(model), "--dataset", str(data),
         "--external_plugins", plugin_form(), "plugins/diagnostics.py", "--callbacks", "rewardkit_diagnostics",
         "--reward_funcs", *KEYS, "--reward_weights", "0.3", "0.3", "0.4", "--enable_thinking", "true",
-        "--tuner_type", "full", "--torch_dtype", "float32", "--beta", "0",
-        "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "8",
-        "--max_completion_length", "32", "--max_length", "1024", "--logging_steps", "1",
-        "--output_dir", str(out), "--check_model", "false", "--report_to", "none",
-        "--dataloader_num_workers", "0", "--dataset_num_proc", "1", "--split_dataset_ratio", "0",
-        "--save_strategy", "no", "--use_vllm", "false", "--seed", "42",
+        "--beta", "0", "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "8",
+        "--max_completion_length", "32", "--output_dir", str(out), "--save_strategy", "no", *CPU_FLAGS,
     ]  # fmt: skip
     env = {k: v for k, v in {**os.environ, **offline_env()}.items() if k != "REWARDKIT_CONFIG"}
     if config is not None:

@@ -19,6 +19,12 @@ from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "planning"
 SWIFT = str(Path(sys.executable).parent / "swift")
+# What every tiny `swift rlhf` GRPO run here takes: full weights in float32 on CPU, offline, one process, seed 42.
+CPU_FLAGS = [
+    "--tuner_type", "full", "--torch_dtype", "float32", "--max_length", "1024", "--logging_steps", "1",
+    "--check_model", "false", "--report_to", "none", "--dataloader_num_workers", "0", "--dataset_num_proc", "1",
+    "--split_dataset_ratio", "0", "--use_vllm", "false", "--seed", "42",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="session")

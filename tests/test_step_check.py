@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_e2e_grpo import EXAMPLES, ROOT, SWIFT, tiny_model  # noqa: F401 (a fixture)
+from test_e2e_grpo import CPU_FLAGS, EXAMPLES, ROOT, SWIFT, tiny_model  # noqa: F401 (a fixture)
 
 from rewardkit.pipelines.tiny_model import offline_env
 from rewardkit.runs.audit import Step, load_run
@@ -83,13 +83,10 @@ def _train(model: Path, out: Path, weight: str) -> Path:
         SWIFT, "rlhf", "--rlhf_type", "grpo", "--external_plugins", str(plugin),
         "--reward_funcs", "letter_e", "--reward_weights", weight,
         "--model", str(model), "--dataset", str(EXAMPLES / "grpo_tiny.jsonl"),
-        "--tuner_type", "full", "--torch_dtype", "float32", "--learning_rate", "1e-4", "--beta", "0",
-        "--max_steps", "3", "--num_generations", "8", "--per_device_train_batch_size", "16", "--temperature", "1.0",
-        "--max_completion_length", "32", "--max_length", "1024", "--logging_steps", "1",
+        "--learning_rate", "1e-4", "--beta", "0", "--max_steps", "3", "--num_generations", "8",
+        "--per_device_train_batch_size", "16", "--temperature", "1.0", "--max_completion_length", "32",
         "--save_steps", "1", "--save_only_model", "true", "--save_strategy", "steps",
-        "--output_dir", str(out), "--check_model", "false", "--report_to", "none",
-        "--dataloader_num_workers", "0", "--dataset_num_proc", "1", "--split_dataset_ratio", "0",
-        "--use_vllm", "false", "--seed", "42", "--log_completions", "true",
+        "--output_dir", str(out), "--log_completions", "true", *CPU_FLAGS,
     ]  # fmt: skip
     env = {**os.environ, **offline_env()}
     env.pop("REWARDKIT_CONFIG", None)
