@@ -54,11 +54,19 @@ def _step_weights(text: str) -> list[float] | str:
     return text if text == "run" else _weights(text)
 
 
+def _one_per_reward(flag: str, weights: list[float] | None, names: tuple[str, ...]) -> None:
+    """A weights flag holds one weight per reward of the run, in its order."""
+    from rewardkit.runs.audit import AuditError
+
+    if weights is not None and len(weights) != len(names):
+        raise AuditError(f"{flag}: {len(weights)} weights for the run's {len(names)} rewards {names}")
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     import numpy as np
 
     from rewardkit.files.outputs import check_outputs
-    from rewardkit.runs.audit import AuditError, find_run, load_run, reweigh, run_inputs
+    from rewardkit.runs.audit import find_run, load_run, reweigh, run_inputs
     from rewardkit.runs.audit_report import write_audit
 
     folder = find_run(args.run)
@@ -71,18 +79,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     run = load_run(folder)
     extra = {}
     if args.weights is not None or args.normalize:
-        if args.weights is not None and len(args.weights) != len(run.names):
-            raise AuditError(
-                f"--weights: {len(args.weights)} weights for the run's {len(run.names)} rewards {run.names}"
-            )
+        _one_per_reward("--weights", args.weights, run.names)
         weights = None if args.weights is None else np.array(args.weights)
         extra["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
     if args.step_check is not None:
         from rewardkit.runs.step_check import step_check
 
         chosen = None if args.step_check == "run" else args.step_check
-        if chosen is not None and len(chosen) != len(run.names):
-            raise AuditError(f"--step-check: {len(chosen)} weights for the run's {len(run.names)} rewards {run.names}")
+        _one_per_reward("--step-check", chosen, run.names)
         extra["step_check"] = step_check(run, None if chosen is None else np.array(chosen))
     price = tuple(args.price) if args.price else None
     report, text = write_audit(run, out, args.config, extra, args.json, price)
