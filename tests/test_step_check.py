@@ -19,7 +19,7 @@ from test_e2e_grpo import CPU_FLAGS, EXAMPLES, ROOT, SWIFT, tiny_model  # noqa: 
 
 from rewardkit.pipelines.tiny_model import offline_env
 from rewardkit.runs.audit import Step, load_run
-from rewardkit.runs.step_check import _signs, policy_text, reward_advantages, step_check
+from rewardkit.runs.step_check import policy_text, reward_advantages, step_check, step_signs
 
 LETTER_E = """
 from swift.rewards import ORM, orms
@@ -68,10 +68,10 @@ def test_reward_advantages_are_normalised_within_each_group() -> None:
 
 def test_a_step_that_changed_nothing_is_no_evidence() -> None:
     # The lr-1e-12 control: every d is 0 -> no group counts, A*d 0, no agreement to speak of.
-    got = _signs(np.array([1.0, -1.0, 0.5, -0.5]), np.zeros(4), 2)
+    got = step_signs(np.array([1.0, -1.0, 0.5, -0.5]), np.zeros(4), 2)
     assert got == {"objective": 0.0, "agree": None, "groups": 0, "groups_right": 0}
     # One group moved the right way (1*0.2 + -1*-0.1 = 0.3 > 0), one the wrong way (0.5*-0.4 + -0.5*0.4 = -0.4).
-    got = _signs(np.array([1.0, -1.0, 0.5, -0.5]), np.array([0.2, -0.1, -0.4, 0.4]), 2)
+    got = step_signs(np.array([1.0, -1.0, 0.5, -0.5]), np.array([0.2, -0.1, -0.4, 0.4]), 2)
     assert (got["groups"], got["groups_right"], got["agree"]) == (2, 1, 0.5)
     assert got["objective"] == pytest.approx((0.2 + 0.1 - 0.2 - 0.2) / 4)
 

@@ -88,14 +88,16 @@ def policy_logprobs(model: Path, texts: Sequence[tuple[str, list[tuple[int, int]
     return np.array(out)
 
 
-def _signs(advantages: np.ndarray, change: np.ndarray, size: int) -> dict[str, Any]:
-    """A group counts when it has an advantage and its likelihoods moved (a step that changed nothing, such as the
+def step_signs(advantages: np.ndarray, change: np.ndarray, size: int) -> dict[str, Any]:
+    """One step's signs: the first-order change of GRPO's objective (mean ``A*d``), the share of moving rollouts whose
+    ``d`` has the sign of their advantage, and the groups whose ``sum(A*d)`` is positive among those where it is not 0.
+    A group counts when it has an advantage and its likelihoods moved (a step that changed nothing, such as the
     lr-1e-12 control's, is no evidence either way)."""
     moving = (np.abs(advantages) > 1e-9) & (change != 0)
     by_group = (advantages * change).reshape(-1, size).sum(axis=1)
     counted = by_group != 0
     return {
-        "objective": float(np.mean(advantages * change)),  # first-order change of GRPO's objective
+        "objective": float(np.mean(advantages * change)),
         "agree": float(np.mean(np.sign(change[moving]) == np.sign(advantages[moving]))) if moving.any() else None,
         "groups": int(counted.sum()),
         "groups_right": int((by_group[counted] > 0).sum()),
@@ -116,10 +118,10 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
             continue
         texts = [policy_text(p, c) for p, c in zip(step.prompts, step.completions, strict=True)]
         change = policy_logprobs(saved[step.step], texts) - policy_logprobs(saved[step.step - 1], texts)
-        row = {"step": step.step, "reward": _signs(reward_advantages(step, weights, run.group_size), change,
+        row = {"step": step.step, "reward": step_signs(reward_advantages(step, weights, run.group_size), change,
                                                   run.group_size)}  # fmt: skip
         if step.advantages is not None:
-            row["logged"] = _signs(step.advantages, change, run.group_size)
+            row["logged"] = step_signs(step.advantages, change, run.group_size)
         steps.append(row)
     if not steps:
         raise AuditError(f"{run.folder}: no logged step has a checkpoint before and after it; train with "
