@@ -52,6 +52,7 @@ LEVERS: dict[str, dict[str, object]] = {
     "temperature 1.0": {"temperature": 1.0},
     "no reward scaling": {"scale_rewards": "none"},
     "epsilon 0.1": {"epsilon": 0.1},
+    "6 turns": {"max_turns": 6},  # the evaluation runs as many: AgentPipeline.rollout_loop
 }
 
 
@@ -90,18 +91,21 @@ def main() -> None:
     controls: dict[str, str] = {}  # one control per sampling
     for lever in args.only or LEVERS:
         overrides, i = LEVERS[lever], list(LEVERS).index(lever)
-        sampling = rollout_sampling({**recipe, **overrides}, chain.results["sft"]["checkpoint"])
+        lever_recipe = {**recipe, **overrides}
+        sampling = rollout_sampling(lever_recipe, chain.results["sft"]["checkpoint"])
         tasks = pipeline.run_spec(
             chain,
             sampling=sampling,
+            recipe=lever_recipe,
             user="scripted",
             trials=args.trials,
             split="train",
             tasks=chosen,
             agent=chain.results["sft"]["checkpoint"],
         )
-        key = "_".join(f"{k}{v:g}" for k, v in sampling.params().items())
-        if key not in controls:  # the SFT checkpoint's weights, which the lr-1e-12 control keeps, at this sampling
+        loop = {**sampling.params(), **pipeline.rollout_loop(lever_recipe)}
+        key = "_".join(f"{k}{v:g}" for k, v in loop.items())
+        if key not in controls:  # the SFT checkpoint's weights (the lr-1e-12 control's), sampled and looped alike
             controls[key] = str(ctx.workdir / f"control_{key}" / "eval")
             evaluate_run(tasks, Path(controls[key]), resume=True, progress=False, title=f"the cold start, {key}")
         run = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"],

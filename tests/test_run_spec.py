@@ -87,6 +87,46 @@ def test_the_agent_chain_builds_the_spec_its_command_lines_gave(tmp_path: Path) 
                                 "--limit", "2", "--trials", "1")  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("preset", "overrides", "loop"),
+    [
+        ("tiny", {}, {"max_turns": 4, "max_tokens": 128}),  # tiny_grpo.yaml: max_turns 4, max_completion_length 128
+        ("full", {}, {"max_turns": 30, "max_tokens": 2048}),  # grpo_multiturn.yaml: MUA-RL's 30 turns
+        ("tiny", {"max_turns": 6}, {"max_turns": 6, "max_tokens": 128}),  # a lever's override reaches the evaluation
+    ],
+)
+def test_the_chain_runs_the_loop_its_grpo_recipe_runs(
+    tmp_path: Path, preset: str, overrides: dict[str, int], loop: dict[str, int]
+) -> None:
+    from rewardkit.pipelines.agent import AgentPipeline, Options
+    from rewardkit.pipelines.chain import read_recipe
+    from rewardkit.pipelines.stages import Context
+
+    full = {"model": "Qwen/Qwen3-8B", "agent": "http://teacher", "user": "http://user"} if preset == "full" else {}
+    chain = AgentPipeline(Options(preset=preset, **full))
+    recipe = {**read_recipe(recipe_path(chain.preset.grpo)), **overrides}
+    spec = chain.run_spec(Context(workdir=tmp_path), recipe=recipe, agent="m", split="train")
+    assert {"max_turns": spec.max_turns, "max_tokens": spec.max_tokens} == loop
+
+
+@pytest.mark.parametrize(
+    ("recipe", "message"),
+    [
+        ({"max_completion_length": 128}, r"max_turns: None; .* must set max_turns to a positive integer"),
+        ({"max_turns": 4, "max_completion_length": 0}, r"max_completion_length: 0; .* a positive integer"),
+        ({"max_turns": True, "max_completion_length": 128}, r"max_turns: True; "),
+    ],
+)
+def test_a_grpo_recipe_that_leaves_the_loop_to_defaults_is_refused(
+    tmp_path: Path, recipe: dict[str, object], message: str
+) -> None:
+    from rewardkit.pipelines.agent import AgentPipeline, Options
+    from rewardkit.pipelines.stages import Context, PipelineError
+
+    with pytest.raises(PipelineError, match=r"^recipes/agent/tiny_grpo\.yaml: " + message):
+        AgentPipeline(Options()).run_spec(Context(workdir=tmp_path), recipe=recipe, agent="m")
+
+
 # The starter's task 4 only reads and says "on loan". Told to say "one" instead, an episode that only says "Done."
 # says it too (case-insensitive), so the reward pays doing nothing there: the chain trains on the other tasks.
 def test_the_agent_chain_leaves_out_a_task_doing_nothing_completes_and_says_so(tmp_path: Path) -> None:

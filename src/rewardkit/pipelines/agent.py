@@ -35,7 +35,7 @@ from typing import Any
 from rewardkit.envs import get_domain, portable_ref
 from rewardkit.envs.tasks import scripted_actions
 from rewardkit.loop.sampling import GREEDY, Sampling
-from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value
+from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_path, marker_value, read_recipe
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
 from rewardkit.recipes import recipe_path
@@ -55,8 +55,6 @@ class Preset(ChainPreset):
     tools: bool
     max_actions: int | None  # train tasks with at most this many scripted actions, or the fewest any has (None: all)
     eval_trials: int  # sampled trials per task (pass^k for k up to it); greedy runs one
-    max_tokens: int
-    max_turns: int
     # GRPO trains on the training tasks whose cold start, sampled as the rollouts sample, completes a share of its
     # trials in this band (both ends included): the tasks with something to learn. None: every training task.
     band: tuple[float, float] | None
@@ -64,9 +62,9 @@ class Preset(ChainPreset):
 
 PRESETS = {
     "tiny": Preset("agent/tiny_sft.yaml", "agent/tiny_grpo.yaml", "agent/tiny_config.yaml", True,
-                   "agent/tiny_system_prompt.txt", False, 1, 8, 128, 4, (0.1, 0.7)),
+                   "agent/tiny_system_prompt.txt", False, 1, 8, (0.1, 0.7)),
     "full": Preset("agent/cold_start_sft.yaml", "agent/grpo_multiturn.yaml", "agent/mua_rl_config.yaml", False,
-                   None, True, None, 8, 2048, 30, None),
+                   None, True, None, 8, None),
 }  # fmt: skip
 
 
@@ -120,13 +118,29 @@ class AgentPipeline(Chain):
         return [*stages, Stage("summary", self.summary, self.check_summary)]
 
     # -- what `synth agent` and `eval agent` share ---------------------------------------------
-    def run_spec(self, ctx: Context, sampling: Sampling = GREEDY, **run: Any) -> RunSpec:
-        """A run on the chain's domain with the preset's loop: its tokens per message, turns, system prompt (the
-        data stage writes it) and tools; the agent samples as ``sampling`` says (default: greedy)."""
+    def run_spec(
+        self, ctx: Context, sampling: Sampling = GREEDY, recipe: Mapping[str, Any] | None = None, **run: Any
+    ) -> RunSpec:
+        """A run on the chain's domain with the loop of the GRPO rollouts: the turns and tokens per turn of
+        ``recipe`` (default: the preset's GRPO recipe), the system prompt (the data stage writes it) and tools; the
+        agent samples as ``sampling`` says (default: greedy)."""
         system_prompt = self.prompt_path(ctx) if self.preset.system_prompt else None
-        return RunSpec(domain=self.ref, max_tokens=self.preset.max_tokens, max_turns=self.preset.max_turns,
-                       system_prompt=system_prompt, tools=self.preset.tools, temperature=sampling.temperature,
-                       top_k=sampling.top_k, top_p=sampling.top_p, **run)  # fmt: skip
+        return RunSpec(domain=self.ref, system_prompt=system_prompt, tools=self.preset.tools,
+                       temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+                       **self.rollout_loop(recipe), **run)  # fmt: skip
+
+    def rollout_loop(self, recipe: Mapping[str, Any] | None = None) -> dict[str, int]:
+        """``max_turns`` and ``max_completion_length`` (tokens per assistant turn) of ``recipe`` (default: the
+        preset's GRPO recipe), as the synthesis and the evaluation take them: the episodes they run end where the
+        rollouts' end. A recipe that leaves either to ms-swift's default is refused."""
+        recipe = read_recipe(recipe_path(self.preset.grpo)) if recipe is None else recipe
+        loop = {"max_turns": "max_turns", "max_tokens": "max_completion_length"}
+        for key in loop.values():
+            if not isinstance(recipe.get(key), int) or isinstance(recipe[key], bool) or recipe[key] < 1:
+                raise PipelineError(f"recipes/{self.preset.grpo}: {key}: {recipe.get(key)!r}; the chain's synthesis "
+                                    f"and evaluation run as many turns and tokens per turn as the GRPO rollouts, so "
+                                    f"the recipe must set {key} to a positive integer")  # fmt: skip
+        return {mine: int(recipe[theirs]) for mine, theirs in loop.items()}
 
     def prompt_path(self, ctx: Context) -> Path:
         return ctx.workdir / "data" / "system_prompt.txt"
