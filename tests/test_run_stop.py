@@ -141,6 +141,13 @@ def command(kind: str, url: str, out: Path) -> list[str]:
     return [sys.executable, "-m", "rewardkit.cli", kind, "agent", *loop, *where]
 
 
+def default_sigint() -> None:
+    """Run in the child before exec. A script's background job (``cmd &``) starts with SIGINT ignored and hands that
+    on, and Python installs its KeyboardInterrupt handler only for a SIGINT that is not ignored: the run would
+    never see the signal this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def lines(path: Path) -> list[dict[str, Any]]:
     """The complete records of a log that may be mid-append (a line is complete once its newline is written)."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -159,7 +166,9 @@ def test_a_signalled_run_stops_at_once_keeps_its_episodes_and_resumes(
     log = tmp_path / ("sft.episodes.jsonl" if kind == "synth" else "episodes.jsonl")
     with SimServer(delay_s=0.3) as server:
         cmd = command(kind, server.base_url, tmp_path)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+        )
         deadline = time.monotonic() + 120
         while len(lines(log)) < 2 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
