@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from rewardkit.pipelines.agent import SELECT_TRIALS
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["base", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2"]
 STAGES = ["data", "model", "sft", "select", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2",
@@ -50,6 +52,9 @@ class TestAgentChain:
         stages = workdir / ".stages"
         chosen, data = (json.loads((stages / f"{s}.json").read_text()) for s in ("select", "data"))
         assert chosen["tasks"] == data["tasks"] and chosen["rows"] == data["grpo_rows"]
+        # It samples 8 trials a task (a band is read in eighths) whatever --eval-samples (2 here) gives the evaluation.
+        select = json.loads((Path(chosen["dir"]) / "summary.json").read_text(encoding="utf-8"))
+        assert select["trials"] == SELECT_TRIALS == 8
         assert "grpo_vs_control (sampled, GRPO's tasks)" in proc.stdout
         # The GRPO runs read the preset's config plus the chain's domain: every rank of swift rlhf loads it from there.
         config = (workdir / "grpo_config.yaml").read_text(encoding="utf-8")

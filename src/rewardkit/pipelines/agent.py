@@ -44,6 +44,10 @@ from rewardkit.runs.spec import RunSpec
 MAX_POSITIONS = 4096  # the tiny model's: multi-turn conversations are longer than planning's prompts
 DOMAIN_FIELD = "{domain}"  # in a preset's system prompt file: replaced by the domain's name
 
+# The cold start's sampled trials per training task when the select stage picks GRPO's tasks: a band is read in
+# eighths (0.1-0.7: completed 1 to 5 times), whatever --eval-samples the evaluation takes.
+SELECT_TRIALS = 8
+
 # Conversations per generation when a model is evaluated: a local checkpoint generates for a batch at once, each
 # conversation seeded by its (task, trial), so the figures do not depend on the batch (rewardkit.loop.lockstep).
 EVAL_BATCH = 32
@@ -62,7 +66,7 @@ class Preset(ChainPreset):
 
 PRESETS = {
     "tiny": Preset("agent/tiny_sft.yaml", "agent/tiny_grpo.yaml", "agent/tiny_config.yaml", True,
-                   "agent/tiny_system_prompt.txt", False, 1, 8, (0.1, 0.7)),
+                   "agent/tiny_system_prompt.txt", False, 1, 32, (0.1, 0.7)),
     "full": Preset("agent/cold_start_sft.yaml", "agent/grpo_multiturn.yaml", "agent/mua_rl_config.yaml", False,
                    None, True, None, 8, None),
 }  # fmt: skip
@@ -244,7 +248,7 @@ class AgentPipeline(Chain):
         # figures on the chosen tasks would be the very draws that chose them, in the band by construction.
         spec = self.run_spec(ctx, sampling=self.grpo_sampling(ctx), agent=ctx.results["sft"]["checkpoint"],
                              user=self.opts.user, split="train", tasks=ctx.results["data"]["tasks"],
-                             trials=self.samples, workers=EVAL_BATCH, seed_base=1)  # fmt: skip
+                             trials=SELECT_TRIALS, workers=EVAL_BATCH, seed_base=1)  # fmt: skip
         _echo(ctx, "select", f"rewardkit eval agent {shlex.join([*spec.options(), '--out-dir', str(out)])}")
         (out / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
         evaluate_run(spec, out, progress=False, title="the cold start on the training tasks, sampled")
