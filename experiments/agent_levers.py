@@ -88,7 +88,7 @@ def main() -> None:
         write_jsonl(rows_of(read_jsonl(chain.workdir / "data" / "grpo.jsonl"), chosen), f)
     table_path = ctx.workdir / "levers.json"
     table = json.loads(table_path.read_text()) if table_path.is_file() else {}
-    controls: dict[str, str] = {}  # one control per sampling
+    controls: dict[str, str] = {}  # one control per sampling and loop
     for lever in args.only or LEVERS:
         overrides, i = LEVERS[lever], list(LEVERS).index(lever)
         lever_recipe = {**recipe, **overrides}
