@@ -103,7 +103,7 @@ def main() -> None:
             tasks=chosen,
             agent=chain.results["sft"]["checkpoint"],
         )
-        loop = {**sampling.params(), **pipeline.rollout_loop(lever_recipe)}
+        loop = {**sampling.params(), "max_turns": tasks.max_turns, "max_tokens": tasks.max_tokens}
         key = "_".join(f"{k}{v:g}" for k, v in loop.items())
         if key not in controls:  # the SFT checkpoint's weights (the lr-1e-12 control's), sampled and looped alike
             controls[key] = str(ctx.workdir / f"control_{key}" / "eval")

@@ -119,7 +119,7 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
         texts = [policy_text(p, c) for p, c in zip(step.prompts, step.completions, strict=True)]
         change = policy_logprobs(saved[step.step], texts) - policy_logprobs(saved[step.step - 1], texts)
         row = {"step": step.step, "reward": step_signs(reward_advantages(step, weights, run.group_size), change,
-                                                  run.group_size)}  # fmt: skip
+                                                      run.group_size)}  # fmt: skip
         if step.advantages is not None:
             row["logged"] = step_signs(step.advantages, change, run.group_size)
         steps.append(row)
