@@ -123,7 +123,7 @@ def main() -> None:
             "rollouts_first_quarter": steps["first_quarter"].get("TaskCompletion"),
             "rollouts_last_quarter": steps["last_quarter"].get("TaskCompletion"),
             "zero_std_share": sum(shares) / len(shares) if shares else None,
-            "step_check": {k: check[k] for k in ("reward", "logged")},
+            "step_check": {k: check[k] for k in ("reward", "logged", "momentum")},
         }
         print(lever, json.dumps(table[lever]), flush=True)
         table_path.write_text(json.dumps(table, indent=2) + "\n")

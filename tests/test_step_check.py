@@ -18,8 +18,16 @@ import pytest
 from test_e2e_grpo import CPU_FLAGS, EXAMPLES, ROOT, SWIFT, tiny_model  # noqa: F401 (a fixture)
 
 from rewardkit.pipelines.tiny_model import offline_env
-from rewardkit.runs.audit import Step, load_run
-from rewardkit.runs.step_check import policy_text, reward_advantages, step_check, step_signs
+from rewardkit.runs.audit import AuditError, Run, Step, load_run
+from rewardkit.runs.audit_report import write_audit
+from rewardkit.runs.step_check import (
+    per_sequence_mean,
+    policy_text,
+    reward_advantages,
+    step_check,
+    step_signs,
+    update_cosine,
+)
 
 LETTER_E = """
 from swift.rewards import ORM, orms
@@ -76,6 +84,84 @@ def test_a_step_that_changed_nothing_is_no_evidence() -> None:
     assert got["objective"] == pytest.approx((0.2 + 0.1 - 0.2 - 0.2) / 4)
 
 
+# (args.json's loss_type, whether d is the mean over the rollout's tokens rather than their sum)
+LOSS_TYPES = [
+    ("grpo", True),  # ms-swift's default: each sequence's token mean, then the batch's mean
+    (None, True),  # not written: ms-swift's default
+    ("sapo", True),
+    ("bnpo", False),  # every token of the batch alike: a long rollout weighs more
+    ("dapo", False),
+    ("dr_grpo", False),
+]
+
+
+@pytest.mark.parametrize(("loss_type", "mean"), LOSS_TYPES)
+def test_d_is_weighed_as_the_runs_loss_weighs_tokens(tmp_path: Path, loss_type: str | None, mean: bool) -> None:
+    args = {} if loss_type is None else {"loss_type": loss_type}
+    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
+    assert per_sequence_mean(Run(tmp_path, ("r",), np.ones(1), 2, [])) is mean
+
+
+def test_a_loss_the_check_cannot_weigh_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "args.json").write_text(json.dumps({"loss_type": "real"}), encoding="utf-8")
+    with pytest.raises(AuditError, match=r"args.json: loss_type 'real'.*bnpo"):
+        per_sequence_mean(Run(tmp_path, ("r",), np.ones(1), 2, []))
+
+
+def _checkpoint(folder: Path, tensors: dict[str, list[float]], shards: int = 1) -> Path:
+    """A checkpoint of named tensors, in one safetensors file or split over shards with their index."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    names = sorted(tensors)
+    if shards == 1:
+        save_file({n: torch.tensor(tensors[n], dtype=torch.bfloat16) for n in names}, folder / "model.safetensors")
+        return folder
+    weight_map = {}
+    for i in range(shards):
+        shard = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = names[i::shards]
+        save_file({n: torch.tensor(tensors[n]) for n in part}, folder / shard)
+        weight_map.update(dict.fromkeys(part, shard))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}), encoding="utf-8")
+    return folder
+
+
+# (the weights after steps t-2, t-1 and t, as {"a": ..., "b": ...}; the cosine of the update t against t-1)
+MOMENTUM = [
+    # the same update twice: (1, 0, 1) then (1, 0, 1) -> 1
+    ([[0, 0], [0]], [[1, 0], [1]], [[2, 0], [2]], 1.0),
+    # turned back: (1, 0, 1) then (-1, 0, -1) -> -1
+    ([[0, 0], [0]], [[1, 0], [1]], [[0, 0], [0]], -1.0),
+    # a right angle across tensors: (1, 0, 0) then (0, 1, 0) -> 0
+    ([[0, 0], [0]], [[1, 0], [0]], [[1, 1], [0]], 0.0),
+    # (1, 0, 1) then (1, 1, 0): 1 / (sqrt 2 * sqrt 2) = 0.5
+    ([[0, 0], [0]], [[1, 0], [1]], [[2, 1], [1]], 0.5),
+    # the second step did not move: no direction -> None
+    ([[0, 0], [0]], [[1, 0], [1]], [[1, 0], [1]], None),
+]
+
+
+@pytest.mark.parametrize(("before", "middle", "after", "cosine"), MOMENTUM)
+@pytest.mark.parametrize("shards", [1, 2])
+def test_update_cosine_reads_every_tensor_of_three_checkpoints(
+    tmp_path: Path, before: list, middle: list, after: list, cosine: float | None, shards: int
+) -> None:
+    folders = [
+        _checkpoint(tmp_path / str(i), {"a": w[0], "b": w[1]}, shards) for i, w in enumerate((before, middle, after))
+    ]
+    got = update_cosine(*folders)
+    assert got == (None if cosine is None else pytest.approx(cosine, abs=1e-9))
+
+
+def test_a_checkpoint_without_safetensors_is_named(tmp_path: Path) -> None:
+    ok = [_checkpoint(tmp_path / str(i), {"a": [float(i)]}) for i in range(2)]
+    (tmp_path / "bin").mkdir()
+    with pytest.raises(AuditError, match=r"bin: no model.safetensors.*--save_safetensors true"):
+        update_cosine(*ok, tmp_path / "bin")
+
+
 def _train(model: Path, out: Path, weight: str) -> Path:
     plugin = out.parent / f"letter_e_{weight}.py"
     plugin.write_text(LETTER_E, encoding="utf-8")
@@ -98,7 +184,8 @@ def _train(model: Path, out: Path, weight: str) -> Path:
 
 @pytest.mark.e2e
 def test_the_step_check_tells_a_normal_run_from_an_inverted_one(tiny_model: Path, tmp_path: Path) -> None:  # noqa: F811
-    normal = step_check(load_run(_train(tiny_model, tmp_path / "normal", "1")))
+    normal_run = load_run(_train(tiny_model, tmp_path / "normal", "1"))
+    normal = step_check(normal_run)
     inverted = load_run(_train(tiny_model, tmp_path / "inverted", "-1"))
     against_reward = step_check(inverted, np.array([1.0]))  # the reward the user meant
     assert [s["step"] for s in normal["steps"]] == [1, 2, 3] and normal["skipped"] == []
@@ -106,4 +193,9 @@ def test_the_step_check_tells_a_normal_run_from_an_inverted_one(tiny_model: Path
     assert normal["logged"]["verdict"] == "right"
     assert against_reward["reward"]["verdict"] == "wrong" and against_reward["reward"]["objective"] < 0
     assert against_reward["logged"]["verdict"] == "right"  # the path follows its advantages; the weight is the bug
+    # steps 2 and 3 have two updates to compare; Adam carries part of each update into the next
+    assert [s.get("momentum") is not None for s in normal["steps"]] == [False, True, True]
+    assert -1.0 <= normal["momentum"] <= 1.0
+    _, text = write_audit(normal_run, tmp_path / "audit", extra={"step_check": normal})
+    assert f"mean cosine {normal['momentum']:+.2f}" in text and "| cos(update, last) |" in text
     print(json.dumps({"normal": normal["reward"], "inverted": against_reward["reward"]}))

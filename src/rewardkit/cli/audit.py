@@ -102,5 +102,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
             if v is not None:
                 print(f"step check, {kind} advantages: {v['verdict']} ({v['groups_right']} of {v['groups']} groups "
                       f"the right way; mean A*d {v['objective']:+.4f})")  # fmt: skip
+        if report["step_check"]["momentum"] is not None:
+            print(
+                f"step check, each update against the one before: mean cosine {report['step_check']['momentum']:+.2f}"
+            )
     print(f"\nwrote {out / 'audit.md'} and {out / 'audit.png'}")
     return 0

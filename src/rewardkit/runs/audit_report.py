@@ -205,11 +205,17 @@ def _step_check_rows(check: Mapping[str, Any] | None) -> list[str]:
             p = "n/a" if v["p_right"] is None else f"{v['p_right']:.3g}"
             lines.append(f"- against {label}: **{v['verdict']}** ({v['groups_right']} of {v['groups']} groups "
                          f"moved the right way, one-sided p {p}; mean A*d {v['objective']:+.4f})")  # fmt: skip
-    lines += ["", "| step | A*d (reward) | agree (reward) | A*d (logged) | agree (logged) |",
-              "| ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    if check["momentum"] is not None:
+        momentum = f"{check['momentum']:+.2f}"
+        lines.append(
+            f"- each update against the one before it: mean cosine {momentum} (near 1: the steps move where "
+            "Adam's momentum points, and a step's sign speaks for earlier batches too)"
+        )
+    lines += ["", "| step | A*d (reward) | agree (reward) | A*d (logged) | agree (logged) | cos(update, last) |",
+              "| ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
     for s in check["steps"]:
         cells = [f"{s[k]['objective']:+.4f} | {_num(s[k]['agree'])}" if k in s else " | " for k in ("reward", "logged")]
-        lines.append(f"| {s['step']} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {s['step']} | {cells[0]} | {cells[1]} | {_num(s.get('momentum'))} |")
     if check["skipped"]:
         lines.append(f"\nSkipped (no checkpoint before and after): steps {check['skipped']}.")
     return lines

@@ -3,16 +3,23 @@
 For a logged step ``t``, the weights before it (``checkpoint-(t-1)``, or the run's starting model for the first
 step) and after it (``checkpoint-t``) score each of the step's rollouts: ``d_i`` is the change of its
 log-likelihood over the policy's own tokens (every assistant turn of a ChatML conversation; for another template,
-the completion). An update that follows an advantage ``A`` makes ``sum_i A_i d_i`` positive: to first order it is
-the change of GRPO's objective on that batch. Per step the check reports that sum (as a mean), the share of rollouts
-whose ``d`` has the sign of their ``A``, and the groups whose own sum is positive; over the run, a sign test on the
-groups (a one-sided binomial test against a coin).
+the completion), weighed as the run's ``loss_type`` weighs them: the mean over the rollout's tokens where the loss
+averages each sequence first (``grpo``, ms-swift's default, and ``sapo``), their sum where it averages over all the
+batch's tokens (``bnpo``, ``dr_grpo``, ``dapo``, ``cispo``, ``fipo``). An update that follows an advantage ``A``
+makes ``sum_i A_i d_i`` positive: to first order it is the change of GRPO's objective on that batch. Per step the
+check reports that sum (as a mean), the share of rollouts whose ``d`` has the sign of their ``A``, and the groups
+whose own sum is positive; over the run, a sign test on the groups (a one-sided binomial test against a coin).
 
 Two advantages are checked. The **logged** ones, the trainer's own: an update that does not follow them points at
 the training path (the loss, its mask, the optimiser). The ones of the **reward**, recomputed from the logged
 reward columns at the weights you name (by default the run's), normalised within each group as ms-swift does: an
 update that follows the trainer's advantages but not these is training on something else (an inverted weight, a
 reward that does not say what you mean).
+
+Each step also reports how much of its update is the last one's: the cosine between ``w_t - w_(t-1)`` and
+``w_(t-1) - w_(t-2)``. Adam carries a momentum (``adam_beta1``, 0.9 by default), so when that cosine is near 1 the
+step moved mostly where the earlier batches pointed, and a step that goes the wrong way on its own batch says more
+about those batches than about this one's loss.
 
 It needs a checkpoint after every step it checks (``--save_steps 1``, full weights, ``--save_only_model true``);
 steps without both checkpoints are skipped, and named.
@@ -27,12 +34,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors import safe_open
 
 from rewardkit.rewards.groups import totals
 from rewardkit.runs.audit import AuditError, Run, Step
 
 ASSISTANT = re.compile(r"<\|im_start\|>assistant\n(.*?)(?:<\|im_end\|>|$)", re.S)  # ChatML's assistant turns
 STD_EPS = 1e-4  # ms-swift's: (r - mean) / (std + 1e-4), std the sample standard deviation (torch's)
+# ms-swift's loss types by how they weigh a rollout's tokens: averaged within each sequence, or summed over the batch
+PER_SEQUENCE_MEAN = ("grpo", "sapo")
+PER_TOKEN = ("bnpo", "dr_grpo", "dapo", "cispo", "fipo")
+
+
+def per_sequence_mean(run: Run) -> bool:
+    """Whether the run's loss averages each rollout's tokens before the batch (``args.json``'s ``loss_type``)."""
+    loss_type = json.loads((run.folder / "args.json").read_text(encoding="utf-8")).get("loss_type", "grpo")
+    if loss_type not in PER_SEQUENCE_MEAN + PER_TOKEN:
+        raise AuditError(f"{run.folder / 'args.json'}: loss_type {loss_type!r} is not a policy-gradient loss the step "
+                         f"check can weigh; it reads {', '.join(PER_SEQUENCE_MEAN + PER_TOKEN)}")  # fmt: skip
+    return loss_type in PER_SEQUENCE_MEAN
 
 
 def checkpoints(run: Run) -> dict[int, Path]:
@@ -47,6 +67,41 @@ def checkpoints(run: Run) -> dict[int, Path]:
         if number.isdigit():
             found[int(number)] = path
     return {k: v for k, v in found.items() if (v / "config.json").is_file()}
+
+
+def weight_tensors(folder: Path) -> dict[str, Path]:
+    """Tensor name -> the safetensors file of ``folder`` that holds it (one file, or shards with their index)."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        shards = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        return {name: folder / shard for name, shard in shards.items()}
+    single = folder / "model.safetensors"
+    if not single.is_file():
+        raise AuditError(f"{folder}: no model.safetensors (or its index); the step check reads safetensors weights: "
+                         "train with --save_safetensors true (ms-swift's default)")  # fmt: skip
+    with safe_open(str(single), framework="pt") as f:
+        return {name: single for name in f.keys()}  # noqa: SIM118 (safe_open has no iteration)
+
+
+def update_cosine(before: Path, middle: Path, after: Path) -> float | None:
+    """The cosine between the update ``middle -> after`` and the one before it, ``before -> middle``, over the
+    tensors the three checkpoints share (None when either update is zero)."""
+    maps = [weight_tensors(folder) for folder in (before, middle, after)]
+    shared = sorted(set(maps[0]) & set(maps[1]) & set(maps[2]))
+    if not shared:
+        raise AuditError(f"{before}, {middle}, {after}: no tensor name in common; the checkpoints are not one model")
+    dot = last = this = 0.0
+    for name in shared:
+        w0, w1, w2 = (_tensor(m[name], name) for m in maps)
+        dot += float(np.dot(w1 - w0, w2 - w1))
+        last += float(np.dot(w1 - w0, w1 - w0))
+        this += float(np.dot(w2 - w1, w2 - w1))
+    return dot / (last * this) ** 0.5 if last > 0 and this > 0 else None
+
+
+def _tensor(path: Path, name: str) -> np.ndarray:
+    with safe_open(str(path), framework="pt") as f:  # numpy cannot hold bfloat16: through torch, as float64
+        return f.get_tensor(name).double().numpy().reshape(-1)
 
 
 def reward_advantages(step: Step, weights: np.ndarray, size: int) -> np.ndarray:
@@ -69,8 +124,8 @@ def policy_text(prompt: str, completion: str) -> tuple[str, list[tuple[int, int]
     return text, spans or [(len(prompt), len(text))]
 
 
-def policy_logprobs(model: Path, texts: Sequence[tuple[str, list[tuple[int, int]]]]) -> np.ndarray:
-    """The sum of the log-probabilities of each text's policy tokens under ``model``."""
+def policy_logprobs(model: Path, texts: Sequence[tuple[str, list[tuple[int, int]]]], mean: bool) -> np.ndarray:
+    """The log-probabilities of each text's policy tokens under ``model``: their sum, or with ``mean`` their mean."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -84,7 +139,8 @@ def policy_logprobs(model: Path, texts: Sequence[tuple[str, list[tuple[int, int]
         with torch.no_grad():
             logprobs = torch.log_softmax(lm(ids).logits[0, :-1].float(), dim=-1)
         token_logprobs = logprobs.gather(-1, ids[0, 1:, None])[:, 0]
-        out.append(float(token_logprobs[policy[1:]].sum()))
+        chosen = token_logprobs[policy[1:]]
+        out.append(float(chosen.mean() if mean and len(chosen) else chosen.sum()))
     return np.array(out)
 
 
@@ -110,24 +166,28 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
     from scipy.stats import binomtest
 
     weights = run.weights if weights is None else weights
-    saved = checkpoints(run)
+    saved, mean = checkpoints(run), per_sequence_mean(run)
     steps, skipped = [], []
     for step in run.steps:
         if step.step not in saved or step.step - 1 not in saved:
             skipped.append(step.step)
             continue
         texts = [policy_text(p, c) for p, c in zip(step.prompts, step.completions, strict=True)]
-        change = policy_logprobs(saved[step.step], texts) - policy_logprobs(saved[step.step - 1], texts)
+        change = policy_logprobs(saved[step.step], texts, mean) - policy_logprobs(saved[step.step - 1], texts, mean)
         row = {"step": step.step, "reward": step_signs(reward_advantages(step, weights, run.group_size), change,
                                                       run.group_size)}  # fmt: skip
+        if step.step - 2 in saved:
+            row["momentum"] = update_cosine(saved[step.step - 2], saved[step.step - 1], saved[step.step])
         if step.advantages is not None:
             row["logged"] = step_signs(step.advantages, change, run.group_size)
         steps.append(row)
     if not steps:
         raise AuditError(f"{run.folder}: no logged step has a checkpoint before and after it; train with "
                          "--save_steps 1 --save_only_model true to check the steps")  # fmt: skip
+    cosines = [s["momentum"] for s in steps if s.get("momentum") is not None]
     return {
         "weights": [float(w) for w in weights],
+        "momentum": float(np.mean(cosines)) if cosines else None,
         "steps": steps,
         "skipped": skipped,
         **{kind: _verdict([s[kind] for s in steps if kind in s], binomtest) for kind in ("reward", "logged")},
