@@ -53,6 +53,7 @@ LEVERS: dict[str, dict[str, object]] = {
     "no reward scaling": {"scale_rewards": "none"},
     "epsilon 0.1": {"epsilon": 0.1},
     "6 turns": {"max_turns": 6},  # the evaluation runs as many: AgentPipeline.rollout_loop
+    "6 turns, adam beta1 0": {"max_turns": 6, "adam_beta1": 0.0},  # no momentum: each step follows its own batch
 }
 
 
