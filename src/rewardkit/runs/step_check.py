@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,10 @@ def per_sequence_mean(run: Run) -> bool:
     """Whether the run's loss averages each rollout's tokens before the batch (``args.json``'s ``loss_type``)."""
     loss_type = json.loads((run.folder / "args.json").read_text(encoding="utf-8")).get("loss_type", "grpo")
     if loss_type not in PER_SEQUENCE_MEAN + PER_TOKEN:
-        raise AuditError(f"{run.folder / 'args.json'}: loss_type {loss_type!r} is not a policy-gradient loss the step "
-                         f"check can weigh; it reads {', '.join(PER_SEQUENCE_MEAN + PER_TOKEN)}")  # fmt: skip
+        raise AuditError(
+            f"{run.folder / 'args.json'}: loss_type {loss_type!r} is not a policy-gradient loss the step "
+            f"check can weigh; it reads {', '.join(PER_SEQUENCE_MEAN + PER_TOKEN)}"
+        )
     return loss_type in PER_SEQUENCE_MEAN
 
 
@@ -77,8 +80,10 @@ def weight_tensors(folder: Path) -> dict[str, Path]:
         return {name: folder / shard for name, shard in shards.items()}
     single = folder / "model.safetensors"
     if not single.is_file():
-        raise AuditError(f"{folder}: no model.safetensors (or its index); the step check reads safetensors weights: "
-                         "train with --save_safetensors true (ms-swift's default)")  # fmt: skip
+        raise AuditError(
+            f"{folder}: no model.safetensors (or its index); the step check reads safetensors weights: "
+            "train with --save_safetensors true (ms-swift's default)"
+        )
     with safe_open(str(single), framework="pt") as f:
         return {name: single for name in f.keys()}  # noqa: SIM118 (safe_open has no iteration)
 
@@ -91,17 +96,17 @@ def update_cosine(before: Path, middle: Path, after: Path) -> float | None:
     if not shared:
         raise AuditError(f"{before}, {middle}, {after}: no tensor name in common; the checkpoints are not one model")
     dot = last = this = 0.0
-    for name in shared:
-        w0, w1, w2 = (_tensor(m[name], name) for m in maps)
-        dot += float(np.dot(w1 - w0, w2 - w1))
-        last += float(np.dot(w1 - w0, w1 - w0))
-        this += float(np.dot(w2 - w1, w2 - w1))
+    with ExitStack() as stack:  # each file opened once, its tensors read one at a time
+        files = {
+            path: stack.enter_context(safe_open(str(path), framework="pt")) for m in maps for path in set(m.values())
+        }
+        for name in shared:
+            # numpy cannot hold bfloat16: through torch, as float64
+            w0, w1, w2 = (files[m[name]].get_tensor(name).double().numpy().reshape(-1) for m in maps)
+            dot += float(np.dot(w1 - w0, w2 - w1))
+            last += float(np.dot(w1 - w0, w1 - w0))
+            this += float(np.dot(w2 - w1, w2 - w1))
     return dot / (last * this) ** 0.5 if last > 0 and this > 0 else None
-
-
-def _tensor(path: Path, name: str) -> np.ndarray:
-    with safe_open(str(path), framework="pt") as f:  # numpy cannot hold bfloat16: through torch, as float64
-        return f.get_tensor(name).double().numpy().reshape(-1)
 
 
 def reward_advantages(step: Step, weights: np.ndarray, size: int) -> np.ndarray:
