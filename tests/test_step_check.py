@@ -21,6 +21,7 @@ from rewardkit.pipelines.tiny_model import offline_env
 from rewardkit.runs.audit import AuditError, Run, Step, load_run
 from rewardkit.runs.audit_report import write_audit
 from rewardkit.runs.step_check import (
+    advantage_rule,
     per_sequence_mean,
     policy_text,
     reward_advantages,
@@ -65,13 +66,60 @@ def test_policy_text_joins_once_and_finds_the_policys_turns(prompt: str, complet
     assert policy_text(prompt, completion) == (text, spans)
 
 
-def test_reward_advantages_are_normalised_within_each_group() -> None:
-    # Two groups of 2 at weights (1, 0.5): totals 1, 0 | 0.5, 0.5. The first: mean 0.5, sample std
-    # sqrt((0.25 + 0.25) / 1) = 0.7071 (torch's, as ms-swift takes it) -> +-0.5 / 0.7072; the second: 0, 0.
-    scores = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.5, 0.0]])
-    step = Step(1, scores, None, ["a"] * 4, [""] * 4)
-    got = reward_advantages(step, np.array([1.0, 0.5]), 2)
-    assert got == pytest.approx([0.5 / (0.5**0.5 + 1e-4), -0.5 / (0.5**0.5 + 1e-4), 0.0, 0.0])
+# Two groups of 2, two rewards at weights (1, 0.5); rows (r1, r2) -> totals 1, 0 | 0.5, 1.5.
+RULE_SCORES = np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.5, 2.0]])
+S = 0.5**0.5  # the sample std of two values 1 apart
+# (rule, the advantages): deviations from the group mean +-0.5 | -0.5, +0.5
+RULES = [
+    (("grpo", "group"), [0.5 / (S + 1e-4), -0.5 / (S + 1e-4), -0.5 / (S + 1e-4), 0.5 / (S + 1e-4)]),
+    (("grpo", "none"), [0.5, -0.5, -0.5, 0.5]),
+    # totals 1, 0, 0.5, 1.5: mean 0.75, sample std sqrt((0.0625 + 0.5625 + 0.0625 + 0.5625) / 3) = 0.6455
+    (("grpo", "batch"), [x / (1.25**0.5 / 3**0.5 + 1e-4) for x in (0.5, -0.5, -0.5, 0.5)]),
+    (("rloo", "none"), [1.0, -1.0, -1.0, 1.0]),  # x K/(K-1) = 2
+    # each reward standardised in its group (std S): group 1 r1 +-0.5/S = +-S, r2 constant -> 0; group 2 r1 -+S,
+    # r2 -+S; summed at (1, 0.5): S, -S | -1.5S, 1.5S; batch mean 0, sample std sqrt(6.5 S^2 / 3) = S sqrt(13/6)
+    (("grpo", "gdpo"), [x / (13 / 6) ** 0.5 for x in (1.0, -1.0, -1.5, 1.5)]),
+]
+
+
+@pytest.mark.parametrize(("rule", "want"), RULES)
+def test_reward_advantages_follow_the_runs_rule(rule: tuple[str, str], want: list[float]) -> None:
+    step = Step(1, RULE_SCORES, None, ["a"] * 4, [""] * 4)
+    assert reward_advantages(step, np.array([1.0, 0.5]), 2, rule) == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo", "reinforce_plus_plus"])
+@pytest.mark.parametrize("scale", ["group", "batch", "none", "gdpo"])
+def test_reward_advantages_equal_ms_swifts(estimator: str, scale: str) -> None:
+    # ms-swift's own function on 3 groups of 4 rollouts x 3 rewards, one None (NaN) and one constant reward.
+    import torch
+    from swift.rl_core.advantage import compute_advantages
+
+    scores = np.random.default_rng(0).random((12, 3))
+    scores[5, 1], scores[:4, 2] = np.nan, 0.5
+    weights = np.array([0.2, -0.3, 0.5])
+    want, _ = compute_advantages(torch.tensor(scores), torch.tensor(weights), 4, estimator, scale)
+    got = reward_advantages(Step(1, scores, None, ["a"] * 12, [""] * 12), weights, 4, (estimator, scale))
+    assert got == pytest.approx(want.numpy(), rel=1e-6, abs=1e-9)
+
+
+# (args.json's estimator and scaling, the rule the check recomputes)
+ADVANTAGE_RULES = [
+    ({}, ("grpo", "group")),  # ms-swift's defaults
+    ({"scale_rewards": "gdpo"}, ("grpo", "gdpo")),
+    ({"advantage_estimator": "rloo"}, ("rloo", "none")),
+    ({"advantage_estimator": "reinforce_plus_plus", "scale_rewards": None}, ("reinforce_plus_plus", "batch")),
+]
+
+
+@pytest.mark.parametrize(("args", "rule"), ADVANTAGE_RULES)
+def test_the_advantage_rule_is_the_runs(tmp_path: Path, args: dict, rule: tuple[str, str]) -> None:
+    assert advantage_rule(Run(tmp_path, ("r",), np.ones(1), 2, [], args)) == rule
+
+
+def test_a_rule_the_check_cannot_recompute_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(AuditError, match=r"args.json: advantage_estimator 'ppo'.*rloo"):
+        advantage_rule(Run(tmp_path, ("r",), np.ones(1), 2, [], {"advantage_estimator": "ppo"}))
 
 
 def test_a_step_that_changed_nothing_is_no_evidence() -> None:
@@ -98,14 +146,12 @@ LOSS_TYPES = [
 @pytest.mark.parametrize(("loss_type", "mean"), LOSS_TYPES)
 def test_d_is_weighed_as_the_runs_loss_weighs_tokens(tmp_path: Path, loss_type: str | None, mean: bool) -> None:
     args = {} if loss_type is None else {"loss_type": loss_type}
-    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
-    assert per_sequence_mean(Run(tmp_path, ("r",), np.ones(1), 2, [])) is mean
+    assert per_sequence_mean(Run(tmp_path, ("r",), np.ones(1), 2, [], args)) is mean
 
 
 def test_a_loss_the_check_cannot_weigh_is_refused_by_name(tmp_path: Path) -> None:
-    (tmp_path / "args.json").write_text(json.dumps({"loss_type": "real"}), encoding="utf-8")
     with pytest.raises(AuditError, match=r"args.json: loss_type 'real'.*bnpo"):
-        per_sequence_mean(Run(tmp_path, ("r",), np.ones(1), 2, []))
+        per_sequence_mean(Run(tmp_path, ("r",), np.ones(1), 2, [], {"loss_type": "real"}))
 
 
 def _checkpoint(folder: Path, tensors: dict[str, list[float]], shards: int = 1) -> Path:

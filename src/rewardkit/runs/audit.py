@@ -38,13 +38,15 @@ _BAD = object()  # a cell that is not what its column holds
 
 @dataclass(frozen=True)
 class Run:
-    """A run's reward columns (ms-swift's names), their weights, its group size, and its logged steps."""
+    """A run's reward columns (ms-swift's names), their weights, its group size, its logged steps, and the rest of
+    its ``args.json`` (the loss type, the reward scaling, the starting model)."""
 
     folder: Path
     names: tuple[str, ...]
     weights: np.ndarray
     group_size: int
     steps: list[Step]
+    args: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def weight(value: Any) -> float | None:
 def load_run(folder: Path) -> Run:
     """The run at or below ``folder``, every value audit reads checked first."""
     folder = find_run(folder)
-    names, weights, size = _read_args(folder / "args.json")
+    args, (names, weights, size) = _read_args(folder / "args.json")
     path = folder / "completions.jsonl"
     if not path.is_file():
         raise AuditError(f"{path}: missing; rerun with --log_completions true (audit reads every completion)")
@@ -119,11 +121,11 @@ def load_run(folder: Path) -> Run:
         steps.setdefault(step.step, step)  # ms-swift logs the last step's table again when training ends
     if not steps:
         raise AuditError(f"{path}: no logged step; let the run log one (--logging_steps), then audit it")
-    return Run(folder, names, weights, size, list(steps.values()))
+    return Run(folder, names, weights, size, list(steps.values()), args)
 
 
-def _read_args(path: Path) -> tuple[tuple[str, ...], np.ndarray, int]:
-    """The reward columns, their weights and the group size of ``args.json``."""
+def _read_args(path: Path) -> tuple[dict[str, Any], tuple[tuple[str, ...], np.ndarray, int]]:
+    """``args.json``, and its reward columns, their weights and the group size."""
     args, problem = json_problem(path.read_bytes().decode("utf-8", "replace"), strict=False)
     if problem is None and not isinstance(args, dict):
         problem = f"expected the object of ms-swift's arguments, got {kind(args)}"
@@ -150,7 +152,7 @@ def _read_args(path: Path) -> tuple[tuple[str, ...], np.ndarray, int]:
     size = args.get("num_generations")
     if not (isinstance(size, int) and not isinstance(size, bool) and size >= 1):
         raise AuditError(f"{path}: num_generations must be an integer >= 1 (completions per prompt), got {kind(size)}")
-    return column_names(funcs), np.array([weight(w) for w in raw]), size
+    return args, (column_names(funcs), np.array([weight(w) for w in raw]), size)
 
 
 def _score(value: Any) -> Any:

@@ -12,9 +12,9 @@ whose own sum is positive; over the run, a sign test on the groups (a one-sided 
 
 Two advantages are checked. The **logged** ones, the trainer's own: an update that does not follow them points at
 the training path (the loss, its mask, the optimiser). The ones of the **reward**, recomputed from the logged
-reward columns at the weights you name (by default the run's), normalised within each group as ms-swift does: an
-update that follows the trainer's advantages but not these is training on something else (an inverted weight, a
-reward that does not say what you mean).
+reward columns at the weights you name (by default the run's) by the run's own rule (``advantage_estimator`` and
+``scale_rewards``, GDPO's per-reward normalisation included): an update that follows the trainer's advantages but
+not these is training on something else (an inverted weight, a reward that does not say what you mean).
 
 Each step also reports how much of its update is the last one's: the cosine between ``w_t - w_(t-1)`` and
 ``w_(t-1) - w_(t-2)``. Adam carries a momentum (``adam_beta1``, 0.9 by default), so when that cosine is near 1 the
@@ -45,11 +45,15 @@ STD_EPS = 1e-4  # ms-swift's: (r - mean) / (std + 1e-4), std the sample standard
 # ms-swift's loss types by how they weigh a rollout's tokens: averaged within each sequence, or summed over the batch
 PER_SEQUENCE_MEAN = ("grpo", "sapo")
 PER_TOKEN = ("bnpo", "dr_grpo", "dapo", "cispo", "fipo")
+# ms-swift's advantage estimators, each with the reward scaling it takes when scale_rewards is unset
+DEFAULT_SCALE = {"grpo": "group", "rloo": "none", "reinforce_plus_plus": "batch"}
+SCALES = ("group", "batch", "none", "gdpo")
+GDPO_EPS = 1e-8  # ms-swift's, for GDPO's per-reward and batch standard deviations
 
 
 def per_sequence_mean(run: Run) -> bool:
     """Whether the run's loss averages each rollout's tokens before the batch (``args.json``'s ``loss_type``)."""
-    loss_type = json.loads((run.folder / "args.json").read_text(encoding="utf-8")).get("loss_type", "grpo")
+    loss_type = run.args.get("loss_type") or "grpo"
     if loss_type not in PER_SEQUENCE_MEAN + PER_TOKEN:
         raise AuditError(
             f"{run.folder / 'args.json'}: loss_type {loss_type!r} is not a policy-gradient loss the step "
@@ -58,9 +62,22 @@ def per_sequence_mean(run: Run) -> bool:
     return loss_type in PER_SEQUENCE_MEAN
 
 
+def advantage_rule(run: Run) -> tuple[str, str]:
+    """The run's ``advantage_estimator`` and ``scale_rewards``, with ms-swift's defaults for an unset scaling."""
+    estimator = run.args.get("advantage_estimator") or "grpo"
+    scale = run.args.get("scale_rewards") or DEFAULT_SCALE.get(estimator)
+    if estimator not in DEFAULT_SCALE or scale not in SCALES:
+        raise AuditError(
+            f"{run.folder / 'args.json'}: advantage_estimator {estimator!r} with scale_rewards {scale!r} is not "
+            f"a rule the step check can recompute; it reads the estimators {', '.join(DEFAULT_SCALE)} and the "
+            f"scalings {', '.join(SCALES)}"
+        )
+    return estimator, scale
+
+
 def checkpoints(run: Run) -> dict[int, Path]:
     """Step -> the weights after it (0: the starting model, from ``args.json``'s ``model``)."""
-    model = json.loads((run.folder / "args.json").read_text(encoding="utf-8")).get("model")
+    model = run.args.get("model")
     found = {0: Path(model)} if isinstance(model, str) and model else {}
     for path in run.folder.glob("checkpoint-*"):
         number = path.name.removeprefix("checkpoint-")
@@ -109,12 +126,34 @@ def update_cosine(before: Path, middle: Path, after: Path) -> float | None:
     return dot / (last * this) ** 0.5 if last > 0 and this > 0 else None
 
 
-def reward_advantages(step: Step, weights: np.ndarray, size: int) -> np.ndarray:
-    """The step's advantages from its reward columns at ``weights``: each total minus its group's mean, over the
-    group's standard deviation plus ms-swift's epsilon."""
-    groups = totals(step.scores, weights).reshape(-1, size)
-    centred = groups - groups.mean(axis=1, keepdims=True)
-    spread = groups.std(axis=1, ddof=1, keepdims=True) if size > 1 else np.zeros_like(groups[:, :1])
+@np.errstate(invalid="ignore", divide="ignore")  # a group whose reward is all None: its GDPO term is 0
+def reward_advantages(
+    step: Step, weights: np.ndarray, size: int, rule: tuple[str, str] = ("grpo", "group")
+) -> np.ndarray:
+    """The step's advantages from its reward columns at ``weights``, by ms-swift's ``rule`` (estimator, scaling).
+    ``grpo`` takes each total minus its group's mean (``rloo`` the same times ``K/(K-1)``), then divides by the
+    group's (``group``) or the batch's (``batch``) sample standard deviation of the totals plus 1e-4, or not at all
+    (``none``); ``reinforce_plus_plus`` takes the deviations' standard deviation instead of the totals'. ``gdpo``
+    standardises each reward within its group first (a constant or all-None reward counts 0), sums them at the
+    weights, and standardises that sum over the batch."""
+    estimator, scale = rule
+    grouped = totals(step.scores, weights).reshape(-1, size)
+    centred = grouped - grouped.mean(axis=1, keepdims=True)
+    if estimator == "rloo" and size > 1:
+        centred = centred * size / (size - 1)
+    if scale == "gdpo" and estimator != "reinforce_plus_plus":
+        per_reward = step.groups(size)
+        spread = np.nanstd(per_reward, axis=1, ddof=1, keepdims=True) + GDPO_EPS
+        normalised = np.nan_to_num((per_reward - np.nanmean(per_reward, axis=1, keepdims=True)) / spread)
+        summed = (normalised * weights).sum(axis=2).reshape(-1)
+        return (summed - summed.mean()) / (summed.std(ddof=1) + GDPO_EPS)
+    if scale not in ("group", "batch"):
+        return centred.reshape(-1)
+    spread_of = centred if estimator == "reinforce_plus_plus" else grouped
+    if scale == "batch":
+        spread = spread_of.std(ddof=1) if spread_of.size > 1 else 0.0
+    else:
+        spread = spread_of.std(axis=1, ddof=1, keepdims=True) if size > 1 else np.zeros_like(grouped[:, :1])
     return (centred / (spread + STD_EPS)).reshape(-1)
 
 
@@ -171,7 +210,7 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
     from scipy.stats import binomtest
 
     weights = run.weights if weights is None else weights
-    saved, mean = checkpoints(run), per_sequence_mean(run)
+    saved, mean, rule = checkpoints(run), per_sequence_mean(run), advantage_rule(run)
     steps, skipped = [], []
     for step in run.steps:
         if step.step not in saved or step.step - 1 not in saved:
@@ -179,8 +218,8 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
             continue
         texts = [policy_text(p, c) for p, c in zip(step.prompts, step.completions, strict=True)]
         change = policy_logprobs(saved[step.step], texts, mean) - policy_logprobs(saved[step.step - 1], texts, mean)
-        row = {"step": step.step, "reward": step_signs(reward_advantages(step, weights, run.group_size), change,
-                                                      run.group_size)}  # fmt: skip
+        advantages = reward_advantages(step, weights, run.group_size, rule)
+        row = {"step": step.step, "reward": step_signs(advantages, change, run.group_size)}
         if step.step - 2 in saved:
             row["momentum"] = update_cosine(saved[step.step - 2], saved[step.step - 1], saved[step.step])
         if step.advantages is not None:
