@@ -24,14 +24,12 @@ from rewardkit.files.jsonl import read_jsonl
 from rewardkit.loop.sampling import rollout_sampling
 from rewardkit.pipelines.agent import AgentPipeline, Options, rows_of
 from rewardkit.pipelines.chain import GrpoRun, read_recipe
-from rewardkit.pipelines.grpo_log import grpo_steps, summarize_steps
+from rewardkit.pipelines.levers import lever_flags, training_record
 from rewardkit.pipelines.stages import Context
 from rewardkit.recipes import recipe_path
-from rewardkit.runs.audit import load_run
 from rewardkit.runs.evaluation import evaluate_run
 from rewardkit.runs.paired import paired_items
 from rewardkit.runs.spec import task_ids
-from rewardkit.runs.step_check import step_check
 
 # name -> overrides of the preset's GRPO recipe (lr 3e-5, 40 steps, 2 tasks x 16 rollouts a step, temperature 0.7).
 # A lever names every setting it was measured with beyond today's preset, so its row in docs/results.md reproduces.
@@ -55,10 +53,6 @@ LEVERS: dict[str, dict[str, object]] = {
     "6 turns": {"max_turns": 6},  # the evaluation runs as many: AgentPipeline.rollout_loop
     "6 turns, adam beta1 0": {"max_turns": 6, "adam_beta1": 0.0},  # no momentum: each step follows its own batch
 }
-
-
-def flags(overrides: dict[str, object]) -> list[str]:
-    return [part for key, value in overrides.items() for part in (f"--{key}", str(value))]
 
 
 def task_means(eval_dir: Path) -> dict[str, float]:
@@ -109,22 +103,16 @@ def main() -> None:
         if key not in controls:  # the SFT checkpoint's weights (the lr-1e-12 control's), sampled and looped alike
             controls[key] = str(ctx.workdir / f"control_{key}" / "eval")
             evaluate_run(tasks, Path(controls[key]), resume=True, progress=False, title=f"the cold start, {key}")
-        run = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), chain.results["sft"]["checkpoint"],
-                                *flags({**overrides, "save_steps": 1}))  # fmt: skip
+        sft = chain.results["sft"]["checkpoint"]
+        run = pipeline.run_grpo(ctx, GrpoRun(f"lever{i}", "grpo", 42), sft, *lever_flags(overrides))
         out = ctx.workdir / f"lever{i}" / "eval"
         summary = evaluate_run(dataclasses.replace(tasks, agent=run["checkpoint"]), out, progress=False, title=lever)
-        steps = summarize_steps(grpo_steps(Path(run["run_dir"]) / "logging.jsonl"))
-        shares = [s for s in steps["zero_std_share"] if s is not None]
-        check = step_check(load_run(Path(run["run_dir"])))
         table[lever] = {
             "overrides": overrides,
             "sampling": sampling.params(),
             "sampled_pass1": summary["pass_hat_k"][0]["value"],
             "vs_control": paired_items([task_means(Path(controls[key]))], [task_means(out)]),
-            "rollouts_first_quarter": steps["first_quarter"].get("TaskCompletion"),
-            "rollouts_last_quarter": steps["last_quarter"].get("TaskCompletion"),
-            "zero_std_share": sum(shares) / len(shares) if shares else None,
-            "step_check": {k: check[k] for k in ("reward", "logged", "momentum")},
+            **training_record(Path(run["run_dir"]), ("TaskCompletion",)),
         }
         print(lever, json.dumps(table[lever]), flush=True)
         table_path.write_text(json.dumps(table, indent=2) + "\n")
