@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import JsonlError, encodable, lines
 
 OnError = Literal["stop", "skip"]
@@ -23,7 +24,7 @@ SURROGATE = "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which 
 SKIP_HINT = "(use --on-error skip to reject such records and go on)"
 
 
-class BuildError(ValueError):
+class BuildError(UserError, ValueError):
     """Unusable input (a file, or a record under ``--on-error stop``); the message names file and line."""
 
 

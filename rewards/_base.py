@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sized
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from rewardkit.errors import UserError
 from rewardkit.rewards._parsing import DatasetError
 from rewardkit.rewards._rows import PlanningRows, planning_rows
 from rewardkit.rewards._schema import AnswerSchema, load_schema
@@ -130,7 +131,7 @@ def known_gaps(reason: str, *probes: str, also: Mapping[str, str] | None = None)
     return MappingProxyType({**dict.fromkeys(probes, reason), **(also or {})})
 
 
-class MissingColumnError(KeyError):
+class MissingColumnError(UserError, KeyError):
     """A reward needs a dataset column that the batch does not carry."""
 
     def __str__(self) -> str:  # KeyError would repr() the message

@@ -16,6 +16,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import MappingProxyType
 
+from rewardkit.errors import UserError
+
 GROUP = "rewardkit.rewards"
 PACKAGE = "rewardkit.rewards"
 # The public modules of this folder that are not rewards: the answer format, the config, GRPO groups, the registry,
@@ -24,7 +26,7 @@ LIBRARY = frozenset({"answers", "config", "groups", "registry", "sets"})
 KEY = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 
 
-class RegistryError(ValueError):
+class RegistryError(UserError, ValueError):
     """A reward module is missing, misnamed or declares something the registry cannot use."""
 
 

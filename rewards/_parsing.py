@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from rewardkit.errors import UserError
 from rewardkit.files.cache import BUDGET, MISS, ByteLRU
 from rewardkit.files.sizes import approx_size, decoded_json_size
 from rewardkit.rewards._schema import DEPENDS_ON, AnswerSchema
@@ -179,7 +180,7 @@ def _batch(key: tuple[str, ...], slot: Any, compute: Any) -> Any:
     return found
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError, ValueError):
     """A dataset cell is unusable: a bug in the data, not the model's doing. The message names column and row."""
 
 

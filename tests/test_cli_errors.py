@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from rewardkit.cli import main
+from rewardkit import UserError
+from rewardkit.cli import main, user_error
 from rewardkit.recipes import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,6 +172,26 @@ def test_a_bug_is_not_disguised_as_a_user_error(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(rewardkit.runs.scoring, "score_rows", boom)
     with pytest.raises(TypeError, match="genuine bug"):
         main(["demo"])
+
+
+class OwnInputError(UserError, ValueError):
+    """A user error a plugin author defines outside rewardkit."""
+
+
+# (what a command raises, whether it is the user's input at fault): the type decides, not the module or the name
+BY_TYPE = [
+    (OwnInputError("rows.jsonl:3: no 'solution' column"), True),
+    (ValueError("rows.jsonl:3: no 'solution' column"), False),  # a bare ValueError is a bug until a type says not
+    (KeyError("solution"), False),
+]
+
+
+@pytest.mark.parametrize(("exc", "users"), BY_TYPE)
+def test_a_user_error_is_known_by_its_type(exc: Exception, users: bool) -> None:
+    import argparse
+
+    message = user_error(exc, argparse.Namespace())
+    assert (message == "rows.jsonl:3: no 'solution' column") if users else message is None
 
 
 def test_debug_reraises_the_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

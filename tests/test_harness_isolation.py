@@ -14,7 +14,7 @@ from spec_domains import KEY, task, write_spec
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.domain import DomainDataError
-from rewardkit.envs.memory import MemoryError_, apply_writes, open_memory
+from rewardkit.envs.memory import MemorySchemaError, apply_writes, open_memory
 from rewardkit.envs.registry import DomainError
 from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule, contradiction
 from rewardkit.envs.spec_domain import load_spec
@@ -96,7 +96,7 @@ def test_an_update_or_delete_of_the_harness_record_is_refused(op: str, table: st
 
 def test_a_memory_model_cannot_fill_the_harness_record() -> None:
     schema = get_domain(str(SPEC)).simulation.tables.schema
-    with pytest.raises(MemoryError_, match=r"tables \['audit'\] are not in the schema"):
+    with pytest.raises(MemorySchemaError, match=r"tables \['audit'\] are not in the schema"):
         open_memory(schema, {"products": [], "audit": [FORGED["audit"]]})
 
 
@@ -222,7 +222,7 @@ MEMORY_SCHEMA = "CREATE TABLE books (id TEXT PRIMARY KEY, copies INTEGER NOT NUL
 def test_a_value_sqlite_cannot_hold_is_a_memory_error(value: Any, where: str) -> None:
     row = {"id": "b1", "copies": 1, "note": "x"}
     if where == "memory":
-        with pytest.raises(MemoryError_, match=r"books\[0\]: note: ") as info:
+        with pytest.raises(MemorySchemaError, match=r"books\[0\]: note: ") as info:
             open_memory(MEMORY_SCHEMA, {"books": [{**row, "note": value}]})
         str(info.value).encode("utf-8")  # the message goes back to the model: nothing in it that UTF-8 cannot hold
         return
@@ -237,7 +237,7 @@ def test_a_value_sqlite_cannot_hold_is_a_memory_error(value: Any, where: str) ->
         write["table"] = f"books{value}"
     if op in ("insert", "upsert"):
         write["values"] = {"id": "b2", "copies": 1, **write["values"]}
-    with pytest.raises(MemoryError_, match=rf"writes\[0\]: {op} books") as info:
+    with pytest.raises(MemorySchemaError, match=rf"writes\[0\]: {op} books") as info:
         apply_writes(conn, [write], ["books"])
     str(info.value).encode("utf-8")
     assert tuple(conn.execute("SELECT count(*), max(note) FROM books").fetchone()) == (1, "x")

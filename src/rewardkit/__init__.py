@@ -8,4 +8,7 @@ import which is declared once, in :mod:`rewardkit.layers`, and checked by ``test
 ``docs/architecture.md`` walks through it.
 """
 
+from rewardkit.errors import UserError
+
+__all__ = ["UserError", "__version__"]
 __version__ = "0.1.0"

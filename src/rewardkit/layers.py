@@ -22,8 +22,9 @@ class Package:
 
 # Each inner tuple is one layer; its packages are peers and do not import each other.
 LAYERS: tuple[tuple[Package, ...], ...] = (
+    (Package("rewardkit.errors", "src/rewardkit/errors.py", "`UserError`: the base of every error in your input"),),
     (
-        Package("rewardkit", "src/rewardkit/__init__.py", "the version, and this declaration"),
+        Package("rewardkit", "src/rewardkit/__init__.py", "the version, the public errors, and this declaration"),
         Package(
             "rewardkit.files",
             "src/rewardkit/files",

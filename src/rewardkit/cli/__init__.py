@@ -25,22 +25,12 @@ from rewardkit.cli import synth as cli_synth
 from rewardkit.cli import tasks as cli_tasks
 from rewardkit.cli import tiny_model as cli_tiny_model
 from rewardkit.cli import view as cli_view
+from rewardkit.errors import UserError
 from rewardkit.recipes import EXAMPLES
 
 # Ships with the package, so `rewardkit demo` works from any directory.
 DEFAULT_DEMO = EXAMPLES / "completions.jsonl"
 
-# Exception classes (module, name) that mean "the user's input is wrong" wherever they are raised below a
-# command. Looked up in sys.modules, never imported: an exception of a class whose module was never loaded
-# cannot be in flight, and reporting an error must not import swift or a module still being written.
-_USER_ERRORS = (
-    ("rewardkit.config.declare", "ConfigError"),
-    ("rewardkit.data_builders._io", "BuildError"),
-    ("rewardkit.rewards._parsing", "GoldError"),
-    ("rewardkit.rewards._base", "MissingColumnError"),  # a KeyError, so the ValueError rule below misses it
-    ("rewardkit.envs.tasks", "TaskError"),
-    ("rewardkit.files.outputs", "OutputError"),
-)
 # The options that name input files, to say which input a RecursionError or UnicodeDecodeError came from.
 _INPUT_OPTIONS = ("data", "actions", "db", "input", "tasks_file", "split_file", "policy_file", "prompt")
 
@@ -154,13 +144,7 @@ def user_error(exc: BaseException, args: argparse.Namespace) -> str | None:
         return f"not valid JSON ({exc}){_inputs(args)}"
     if _is_a(exc, "yaml.error", "YAMLError"):
         return f"not valid YAML ({exc}){_inputs(args)}"
-    if any(_is_a(exc, module, name) for module, name in _USER_ERRORS):
-        return str(exc) or type(exc).__name__
-    # Any other ValueError subclass that rewardkit defines for bad input (JsonlError, PipelineError, ...).
-    if isinstance(exc, ValueError) and any(
-        c.__module__.startswith("rewardkit.") and c.__name__.endswith("Error") and issubclass(c, ValueError)
-        for c in type(exc).__mro__
-    ):
+    if isinstance(exc, UserError):
         return str(exc) or type(exc).__name__
     return None
 

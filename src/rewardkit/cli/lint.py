@@ -16,13 +16,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import dumps
 from rewardkit.testing.checks import DRAWS
 from rewardkit.testing.kit import CHECK_TIME_S
 from rewardkit.testing.report import safe_text
 
 
-class LintUsageError(ValueError):
+class LintUsageError(UserError, ValueError):
     """Flags that do not fit the lint asked for (exit 2)."""
 
 

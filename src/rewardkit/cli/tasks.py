@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rewardkit.cli.env import DOMAIN_HELP
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet, check_outputs
 
@@ -44,7 +45,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     gen.set_defaults(func=cmd_tasks_generate)
 
 
-class _FlagError(ValueError):
+class _FlagError(UserError, ValueError):
     """A bad flag: one line naming it, exit 2."""
 
 

@@ -21,10 +21,12 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
+from rewardkit.errors import UserError
+
 S = TypeVar("S")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration value is unknown, mistyped or out of range."""
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rewardkit.errors import UserError
+
 if TYPE_CHECKING:
     from rewardkit.envs.harness import CallingEnvironment
     from rewardkit.envs.simulated import Simulation
@@ -43,7 +45,7 @@ class StatefulEnvironment(ABC):
         return []
 
 
-class DomainDataError(ValueError):
+class DomainDataError(UserError, ValueError):
     """A file the domain ships (or was pointed at) cannot be read as what it must hold; names the file."""
 
 

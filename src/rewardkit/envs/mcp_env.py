@@ -36,6 +36,7 @@ from rewardkit.envs.mcp_quiet import attempt
 from rewardkit.envs.mcp_server import STATE_EXPORT_URI, STATE_HASH_URI, decode_result
 from rewardkit.envs.schemas import schema_violation, unencodable
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode, ToolResult
+from rewardkit.errors import UserError
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup
@@ -62,7 +63,7 @@ class MCPUnavailableError(ConnectionError):
     """The MCP server could not be reached or stopped answering (infrastructure, not a tool result)."""
 
 
-class MCPServerError(ValueError):
+class MCPServerError(UserError, ValueError):
     """The MCP server answers but cannot serve as an environment (no tools, no state resources)."""
 
 

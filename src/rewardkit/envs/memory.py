@@ -5,15 +5,15 @@ that fits the schema (the memory), and a tool LLM answers every call from it. re
 the schema's own constraints check it (types as declared, ``NOT NULL``, ``CHECK``, primary and foreign keys) and the
 writes a simulated tool reports are applied to it: a later read sees them.
 
-- :func:`open_memory`: the memory of a task (table -> rows) as a fresh connection, or :class:`MemoryError_` naming the
-  table and row that does not fit;
+- :func:`open_memory`: the memory of a task (table -> rows) as a fresh connection, or :class:`MemorySchemaError`
+  naming the table and row that does not fit;
 - :func:`apply_writes`: the writes a simulated call reports, each ``{"op", "table", "key", "values"}``, applied in
   order to the domain's own tables (never to any other table the connection holds, the harness's record included);
-  :class:`MemoryError_` names the write that cannot be (an unknown table or column, a key that matches no row, a
+  :class:`MemorySchemaError` names the write that cannot be (an unknown table or column, a key that matches no row, a
   constraint), and the caller's transaction is left for it to roll back.
 
 Every value a model sends is checked before SQLite sees it (:func:`unstorable`): a list, an object, an integer past 64
-bits, a non-finite number or a string with a lone surrogate is a :class:`MemoryError_`, refused and asked again,
+bits, a non-finite number or a string with a lone surrogate is a :class:`MemorySchemaError`, refused and asked again,
 never an exception of sqlite3's.
 
 >>> conn = open_memory("CREATE TABLE books (id TEXT PRIMARY KEY, copies INTEGER NOT NULL CHECK (copies >= 0));",
@@ -24,7 +24,7 @@ never an exception of sqlite3's.
 >>> apply_writes(conn, [{"op": "update", "table": "books", "key": {"id": "b9"}, "values": {"copies": 1}}], ["books"])
 Traceback (most recent call last):
 ...
-rewardkit.envs.memory.MemoryError_: writes[0]: update books: no row has id = 'b9'
+rewardkit.envs.memory.MemorySchemaError: writes[0]: update books: no row has id = 'b9'
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 from rewardkit.envs.harness import SQLITE_INTEGERS
 from rewardkit.envs.schemas import unencodable
 from rewardkit.envs.sqlite_env import connect, load_schema
+from rewardkit.errors import UserError
 
 OPS = ("insert", "update", "delete", "upsert")  # upsert: insert, or replace the row with the same key
 WRITE_SCHEMA: dict[str, Any] = {  # one reported write, as the tool LLM is told to give it
@@ -52,7 +53,7 @@ WRITE_SCHEMA: dict[str, Any] = {  # one reported write, as the tool LLM is told 
 }
 
 
-class MemoryError_(ValueError):
+class MemorySchemaError(UserError, ValueError):
     """A memory or a write that does not fit the domain's schema; the message names the table, row or write."""
 
 
@@ -90,11 +91,11 @@ def _values(conn: sqlite3.Connection, table: str, row: Mapping[str, Any], at: st
     known = columns(conn, table)
     unknown = sorted(set(row) - set(known))
     if unknown:
-        raise MemoryError_(f"{at}: columns {unknown} are not in table {table} (columns: {', '.join(known)})")
+        raise MemorySchemaError(f"{at}: columns {unknown} are not in table {table} (columns: {', '.join(known)})")
     for column, value in row.items():
         problem = unstorable(value)
         if problem is not None:
-            raise MemoryError_(f"{at}: {column}: {problem}")
+            raise MemorySchemaError(f"{at}: {column}: {problem}")
     return tuple(row.values())
 
 
@@ -104,11 +105,11 @@ def open_memory(schema: str, rows: Any) -> sqlite3.Connection:
     conn = connect()
     load_schema(conn, schema)
     if not isinstance(rows, Mapping) or not all(isinstance(v, list) for v in rows.values()):
-        raise MemoryError_("the memory must be a JSON object of table name -> list of rows")
+        raise MemorySchemaError("the memory must be a JSON object of table name -> list of rows")
     known = tables(conn)
     unknown = sorted(set(rows) - set(known))
     if unknown:
-        raise MemoryError_(f"tables {unknown} are not in the schema (tables: {', '.join(known)})")
+        raise MemorySchemaError(f"tables {unknown} are not in the schema (tables: {', '.join(known)})")
     conn.execute("BEGIN")
     conn.execute("PRAGMA defer_foreign_keys = ON")
     try:
@@ -118,8 +119,8 @@ def open_memory(schema: str, rows: Any) -> sqlite3.Connection:
         conn.execute("COMMIT")
     except sqlite3.IntegrityError as exc:  # a deferred foreign key fails the commit
         conn.execute("ROLLBACK")
-        raise MemoryError_(f"a row refers to a row that is not there ({exc})") from None
-    except MemoryError_:
+        raise MemorySchemaError(f"a row refers to a row that is not there ({exc})") from None
+    except MemorySchemaError:
         conn.execute("ROLLBACK")
         raise
     return conn
@@ -127,24 +128,24 @@ def open_memory(schema: str, rows: Any) -> sqlite3.Connection:
 
 def _insert(conn: sqlite3.Connection, table: str, row: Any, at: str, verb: str) -> None:
     if not isinstance(row, Mapping) or not row:
-        raise MemoryError_(f"{at}: must be an object of column values")
+        raise MemorySchemaError(f"{at}: must be an object of column values")
     values = _values(conn, table, row, at)
     names = ", ".join(f'"{k}"' for k in row)
     try:
         conn.execute(f'{verb} INTO "{table}" ({names}) VALUES ({", ".join("?" for _ in row)})', values)
     except sqlite3.Error as exc:  # a constraint: a key taken, a NOT NULL, a CHECK
-        raise MemoryError_(f"{at}: cannot be stored ({exc})") from None
+        raise MemorySchemaError(f"{at}: cannot be stored ({exc})") from None
 
 
 def _where(conn: sqlite3.Connection, table: str, key: Any, at: str) -> tuple[str, tuple[Any, ...]]:
     if not isinstance(key, Mapping) or not key:
-        raise MemoryError_(f"{at}: 'key' must name the row, as an object of column values")
+        raise MemorySchemaError(f"{at}: 'key' must name the row, as an object of column values")
     args = _values(conn, table, key, f"{at}: key")
     where = " AND ".join(f'"{k}" = ?' for k in key)
     found = conn.execute(f'SELECT count(*) FROM "{table}" WHERE {where}', args).fetchone()[0]
     if found == 0:
         said = " AND ".join(f"{k} = {v!r}" for k, v in key.items())
-        raise MemoryError_(f"{at}: no row has {said}")
+        raise MemorySchemaError(f"{at}: no row has {said}")
     return where, args
 
 
@@ -153,14 +154,14 @@ def apply_write(conn: sqlite3.Connection, write: Any, at: str, names: Sequence[s
     the row ``key`` names with ``values``; ``delete`` it. A table the connection holds besides (the harness's, or one
     a schema made behind the domain's back) is no table a simulated tool can write."""
     if not isinstance(write, Mapping) or write.get("op") not in OPS or not isinstance(write.get("table"), str):
-        raise MemoryError_(f"{at}: must be an object with an op ({', '.join(OPS)}) and a table")
+        raise MemorySchemaError(f"{at}: must be an object with an op ({', '.join(OPS)}) and a table")
     op, table = write["op"], write["table"]
     at = f"{at}: {op} {_said(table)}"
     if table not in names:
-        raise MemoryError_(f"{at}: no such table (tables: {', '.join(names)})")
+        raise MemorySchemaError(f"{at}: no such table (tables: {', '.join(names)})")
     values = write.get("values")
     if op in ("insert", "upsert", "update") and (not isinstance(values, Mapping) or not values):
-        raise MemoryError_(f"{at}: 'values' must be an object of column values")
+        raise MemorySchemaError(f"{at}: 'values' must be an object of column values")
     if op in ("insert", "upsert"):
         _insert(conn, table, values, at, "INSERT" if op == "insert" else "INSERT OR REPLACE")
         return
@@ -171,7 +172,7 @@ def apply_write(conn: sqlite3.Connection, write: Any, at: str, names: Sequence[s
     try:
         conn.execute(f"{statement} WHERE {where}", (*new, *args))
     except sqlite3.Error as exc:  # a constraint
-        raise MemoryError_(f"{at}: cannot be applied ({exc})") from None
+        raise MemorySchemaError(f"{at}: cannot be applied ({exc})") from None
 
 
 def apply_writes(conn: sqlite3.Connection, writes: Sequence[Any], names: Sequence[str]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rewardkit.envs.domain import Domain, DomainDataError
 from rewardkit.envs.spec_domain import DOMAIN_NAME, SPEC_FILE, load_spec
+from rewardkit.errors import UserError
 
 # Built-in domains, imported on first use so that loading one costs nothing for the others.
 BUILTIN: dict[str, str] = {
@@ -25,7 +26,7 @@ _BY_REF: dict[str, Domain] = {}  # an entry point or an absolute path, resolved 
 CONFIG_KEY = "domain"  # $REWARDKIT_CONFIG's top-level key naming a domain every process loads (rewards' SharedConfig)
 
 
-class DomainError(ValueError):
+class DomainError(UserError, ValueError):
     """A domain cannot be found or loaded: ``--domain`` (or a row's ``domain``) names no built-in, entry point or
     domain path, the path does not load, or two domains take one name."""
 

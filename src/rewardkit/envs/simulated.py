@@ -29,7 +29,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from rewardkit.envs.harness import ToolEnvironment
-from rewardkit.envs.memory import MemoryError_, apply_writes, open_memory, unstorable
+from rewardkit.envs.memory import MemorySchemaError, apply_writes, open_memory, unstorable
 from rewardkit.envs.schemas import first_error
 from rewardkit.envs.sqlite_env import Tables
 from rewardkit.envs.tool import ResultCode, ToolResult, ToolSpec
@@ -78,7 +78,7 @@ def answer_problem(call: SimCall, answer: Any) -> str | None:
     with _undone(call.conn):
         try:
             apply_writes(call.conn, writes, call.tables.names)
-        except MemoryError_ as exc:
+        except MemorySchemaError as exc:
             return f"the writes do not fit the memory: {exc}"
         return contradiction(call.conn, answer["result"], call.tables.names)  # the memory after the writes
 
@@ -191,7 +191,7 @@ def by_rule(call: SimCall) -> dict[str, Any]:
     with _undone(call.conn):
         try:
             apply_writes(call.conn, answer.get("writes") or [], call.tables.names)
-        except MemoryError_ as exc:
+        except MemorySchemaError as exc:
             return {"ok": False, "code": ResultCode.PRECONDITION_FAILED.value, "message": str(exc)}
     return answer
 
@@ -250,7 +250,7 @@ class Simulation:
         rows = self.rows(task)
         try:
             conn = open_memory(self.tables.schema, rows)
-        except MemoryError_ as exc:
+        except MemorySchemaError as exc:
             where = f"task {task.get('id')!r}" if task is not None else "the seed"
             raise ToolSimError(f"the memory of {where} does not fit the schema: {exc}") from None
         return SimulatedEnvironment(conn, self)
@@ -279,7 +279,7 @@ class SimulatedEnvironment(ToolEnvironment):
             return ToolResult.error(ResultCode(answer["code"]), answer["message"])
         try:
             apply_writes(self.conn, answer.get("writes") or [], sim.tables.names)
-        except MemoryError_ as exc:  # checked above: only a write racing its own check lands here
+        except MemorySchemaError as exc:  # checked above: only a write racing its own check lands here
             return ToolResult.error(ResultCode.PRECONDITION_FAILED, str(exc))
         return ToolResult(ResultCode.OK, answer["result"])
 

@@ -35,7 +35,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from rewardkit.envs.domain import Domain, DomainDataError
-from rewardkit.envs.memory import MemoryError_, columns, open_memory, tables
+from rewardkit.envs.memory import MemorySchemaError, columns, open_memory, tables
 from rewardkit.envs.schema_sql import check_schema_sql
 from rewardkit.envs.schemas import DATA_KEYWORDS, ref_loop
 from rewardkit.envs.simulated import Simulation
@@ -396,7 +396,7 @@ def _memory(path: Path, files: Mapping[str, Path]) -> tuple[str, Any, Any]:
     seed = read_json(files["seed"], "the domain's seed rows") if "seed" in files else {}
     try:
         return schema, seed, open_memory(schema, seed)
-    except MemoryError_ as exc:
+    except MemorySchemaError as exc:
         raise DomainDataError(f"{path}: seed: {exc}") from None
     except DomainDataError as exc:  # a name the harness keeps
         raise DomainDataError(f"{files['schema']}: {exc}") from None

@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.envs.tool import ResultCode
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import kind
 
 APPROVAL_ANSWERS = ("approve", "decline")  # user_scenario.instructions.approval: how the user answers requests
 OUTCOMES = ("declined", "refused")  # an action's ``outcome``: a write its user declines, or one the agent refuses
 
 
-class TaskError(ValueError):
+class TaskError(UserError, ValueError):
     """A task is not usable as a tau2 task (a dataset bug, not a model error)."""
 
 

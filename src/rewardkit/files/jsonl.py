@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardkit.errors import UserError
+
 BOM = "\ufeff"
 
 
-class JsonlError(ValueError):
+class JsonlError(UserError, ValueError):
     """A JSONL input is not one JSON object per line; the message names ``file:line``."""
 
 

@@ -14,13 +14,15 @@ import contextlib
 import os
 from pathlib import Path
 
+from rewardkit.errors import UserError
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 
-class LockedError(ValueError):
+class LockedError(UserError, ValueError):
     """The file is being written by another process; the message names it and its pid."""
 
 

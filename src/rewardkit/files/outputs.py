@@ -20,11 +20,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rewardkit.errors import UserError
+
 Labelled = tuple[str, "Path | str"]
 PathArg = Path | str | Labelled | None
 
 
-class OutputError(ValueError):
+class OutputError(UserError, ValueError):
     """An output path that must not or cannot be written; the message names the flag and the path."""
 
 

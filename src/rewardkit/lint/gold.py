@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs.tasks import TaskError, read_task
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import kind
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.rewards.answers import AnswerSchema
@@ -28,7 +29,7 @@ FROM_SOLUTION = "solution"
 FROM_GOLD_ACTIONS = "gold actions"
 
 
-class GoldError(ValueError):
+class NoGoldError(UserError, ValueError):
     """A row has no gold and none can be formed (a usage error: exit 2)."""
 
 
@@ -79,16 +80,16 @@ def _prompt_problem(messages: Any) -> str | None:
 def tau2_gold(row: Mapping[str, Any], at: str) -> list[dict[str, Any]]:
     """The row's prompt followed by the gold agent's turns (the task's gold calls, then what it must say). The
     row's ``messages`` and ``task`` are checked first (the task by :func:`~rewardkit.envs.tasks.read_task`);
-    :class:`GoldError` names ``at`` (the file and row) and the column."""
+    :class:`NoGoldError` names ``at`` (the file and row) and the column."""
     problem = _prompt_problem(row.get("messages"))
     if problem is not None:
-        raise GoldError(f"{at}: column 'messages': {problem}")
+        raise NoGoldError(f"{at}: column 'messages': {problem}")
     if "task" not in row:
-        raise GoldError(f"{at}: no column 'task'; a tau2 row has 'messages', 'task' and 'domain', as other rows do")
+        raise NoGoldError(f"{at}: no column 'task'; a tau2 row has 'messages', 'task' and 'domain', as other rows do")
     try:
         task = read_task(row["task"], f"{at}: column 'task'")
     except TaskError as exc:
-        raise GoldError(str(exc)) from exc
+        raise NoGoldError(str(exc)) from exc
     agent = GoldAgent(task)
     messages = [dict(m) for m in row["messages"]]
     for _ in range(len(agent.actions) + 2):
@@ -102,14 +103,14 @@ def _tool_use_gold(rows: Sequence[Mapping[str, Any]], where: str) -> tuple[list[
     if all(_has_agent_turn(r.get("messages")) for r in rows):
         return [{**r, COMPLETION: _last_said(r["messages"])} for r in rows], COMPLETION
     if not any("task" in r for r in rows):
-        raise GoldError(
+        raise NoGoldError(
             f"{where}: a tool-use reward set needs rows whose 'messages' hold the gold trajectory, or tau2 rows "
             "('messages', 'task', 'domain') to play the task's gold actions on"
         )
     out = []
     for i, r in enumerate(rows):
         if _has_agent_turn(r.get("messages")):
-            raise GoldError(f"{where}: row {i + 1} holds agent turns and others do not; use one kind of row")
+            raise NoGoldError(f"{where}: row {i + 1} holds agent turns and others do not; use one kind of row")
         messages = tau2_gold(r, f"{where}: row {i + 1}")
         out.append({**r, "messages": messages, COMPLETION: _last_said(messages)})
     return out, FROM_GOLD_ACTIONS
@@ -130,9 +131,9 @@ def with_gold(
             try:
                 out.append({**r, COMPLETION: planning_gold(r["solution"], schema)})
             except (ValueError, AttributeError, TypeError) as exc:
-                raise GoldError(f"{where}: row {i + 1}: 'solution' is not a gold answer's JSON ({exc})") from exc
+                raise NoGoldError(f"{where}: row {i + 1}: 'solution' is not a gold answer's JSON ({exc})") from exc
         return out, FROM_SOLUTION
     missing = next(i for i, r in enumerate(rows) if COMPLETION not in r)
-    raise GoldError(
+    raise NoGoldError(
         f"{where}: row {missing + 1} has no 'completion' (the gold completion) and no 'solution' to form one from"
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.files.jsonl import read_rows
-from rewardkit.lint.gold import GoldError, with_gold
+from rewardkit.lint.gold import NoGoldError, with_gold
 from rewardkit.lint.recipe import Recipe, RecipeError, build_rewards, read_recipe
 from rewardkit.lint.samples import Cell, correlation, expand, rates, score_all, weighted, zero_variance
 from rewardkit.testing.checks import TOLERANCE
@@ -172,7 +172,7 @@ def _add_probes(
     try:
         built_all = all_probes(rows, tool_use=tool_use)
     except Exception as exc:  # rows the probes cannot be built from are the dataset's fault
-        raise GoldError(f"--dataset {dataset}: cannot build the gaming probes of its rows ({exc})") from exc
+        raise NoGoldError(f"--dataset {dataset}: cannot build the gaming probes of its rows ({exc})") from exc
     index: dict[str, list[tuple[int, int]]] = {}
     for i, built in enumerate(built_all):
         for name, probe in built.items():

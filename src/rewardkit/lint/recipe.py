@@ -23,12 +23,13 @@ from typing import Any
 import yaml
 
 from rewardkit.config import ENV_VAR
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import kind
 from rewardkit.recipes.schedule import DEFAULT_GENERATIONS
 from rewardkit.runs.audit import MAX_WEIGHT
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError, ValueError):
     """The recipe cannot be linted: not found, not YAML, no rewards, an unknown key, a weight that means nothing
     (a usage error: exit 2)."""
 

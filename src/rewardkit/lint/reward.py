@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import read_rows
 from rewardkit.testing import check_reward
 from rewardkit.testing.calling import DeclarationError
@@ -19,7 +20,7 @@ from rewardkit.testing.hostile import bounded, describe
 from rewardkit.testing.kit import CHECK_TIME_S
 
 
-class RewardSpecError(ValueError):
+class RewardSpecError(UserError, ValueError):
     """``FILE.py:NAME`` names no reward (a usage error: exit 2)."""
 
 

@@ -31,6 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import kind
 
 COLUMNS = ("messages", "tools", "system", "chat_template_kwargs")
@@ -39,7 +40,7 @@ ROLES = ("system", "user", "assistant", "tool_call", "tool", "tool_response")
 WELL_KNOWN = ("qwen3", "qwen2_5", "llama3", "chatml")  # template types named when an unknown one is close to none
 
 
-class TokenLintError(ValueError):
+class TokenLintError(UserError, ValueError):
     """The model directory, a flag or the data cannot be used (a usage error: exit 2)."""
 
 

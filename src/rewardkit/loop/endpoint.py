@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewardkit.errors import UserError
 from rewardkit.loop import transport
 from rewardkit.loop.ledger import Ledger
 
@@ -48,7 +49,7 @@ class ContextOverflow(Exception):
     """The request outgrew the model's context (an HTTP 400 saying so): the conversation's fault, not the server's."""
 
 
-class EndpointConfigError(ValueError):
+class EndpointConfigError(UserError, ValueError):
     """The endpoint refuses this client or model for good (401, 403, 404): stop the run, fix the options."""
 
 

@@ -15,13 +15,15 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from rewardkit.errors import UserError
+
 _SCHEMA = """CREATE TABLE IF NOT EXISTS replies (
     key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, reply TEXT NOT NULL, created REAL NOT NULL
 )"""
 MODES = ("read_write", "replay")
 
 
-class ReplyCacheError(ValueError):
+class ReplyCacheError(UserError, ValueError):
     """The reply cache's path holds something that is not a SQLite reply cache (a user error, named)."""
 
 

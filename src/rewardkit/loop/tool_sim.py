@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rewardkit.envs import Domain, register_domain
-from rewardkit.envs.memory import WRITE_SCHEMA, MemoryError_, open_memory
+from rewardkit.envs.memory import WRITE_SCHEMA, MemorySchemaError, open_memory
 from rewardkit.envs.simulated import CODES, SimCall, ToolSimError, answer_problem
 from rewardkit.envs.tasks import instructions, scripted_actions
 from rewardkit.loop.roles import JsonRole, RoleError
@@ -75,7 +75,7 @@ def memory_problem(schema: str, rows: Any) -> str | None:
     """What keeps ``rows`` from being a memory of ``schema`` (SQLite's own checks), or None."""
     try:
         open_memory(schema, rows).close()
-    except MemoryError_ as exc:
+    except MemorySchemaError as exc:
         return str(exc)
     return None
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders import InputSpec, write_jsonl
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.files.outputs import atomic_writer
 from rewardkit.pipelines.chain import (
@@ -61,7 +62,7 @@ class Options(ChainOptions):
     max_new_tokens: int = 160
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
     """The tokenizer corpus directory is missing or holds no text."""
 
 

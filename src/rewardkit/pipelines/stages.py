@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import dumps
 from rewardkit.pipelines.tiny_model import offline_env
 
@@ -37,7 +38,7 @@ class BrokenOutput(StageError):
     """A stage's output is missing or unreadable; the message says which file and why."""
 
 
-class PipelineError(ValueError):
+class PipelineError(UserError, ValueError):
     """A bad option or --workdir: a user error, reported before any stage runs."""
 
 

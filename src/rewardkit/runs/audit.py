@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import json_problem, kind, lines
 from rewardkit.loop.rollouts import FILE
 from rewardkit.rewards.groups import TOL, group_shares, totals
 from rewardkit.runs.records import is_count, is_counts, is_number
 
 
-class AuditError(ValueError):
+class AuditError(UserError, ValueError):
     """The folder is not a GRPO run rewardkit can read: no args.json or completions, or a file in it that does not
     hold what ms-swift (or the live diagnostics) writes; the message names ``file:line`` and the key."""
 

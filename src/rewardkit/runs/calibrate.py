@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.think_length import CURVES, ThinkLengthConfig, width
@@ -25,7 +26,7 @@ from rewardkit.runs.plots import _png, _pyplot, _write
 ANSWER_FIELDS = ("output", "response", "completion")
 
 
-class CalibrationError(ValueError):
+class CalibrationError(UserError, ValueError):
     """The data holds no think to measure, or the percentiles asked for are not a band."""
 
 

@@ -38,12 +38,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import BOM, dumps, json_problem, kind
 from rewardkit.files.lock import WriterLock
 from rewardkit.runs.records import record_problem
 
 
-class RunError(ValueError):
+class RunError(UserError, ValueError):
     """A log that cannot be started or resumed as asked; the message says what to do."""
 
 

@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.errors import UserError
+
 MAX_BOOT = 100_000  # bootstrap resamples: 10^5 puts a 95% interval's ends within ~0.1% of their limit
 _BOOT_CELLS = 2_000_000  # resampled indices held at once (16 MB), whatever n_boot and the item count
 
 
-class PairingError(ValueError):
+class PairingError(UserError, ValueError):
     """Two runs that cannot be compared: bad bootstrap settings, or no item in common."""
 
 

@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.errors import UserError
 from rewardkit.files.outputs import OutputSet
 from rewardkit.runs.metrics import TaskStats
 
 
-class PlotError(ValueError):
+class PlotError(UserError, ValueError):
     """A figure that matplotlib cannot draw from the text it was given (a title, a run's file name)."""
 
 

@@ -32,6 +32,7 @@ from rewardkit.envs import Domain, DomainError, get_domain
 from rewardkit.envs.outcomes import gold_outcome, replay_conversation, replay_gold, task_check
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool_calls import tool_calls
+from rewardkit.errors import UserError
 from rewardkit.files.jsonl import json_problem, kind, lines
 from rewardkit.rewards.groups import TOL, totals
 from rewardkit.runs.audit import Run
@@ -44,7 +45,7 @@ _SLOTS = re.compile(re.escape(MARKER) + "|__TITLE__|__SCRIPT_SHA256__|__STYLE_SH
 _INERT = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 
 
-class ViewerError(ValueError):
+class ViewerError(UserError, ValueError):
     """The log cannot be shown: no episodes, a line that is not an episode record, no domain to replay it on."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from rewardkit.errors import UserError
 from rewardkit.testing.content import ALL_PROBES
 
 Row = Mapping[str, Any]
@@ -35,7 +36,7 @@ class RewardExit(RuntimeError):
     """The reward raised ``SystemExit`` (called ``sys.exit``): a failure of the reward, never the end of the run."""
 
 
-class DeclarationError(ValueError):
+class DeclarationError(UserError, ValueError):
     """What a reward declares (``range``, ``may_return_none``, ``columns``, ``gameable``) cannot be meant."""
 
 

@@ -9,6 +9,7 @@ import pickle
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rewardkit.errors import UserError
 from rewardkit.testing import checks as generic
 from rewardkit.testing import runtime
 from rewardkit.testing.adversarial import gaming_checks, hostile_checks
@@ -38,7 +39,7 @@ CHECK_TIME_S = 60.0  # a check (or the gold batch) that runs longer has hung
 MARGIN = 0.1  # how far below the gold a probe must score, by default (at most the range's width)
 
 
-class KitError(ValueError):
+class KitError(UserError, ValueError):
     """An argument of :func:`check_reward` that cannot be meant (no rows, an unknown check, a NaN margin …)."""
 
 
