@@ -18,7 +18,7 @@ import pytest
 
 KINDS = ("schema", "idempotency", "gold", "outputs", "do_nothing", "say_only", "ids", "splits", "policy", "guidelines")
 NEEDS_MCP = pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="MCPToolSpec needs the mcp package")
-DOMAIN_IMPORT = "from rewardkit.envs import Domain\n"
+DOMAIN_IMPORT = "from rewardkit.envs import Domain, ResultCode, Tables, ToolError, environment, tool, toolset\n"
 MCP_IMPORT = (DOMAIN_IMPORT, DOMAIN_IMPORT + "from rewardkit.envs.mcp_env import MCPToolSpec\n")
 KEYLESS = {"type": "object", "properties": {"book_id": {"type": "string"}, "member_id": {"type": "string"}}}
 WRITES = (
@@ -107,7 +107,15 @@ CASES = [
         marks=NEEDS_MCP,
     ),
     # a tool the model is told nothing about: the OpenAI spec's description is empty
-    pytest.param([('"Find a book by its exact title.",', '"",')], None, {"schema:find_book"}, id="no-description"),
+    pytest.param(
+        [
+            (DOMAIN_IMPORT, DOMAIN_IMPORT + "from rewardkit.envs import ToolSpec\n"),
+            ("toolset(find_book,", 'toolset(ToolSpec("find_book", "", find_book.parameters, "read", find_book.fn),'),
+        ],
+        None,
+        {"schema:find_book"},
+        id="no-description",
+    ),
     # a write tool listed without the optional idempotency_key (an MCP server's listing: no check at construction)
     pytest.param(
         [
@@ -215,15 +223,8 @@ def test_the_failures_say_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        # ToolSpec refuses a schema at import: the domain does not load, a usage error
-        (
-            lambda f: edit(
-                f / "__init__.py",
-                '"properties": {"title": {"type": "string"}}',
-                '"properties": {"title": {"type": "text"}}',
-            ),
-            "importing",
-        ),
+        # @tool refuses a parameter with no JSON Schema at import: the domain does not load, a usage error
+        (lambda f: edit(f / "__init__.py", "title: str)", "title: set)"), "importing"),
         # the report would overwrite the domain's tasks (its data_files) or its own code
         (lambda f: "tasks.json", "--json {folder}/tasks.json is also an input"),
         (lambda f: "__init__.py", "--json {folder}/__init__.py is also an input (DOMAIN"),

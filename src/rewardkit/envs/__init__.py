@@ -4,7 +4,8 @@ Every caller goes through the domain registry (:mod:`rewardkit.envs.registry`).
 
 - ``domain.py``: the :class:`Domain` contract (environment factory, tools, tasks, splits, policy);
 - ``registry.py``: every domain by name (built-in, installed, or a folder anywhere), imported when first asked for;
-- ``tool.py``: the tool contract (``Tool``, ``ToolSpec``, ``ToolError``, ``ResultCode``, ``ToolResult``);
+- ``tool.py``: the tool contract (``Tool``, ``ToolSpec``, ``ToolError``, ``ResultCode``, ``ToolResult``) and
+  ``@tool``, a tool's spec from its signature and docstring;
 - ``harness.py``: tools over one private SQLite copy, with argument schemas, risk levels,
   idempotency keys, approval gates (``approvals.py``) and an audit log;
 - ``tool_calls.py``: an agent's tool calls read out of chat messages (Hermes, OpenAI, ms-swift);
@@ -33,8 +34,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rewardkit.envs.domain import Domain, StatefulEnvironment
+from rewardkit.envs.approvals import Gate
+from rewardkit.envs.domain import Domain
 from rewardkit.envs.registry import DomainError, domain_names, get_domain, portable_ref, register_domain
+from rewardkit.envs.sqlite_env import Tables, environment
+from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec, arguments_schema, tool, toolset
 
 if TYPE_CHECKING:
     from rewardkit.envs.harness import CallingEnvironment
@@ -45,13 +49,21 @@ def make_env(domain: str, db_path: str | Path | None = None) -> CallingEnvironme
     return get_domain(domain).make_env(db_path)
 
 
-__all__ = [
+__all__ = [  # what a domain's author needs
     "Domain",
     "DomainError",
-    "StatefulEnvironment",
+    "Gate",
+    "ResultCode",
+    "Tables",
+    "ToolError",
+    "ToolSpec",
+    "arguments_schema",
     "domain_names",
+    "environment",
     "get_domain",
     "make_env",
     "portable_ref",
     "register_domain",
+    "tool",
+    "toolset",
 ]

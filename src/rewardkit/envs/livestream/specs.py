@@ -7,7 +7,7 @@ from typing import Any
 
 from rewardkit.envs.approvals import Gate
 from rewardkit.envs.livestream import gates, reads, writes
-from rewardkit.envs.tool import IDEMPOTENCY_KEY, ToolSpec
+from rewardkit.envs.tool import ToolSpec, arguments_schema
 
 ROOM_ID = {"type": "string", "pattern": "^R[0-9]{3}$", "description": "直播间编号，如 R101"}
 SKU = {"type": "string", "pattern": "^SP[0-9]{3}$", "description": "商品编号，如 SP001"}
@@ -21,13 +21,17 @@ KEY = {
 }
 
 
-def spec(fn: Callable[..., Any], description: str, gated: tuple[Gate, ...] = (), write: bool = False,
-         optional: tuple[str, ...] = (), **properties: Any) -> ToolSpec:  # fmt: skip
+def spec(
+    fn: Callable[..., Any],
+    description: str,
+    gated: tuple[Gate, ...] = (),
+    write: bool = False,
+    optional: tuple[str, ...] = (),
+    **properties: Any,
+) -> ToolSpec:
     """A tool named after ``fn``; every listed property is required except ``optional`` ones."""
     required = [name for name in properties if name not in optional]
-    if write:
-        properties[IDEMPOTENCY_KEY] = KEY
-    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    schema = arguments_schema(properties, required, write=write, key=KEY)
     return ToolSpec(fn.__name__, description, schema, "write" if write else "read", fn, gates=gated)
 
 

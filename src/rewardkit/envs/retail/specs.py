@@ -10,7 +10,7 @@ from typing import Any
 
 from rewardkit.envs.calculator import calculate
 from rewardkit.envs.retail import tools
-from rewardkit.envs.tool import IDEMPOTENCY_KEY, ToolSpec
+from rewardkit.envs.tool import ToolSpec, arguments_schema
 
 _ORDER_ID = {"type": "string", "description": "Order id, with the leading '#', e.g. '#W0000000'."}
 _USER_ID = {"type": "string", "description": "User id, e.g. 'sara_doe_496'."}
@@ -18,12 +18,6 @@ _ITEM_IDS = {"type": "array", "items": {"type": "string"}, "minItems": 1}
 _PAYMENT_ID = {
     "type": "string",
     "description": "Payment method id from the user's details, e.g. 'gift_card_0000000' or 'credit_card_0000000'.",
-}
-_KEY = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 200,
-    "description": "Optional. Repeating a key returns the first call's result instead of writing again.",
 }
 _ADDRESS = {
     "address1": {"type": "string", "description": "First address line, e.g. '123 Main St'."},
@@ -45,15 +39,9 @@ def _swap(verb: str) -> dict[str, Any]:
     }
 
 
-def _params(properties: dict[str, Any], write: bool = False) -> dict[str, Any]:
-    required = list(properties)
-    if write:
-        properties = {**properties, IDEMPOTENCY_KEY: _KEY}
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
 def _spec(fn: Any, risk: str, description: str, **properties: Any) -> ToolSpec:
-    return ToolSpec(fn.__name__, description, _params(properties, risk == "write"), risk, fn)  # type: ignore[arg-type]
+    parameters = arguments_schema(properties, list(properties), write=risk == "write")
+    return ToolSpec(fn.__name__, description, parameters, risk, fn)  # type: ignore[arg-type]
 
 
 _SPECS = [

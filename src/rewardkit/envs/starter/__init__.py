@@ -4,9 +4,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from rewardkit.envs import Domain
-from rewardkit.envs.sqlite_env import Tables, environment
-from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec
+from rewardkit.envs import Domain, ResultCode, Tables, ToolError, environment, tool, toolset
 
 HERE = Path(__file__).parent
 SCHEMA = """
@@ -17,14 +15,27 @@ BOOKS = [("b1", "Dune", 1), ("b2", "Emma", 1), ("b3", "Ulysses", 0), ("b4", "Bel
 TABLES = Tables(SCHEMA, {"books": [{"book_id": i, "title": t, "available": a} for i, t, a in BOOKS]})
 
 
+@tool
 def find_book(conn: sqlite3.Connection, title: str) -> dict:
+    """Find a book by its exact title.
+
+    Args:
+        title: the book's title, as the catalogue spells it
+    """
     row = conn.execute("SELECT * FROM books WHERE title = ?", (title,)).fetchone()
     if row is None:
         raise ToolError(ResultCode.NOT_FOUND, f"no book titled {title!r}")
     return {"book_id": row["book_id"], "title": row["title"], "status": "available" if row["available"] else "on loan"}
 
 
+@tool(risk="write")  # a write: the harness gives it an optional idempotency key
 def lend_book(conn: sqlite3.Connection, book_id: str, member_id: str) -> dict:
+    """Lend an available book to a member.
+
+    Args:
+        book_id: the id find_book returned
+        member_id: the member's card number
+    """
     row = conn.execute("SELECT available FROM books WHERE book_id = ?", (book_id,)).fetchone()
     if row is None:
         raise ToolError(ResultCode.NOT_FOUND, f"no book {book_id!r}")
@@ -35,33 +46,7 @@ def lend_book(conn: sqlite3.Connection, book_id: str, member_id: str) -> dict:
     return {"book_id": book_id, "member_id": member_id, "due_in_days": 14}
 
 
-KEY = {"idempotency_key": {"type": "string", "description": "a UUID; the same key never lends twice"}}
-TOOLS = {
-    "find_book": ToolSpec(
-        "find_book",
-        "Find a book by its exact title.",
-        {
-            "type": "object",
-            "properties": {"title": {"type": "string"}},
-            "required": ["title"],
-            "additionalProperties": False,
-        },
-        "read",
-        find_book,
-    ),
-    "lend_book": ToolSpec(
-        "lend_book",
-        "Lend an available book to a member.",
-        {
-            "type": "object",
-            "properties": {"book_id": {"type": "string"}, "member_id": {"type": "string"}, **KEY},
-            "required": ["book_id", "member_id"],
-            "additionalProperties": False,
-        },
-        "write",
-        lend_book,
-    ),
-}
+TOOLS = toolset(find_book, lend_book)
 
 
 def _text(name: str) -> str:
