@@ -28,12 +28,10 @@ Rejected: ``missing_task`` (split names an id the tasks file lacks), ``duplicate
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rewardkit.data_builders._io import BuildReport, Record
-from rewardkit.data_builders.tau2_tasks import load_sources, task_problem
+from rewardkit.data_builders.tau2_tasks import Tau2Options, load_sources, task_problem
 from rewardkit.envs import portable_ref
 from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.scenario import opening_turn
@@ -51,16 +49,6 @@ def _asks_the_user(domain: str, task: Any) -> bool:
     approved, or a ``declined`` entry (a single completion has no user turn to answer in)."""
     declined = any(a.get("outcome") == "declined" for a in scripted_actions(task))
     return declined or bool(gold_outcome(domain, task).approvals)
-
-
-@dataclass(frozen=True)
-class Tau2Options:
-    domain: str  # a built-in name, an entry point or a domain's path (the rows record a path made absolute)
-    split: str = "train"
-    tasks_file: Path | None = None  # default: the domain's vendored tasks.json
-    split_file: Path | None = None  # default: its split_tasks.json
-    policy_file: Path | None = None  # default: its policy.md
-    multi_turn: bool = False  # rows for the simulated_user scheduler (see MULTI_TURN_PLACEHOLDER)
 
 
 def build_tau2_grpo(opts: Tau2Options) -> tuple[list[dict[str, Any]], BuildReport]:

@@ -27,8 +27,17 @@ from rewardkit.envs.simulated import ToolSimError
 from rewardkit.files.jsonl import encodable, json_problem, kind
 
 if TYPE_CHECKING:
-    from rewardkit.data_builders.tau2 import Tau2Options
     from rewardkit.envs.domain import Domain
+
+
+@dataclass(frozen=True)
+class Tau2Options:
+    domain: str  # a built-in name, an entry point or a domain's path (the rows record a path made absolute)
+    split: str = "train"
+    tasks_file: Path | None = None  # default: the domain's vendored tasks.json
+    split_file: Path | None = None  # default: its split_tasks.json
+    policy_file: Path | None = None  # default: its policy.md
+    multi_turn: bool = False  # rows for the simulated_user scheduler (see MULTI_TURN_PLACEHOLDER)
 
 
 @dataclass

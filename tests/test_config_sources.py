@@ -20,7 +20,7 @@ from rewardkit.cli.synth import _run_spec
 from rewardkit.config import ConfigError
 from rewardkit.loop.config import load_run_config
 from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.run_config import run_config
+from rewardkit.runs.spec import run_config
 
 FILE = "FILE"  # the origin is the config file's path
 OPENAI = {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m"}

@@ -1,9 +1,9 @@
 """Which module may import which, read from the source with :mod:`ast` (nothing is imported).
 
-The layer order is declared once, in :mod:`rewardkit.layers`. Every import statement of every
-module counts, imports inside functions included; only ``if TYPE_CHECKING:`` blocks are left out,
-because they never run. The checks are plain functions of an import list, so the tests at the end
-feed them a made-up upward import and a made-up circle and watch them fail.
+The layer order is declared once, in :mod:`rewardkit.layers`. Every import statement of every module counts, imports
+inside functions included. ``if TYPE_CHECKING:`` blocks never run, so the layer order leaves them out, but a circle
+through one is still a circle: the modules still need each other to be read. The checks are plain functions of an
+import list, so the tests at the end feed them a made-up upward import and a made-up circle and watch them fail.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class Import:
     top: bool  # runs when the module is imported (not inside a function)
     relative: bool
     private_name: bool  # ``from m import _name``
+    type_only: bool = False  # inside ``if TYPE_CHECKING:``
 
     def __str__(self) -> str:
         return f"{self.module} (line {self.line}) imports {self.target}"
@@ -73,25 +74,22 @@ def _is_type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
 
 
-def _walk(node: ast.AST, top: bool):
+def _walk(node: ast.AST, top: bool, type_only: bool = False):
     for child in ast.iter_child_nodes(node):
-        if _is_type_checking(child):
-            for n in child.orelse:  # type: ignore[attr-defined]
-                yield n, top
-                yield from _walk(n, top)
-            continue
+        checking = _is_type_checking(child)
         runs_now = top and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        yield child, runs_now
-        yield from _walk(child, runs_now)
+        if not checking:
+            yield child, runs_now, type_only
+        yield from _walk(child, runs_now, type_only or checking)
 
 
 def imports_of(module: str, source: str, known: Iterable[str]) -> list[Import]:
     known = set(known)
     is_package = SOURCES.get(module, Path("x.py")).name == "__init__.py"
     out = []
-    for node, top in _walk(ast.parse(source), True):
+    for node, top, type_only in _walk(ast.parse(source), True):
         if isinstance(node, ast.Import):
-            out += [Import(module, a.name, node.lineno, top, False, False) for a in node.names]
+            out += [Import(module, a.name, node.lineno, top, False, False, type_only) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # resolved, to check its direction too; reported as relative anyway
@@ -101,7 +99,8 @@ def imports_of(module: str, source: str, known: Iterable[str]) -> list[Import]:
                 sub = f"{base}.{alias.name}"
                 target = sub if sub in known else base
                 private = alias.name.startswith("_") and not alias.name.startswith("__")
-                out.append(Import(module, target, node.lineno, top, bool(node.level), private and target == base))
+                private_name = private and target == base
+                out.append(Import(module, target, node.lineno, top, bool(node.level), private_name, type_only))
     return out
 
 
@@ -115,10 +114,11 @@ BY_NAME = {
 LOADED = [
     Import(importer, module, 0, False, False, False) for importer, targets in BY_NAME.items() for module in targets
 ]
-IMPORTS = [
+EVERY_IMPORT = [
     *(imp for m, p in SOURCES.items() for imp in imports_of(m, p.read_text(encoding="utf-8"), SOURCES)),
     *LOADED,
 ]
+IMPORTS = [imp for imp in EVERY_IMPORT if not imp.type_only]  # the ones that run
 
 
 def own(imports: Iterable[Import]) -> list[Import]:
@@ -204,8 +204,8 @@ def test_no_import_goes_up_or_sideways() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_no_import_circle() -> None:
-    found = circles(IMPORTS)
+def test_no_import_circle_not_even_a_type_only_one() -> None:
+    found = circles(EVERY_IMPORT)
     assert not found, "\n".join(" <-> ".join(group) for group in found)
 
 
@@ -304,8 +304,19 @@ FAKE = {
 }
 
 
-def _fake_imports(sources: Mapping[str, str]) -> list[Import]:
-    return [imp for m, s in sources.items() for imp in imports_of(m, s, sources)]
+def _fake_imports(sources: Mapping[str, str], type_only: bool = False) -> list[Import]:
+    found = [imp for m, s in sources.items() for imp in imports_of(m, s, sources)]
+    return found if type_only else [imp for imp in found if not imp.type_only]
+
+
+def test_a_type_only_import_still_closes_a_circle() -> None:
+    # f needs g only for a type hint, g imports f: the layer order never sees the hint, the circle check does
+    typed = {
+        "rewardkit.envs.f": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rewardkit.envs.g import G\n",
+        "rewardkit.envs.g": "import rewardkit.envs.f\n",
+    }
+    assert circles(_fake_imports(typed, type_only=True)) == [["rewardkit.envs.f", "rewardkit.envs.g"]]
+    assert circles(_fake_imports(typed)) == []
 
 
 @pytest.mark.parametrize(

@@ -9,44 +9,19 @@ A domain's own modules import this one, never the registry.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rewardkit.errors import UserError
+from rewardkit.envs.schema_sql import DomainDataError
+
+__all__ = ["Domain", "DomainDataError"]  # the error lives with the first check of a domain's data, its schema
 
 if TYPE_CHECKING:
     from rewardkit.envs.harness import CallingEnvironment
     from rewardkit.envs.simulated import Simulation
     from rewardkit.envs.tool import Tool
-
-
-class StatefulEnvironment(ABC):
-    """What an environment owes its callers besides running tool calls (see ``ToolEnvironment``).
-
-    ``state_hash`` is the canonical identity of the state (equal states, equal hashes,
-    whatever order the writes came in); ``export`` is the state as JSON, in the domain's
-    own data format. Neither reads the audit.
-    """
-
-    @abstractmethod
-    def state_hash(self) -> str: ...
-
-    @abstractmethod
-    def export(self) -> dict[str, Any]: ...
-
-    def close(self) -> None:  # noqa: B027 - optional: environments holding connections or sessions release them
-        """Release what the environment holds (a database connection, a server session)."""
-
-    def pending_approvals(self) -> list[dict[str, Any]]:
-        """The soft-gated requests waiting for the user (``rewardkit.envs.approvals``); none without gates."""
-        return []
-
-
-class DomainDataError(UserError, ValueError):
-    """A file the domain ships (or was pointed at) cannot be read as what it must hold; names the file."""
 
 
 @dataclass(frozen=True)

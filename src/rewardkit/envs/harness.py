@@ -21,12 +21,11 @@ import functools
 import json
 import sqlite3
 import threading
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from rewardkit.envs import approvals
-from rewardkit.envs.domain import StatefulEnvironment
 from rewardkit.envs.schemas import not_json, unencodable
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode, ToolError, ToolResult, ToolSpec, canonical
 from rewardkit.envs.tool_calls import ToolCall
@@ -94,6 +93,28 @@ def too_wide(value: Any) -> bool:
     if isinstance(value, list):
         return any(too_wide(v) for v in value)
     return False
+
+
+class StatefulEnvironment(ABC):
+    """What an environment owes its callers besides running tool calls (see ``ToolEnvironment``).
+
+    ``state_hash`` is the canonical identity of the state (equal states, equal hashes,
+    whatever order the writes came in); ``export`` is the state as JSON, in the domain's
+    own data format. Neither reads the audit.
+    """
+
+    @abstractmethod
+    def state_hash(self) -> str: ...
+
+    @abstractmethod
+    def export(self) -> dict[str, Any]: ...
+
+    def close(self) -> None:  # noqa: B027 - optional: environments holding connections or sessions release them
+        """Release what the environment holds (a database connection, a server session)."""
+
+    def pending_approvals(self) -> list[dict[str, Any]]:
+        """The soft-gated requests waiting for the user (``rewardkit.envs.approvals``); none without gates."""
+        return []
 
 
 class CallingEnvironment(StatefulEnvironment):

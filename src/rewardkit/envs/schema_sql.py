@@ -16,7 +16,12 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-from rewardkit.envs.domain import DomainDataError
+from rewardkit.errors import UserError
+
+
+class DomainDataError(UserError, ValueError):
+    """A file the domain ships (or was pointed at) cannot be read as what it must hold; names the file."""
+
 
 DEFINITIONS = (("CREATE", "TABLE"), ("CREATE", "INDEX"), ("CREATE", "UNIQUE", "INDEX"))
 ONLY = "only CREATE TABLE and CREATE INDEX statements are allowed"

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.harness import DATABASE_LOCK, ToolEnvironment, attach, pending_requests
-from rewardkit.envs.schema_sql import check_schema_sql
+from rewardkit.envs.schema_sql import DomainDataError, check_schema_sql
 from rewardkit.envs.tool import ToolSpec
 
 Rows = Mapping[str, Sequence[Mapping[str, Any]]]

@@ -18,11 +18,11 @@ from rewardkit.config import Config
 from rewardkit.config.origin import provenance
 from rewardkit.envs import Domain, get_domain, portable_ref
 from rewardkit.loop.agents import AGENT_SETTINGS, AgentError, make_agent_factory
+from rewardkit.loop.config import load_run_config
 from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.sampling import Sampling, problem
 from rewardkit.loop.user_sim.config import make_simulator
 from rewardkit.runs.episode_log import RunError, fingerprint
-from rewardkit.runs.run_config import SECTIONS, run_config, where_from
 from rewardkit.runs.selection import select_tasks
 from rewardkit.runs.trials import TrialPlan
 
@@ -32,7 +32,7 @@ RULES = ("tau2", "mua-rl")  # task completion: tau2 (state and outputs) or mua-r
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
     """Everything a run of agent <-> simulated user <-> tools is made of. The defaults are the CLI's; a user or loop
-    field left None takes the config file's value (``user_sim``, ``rollout``), or the default (runs.run_config)."""
+    field left None takes the config file's value (``user_sim``, ``rollout``), or the default (:func:`run_config`)."""
 
     # the agent
     agent: str  # gold, an http(s):// OpenAI-compatible URL, or a model directory
@@ -289,3 +289,56 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
             "settings": provenance(cfg, *SECTIONS)}  # fmt: skip
     meta["domain_ref"] = portable_ref(spec.domain)  # how another process finds the domain (view); not fingerprinted
     return plan, {**meta, "unusable_tasks": unusable}  # left out of the split, id -> why
+
+
+# -- the run's config: the file's user_sim and rollout sections, with the flags laid over them ------------------
+# (a flag wins; a flag left out leaves the file's value, or the default). Each flag names one key, but --user, which
+# stands for the simulator's endpoint as a whole: scripted sets user_sim.kind; a URL sets kind: openai, base_url and,
+# without --user-model, model (the one model the URL serves). cfg.origin(key) names where each value came from.
+# RunSpec field -> (its flag, the config key it sets)
+FLAGS = {
+    "user_model": ("--user-model", "user_sim.model"),
+    "user_retries": ("--user-retries", "user_sim.retries"),
+    "user_timeout": ("--user-timeout", "user_sim.timeout_s"),
+    "user_cache": ("--user-cache", "user_sim.cache"),
+    "max_turns": ("--max-turns", "rollout.max_turns"),
+}
+SECTIONS = ("user_sim", "rollout")  # what a run reads of the file (the report lists their sources)
+
+
+def run_config(spec: RunSpec) -> Config:
+    """The whole config file (``spec.config``, else ``$REWARDKIT_CONFIG``) with ``spec``'s given flags laid over it."""
+    flags = _user_flags(spec.user, spec.user_model)
+    for field, (flag, key) in FLAGS.items():
+        value = getattr(spec, field)
+        if value is not None:
+            flags[key] = (flag, str(value) if field == "user_cache" else value)
+    return load_run_config(path=spec.config, flags=flags)  # a message names the file, or the flag
+
+
+def _user_flags(user: str | None, model: str | None) -> dict[str, tuple[str, Any]]:
+    if user is None:
+        return {}
+    if user == "scripted":
+        return {"user_sim.kind": ("--user", "scripted")}
+    if not user.startswith(("http://", "https://")):
+        raise RunError(f"--user {user!r}: pass scripted or an http(s):// URL")
+    flags = {"user_sim.kind": ("--user", "openai"), "user_sim.base_url": ("--user", user)}
+    if model is None:
+        flags["user_sim.model"] = ("--user", _only_model(user))
+    return flags
+
+
+def _only_model(base_url: str) -> str:
+    from rewardkit.loop.endpoint import only_model
+
+    try:
+        return only_model(base_url, "pass --user-model")
+    except ValueError as exc:
+        raise RunError(f"--user {base_url}: {exc}") from exc
+
+
+def where_from(cfg: Config, key: str) -> str:
+    """How a message names where ``key``'s value came from: the flag, ``key (FILE)``, or the key (a default)."""
+    origin = cfg.origin(key)
+    return origin if origin.startswith("--") else key if origin == "default" else f"{key} ({origin})"
