@@ -19,7 +19,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo demo-agent test test-compat lint bench lock clean
+.PHONY: demo demo-agent test test-compat lint bench sizes lock clean
 
 # $(1) = venv dir, $(2) = lock file. torch goes first so that nothing pulls a CUDA build. pip compiles every module
 # at install on purpose: where $PYTHONDONTWRITEBYTECODE is set (CI sets it) an uncompiled venv recompiles torch and
@@ -75,6 +75,10 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_memory.py
 	$(VENV)/bin/python benchmarks/bench_lint.py
 	$(VENV)/bin/python benchmarks/bench_see_your_run.py
+
+# The longest files and functions: a report to read, not a rule to meet.
+sizes: $(VENV)/.installed
+	$(VENV)/bin/python dev/sizes.py
 
 # Re-freeze the default lock from the current .venv (after a deliberate upgrade).
 lock: $(VENV)/.installed

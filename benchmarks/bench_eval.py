@@ -50,8 +50,19 @@ def main() -> None:
     n_tasks, trials, batch = (2, 2, 4) if quick else (8, 8, 32)
     with tempfile.TemporaryDirectory() as tmp:
         model = tiny_agent(Path(tmp) / "agent")
-        spec = RunSpec(domain="retail", agent=str(model), user="scripted", split="train", limit=n_tasks, trials=trials,
-                       temperature=1.0, max_tokens=64, max_turns=4, tools=False, workers=batch)  # fmt: skip
+        spec = RunSpec(
+            domain="retail",
+            agent=str(model),
+            user="scripted",
+            split="train",
+            limit=n_tasks,
+            trials=trials,
+            temperature=1.0,
+            max_tokens=64,
+            max_turns=4,
+            tools=False,
+            workers=batch,
+        )
         plan, _ = build_plan(spec)
         agent = plan.make_agent.batch
         tasks = [t for t in plan.tasks for _ in range(trials)]
@@ -59,11 +70,17 @@ def main() -> None:
         agent.replies([[{"role": "user", "content": TASK}]], [0])  # warm-up: the engine's first call
         rows = []
         for name, run in (
-            ("one conversation per generation (8 episodes in threads)",
-             lambda: run_episodes(plan.domain, tasks, lambda task: agent, plan.simulator, plan.limits, 8, plan.system)),
-            (f"lockstep cohorts of {batch}, one generation per round",
-             lambda: run_lockstep(plan.domain, tasks, agent, plan.simulator, plan.limits, seeds, batch, plan.system)),
-        ):  # fmt: skip
+            (
+                "one conversation per generation (8 episodes in threads)",
+                lambda: run_episodes(
+                    plan.domain, tasks, lambda task: agent, plan.simulator, plan.limits, 8, plan.system
+                ),
+            ),
+            (
+                f"lockstep cohorts of {batch}, one generation per round",
+                lambda: run_lockstep(plan.domain, tasks, agent, plan.simulator, plan.limits, seeds, batch, plan.system),
+            ),
+        ):
             spent: list[float] = []
             engine = agent.engine  # instrumented: the time inside generation (under the agent's lock: no overlap)
             engine._infer = timed(type(engine)._infer.__get__(engine), spent)

@@ -37,14 +37,23 @@ def main() -> None:
     rows = []
     with domain.make_env(None) as env:
         tool = domain.tools["get_product"].fn
-        rows.append(("read: get_product", timed(lambda: env.call("get_product", {"sku": "SP006"}), n),
-                     timed(lambda: tool(env.conn, sku="SP006"), n)))  # fmt: skip
+        rows.append(
+            (
+                "read: get_product",
+                timed(lambda: env.call("get_product", {"sku": "SP006"}), n),
+                timed(lambda: tool(env.conn, sku="SP006"), n),
+            )
+        )
         keys = iter(range(10**9))
         card = {"room_id": "R101", "sku": "SP001", "content": "今晚直播间89元。"}
         write = domain.tools["write_cue_card"].fn
-        rows.append(("write, no gate: write_cue_card",
-                     timed(lambda: env.call("write_cue_card", {**card, "idempotency_key": f"c{next(keys)}"}), n),
-                     timed(lambda: write(env.conn, **card), n)))  # fmt: skip
+        rows.append(
+            (
+                "write, no gate: write_cue_card",
+                timed(lambda: env.call("write_cue_card", {**card, "idempotency_key": f"c{next(keys)}"}), n),
+                timed(lambda: write(env.conn, **card), n),
+            )
+        )
         prices = iter([89, 99] * n)
 
         def approved() -> Callable[[], object]:
@@ -56,8 +65,9 @@ def main() -> None:
         soft = np.array([timed(approved(), 1)[0] for _ in range(n)])
         rows.append(("write, soft gate approved: change_price", soft, None))
         below_cost = {"sku": "SP006", "new_price": 1, "idempotency_key": "x"}
-        rows.append(("write, hard gate refused: change_price", timed(lambda: env.call("change_price", below_cost), n),
-                     None))  # fmt: skip
+        rows.append(
+            ("write, hard gate refused: change_price", timed(lambda: env.call("change_price", below_cost), n), None)
+        )
     print(f"| call ({n} each, one environment) | p50 ms | p99 ms | the tool alone, p50 ms | p99 - tool p50, ms |")
     print("|---|---:|---:|---:|---:|")
     for name, calls, alone in rows:

@@ -97,8 +97,13 @@ def gold_throughput(limit: int | None) -> None:
         start = time.perf_counter()
         results = run_episodes(RETAIL, tasks, GoldAgent, sim, limits, workers=workers)
         wall = time.perf_counter() - start
-        scores = TaskCompletion()(["x"] * len(tasks), messages=[r.messages for r in results], task=tasks,
-                                  domain=["retail"] * len(tasks), rollout_infos=[r.infos for r in results])  # fmt: skip
+        scores = TaskCompletion()(
+            ["x"] * len(tasks),
+            messages=[r.messages for r in results],
+            task=tasks,
+            domain=["retail"] * len(tasks),
+            rollout_infos=[r.infos for r in results],
+        )
         assert scores == [1.0] * len(tasks)  # the loop measured is a correct one
         turns = sum(r.infos["turns"] for r in results)
         print(f"| {workers} | {wall:.2f} | {len(tasks) / wall:.1f} | {turns / wall:.0f} |")
@@ -176,8 +181,10 @@ def episode_loop(server: Any, episodes: int, delay_s: float) -> None:
     ms = f"{delay_s * 1e3:.0f} ms"
     print(f"\n### The episode loop: {episodes} episodes, OpenAISimulator on a server process adding {ms} per reply\n")
     print(f"Each episode: 3 agent turns (text, tool call, text) and 3 simulator replies ({calls} requests at once).")
-    print(f"All at once: the fastest of {BEST_OF} batches. One at a time: {SERIAL_SAMPLE} episodes run, scaled to "
-          f"{episodes}.\n")  # fmt: skip
+    print(
+        f"All at once: the fastest of {BEST_OF} batches. One at a time: {SERIAL_SAMPLE} episodes run, scaled to "
+        f"{episodes}.\n"
+    )
     print("| run | wall s | / one episode |\n|---|---:|---:|")
     print(f"| one episode alone (3 x {ms} of simulator + loop) | {single:.2f} | 1.00x |")
     print(f"| all {episodes} at once (workers = {episodes}) | {together:.2f} | {together / single:.2f}x |")
@@ -230,17 +237,35 @@ def scheduler_rollouts(server: Any, episodes: int) -> None:
 
     def rollouts(n: int) -> tuple[float, list[Any]]:
         if n not in schedulers:
-            schedulers[n] = SimulatedUserScheduler(simulator=_simulator(server, n), limits=RolloutLimits(),
-                                                   concurrency=n)  # fmt: skip
+            schedulers[n] = SimulatedUserScheduler(
+                simulator=_simulator(server, n), limits=RolloutLimits(), concurrency=n
+            )
         scheduler = schedulers[n]
-        requests = [RolloutInferRequest(messages=json.loads(json.dumps(rows[i % len(rows)]["messages"])),
-                                        data_dict=rows[i % len(rows)], uuid=f"r{i}") for i in range(n)]  # fmt: skip
+        requests = [
+            RolloutInferRequest(
+                messages=json.loads(json.dumps(rows[i % len(rows)]["messages"])),
+                data_dict=rows[i % len(rows)],
+                uuid=f"r{i}",
+            )
+            for i in range(n)
+        ]
         turns = {r.uuid: iter(AGENT_TURNS) for r in requests}
 
         def policy(batch: list[Any], config: Any) -> list[Any]:  # the engine's place: the scripted agent's turns
-            return [RolloutOutput(response=ChatCompletionResponse(model="scripted", usage=UsageInfo(0, 0, 0), choices=[
-                ChatCompletionResponseChoice(0, ChatMessage("assistant", next(turns[r.uuid])), "stop", token_ids=[1])
-            ])) for r in batch]  # fmt: skip
+            return [
+                RolloutOutput(
+                    response=ChatCompletionResponse(
+                        model="scripted",
+                        usage=UsageInfo(0, 0, 0),
+                        choices=[
+                            ChatCompletionResponseChoice(
+                                0, ChatMessage("assistant", next(turns[r.uuid])), "stop", token_ids=[1]
+                            )
+                        ],
+                    )
+                )
+                for r in batch
+            ]
 
         start = time.perf_counter()
         invoke_async_hook(scheduler.on_trajectory_start(requests))
@@ -254,8 +279,10 @@ def scheduler_rollouts(server: Any, episodes: int) -> None:
     single = min(rollouts(1)[0] for _ in range(3))
     together = min(rollouts(episodes)[0] for _ in range(BEST_OF))
     print(f"\n### Training path: {episodes} whole rollouts through SimulatedUserScheduler under run_multi_turn\n")
-    print("Each rollout: the opening, then 3 agent turns and 2 more simulator replies, as in the episode loop. "
-          f"One scheduler runs every batch, as in training; the fastest of {BEST_OF} batches counts.\n")  # fmt: skip
+    print(
+        "Each rollout: the opening, then 3 agent turns and 2 more simulator replies, as in the episode loop. "
+        f"One scheduler runs every batch, as in training; the fastest of {BEST_OF} batches counts.\n"
+    )
     print("| run | wall s | / one rollout |\n|---|---:|---:|")
     print(f"| one rollout alone | {single:.2f} | 1.00x |")
     print(f"| {episodes} at once (user_sim.concurrency = {episodes}) | {together:.2f} | {together / single:.2f}x |")

@@ -87,8 +87,11 @@ def main() -> None:
     print(f"$ python benchmarks/bench_reward_stack.py{' --quick' if args.quick else ''}")
     print(f"{n:,} unique completions ({n // GROUP} prompts x {GROUP} rollouts), one batch; best of {repeat}\n")
     print("| answers | distinct | seven rewards µs | floor µs | ratio |\n|---|---:|---:|---:|---:|")
-    cases = (("two rollouts to an answer", 2, False), ("every rewrite its own", 1, False),
-             ("every plan its own", 1, True))  # fmt: skip
+    cases = (
+        ("two rollouts to an answer", 2, False),
+        ("every rewrite its own", 1, False),
+        ("every plan its own", 1, True),
+    )
     for label, per_answer, steps in cases:
         completions, columns = batch(n, per_answer, steps)
 
@@ -109,8 +112,9 @@ def main() -> None:
         assert all(len(s) == n for s in scores) and floor() > n // 2
         t_stack, t_floor = best(stack, repeat), best(floor, repeat)
         distinct = len({c[c.find("<answer>") :] for c in completions})
-        print(f"| {label} | {distinct:,} | {t_stack / n * 1e6:.1f} | {t_floor / n * 1e6:.1f} | "
-              f"{t_stack / t_floor:.2f}x |")  # fmt: skip
+        print(
+            f"| {label} | {distinct:,} | {t_stack / n * 1e6:.1f} | {t_floor / n * 1e6:.1f} | {t_stack / t_floor:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -31,22 +31,35 @@ from _timing import best_of
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["StrictFormat", "JsonValid", "ThinkLength", "ThinkQuality", "RewriteSimilarity", "ExpertMatch", "PlanCoverage"]
-KEYS = ["strict_format", "json_valid", "think_length", "think_quality", "rewrite_similarity", "expert_match",
-        "plan_coverage"]  # fmt: skip
+KEYS = [
+    "strict_format",
+    "json_valid",
+    "think_length",
+    "think_quality",
+    "rewrite_similarity",
+    "expert_match",
+    "plan_coverage",
+]
 
 
 def fake_run(folder: Path, completions: int, steps: int) -> Path:
     """A run folder as ms-swift writes it: args.json and ``steps`` tables of scores (a reward None now and then)."""
     rng = random.Random(0)
     folder.mkdir(parents=True)
-    args = {"reward_funcs": KEYS, "reward_weights": ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"],
-            "num_generations": 8}  # fmt: skip
+    args = {
+        "reward_funcs": KEYS,
+        "reward_weights": ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"],
+        "num_generations": 8,
+    }
     (folder / "args.json").write_text(json.dumps(args))
     per_step = completions // steps
     with open(folder / "completions.jsonl", "w") as f:
         for step in range(1, steps + 1):
-            table = {"step": [str(step)] * per_step, "prompt": ["p"] * per_step,
-                     "completion": ["<think>\nthought\n</think>\n\n<answer>\n{}\n</answer>"] * per_step}  # fmt: skip
+            table = {
+                "step": [str(step)] * per_step,
+                "prompt": ["p"] * per_step,
+                "completion": ["<think>\nthought\n</think>\n\n<answer>\n{}\n</answer>"] * per_step,
+            }
             for name in NAMES:
                 table[name] = [None if rng.random() < 0.05 else rng.choice([0.0, 0.5, 1.0]) for _ in range(per_step)]
             f.write(json.dumps(table) + "\n")
@@ -61,8 +74,10 @@ def bench_audit(completions: int) -> None:
     folder = fake_run(Path(tempfile.mkdtemp()) / "run", completions, 50)
     read = best_of(lambda: list(read_jsonl(folder / "completions.jsonl")))
     whole = best_of(lambda: audit(load_run(folder)))
-    print(f"audit of {completions} completions: {whole:.3f} s; reading completions.jsonl alone {read:.3f} s "
-          f"({whole / read:.1f}x)")  # fmt: skip
+    print(
+        f"audit of {completions} completions: {whole:.3f} s; reading completions.jsonl alone {read:.3f} s "
+        f"({whole / read:.1f}x)"
+    )
 
 
 def bench_viewer(episodes: int) -> None:
@@ -114,13 +129,49 @@ def grpo_steps(plugin: bool, steps: int) -> list[dict]:
     work = Path(tempfile.mkdtemp())
     model = build_tiny_model(work / "model", planning_corpus(ROOT / "examples" / "planning"))
     plugins = ["rewards/__init__.py", *(["plugins/diagnostics.py", "--callbacks", "rewardkit_diagnostics"] * plugin)]
-    cmd = [str(Path(sys.executable).parent / "swift"), "rlhf", "recipes/planning/rewards.yaml", "--model", str(model),
-           "--dataset", "examples/planning/grpo_tiny.jsonl", "--external_plugins", *plugins,
-           "--enable_thinking", "true", "--tuner_type", "full", "--torch_dtype", "float32", "--max_steps", str(steps),
-           "--num_generations", "4", "--per_device_train_batch_size", "8", "--max_completion_length", "32",
-           "--logging_steps", "1", "--output_dir", str(work / "out"), "--check_model", "false", "--report_to", "none",
-           "--dataloader_num_workers", "0", "--dataset_num_proc", "1", "--split_dataset_ratio", "0",
-           "--save_strategy", "no", "--seed", "42"]  # fmt: skip
+    cmd = [
+        str(Path(sys.executable).parent / "swift"),
+        "rlhf",
+        "recipes/planning/rewards.yaml",
+        "--model",
+        str(model),
+        "--dataset",
+        "examples/planning/grpo_tiny.jsonl",
+        "--external_plugins",
+        *plugins,
+        "--enable_thinking",
+        "true",
+        "--tuner_type",
+        "full",
+        "--torch_dtype",
+        "float32",
+        "--max_steps",
+        str(steps),
+        "--num_generations",
+        "4",
+        "--per_device_train_batch_size",
+        "8",
+        "--max_completion_length",
+        "32",
+        "--logging_steps",
+        "1",
+        "--output_dir",
+        str(work / "out"),
+        "--check_model",
+        "false",
+        "--report_to",
+        "none",
+        "--dataloader_num_workers",
+        "0",
+        "--dataset_num_proc",
+        "1",
+        "--split_dataset_ratio",
+        "0",
+        "--save_strategy",
+        "no",
+        "--seed",
+        "42",
+    ]
     env = {k: v for k, v in {**os.environ, **offline_env()}.items() if k != "REWARDKIT_CONFIG"}
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=1800)
     (log,) = (work / "out").glob("**/logging.jsonl")

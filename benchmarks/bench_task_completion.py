@@ -16,8 +16,10 @@ from rewardkit.rewards import TaskCompletion
 
 
 def trajectory(task: dict) -> list[dict]:
-    turns = [{"role": "assistant", "content": "<tool_call>" + json.dumps(a) + "</tool_call>"}
-             for a in task["evaluation_criteria"]["actions"]]  # fmt: skip
+    turns = [
+        {"role": "assistant", "content": "<tool_call>" + json.dumps(a) + "</tool_call>"}
+        for a in task["evaluation_criteria"]["actions"]
+    ]
     return [*turns, {"role": "assistant", "content": " ".join(task["evaluation_criteria"]["communicate_info"])}]
 
 

@@ -112,8 +112,9 @@ def load_sources(opts: Tau2Options) -> Sources:
         raise BuildError(f"split {opts.split!r} must be a list of task ids, got {kind(ids)}")
     bad = next((i for i, x in enumerate(ids) if not _is_id(x)), None)
     if bad is not None:
-        raise BuildError(f"split {opts.split!r}: item {bad} must be a task id (a string or an integer), "
-                         f"got {kind(ids[bad])}")  # fmt: skip
+        raise BuildError(
+            f"split {opts.split!r}: item {bad} must be a task id (a string or an integer), got {kind(ids[bad])}"
+        )
     sources.ids = [str(i) for i in ids]
 
     if opts.policy_file is None:

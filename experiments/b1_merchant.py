@@ -43,19 +43,59 @@ def main() -> None:
     described["name"] = "merchant_b1"
     (spec / "domain.json").write_text(json.dumps(described, ensure_ascii=False, indent=1), encoding="utf-8")
     # 1. Tasks: sampled from the tools and the seed, kept only once each gold replays and changes the memory.
-    run("tasks", "generate", "--domain", str(spec), "--model", "sample", "--n", str(args.n), "--seed", str(args.seed),
-        "--out", str(spec / "generated.json"), "--report", str(work / "generate.json"))  # fmt: skip
+    run(
+        "tasks",
+        "generate",
+        "--domain",
+        str(spec),
+        "--model",
+        "sample",
+        "--n",
+        str(args.n),
+        "--seed",
+        str(args.seed),
+        "--out",
+        str(spec / "generated.json"),
+        "--report",
+        str(work / "generate.json"),
+    )
     # 2. The spec takes them beside its own; without `splits`, a fifth is held out by the hash of each id.
     described["tasks"] = ["tasks.json", "generated.json"]
     described.pop("splits")
     (spec / "domain.json").write_text(json.dumps(described, ensure_ascii=False, indent=1), encoding="utf-8")
     run("env", "check", str(spec), "--json", str(work / "check.json"))
     # 3. Trajectories on the simulated tools, verified by the rule training uses.
-    run("synth", "agent", "--agent", "gold", "--domain", str(spec), "--tools", "simulated", "--no-progress",
-        "--out", str(work / "sft.jsonl"), "--report", str(work / "synth.json"))  # fmt: skip
+    run(
+        "synth",
+        "agent",
+        "--agent",
+        "gold",
+        "--domain",
+        str(spec),
+        "--tools",
+        "simulated",
+        "--no-progress",
+        "--out",
+        str(work / "sft.jsonl"),
+        "--report",
+        str(work / "synth.json"),
+    )
     # 4. The tiny chain on the spec: cold-start SFT, GRPO and its no-learning control, evaluation.
-    run("recipe", "run", "agent", "--domain", str(spec), "--preset", "tiny", "--baseline", "--seeds", str(args.seeds),
-        *(["--sign-test"] if args.sign_test else []), "--workdir", str(work / "chain"))  # fmt: skip
+    run(
+        "recipe",
+        "run",
+        "agent",
+        "--domain",
+        str(spec),
+        "--preset",
+        "tiny",
+        "--baseline",
+        "--seeds",
+        str(args.seeds),
+        *(["--sign-test"] if args.sign_test else []),
+        "--workdir",
+        str(work / "chain"),
+    )
 
 
 if __name__ == "__main__":

@@ -57,9 +57,12 @@ class Timed:
     """A reward function that records, per call, its latency and the share of None it returned."""
 
     def __init__(
-        self, func: Callable[..., Any], name: str, metrics: Callable[[], dict[str, list[float]]],
+        self,
+        func: Callable[..., Any],
+        name: str,
+        metrics: Callable[[], dict[str, list[float]]],
         episodes: Callable[[Any], None] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.func, self.name, self.metrics, self.episodes = func, name, metrics, episodes
         self.__name__ = name
 
@@ -150,10 +153,25 @@ class Diagnostics(TrainerCallback):
 
     def _check(self, step: int, zero_variance: float, none: dict[str, float]) -> None:
         limits = self.limits
-        checks = [("zero_variance", "of the groups had no variance in the total reward (no advantage, no gradient)",
-                   zero_variance, limits.zero_variance_warn, limits.zero_variance_stop)]  # fmt: skip
-        checks += [(f"none_rate.{n}", f"of the completions got None from {n}", rate, limits.none_rate_warn,
-                    limits.none_rate_stop) for n, rate in none.items()]  # fmt: skip
+        checks = [
+            (
+                "zero_variance",
+                "of the groups had no variance in the total reward (no advantage, no gradient)",
+                zero_variance,
+                limits.zero_variance_warn,
+                limits.zero_variance_stop,
+            )
+        ]
+        checks += [
+            (
+                f"none_rate.{n}",
+                f"of the completions got None from {n}",
+                rate,
+                limits.none_rate_warn,
+                limits.none_rate_stop,
+            )
+            for n, rate in none.items()
+        ]
         for name, what, value, warn, stop in checks:
             if value > warn:
                 logger.warning(f"rewardkit diagnostics, step {step}: {value:.0%} {what}")

@@ -109,8 +109,9 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         uuid = infer_request.uuid
         ep = self.episodes.get(uuid)
         if ep is None:
-            raise RuntimeError(f"simulated_user: no episode for rollout {uuid}; on_trajectory_start was not called "
-                               "for it")  # fmt: skip
+            raise RuntimeError(
+                f"simulated_user: no episode for rollout {uuid}; on_trajectory_start was not called for it"
+            )
         message = response_choice.message
         ids = list(response_choice.token_ids or [])
         native = getattr(message, "tool_calls", None)

@@ -36,16 +36,25 @@ def grpo_schedule(config: Mapping[str, Any], gpus: int, rows: int) -> dict[str, 
     generations = int(config.get("num_generations", DEFAULT_GENERATIONS))
     completions = per_device * gpus * accumulation
     if completions % generations:
-        raise ValueError(f"per_device_train_batch_size x GPUs x gradient_accumulation_steps = {completions} "
-                         f"completions is not a multiple of num_generations = {generations}")  # fmt: skip
+        raise ValueError(
+            f"per_device_train_batch_size x GPUs x gradient_accumulation_steps = {completions} "
+            f"completions is not a multiple of num_generations = {generations}"
+        )
     prompts_per_step = completions // generations
     steps_per_epoch = rows // prompts_per_step * int(config.get("num_iterations", 1))
     max_steps = int(config.get("max_steps", -1))
     epochs = float(config.get("num_train_epochs", 3))  # transformers' default
     steps = max_steps if max_steps > 0 else int(steps_per_epoch * epochs)
-    return {"gpus": gpus, "per_device": per_device, "accumulation": accumulation, "completions": completions,
-            "prompts_per_step": prompts_per_step, "rows": rows, "steps_per_epoch": steps_per_epoch,
-            "optimizer_steps": steps}  # fmt: skip
+    return {
+        "gpus": gpus,
+        "per_device": per_device,
+        "accumulation": accumulation,
+        "completions": completions,
+        "prompts_per_step": prompts_per_step,
+        "rows": rows,
+        "steps_per_epoch": steps_per_epoch,
+        "optimizer_steps": steps,
+    }
 
 
 def claimed(text: str) -> dict[str, int] | None:

@@ -115,8 +115,10 @@ def planning_gold(solution: Any, experts: Any, schema: AnswerSchema, threshold: 
 
     With the cell, each gold step's expert is the row's own spelling of it (the resolved name).
     """
-    return PLANNING_ROWS.get(_planning_key(solution, experts, schema, threshold),
-                             lambda: _check_planning_row(solution, experts, schema, threshold, row))  # fmt: skip
+    return PLANNING_ROWS.get(
+        _planning_key(solution, experts, schema, threshold),
+        lambda: _check_planning_row(solution, experts, schema, threshold, row),
+    )
 
 
 def _planning_key(solution: Any, experts: Any, schema: AnswerSchema, threshold: float) -> Hashable | None:
@@ -136,8 +138,9 @@ class PlanningRows:
     golds: list[Plan | None]
     indexes: list[ExpertIndex | None]
 
-    def score_plans(self, plans: Sequence[Plan | None], score: Callable[[Plan | None, Plan, ExpertIndex], float]
-                    ) -> list[float | None]:  # fmt: skip
+    def score_plans(
+        self, plans: Sequence[Plan | None], score: Callable[[Plan | None, Plan, ExpertIndex], float]
+    ) -> list[float | None]:
         """``score(plan, gold, index)`` for each row with a gold plan (an index exists exactly where the gold has
         steps), None for the others. ``score`` reads a plan's steps only, and gives no plan and a plan without
         steps the same score: the rollouts that planned alike, whatever their rewrites, are scored once a batch.
@@ -155,8 +158,9 @@ class PlanningRows:
         return rewards
 
 
-def planning_rows(solutions: Sequence[Any], experts: Sequence[Any] | None, schema: AnswerSchema, threshold: float
-                  ) -> PlanningRows:  # fmt: skip
+def planning_rows(
+    solutions: Sequence[Any], experts: Sequence[Any] | None, schema: AnswerSchema, threshold: float
+) -> PlanningRows:
     """Every row of a batch through :func:`planning_gold`, kept for the batch (the rewards after the first make one
     lookup, not one a row). The lists are shared: never change them."""
     key = _batch_key(solutions, experts, schema, threshold)
@@ -178,8 +182,9 @@ def _index(gold: Plan | None, experts: Any, threshold: float, row: int) -> Exper
     return expert_index(tuple(expert_names(experts, row)), threshold)
 
 
-def _batch_key(solutions: Sequence[Any], experts: Sequence[Any] | None, schema: AnswerSchema, threshold: float
-               ) -> Hashable | None:  # fmt: skip
+def _batch_key(
+    solutions: Sequence[Any], experts: Sequence[Any] | None, schema: AnswerSchema, threshold: float
+) -> Hashable | None:
     """The usual batch (string solutions, lists of names) as one flat tuple of its cells, each list after its
     length; None (not kept) for any other."""
     if not all(type(s) is str for s in solutions):

@@ -133,8 +133,10 @@ class PlanCoverage(PlanningReward):
     def _similarity(self, pred: list[Item], gold: list[Item], session: Session) -> list[list[float]]:
         sim = session.matrix([p.task for p in pred], [g.task for g in gold])
         cross = self.cfg.cross_expert
-        return [[v if p.expert == g.expert else v * cross for v, g in zip(row, gold, strict=True)]
-                for row, p in zip(sim, pred, strict=True)]  # fmt: skip
+        return [
+            [v if p.expert == g.expert else v * cross for v, g in zip(row, gold, strict=True)]
+            for row, p in zip(sim, pred, strict=True)
+        ]
 
     def _diversity(self, pred: list[Item], session: Session) -> float:
         if len(pred) < 2:

@@ -58,11 +58,28 @@ def swift_deploy(model: Path, log_path: Path, name: str) -> Iterator[str]:
     base_url = f"http://127.0.0.1:{port}/v1"
     with log_path.open("w") as log:
         server = subprocess.Popen(
-            [SWIFT, "deploy", "--model", str(model), "--infer_backend", "transformers", "--host", "127.0.0.1",
-             "--port", str(port), "--served_model_name", name, "--verbose", "false"],
-            cwd=ROOT, env={**os.environ, **offline_env()}, stdout=log, stderr=subprocess.STDOUT,
+            [
+                SWIFT,
+                "deploy",
+                "--model",
+                str(model),
+                "--infer_backend",
+                "transformers",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--served_model_name",
+                name,
+                "--verbose",
+                "false",
+            ],
+            cwd=ROOT,
+            env={**os.environ, **offline_env()},
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         try:
             wait_until_serving(base_url, server)
             yield base_url

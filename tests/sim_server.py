@@ -93,8 +93,11 @@ def _body(fault: str, content: str | None, model: str, n: int) -> tuple[dict[str
     elif fault.startswith("tool_calls_"):
         message["content"] = ""
         call = {"id": "c1", "type": "function", "function": {"name": "get_user_details", "arguments": "{}"}}
-        message["tool_calls"] = {"tool_calls_string": "get_user_details", "tool_calls_strings": ["get_user_details"],
-                                 "tool_calls_dict": call}[fault]  # fmt: skip
+        message["tool_calls"] = {
+            "tool_calls_string": "get_user_details",
+            "tool_calls_strings": ["get_user_details"],
+            "tool_calls_dict": call,
+        }[fault]
     elif fault == "content_parts":
         half = len(text) // 2
         message["content"] = [{"type": "text", "text": text[:half]}, {"type": "text", "text": text[half:]}]
@@ -105,8 +108,14 @@ def _body(fault: str, content: str | None, model: str, n: int) -> tuple[dict[str
     if fault in ("length", "length_text"):
         finish = "length"
     choice = {"index": 0, "message": message, "finish_reason": finish}
-    body = {"id": f"chatcmpl-sim-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [choice], "usage": usage}  # fmt: skip
+    body = {
+        "id": f"chatcmpl-sim-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": usage,
+    }
     return body, finish
 
 

@@ -185,10 +185,16 @@ class TestServerFaults:
 
 @pytest.mark.parametrize(
     ("field", "value", "expected"),
-    [("api_key", "", "a non-empty string"), ("timeout_s", 0, "a finite number of seconds > 0"),
-     ("timeout_s", float("nan"), "> 0"), ("retries", -1, "a whole number >= 0"), ("retries", True, ">= 0"),
-     ("backoff_s", -0.5, "a finite number of seconds >= 0"), ("concurrency", 0, "a whole number >= 1")],
-)  # fmt: skip
+    [
+        ("api_key", "", "a non-empty string"),
+        ("timeout_s", 0, "a finite number of seconds > 0"),
+        ("timeout_s", float("nan"), "> 0"),
+        ("retries", -1, "a whole number >= 0"),
+        ("retries", True, ">= 0"),
+        ("backoff_s", -0.5, "a finite number of seconds >= 0"),
+        ("concurrency", 0, "a whole number >= 1"),
+    ],
+)
 def test_endpoint_settings_out_of_range_name_the_field(field: str, value: Any, expected: str) -> None:
     with pytest.raises(ValueError, match=rf"^EndpointSettings\.{field} must be .*{re.escape(expected)}.*, got "):
         EndpointSettings(**{field: value})

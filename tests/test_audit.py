@@ -14,8 +14,9 @@ from rewardkit.runs.audit import AuditError, load_run, reweigh, step_figures
 N = None  # a reward that returned None (logged as null)
 
 
-def write_run(folder: Path, weights: list[str], steps: list[dict[str, list]], funcs=("json_valid", "expert_match"),
-              size: int = 2) -> Path:  # fmt: skip
+def write_run(
+    folder: Path, weights: list[str], steps: list[dict[str, list]], funcs=("json_valid", "expert_match"), size: int = 2
+) -> Path:
     """A run folder as ms-swift writes it: args.json and one completions.jsonl table per logged step."""
     folder.mkdir(parents=True, exist_ok=True)
     args = {"reward_funcs": list(funcs), "reward_weights": weights, "num_generations": size}
@@ -81,8 +82,12 @@ def test_a_group_flat_under_one_weighting_gains_variance_under_another(tmp_path:
     # JsonValid [1, 1] (weight 1), ExpertMatch [1, 0] (weight 0): totals [1, 1]; at weights (1, 1): [2, 1].
     run = load_run(write_run(tmp_path / "run", ["1", "0"], [{"JsonValid": [1, 1], "ExpertMatch": [1, 0]}]))
     assert reweigh(run, np.array([1.0, 1.0])) == {
-        "groups": 1, "rankings_flipped": 1, "pairs_flipped": 1, "gain_variance": 1, "lose_variance": 0
-    }  # fmt: skip
+        "groups": 1,
+        "rankings_flipped": 1,
+        "pairs_flipped": 1,
+        "gain_variance": 1,
+        "lose_variance": 0,
+    }
     # GDPO: ExpertMatch [1, 0] -> [1, -1] at weight 0 still adds nothing; JsonValid is flat: [0, 0], still flat.
     assert reweigh(run, normalize=True)["gain_variance"] == 0
 
@@ -125,8 +130,15 @@ def test_the_command_writes_the_summary_the_dashboard_and_the_plan(tmp_path: Pat
     # Flags at the step each starts: step 1's 2/3 flat groups (>= 0.4), and JsonValid's 100% share of step 1.
     assert [(f["flag"], f["step"]) for f in figures["flags"]] == [("no_gradient", 1), ("one_reward_drives", 1)]
     # The plan: ExpertMatch alone flips g0 of step 1 (a tie now) and nothing in step 2 (same order, [1, 0]).
-    assert figures["plan"] == {"weights": [0.0, 1.0], "normalize": False, "groups": 6, "rankings_flipped": 1,
-                               "pairs_flipped": 1, "gain_variance": 0, "lose_variance": 1}  # fmt: skip
+    assert figures["plan"] == {
+        "weights": [0.0, 1.0],
+        "normalize": False,
+        "groups": 6,
+        "rankings_flipped": 1,
+        "pairs_flipped": 1,
+        "gain_variance": 0,
+        "lose_variance": 1,
+    }
     assert "1 of 6 group rankings flip" in out and "| 2 | 3 | 0.00 | 0.00 | 0.00 |" in out
     assert (folder / "audit" / "audit.md").read_text(encoding="utf-8") in out
     assert (folder / "audit" / "audit.png").read_bytes()[:4] == b"\x89PNG"
@@ -146,12 +158,27 @@ def test_the_live_diagnostics_episodes_join_their_steps(tmp_path: Path) -> None:
     folder = write_run(tmp_path / "run", ["1", "0.5"], [STEP, STEP])
     tools = {"get_order": {"calls": 6, "errors": 1}}
     rollouts = [  # step 1: 6 calls over 3 episodes (2 each); step 2: 3 calls, 1 each: half, so the tools are skipped
-        {"step": 1, "episodes": 3, "terminations": {"user_stop": 3}, "excluded": 0, "turns": [2, 2, 2],
-         "tools": tools, "tool_errors": 1, "policy_tokens": {"mean": 50.0, "max": 60}},
-        {"step": 2, "episodes": 3, "terminations": {"max_turns": 2, "user_sim_error": 1}, "excluded": 1,
-         "turns": [5, 5, 1], "tools": {"get_order": {"calls": 3, "errors": 0}}, "tool_errors": 0,
-         "policy_tokens": {"mean": 90.0, "max": 120}},
-    ]  # fmt: skip
+        {
+            "step": 1,
+            "episodes": 3,
+            "terminations": {"user_stop": 3},
+            "excluded": 0,
+            "turns": [2, 2, 2],
+            "tools": tools,
+            "tool_errors": 1,
+            "policy_tokens": {"mean": 50.0, "max": 60},
+        },
+        {
+            "step": 2,
+            "episodes": 3,
+            "terminations": {"max_turns": 2, "user_sim_error": 1},
+            "excluded": 1,
+            "turns": [5, 5, 1],
+            "tools": {"get_order": {"calls": 3, "errors": 0}},
+            "tool_errors": 0,
+            "policy_tokens": {"mean": 90.0, "max": 120},
+        },
+    ]
     (folder / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts), encoding="utf-8")
     report = audit(load_run(folder))
     assert report["steps"][0]["episodes"]["tools"] == tools and report["steps"][1]["episodes"]["excluded"] == 1

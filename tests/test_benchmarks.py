@@ -26,7 +26,14 @@ def test_make_bench_runs_every_benchmark() -> None:
 @pytest.mark.parametrize("script", BENCHMARKS, ids=[p.stem for p in BENCHMARKS])
 def test_the_benchmark_runs_in_quick_mode(script: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert len(proc.stdout.strip().splitlines()) >= 2, proc.stdout  # it printed its figures

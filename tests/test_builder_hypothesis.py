@@ -28,13 +28,22 @@ STEPS = [
     {"专家": "策略推荐专家", "处理问题": ["推荐"], "depends_on": [0]},
 ]
 HISTORY = [{"role": "user", "content": "上个月营收"}, {"role": "assistant", "content": "12.3万元"}]
-BASE = {"id": "p1", "query": "分析营收并推荐", "history": HISTORY, "experts": E5, "tools": ["经营周报"],
-        "products": ["收钱码"]}  # fmt: skip
+BASE = {
+    "id": "p1",
+    "query": "分析营收并推荐",
+    "history": HISTORY,
+    "experts": E5,
+    "tools": ["经营周报"],
+    "products": ["收钱码"],
+}
 THINK = "用户想分析营收并获得策略推荐，先交给数据分析专家，再由策略推荐专家基于结果给出建议。"
 ANSWER = json.dumps({"补全后的问题": "分析营收并推荐", "plan": STEPS}, ensure_ascii=False)
 ANNOTATED = {**BASE, "rewrite": "分析营收并推荐", "plan": STEPS}
-TEACHER = {**BASE, "output": f"<think>\n{THINK}\n</think>\n\n<answer>\n{ANSWER}\n</answer>",
-           "gold": {"补全后的问题": "分析营收并推荐", "plan": STEPS}}  # fmt: skip
+TEACHER = {
+    **BASE,
+    "output": f"<think>\n{THINK}\n</think>\n\n<answer>\n{ANSWER}\n</answer>",
+    "gold": {"补全后的问题": "分析营收并推荐", "plan": STEPS},
+}
 TASK0 = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))[0]
 
 # Any JSON value, lone surrogates included; NaN and ±inf where the writer may emit them.

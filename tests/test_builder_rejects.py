@@ -183,8 +183,18 @@ def test_cli_rejects_file_keeps_the_raw_line(tmp_path: Path) -> None:
     raw = b'{"query": "\xff", "broken'
     write(tmp_path / "in.jsonl", ANNOTATED, raw, {**ANNOTATED, "tools": "abc"})
     rejects = tmp_path / "r.jsonl"
-    argv = ["build", "planning-grpo", "-i", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"),
-            "--on-error", "skip", "--rejects", str(rejects)]  # fmt: skip
+    argv = [
+        "build",
+        "planning-grpo",
+        "-i",
+        str(tmp_path / "in.jsonl"),
+        "-o",
+        str(tmp_path / "o.jsonl"),
+        "--on-error",
+        "skip",
+        "--rejects",
+        str(rejects),
+    ]
     assert main(argv) == 0
     first, second = (json.loads(x) for x in rejects.read_text(encoding="utf-8").splitlines())
     assert first["reason"] == "malformed" and first["record"] == '{"query": "\ufffd", "broken'

@@ -18,8 +18,15 @@ THINK = "用户想查看经营周报，这属于数据分析专家的职责，�
 
 
 def annotated(**over: Any) -> dict[str, Any]:
-    return {"id": "a1", "query": "查看经营周报", "history": [], "experts": E5, "rewrite": "查看经营周报",
-            "plan": [STEP], **over}  # fmt: skip
+    return {
+        "id": "a1",
+        "query": "查看经营周报",
+        "history": [],
+        "experts": E5,
+        "rewrite": "查看经营周报",
+        "plan": [STEP],
+        **over,
+    }
 
 
 def teacher(think: str = THINK, plan: list | None = None, **over: Any) -> dict[str, Any]:

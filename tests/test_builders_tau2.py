@@ -236,9 +236,27 @@ def test_rejects_are_counted_by_reason(tmp_path: Path) -> None:
     (split_file := tmp_path / "split.json").write_text(json.dumps(split), encoding="utf-8")
     (policy_file := tmp_path / "policy.md").write_text("Be brief.", encoding="utf-8")
     out, report = tmp_path / "rows.jsonl", tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "rewardkit.cli", "build", "tau2-grpo", "--domain", "retail", "--split", "mine",
-           "--out", str(out), "--tasks-file", str(tasks_file), "--split-file", str(split_file),
-           "--policy-file", str(policy_file), "--report", str(report)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "rewardkit.cli",
+        "build",
+        "tau2-grpo",
+        "--domain",
+        "retail",
+        "--split",
+        "mine",
+        "--out",
+        str(out),
+        "--tasks-file",
+        str(tasks_file),
+        "--split-file",
+        str(split_file),
+        "--policy-file",
+        str(policy_file),
+        "--report",
+        str(report),
+    ]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(report.read_text()) == {

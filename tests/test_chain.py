@@ -97,9 +97,14 @@ def test_the_planning_grpo_check(
 
 @pytest.mark.parametrize(
     ("recipe", "saves"),
-    [("planning/tiny_grpo.yaml", True), ("planning/grpo.yaml", True), ("agent/tiny_grpo.yaml", True),
-     ("agent/grpo_multiturn.yaml", True), ("agent/tiny_multiturn.yaml", False)],
-)  # fmt: skip
+    [
+        ("planning/tiny_grpo.yaml", True),
+        ("planning/grpo.yaml", True),
+        ("agent/tiny_grpo.yaml", True),
+        ("agent/grpo_multiturn.yaml", True),
+        ("agent/tiny_multiturn.yaml", False),
+    ],
+)
 def test_whether_a_grpo_recipe_saves_is_read_from_the_recipe(recipe: str, saves: bool) -> None:
     assert recipe_saves(recipe_path(recipe)) is saves
 
@@ -119,8 +124,9 @@ class FakeSwift(Context):
         # What --log_completions leaves for the audit: args.json and a table of one group of two.
         recipe = read_recipe(Path(cmd[2]))
         funcs, weights = recipe["reward_funcs"], recipe["reward_weights"]
-        (run / "args.json").write_text(json.dumps({"reward_funcs": funcs, "reward_weights": weights,
-                                                   "num_generations": 2}))  # fmt: skip
+        (run / "args.json").write_text(
+            json.dumps({"reward_funcs": funcs, "reward_weights": weights, "num_generations": 2})
+        )
         table = {"step": ["1", "1"], "completion": ["a", "b"], **{REWARDS[k].__name__: [1.0, 0.0] for k in funcs}}
         (run / "completions.jsonl").write_text(json.dumps(table) + "\n")
 
@@ -175,9 +181,16 @@ PLANNING_WEIGHTS = ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"]  # tiny_grp
     ],
 )
 def test_both_chains_launch_grpo_alike_and_check_what_it_left(
-    built: Path, tmp_path: Path, chain: str, stage: str, model: str, seed: int, extra: list[str],
-    plugins: list[str], config: str,
-) -> None:  # fmt: skip
+    built: Path,
+    tmp_path: Path,
+    chain: str,
+    stage: str,
+    model: str,
+    seed: int,
+    extra: list[str],
+    plugins: list[str],
+    config: str,
+) -> None:
     opts = {"grpo_steps": 3, "seeds": 2, "sign_test": True, "baseline": True}  # baseline: planning adds grpo_base
     pipeline = AgentPipeline(AgentOptions(**opts)) if chain == "agent" else PlanningPipeline(Options(**opts))
     shutil.copytree(built / "tiny-model", tmp_path / "sft-ckpt")

@@ -11,24 +11,32 @@ from rewardkit.recipes import EXAMPLES
 from rewardkit.rewards import PLANNER_WEIGHTS, REWARDS
 
 ROOT = Path(__file__).resolve().parents[1]
-COLUMNS = ["StrictFormat", "JsonValid", "ThinkLength", "ThinkQuality", "RewriteSimilarity", "ExpertMatch",
-           "PlanCoverage", "weighted"]  # fmt: skip
+COLUMNS = [
+    "StrictFormat",
+    "JsonValid",
+    "ThinkLength",
+    "ThinkQuality",
+    "RewriteSimilarity",
+    "ExpertMatch",
+    "PlanCoverage",
+    "weighted",
+]
 
 # `rewardkit demo` on the bundled completions, as printed: one score per column above. A refactor must not move
 # any of them; a deliberate change to a formula or a default updates this table in the same commit.
 DEMO = {
-    "perfect":                [1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000],
-    "paraphrased plan":       [1.000, 1.000, 1.000, 1.000, 0.638, 1.000, 0.912, 0.919],
-    "missed an expert":       [1.000, 1.000, 1.000, 1.000, 0.553, 0.667, 0.600, 0.771],
-    "hallucinated expert":    [1.000, 1.000, 1.000, 1.000, 1.000, 0.000, 0.684, 0.668],
-    "fullwidth expert name":  [1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000],
-    "overthinking":           [1.000, 1.000, 0.000, 0.163, 1.000, 1.000, 1.000, 0.816],
-    "no think":               [0.000, 1.000, 0.000, 0.000, 1.000, 1.000, 1.000, 0.700],
+    "perfect": [1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000],
+    "paraphrased plan": [1.000, 1.000, 1.000, 1.000, 0.638, 1.000, 0.912, 0.919],
+    "missed an expert": [1.000, 1.000, 1.000, 1.000, 0.553, 0.667, 0.600, 0.771],
+    "hallucinated expert": [1.000, 1.000, 1.000, 1.000, 1.000, 0.000, 0.684, 0.668],
+    "fullwidth expert name": [1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000],
+    "overthinking": [1.000, 1.000, 0.000, 0.163, 1.000, 1.000, 1.000, 0.816],
+    "no think": [0.000, 1.000, 0.000, 0.000, 1.000, 1.000, 1.000, 0.700],
     "plan leaked into think": [1.000, 1.000, 0.994, 0.000, 1.000, 1.000, 1.000, 0.899],
-    "broken JSON":            [1.000, 0.000, 1.000, 1.000, 0.000, 0.000, 0.000, 0.300],
-    "two answer blocks":      [1.000, 0.000, 1.000, 1.000, 0.000, 0.000, 0.000, 0.300],
-    "mean":                   [0.900, 0.800, 0.799, 0.716, 0.719, 0.667, 0.720, 0.737],
-}  # fmt: skip
+    "broken JSON": [1.000, 0.000, 1.000, 1.000, 0.000, 0.000, 0.000, 0.300],
+    "two answer blocks": [1.000, 0.000, 1.000, 1.000, 0.000, 0.000, 0.000, 0.300],
+    "mean": [0.900, 0.800, 0.799, 0.716, 0.719, 0.667, 0.720, 0.737],
+}
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

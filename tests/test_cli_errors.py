@@ -35,8 +35,14 @@ def assert_one_line(err: str, command: str, *fragments: str) -> str:
     return lines[0]
 
 
-def case(name: str, argv: list[str], command: str, fragments: list[str], files: dict[str, bytes | None] | None = None,
-         **env: str) -> Any:  # fmt: skip
+def case(
+    name: str,
+    argv: list[str],
+    command: str,
+    fragments: list[str],
+    files: dict[str, bytes | None] | None = None,
+    **env: str,
+) -> Any:
     """One row of the table; ``files`` are made in the cwd first (None: a directory)."""
     return pytest.param(argv, command, fragments, files or {}, env, id=name)
 
@@ -156,8 +162,11 @@ def test_recipe_list_advertises_only_runnable_pipelines(capsys) -> None:
     from rewardkit.cli import build_parser
 
     assert main(["recipe", "list"]) == 0
-    advertised = [line.split("(rewardkit recipe run ")[1].rstrip(")") for line in capsys.readouterr().out.splitlines()
-                  if "(rewardkit recipe run " in line]  # fmt: skip
+    advertised = [
+        line.split("(rewardkit recipe run ")[1].rstrip(")")
+        for line in capsys.readouterr().out.splitlines()
+        if "(rewardkit recipe run " in line
+    ]
     assert advertised == ["planning", "agent"]
     for name in advertised:  # the parser accepts each one (it would exit 2 on an invalid choice)
         assert build_parser().parse_args(["recipe", "run", name]).pipeline == name
@@ -218,8 +227,9 @@ def rewardkit(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     ],
     ids=["score-json-array", "env-replay-deep", "workdir-file"],
 )
-def test_subprocess_one_line_and_debug_traceback(files: dict[str, bytes], args: list[str], command: str,
-                                                 tmp_path: Path) -> None:  # fmt: skip
+def test_subprocess_one_line_and_debug_traceback(
+    files: dict[str, bytes], args: list[str], command: str, tmp_path: Path
+) -> None:
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     plain = rewardkit(tmp_path, *args)

@@ -49,7 +49,8 @@ def test_a_second_eval_into_the_same_out_dir_is_refused(tmp_path: Path, capsys: 
         assert main([*EVAL, "--limit", "1", "--out-dir", str(out)]) == 2  # once both runs exited 0
         assert one_line(capsys, "eval agent") == (
             f"{out / 'episodes.jsonl'} is being written by another run (pid {os.getpid()}); wait for it or "
-            "choose another --out-dir")  # fmt: skip
+            "choose another --out-dir"
+        )
     assert list(out.iterdir()) == []  # the refused run wrote nothing; the holder's lock went with it
 
 
@@ -147,27 +148,62 @@ PROMPT = "You are a retail agent.\n"
 @pytest.mark.parametrize(
     ("argv", "command", "files", "message"),
     [
-        (["synth", "agent", "--agent", "gold", "--out", "."], "synth agent", {},
-         "--out . is a directory; give a file path"),  # was a traceback from Path.with_suffix
-        ([*SYNTH[:4], "--tasks", " , ", "--out", "o.jsonl"], "synth agent", {},
-         "--tasks ' , ' names no task id; give comma-separated ids (--tasks 0,2), or leave --tasks out for the "
-         "whole split"),
-        ([*SYNTH, "--system-prompt", "nope.txt", "--out", "o.jsonl"], "synth agent", {},
-         "--system-prompt nope.txt: not found; give the prompt's text file"),
-        ([*SYNTH, "--system-prompt", "p", "--out", "o.jsonl"], "synth agent", {"p": None},
-         "--system-prompt p is a directory; give the prompt's text file"),
-        ([*SYNTH, "--system-prompt", "o.jsonl", "--out", "o.jsonl"], "synth agent", {"o.jsonl": b""},
-         "--out o.jsonl is also an input (--system-prompt o.jsonl); choose another output path"),
-        ([*EVAL, "--system-prompt", "d/summary.json", "--out-dir", "d"], "eval agent", {"d": None},
-         "--out-dir d/summary.json is also an input (--system-prompt d/summary.json); choose another output path"),
+        (
+            ["synth", "agent", "--agent", "gold", "--out", "."],
+            "synth agent",
+            {},
+            "--out . is a directory; give a file path",
+        ),  # was a traceback from Path.with_suffix
+        (
+            [*SYNTH[:4], "--tasks", " , ", "--out", "o.jsonl"],
+            "synth agent",
+            {},
+            "--tasks ' , ' names no task id; give comma-separated ids (--tasks 0,2), or leave --tasks out for the "
+            "whole split",
+        ),
+        (
+            [*SYNTH, "--system-prompt", "nope.txt", "--out", "o.jsonl"],
+            "synth agent",
+            {},
+            "--system-prompt nope.txt: not found; give the prompt's text file",
+        ),
+        (
+            [*SYNTH, "--system-prompt", "p", "--out", "o.jsonl"],
+            "synth agent",
+            {"p": None},
+            "--system-prompt p is a directory; give the prompt's text file",
+        ),
+        (
+            [*SYNTH, "--system-prompt", "o.jsonl", "--out", "o.jsonl"],
+            "synth agent",
+            {"o.jsonl": b""},
+            "--out o.jsonl is also an input (--system-prompt o.jsonl); choose another output path",
+        ),
+        (
+            [*EVAL, "--system-prompt", "d/summary.json", "--out-dir", "d"],
+            "eval agent",
+            {"d": None},
+            "--out-dir d/summary.json is also an input (--system-prompt d/summary.json); choose another output path",
+        ),
     ],
-    ids=["out-is-a-directory", "tasks-without-ids", "prompt-missing", "prompt-directory", "prompt-is-out",
-         "prompt-is-summary"],
-)  # fmt: skip
+    ids=[
+        "out-is-a-directory",
+        "tasks-without-ids",
+        "prompt-missing",
+        "prompt-directory",
+        "prompt-is-out",
+        "prompt-is-summary",
+    ],
+)
 def test_run_options_fail_as_one_line(
-    argv: list[str], command: str, files: dict[str, bytes | None], message: str, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    argv: list[str],
+    command: str,
+    files: dict[str, bytes | None],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.chdir(tmp_path)
     for name, data in files.items():
         (tmp_path / name).mkdir() if data is None else (tmp_path / name).write_bytes(data)
@@ -180,9 +216,10 @@ def test_run_options_fail_as_one_line(
 def test_a_bom_is_not_part_of_the_system_prompt(tmp_path: Path) -> None:
     (tmp_path / "plain.txt").write_text(PROMPT, encoding="utf-8")
     (tmp_path / "bom.txt").write_text(PROMPT, encoding="utf-8-sig")
-    plans = [build_plan(RunSpec(domain="retail", agent="gold", split="train", tasks=("10",),
-                                system_prompt=tmp_path / name))
-             for name in ("plain.txt", "bom.txt")]  # fmt: skip
+    plans = [
+        build_plan(RunSpec(domain="retail", agent="gold", split="train", tasks=("10",), system_prompt=tmp_path / name))
+        for name in ("plain.txt", "bom.txt")
+    ]
     assert plans[0][0].system == plans[1][0].system == PROMPT  # no U+FEFF in front of every row's prompt
     assert plans[0][1]["run"] == plans[1][1]["run"]
 
@@ -203,7 +240,8 @@ def test_a_failed_append_is_one_line_naming_the_log_with_the_resume_hint(
     log = tmp_path / "sft.episodes.jsonl"
     assert one_line(capsys, "synth agent") == (
         f"cannot append to the episode log {log}: No space left on device; 1 finished episode(s) are kept in "
-        f"{log}; rerun the same command with --resume to run the rest")  # fmt: skip
+        f"{log}; rerun the same command with --resume to run the rest"
+    )
     assert not out.exists() and len(log.read_text().splitlines()) == 1
 
 
@@ -213,8 +251,13 @@ def test_a_failed_append_is_one_line_naming_the_log_with_the_resume_hint(
 @pytest.mark.parametrize("argv", [["recipe", "list"], ["eval", "compare", "a.jsonl", "a.jsonl", "--boot", "10"]])
 def test_a_closed_stdout_exits_quietly(argv: list[str], tmp_path: Path) -> None:
     write_jsonl(tmp_path / "a.jsonl", run(A))
-    proc = subprocess.Popen([sys.executable, "-m", "rewardkit.cli", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rewardkit.cli", *argv],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # `| head -1` gone before the command writes: its output meets a broken pipe
     err = proc.stderr.read()

@@ -83,8 +83,10 @@ def test_a_planning_reward_imports_no_environment() -> None:
 class TestSharedExpertThreshold:
     # One setting, expert_match.fuzzy_threshold (ExpertMatchConfig in rewards/config.py), decides for both rewards
     # whether a near-miss name is the row's expert.
-    GOLD = json.dumps({"补全后的问题": "分析营收", "plan": [{"专家": "数据分析专家", "处理问题": ["分析上月营收"]}]},
-                      ensure_ascii=False)  # fmt: skip
+    GOLD = json.dumps(
+        {"补全后的问题": "分析营收", "plan": [{"专家": "数据分析专家", "处理问题": ["分析上月营收"]}]},
+        ensure_ascii=False,
+    )
     # "数据分析专" vs "数据分析专家": rapidfuzz ratio 90.9, so it resolves at 85 and not at 95.
     NEAR = completion(
         "拆解。", {"补全后的问题": "分析营收", "plan": [{"专家": "数据分析专", "处理问题": ["分析上月营收"]}]}
@@ -115,16 +117,20 @@ class TestBuilderConfig:
         assert rows, "the example teacher data keeps some rows"
 
         env = tmp_path / "rk.yaml"
-        env.write_text("think_quality:\n  banned: [专家]\n  repetition_ngram: 1\n  min_distinct_ratio: 1.0\n",
-                       encoding="utf-8")  # fmt: skip
+        env.write_text(
+            "think_quality:\n  banned: [专家]\n  repetition_ngram: 1\n  min_distinct_ratio: 1.0\n", encoding="utf-8"
+        )
         monkeypatch.setenv("REWARDKIT_CONFIG", str(env))
         # The file would change the filter if it were read: every think names an expert.
         texts = [row["messages"][-1]["content"] for row in rows]
         assert set(ThinkQuality()(texts)) == {0.0}
         rows_env, report_env = build_sft(inputs, opts)
         assert rows_env == rows
-        assert (report_env.read, report_env.written, report_env.rejected) == (report.read, report.written,
-                                                                              report.rejected)  # fmt: skip
+        assert (report_env.read, report_env.written, report_env.rejected) == (
+            report.read,
+            report.written,
+            report.rejected,
+        )
 
     def test_sft_filter_settings_are_explicit_options(self, tmp_path: Path) -> None:
         from rewardkit.data_builders.planning._common import InputSpec

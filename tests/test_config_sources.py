@@ -29,26 +29,56 @@ CASES = [  # (file's sections, flags given, dotted key, value, origin)
     pytest.param({}, [], "user_sim.timeout_s", 60.0, "default", id="default"),
     pytest.param({"user_sim": {"timeout_s": 5}}, [], "user_sim.timeout_s", 5.0, FILE, id="file-only"),
     pytest.param({}, ["--user-timeout", "7"], "user_sim.timeout_s", 7.0, "--user-timeout", id="flag-only"),
-    pytest.param({"user_sim": {"timeout_s": 5}}, ["--user-timeout", "7"], "user_sim.timeout_s", 7.0, "--user-timeout",
-                 id="both-flag-wins"),
+    pytest.param(
+        {"user_sim": {"timeout_s": 5}},
+        ["--user-timeout", "7"],
+        "user_sim.timeout_s",
+        7.0,
+        "--user-timeout",
+        id="both-flag-wins",
+    ),
     pytest.param({"user_sim": {"retries": 0}}, [], "user_sim.retries", 0, FILE, id="retries-file"),
-    pytest.param({"user_sim": {"retries": 0}}, ["--user-retries", "2"], "user_sim.retries", 2, "--user-retries",
-                 id="retries-both"),
+    pytest.param(
+        {"user_sim": {"retries": 0}},
+        ["--user-retries", "2"],
+        "user_sim.retries",
+        2,
+        "--user-retries",
+        id="retries-both",
+    ),
     pytest.param({}, [], "rollout.max_turns", 30, "default", id="max-turns-default"),
     pytest.param({"rollout": {"max_turns": 4}}, [], "rollout.max_turns", 4, FILE, id="max-turns-file"),
-    pytest.param({"rollout": {"max_turns": 4}}, ["--max-turns", "9"], "rollout.max_turns", 9, "--max-turns",
-                 id="max-turns-both"),
-    pytest.param({"rollout": {"token_budget": 99}}, ["--max-turns", "3"], "rollout.token_budget", 99, FILE,
-                 id="a-key-without-flag-stays-the-files"),
-    pytest.param({"user_sim": OPENAI}, ["--user", "scripted"], "user_sim.kind", "scripted", "--user",
-                 id="user-scripted-over-the-files-endpoint"),
+    pytest.param(
+        {"rollout": {"max_turns": 4}}, ["--max-turns", "9"], "rollout.max_turns", 9, "--max-turns", id="max-turns-both"
+    ),
+    pytest.param(
+        {"rollout": {"token_budget": 99}},
+        ["--max-turns", "3"],
+        "rollout.token_budget",
+        99,
+        FILE,
+        id="a-key-without-flag-stays-the-files",
+    ),
+    pytest.param(
+        {"user_sim": OPENAI},
+        ["--user", "scripted"],
+        "user_sim.kind",
+        "scripted",
+        "--user",
+        id="user-scripted-over-the-files-endpoint",
+    ),
     pytest.param({"user_sim": OPENAI}, [], "user_sim.model", "m", FILE, id="model-file"),
-    pytest.param({"user_sim": OPENAI}, ["--user-model", "n"], "user_sim.model", "n", "--user-model",
-                 id="model-both"),
-    pytest.param({"user_sim": {"backoff_s": 0.25}}, ["--user-timeout", "7"], "user_sim.backoff_s", 0.25, FILE,
-                 id="no-flag-for-it"),
+    pytest.param({"user_sim": OPENAI}, ["--user-model", "n"], "user_sim.model", "n", "--user-model", id="model-both"),
+    pytest.param(
+        {"user_sim": {"backoff_s": 0.25}},
+        ["--user-timeout", "7"],
+        "user_sim.backoff_s",
+        0.25,
+        FILE,
+        id="no-flag-for-it",
+    ),
     pytest.param({}, ["--user-cache", "c.db"], "user_sim.cache", "c.db", "--user-cache", id="cache-flag"),
-]  # fmt: skip
+]
 
 
 def write(tmp_path: Path, sections: dict[str, Any]) -> Path:
@@ -67,9 +97,16 @@ def cli_config(command: str, *options: str) -> Any:
 @pytest.mark.parametrize("named", ["--config", "$REWARDKIT_CONFIG"])
 @pytest.mark.parametrize("command", ["synth", "eval"])
 def test_a_value_comes_from_one_source_and_a_flag_wins(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, named: str, sections: dict[str, Any],
-    flags: list[str], key: str, value: Any, origin: str,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    named: str,
+    sections: dict[str, Any],
+    flags: list[str],
+    key: str,
+    value: Any,
+    origin: str,
+) -> None:
     path = write(tmp_path, sections)
     if named == "--config":
         flags = [*flags, "--config", str(path)]
@@ -105,18 +142,36 @@ def test_a_model_the_file_names_is_checked_naming_the_file(tmp_path: Path) -> No
 
     with SimServer(models=["sim"]) as server:
         path = write(tmp_path, {"user_sim": {**OPENAI, "base_url": server.base_url, "model": "nope"}})
-        spec = _run_spec(build_parser().parse_args(["synth", "agent", "--agent", "gold", "--config", str(path),
-                                                    "--out", "sft.jsonl"]))  # fmt: skip
+        spec = _run_spec(
+            build_parser().parse_args(
+                ["synth", "agent", "--agent", "gold", "--config", str(path), "--out", "sft.jsonl"]
+            )
+        )
         with pytest.raises(RunError) as info:
             build_plan(spec)
-    assert str(info.value) == (f"user_sim.base_url ({path}) {server.base_url}: serves no model 'nope' (it serves "
-                               f"['sim']); fix user_sim.model ({path})")  # fmt: skip
+    assert str(info.value) == (
+        f"user_sim.base_url ({path}) {server.base_url}: serves no model 'nope' (it serves "
+        f"['sim']); fix user_sim.model ({path})"
+    )
 
 
 def run(command: str, tmp_path: Path, path: Path, *flags: str) -> dict[str, Any]:
     """A whole run on one task, in process; its report (synth) or summary.json (eval)."""
-    common = ["agent", "--agent", "gold", "--split", "train", "--tasks", "50", "--trials", "1", "--no-progress",
-              "--config", str(path), *flags]  # fmt: skip
+    common = [
+        "agent",
+        "--agent",
+        "gold",
+        "--split",
+        "train",
+        "--tasks",
+        "50",
+        "--trials",
+        "1",
+        "--no-progress",
+        "--config",
+        str(path),
+        *flags,
+    ]
     if command == "synth":
         report = tmp_path / "report.json"
         assert main(["synth", *common, "--out", str(tmp_path / "sft.jsonl"), "--report", str(report)]) == 0

@@ -190,20 +190,41 @@ TAU2_CASES = [
     (TASK, "airline", "column 'domain' row 1: unknown domain 'airline'; known domains: livestream, retail"),
     (TASK, None, "column 'domain' row 1: must name a domain: 'retail', an installed domain or a domain folder's path"),
     # Gold arguments the tool's schema refuses: the gold call ran nothing, so doing nothing matched the gold.
-    (task_with(actions=[action(name="cancel_pending_order", arguments={"order_id": "#W6779827"})]), "retail",
-     "actions[0]: the arguments of 'cancel_pending_order' do not fit its schema (arguments: 'reason' is a required"),
-    (task_with(actions=[action(arguments={"order_id": 5})]), "retail", "actions[0]: the arguments of "
-     "'get_order_details' do not fit its schema (order_id: 5 is not of type 'string')"),
+    (
+        task_with(actions=[action(name="cancel_pending_order", arguments={"order_id": "#W6779827"})]),
+        "retail",
+        "actions[0]: the arguments of 'cancel_pending_order' do not fit its schema (arguments: 'reason' is a required",
+    ),
+    (
+        task_with(actions=[action(arguments={"order_id": 5})]),
+        "retail",
+        "actions[0]: the arguments of 'get_order_details' do not fit its schema (order_id: 5 is not of type 'string')",
+    ),
     # A gold write that fails on a fresh database: the same hack, with arguments that fit the schema.
-    (task_with(actions=[action(name="cancel_pending_order", arguments={"order_id": "#W0000000", "reason":
-     "no longer needed"})]), "retail", "actions[0]: the gold write 'cancel_pending_order' fails when the gold "
-     "actions are replayed on a fresh database (NOT_FOUND: Order not found)"),
+    (
+        task_with(
+            actions=[
+                action(name="cancel_pending_order", arguments={"order_id": "#W0000000", "reason": "no longer needed"})
+            ]
+        ),
+        "retail",
+        "actions[0]: the gold write 'cancel_pending_order' fails when the gold "
+        "actions are replayed on a fresh database (NOT_FOUND: Order not found)",
+    ),
     # Bundled tau2 tasks 64 and 105 (_retail_gold.py): their gold writes fail too.
-    (tasks()["105"], "retail", "actions[0]: the gold write 'exchange_delivered_order_items' fails when the gold "
-     "actions are replayed on a fresh database (INSUFFICIENT_FUNDS: "),
-    (tasks()["64"], "retail", "actions[6]: the gold write 'exchange_delivered_order_items' fails when the gold "
-     "actions are replayed on a fresh database (PRECONDITION_FAILED: "),
-]  # fmt: skip
+    (
+        tasks()["105"],
+        "retail",
+        "actions[0]: the gold write 'exchange_delivered_order_items' fails when the gold "
+        "actions are replayed on a fresh database (INSUFFICIENT_FUNDS: ",
+    ),
+    (
+        tasks()["64"],
+        "retail",
+        "actions[6]: the gold write 'exchange_delivered_order_items' fails when the gold "
+        "actions are replayed on a fresh database (PRECONDITION_FAILED: ",
+    ),
+]
 
 
 class TestTau2Rows:

@@ -29,8 +29,26 @@ def roles(found: dict) -> dict[str, dict]:
 def test_the_tiny_model_as_every_role_of_b1(tiny_agent_model: Path, tmp_path: Path) -> None:
     with swift_deploy(tiny_agent_model, tmp_path / "deploy.log", NAME) as url:
         tasks, generated = tmp_path / "tasks.json", tmp_path / "generate.json"
-        code = main(["tasks", "generate", "--domain", str(SPEC), "--model", url, "--n", "2", "--out", str(tasks),
-                     "--report", str(generated), "--judge", url, "--attempts", "2"])  # fmt: skip
+        code = main(
+            [
+                "tasks",
+                "generate",
+                "--domain",
+                str(SPEC),
+                "--model",
+                url,
+                "--n",
+                "2",
+                "--out",
+                str(tasks),
+                "--report",
+                str(generated),
+                "--judge",
+                url,
+                "--attempts",
+                "2",
+            ]
+        )
         assert code == 0
         made = report(generated)
         # Every blueprint asked for is kept or rejected under one reason; the proposer was asked at least twice.
@@ -46,8 +64,22 @@ def test_the_tiny_model_as_every_role_of_b1(tiny_agent_model: Path, tmp_path: Pa
         }
         for name, flags in runs.items():
             out, where = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.json"
-            code = main(["synth", "agent", "--domain", str(SPEC), *flags, "--limit", "2", "--no-progress",
-                         "--out", str(out), "--report", str(where)])  # fmt: skip
+            code = main(
+                [
+                    "synth",
+                    "agent",
+                    "--domain",
+                    str(SPEC),
+                    *flags,
+                    "--limit",
+                    "2",
+                    "--no-progress",
+                    "--out",
+                    str(out),
+                    "--report",
+                    str(where),
+                ]
+            )
             assert code == 0, name
     found = {name: report(tmp_path / f"{name}.json") for name in runs}
     for name, one in found.items():

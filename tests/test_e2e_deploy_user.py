@@ -41,11 +41,23 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
         probe.write_text(PROBE.replace('"num_turns")', '"num_turns", "user_sim", "error")'), encoding="utf-8")
         out = tmp_path / "grpo"
         cmd = [
-            SWIFT, "rlhf", str(recipe_file),
-            "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", "plugins/diagnostics.py",
-            str(probe), "--callbacks", "rewardkit_diagnostics",
-            "--model", str(tiny_agent_model), "--dataset", str(data), "--output_dir", str(out),
-        ]  # fmt: skip
+            SWIFT,
+            "rlhf",
+            str(recipe_file),
+            "--external_plugins",
+            "rewards/__init__.py",
+            "plugins/simulated_user.py",
+            "plugins/diagnostics.py",
+            str(probe),
+            "--callbacks",
+            "rewardkit_diagnostics",
+            "--model",
+            str(tiny_agent_model),
+            "--dataset",
+            str(data),
+            "--output_dir",
+            str(out),
+        ]
         run_env = {**env, "RK_PROBE": str(probe_log), "REWARDKIT_CONFIG": str(config)}
         proc = subprocess.run(cmd, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=900, check=False)
         (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)

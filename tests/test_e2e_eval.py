@@ -75,9 +75,21 @@ def tiny_run(deployed: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     prompt.write_text(SYSTEM, encoding="utf-8")
     out = work / "run"
     rc, stdout, stderr = cli(
-        "eval", "agent", "--agent", deployed, *TINY, "--max-tokens", MAX_TOKENS, "--max-turns", MAX_TURNS,
-        "--no-tools", "--system-prompt", prompt, "--out-dir", out,
-    )  # fmt: skip
+        "eval",
+        "agent",
+        "--agent",
+        deployed,
+        *TINY,
+        "--max-tokens",
+        MAX_TOKENS,
+        "--max-turns",
+        MAX_TURNS,
+        "--no-tools",
+        "--system-prompt",
+        prompt,
+        "--out-dir",
+        out,
+    )
     return out, rc, stdout + stderr
 
 
@@ -89,8 +101,13 @@ def test_eval_of_a_swift_deploy_agent(deployed: str, tiny_run: tuple[Path, int, 
     s = summary(out)
     # A tiny model's bad output is a failed task, never an infrastructure error.
     assert s["episodes"] == {"total": 6, "valid": 6, "infra_error": 0, "duplicates_replaced": 0}
-    assert s["agent"] == {"kind": "openai", "base_url": deployed, "model": "tiny-agent", "temperature": 0.0,
-                          "max_tokens": MAX_TOKENS}  # fmt: skip
+    assert s["agent"] == {
+        "kind": "openai",
+        "base_url": deployed,
+        "model": "tiny-agent",
+        "temperature": 0.0,
+        "max_tokens": MAX_TOKENS,
+    }
     assert [p["k"] for p in s["pass_hat_k"]] == [1, 2]
     assert all(p["tasks"] == 3 and p["skipped"] == 0 and 0.0 <= p["value"] <= 1.0 for p in s["pass_hat_k"])
     eps = records(out)
@@ -132,8 +149,9 @@ def test_compare_gold_against_the_deployed_model(tiny_run: tuple[Path, int, str]
     assert rc == 0, err
     assert summary(gold)["pass_hat_k"][0]["value"] == 1.0  # gold with the scripted user completes everything
     report = tmp_path / "compare.json"
-    rc, stdout, err = cli("eval", "compare", gold / "episodes.jsonl", tiny / "episodes.jsonl", "--out", report,
-                          "--boot", "200")  # fmt: skip
+    rc, stdout, err = cli(
+        "eval", "compare", gold / "episodes.jsonl", tiny / "episodes.jsonl", "--out", report, "--boot", "200"
+    )
     assert rc == 0, err
     result = json.loads(report.read_text(encoding="utf-8"))
     model = pass1(tiny)
@@ -175,9 +193,31 @@ def kill_after(server: SimServer, log: Path, lines: int) -> threading.Thread:
 
 def test_a_killed_simulator_is_excluded_and_resume_reruns_only_its_episodes(tmp_path: Path) -> None:
     out, port = tmp_path / "run", free_port()
-    args = ["eval", "agent", "--agent", "gold", "--user", f"http://127.0.0.1:{port}/v1", "--user-model", "sim",
-            "--user-retries", "0", "--user-timeout", "5", "--workers", "1", "--split", "test", "--limit", "8",
-            "--trials", "1", "--no-progress", "--out-dir", str(out)]  # fmt: skip
+    args = [
+        "eval",
+        "agent",
+        "--agent",
+        "gold",
+        "--user",
+        f"http://127.0.0.1:{port}/v1",
+        "--user-model",
+        "sim",
+        "--user-retries",
+        "0",
+        "--user-timeout",
+        "5",
+        "--workers",
+        "1",
+        "--split",
+        "test",
+        "--limit",
+        "8",
+        "--trials",
+        "1",
+        "--no-progress",
+        "--out-dir",
+        str(out),
+    ]
     first = Customer(port, delay_s=0.1)  # slow enough that the kill lands mid-run
     with first:
         watcher = kill_after(first, out / "episodes.jsonl", 2)
@@ -228,8 +268,21 @@ def test_a_killed_simulator_is_excluded_and_resume_reruns_only_its_episodes(tmp_
 
 def test_an_existing_out_dir_needs_resume(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ["eval", "agent", "--agent", "gold", "--split", "test", "--limit", "1", "--trials", "1", "--no-progress",
-            "--out-dir", str(out)]  # fmt: skip
+    args = [
+        "eval",
+        "agent",
+        "--agent",
+        "gold",
+        "--split",
+        "test",
+        "--limit",
+        "1",
+        "--trials",
+        "1",
+        "--no-progress",
+        "--out-dir",
+        str(out),
+    ]
     assert cli(*args)[0] == 0
     log = (out / "episodes.jsonl").read_bytes()
     rc, stdout, err = cli(*args)

@@ -44,11 +44,23 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     probe.write_text(PROBE, encoding="utf-8")
     out = tmp_path / "grpo"
     cmd = [
-        SWIFT, "rlhf", "recipes/agent/tiny_multiturn.yaml",
-        "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", "plugins/diagnostics.py", str(probe),
-        "--callbacks", "rewardkit_diagnostics",
-        "--model", str(tiny_agent_model), "--dataset", str(data), "--output_dir", str(out),
-    ]  # fmt: skip
+        SWIFT,
+        "rlhf",
+        "recipes/agent/tiny_multiturn.yaml",
+        "--external_plugins",
+        "rewards/__init__.py",
+        "plugins/simulated_user.py",
+        "plugins/diagnostics.py",
+        str(probe),
+        "--callbacks",
+        "rewardkit_diagnostics",
+        "--model",
+        str(tiny_agent_model),
+        "--dataset",
+        str(data),
+        "--output_dir",
+        str(out),
+    ]
     env = {**os.environ, **offline_env(), "RK_PROBE": str(probe_log)}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)

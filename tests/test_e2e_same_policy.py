@@ -56,15 +56,43 @@ def _rollouts(model: Path, tmp_path: Path) -> list[list[dict]]:
     probe, log = tmp_path / "probe.py", tmp_path / "probe.jsonl"
     probe.write_text(PROBE, encoding="utf-8")
     cmd = [
-        SWIFT, "rlhf", f"recipes/{RECIPE}",
-        "--external_plugins", "rewards/__init__.py", "plugins/simulated_user.py", str(probe),
-        "--reward_funcs", "task_completion", "rollout_probe", "--reward_weights", "1", "0",
-        "--learning_rate", "0", "--temperature", str(TEMPERATURE),
-        "--num_generations", "8", "--per_device_train_batch_size", "16",
-        "--model", str(model), "--dataset", str(data), "--output_dir", str(tmp_path / "grpo"),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **offline_env(), "RK_PROBE": str(log)},
-                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+        SWIFT,
+        "rlhf",
+        f"recipes/{RECIPE}",
+        "--external_plugins",
+        "rewards/__init__.py",
+        "plugins/simulated_user.py",
+        str(probe),
+        "--reward_funcs",
+        "task_completion",
+        "rollout_probe",
+        "--reward_weights",
+        "1",
+        "0",
+        "--learning_rate",
+        "0",
+        "--temperature",
+        str(TEMPERATURE),
+        "--num_generations",
+        "8",
+        "--per_device_train_batch_size",
+        "16",
+        "--model",
+        str(model),
+        "--dataset",
+        str(data),
+        "--output_dir",
+        str(tmp_path / "grpo"),
+    ]
+    proc = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, **offline_env(), "RK_PROBE": str(log)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return [json.loads(line) for line in log.read_text().splitlines()]
@@ -73,10 +101,22 @@ def _rollouts(model: Path, tmp_path: Path) -> list[list[dict]]:
 def _evaluated(model: Path, sampling: Sampling, out: Path) -> list[list[dict]]:
     prompt = out.parent / "system.txt"
     prompt.write_text(SYSTEM, encoding="utf-8")
-    spec = RunSpec(domain="retail", agent=str(model), user="scripted", split="train", tasks=(OPEN_TASK,),
-                   trials=ROLLOUTS, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                   max_tokens=MAX_TOKENS, max_turns=4, system_prompt=prompt, tools=False,
-                   workers=ROLLOUTS)  # fmt: skip
+    spec = RunSpec(
+        domain="retail",
+        agent=str(model),
+        user="scripted",
+        split="train",
+        tasks=(OPEN_TASK,),
+        trials=ROLLOUTS,
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        max_tokens=MAX_TOKENS,
+        max_turns=4,
+        system_prompt=prompt,
+        tools=False,
+        workers=ROLLOUTS,
+    )
     evaluate_run(spec, out, progress=False)
     return [json.loads(line)["messages"] for line in (out / "episodes.jsonl").read_text().splitlines()]
 
@@ -112,8 +152,12 @@ def test_eval_agent_samples_the_distribution_grpo_rollouts_sample(tiny_agent_mod
     assert sampling == Sampling(TEMPERATURE, 50, 1.0)  # transformers' top-k, as the recipe has use_vllm: false
     rollouts = _rollouts(tiny_agent_model, tmp_path)
     assert len(rollouts) == ROLLOUTS
-    assert {c[1]["content"] for c in rollouts} == {c[1]["content"] for c in _evaluated(  # the same opening
-        tiny_agent_model, Sampling(), tmp_path / "greedy")}  # fmt: skip
+    assert {c[1]["content"] for c in rollouts} == {
+        c[1]["content"]
+        for c in _evaluated(  # the same opening
+            tiny_agent_model, Sampling(), tmp_path / "greedy"
+        )
+    }
     grpo = _first_reply_logprobs(tiny_agent_model, rollouts)
     same = _first_reply_logprobs(tiny_agent_model, _evaluated(tiny_agent_model, sampling, tmp_path / "eval"))
     whole = _first_reply_logprobs(

@@ -74,10 +74,18 @@ def test_the_starter_passes_every_check(tmp_path: Path, capsys: pytest.CaptureFi
     code, report, out = check(capsys, folder, tmp_path / "report.json")
     assert code == 0 and report["passed"] and report["domain"] == str(folder), report
     assert [c["name"] for c in report["checks"]] == [
-        "schema:find_book", "schema:lend_book", "idempotency:lend_book", *(f"gold:{i}" for i in range(9)),
-        *(f"outputs:{i}" for i in range(9)), *(f"do_nothing:{i}" for i in range(9)),
-        *(f"say_only:{i}" for i in LENDS), "ids", "splits", "policy", "guidelines",
-    ]  # fmt: skip
+        "schema:find_book",
+        "schema:lend_book",
+        "idempotency:lend_book",
+        *(f"gold:{i}" for i in range(9)),
+        *(f"outputs:{i}" for i in range(9)),
+        *(f"do_nothing:{i}" for i in range(9)),
+        *(f"say_only:{i}" for i in LENDS),
+        "ids",
+        "splits",
+        "policy",
+        "guidelines",
+    ]
     assert all(c["passed"] and c["detail"] for c in report["checks"])
     # 2 schema + 1 idempotency + 9 gold + 9 outputs + 9 do_nothing (every task) + 6 say_only (the lending ones:
     # saying is the whole of a read-and-say task) + ids, splits, policy, guidelines = 40

@@ -74,24 +74,40 @@ class TestStops:
             pytest.param(["ok\n###STOP###"], [(ASK, 0, None)], {}, T.USER_STOP, id="user-stop-after-newline"),
             pytest.param(["###STOP### ###STOP###"], [(ASK, 0, None)], {}, T.USER_STOP, id="user-stop-twice"),
             pytest.param(["Fine.\n###TRANSFER###"], [(ASK, 0, None)], {}, T.USER_TRANSFER, id="user-transfer"),
-            pytest.param(["I cannot go on ###OUT-OF-SCOPE###, sorry"], [(ASK, 0, None)], {}, T.USER_OUT_OF_SCOPE,
-                         id="user-out-of-scope"),
+            pytest.param(
+                ["I cannot go on ###OUT-OF-SCOPE###, sorry"],
+                [(ASK, 0, None)],
+                {},
+                T.USER_OUT_OF_SCOPE,
+                id="user-out-of-scope",
+            ),
             pytest.param([], [("All done. ###STOP###", 0, None)], {}, T.AGENT_STOP, id="agent-stop"),
-            pytest.param([], [(hermes_call("transfer_to_human_agents", {"summary": "refund"}), 0, None)], {},
-                         T.AGENT_TRANSFER, id="agent-transfer"),
+            pytest.param(
+                [],
+                [(hermes_call("transfer_to_human_agents", {"summary": "refund"}), 0, None)],
+                {},
+                T.AGENT_TRANSFER,
+                id="agent-transfer",
+            ),
             # turn 1 < 2 is answered; turn 2 reaches max_turns = 2
             pytest.param(["more"], [(ASK, 0, None), (ASK, 0, None)], {"max_turns": 2}, T.MAX_TURNS, id="max-turns"),
             # 60 < 100 is answered; 60 + 50 = 110 > 100 ends
-            pytest.param(["more"], [(ASK, 60, None), (ASK, 50, None)], {"token_budget": 100}, T.TOKEN_BUDGET,
-                         id="token-budget-exceeded"),
+            pytest.param(
+                ["more"],
+                [(ASK, 60, None), (ASK, 50, None)],
+                {"token_budget": 100},
+                T.TOKEN_BUDGET,
+                id="token-budget-exceeded",
+            ),
             # exactly 100 of 100: no token is left for another turn
             pytest.param([], [(ASK, 100, None)], {"token_budget": 100}, T.TOKEN_BUDGET, id="token-budget-spent"),
             # one unknown tool: 1 error < 2; the second: 2 errors reach error_budget = 2
-            pytest.param([], [(UNKNOWN, 0, None), (UNKNOWN, 0, None)], {"error_budget": 2}, T.ERROR_BUDGET,
-                         id="error-budget"),
+            pytest.param(
+                [], [(UNKNOWN, 0, None), (UNKNOWN, 0, None)], {"error_budget": 2}, T.ERROR_BUDGET, id="error-budget"
+            ),
             pytest.param([], [(CANCEL, 0, "length")], {}, T.LENGTH, id="length"),
         ],
-    )  # fmt: skip
+    )
     def test_each_stop_ends_with_its_reason(self, lines: list[str], steps: list, limits: dict, expected: T) -> None:
         ep = opened(*lines, limits=RolloutLimits(**limits))
         for i, (text, n_tokens, finish) in enumerate(steps):
@@ -245,8 +261,18 @@ class TestIsolation:
             assert codes == ["OK"] and status.pop(order_id) == "cancelled"
             assert set(status.values()) == {"pending"}  # the other 63 episodes' writes are not here
             # the same write alone, sequentially, gives the same state
-            assert digest == replay("retail", [{"name": "cancel_pending_order", "arguments": {
-                "order_id": order_id, "reason": "no longer needed"}}]).state_hash  # fmt: skip
+            assert (
+                digest
+                == replay(
+                    "retail",
+                    [
+                        {
+                            "name": "cancel_pending_order",
+                            "arguments": {"order_id": order_id, "reason": "no longer needed"},
+                        }
+                    ],
+                ).state_hash
+            )
 
 
 class TestInfos:
@@ -259,8 +285,19 @@ class TestInfos:
         ep.user_turn()
         infos = ep.infos()
         assert json.loads(json.dumps(infos)) == infos
-        assert set(infos) == {"state_hash", "audit", "termination", "turns", "tool_calls", "tool_errors",
-                              "policy_tokens", "agent_said", "transcript", "user_sim", "error"}  # fmt: skip
+        assert set(infos) == {
+            "state_hash",
+            "audit",
+            "termination",
+            "turns",
+            "tool_calls",
+            "tool_errors",
+            "policy_tokens",
+            "agent_said",
+            "transcript",
+            "user_sim",
+            "error",
+        }
         assert (infos["termination"], infos["turns"], infos["tool_calls"], infos["tool_errors"]) == (
             "user_stop",
             3,
@@ -287,8 +324,13 @@ def gold_runs() -> list[EpisodeResult]:
 
 def _score(reward: Any, runs: Sequence[EpisodeResult], **changes: Any) -> list[float | None]:
     infos = [{**r.infos, **changes} for r in runs]
-    return reward(["x"] * len(runs), messages=[r.messages for r in runs], task=[TASKS[r.task_id] for r in runs],
-                  domain=["retail"] * len(runs), rollout_infos=infos)  # fmt: skip
+    return reward(
+        ["x"] * len(runs),
+        messages=[r.messages for r in runs],
+        task=[TASKS[r.task_id] for r in runs],
+        domain=["retail"] * len(runs),
+        rollout_infos=infos,
+    )
 
 
 class TestGoldAgent:

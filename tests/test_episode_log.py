@@ -21,10 +21,24 @@ def record(task_id: str, trial: int = 0, status: str = "ok", run: str = RUN, **e
     """A whole record, as ``Scorer.record`` writes one (a log's records are checked field by field on resume;
     this helper once wrote only run, task_id, trial and status, which a resumed log now refuses)."""
     infra = status != "ok"
-    return {"run": run, "task_id": task_id, "trial": trial, "status": status, "reward": None if infra else 1.0,
-            "tcr": None if infra else 1.0, "termination": "user_sim_error" if infra else "user_stop", "turns": 1,
-            "tool_calls": 0, "tool_errors": 0, "tools": {}, "call_codes": {}, "error": "down" if infra else None,
-            "state_hash": "h", "messages": [{"role": "system", "content": "p"}], **extra}  # fmt: skip
+    return {
+        "run": run,
+        "task_id": task_id,
+        "trial": trial,
+        "status": status,
+        "reward": None if infra else 1.0,
+        "tcr": None if infra else 1.0,
+        "termination": "user_sim_error" if infra else "user_stop",
+        "turns": 1,
+        "tool_calls": 0,
+        "tool_errors": 0,
+        "tools": {},
+        "call_codes": {},
+        "error": "down" if infra else None,
+        "state_hash": "h",
+        "messages": [{"role": "system", "content": "p"}],
+        **extra,
+    }
 
 
 def write_lines(path: Path, lines: Sequence[str], newline_at_end: bool = True) -> None:

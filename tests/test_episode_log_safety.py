@@ -30,8 +30,9 @@ def test_a_second_writer_is_refused_until_the_first_closes(tmp_path: Path) -> No
     first = EpisodeLog(path, RUN, resume=False, choose="another --out-dir")
     with pytest.raises(LockedError) as info:
         EpisodeLog(path, RUN, resume=True)
-    assert str(info.value) == (f"{path} is being written by another run (pid {os.getpid()}); wait for it or "
-                               "choose another --episodes file")  # fmt: skip
+    assert str(info.value) == (
+        f"{path} is being written by another run (pid {os.getpid()}); wait for it or choose another --episodes file"
+    )
     first.close()
     assert not (tmp_path / "episodes.jsonl.lock").exists()  # nothing left beside the log
     with EpisodeLog(path, RUN, resume=True) as again:  # released: the next run may take it

@@ -29,9 +29,19 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def ep(task: str, trial: int, reward: float | None = 1.0, status: str = "ok", **extra: Any) -> dict[str, Any]:
     """One episode record; an infra_error has no reward or tcr."""
     infra = status == "infra_error"
-    base = {"task_id": task, "trial": trial, "status": status, "reward": None if infra else reward,
-            "tcr": None if infra else reward, "termination": "user_sim_error" if infra else "user_stop",
-            "turns": 4, "tool_calls": 2, "tool_errors": 0, "tools": {}, "error": "boom" if infra else None}  # fmt: skip
+    base = {
+        "task_id": task,
+        "trial": trial,
+        "status": status,
+        "reward": None if infra else reward,
+        "tcr": None if infra else reward,
+        "termination": "user_sim_error" if infra else "user_stop",
+        "turns": 4,
+        "tool_calls": 2,
+        "tool_errors": 0,
+        "tools": {},
+        "error": "boom" if infra else None,
+    }
     return {**base, **extra}
 
 
@@ -49,14 +59,16 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 @pytest.mark.parametrize(
     ("n", "c", "k", "want"),
     [
-        (4, 4, 1, 1), (4, 4, 4, 1),                  # every trial succeeds: pass^k = 1 for every k
-        (4, 2, 1, Fraction(2, 4)),                   # C(2,1)/C(4,1) = 2/4
-        (4, 2, 2, Fraction(1, 6)),                   # C(2,2)/C(4,2) = 1/6
-        (4, 2, 3, 0), (4, 2, 4, 0),                  # C(2,3) = C(2,4) = 0
-        (5, 3, 2, Fraction(3, 10)),                  # C(3,2)/C(5,2) = 3/10
+        (4, 4, 1, 1),
+        (4, 4, 4, 1),  # every trial succeeds: pass^k = 1 for every k
+        (4, 2, 1, Fraction(2, 4)),  # C(2,1)/C(4,1) = 2/4
+        (4, 2, 2, Fraction(1, 6)),  # C(2,2)/C(4,2) = 1/6
+        (4, 2, 3, 0),
+        (4, 2, 4, 0),  # C(2,3) = C(2,4) = 0
+        (5, 3, 2, Fraction(3, 10)),  # C(3,2)/C(5,2) = 3/10
         (4, 0, 1, 0),
     ],
-)  # fmt: skip
+)
 def test_pass_hat_k_is_c_choose_k_over_n_choose_k(n: int, c: int, k: int, want: Fraction) -> None:
     assert pass_hat_k(n, c, k) == pytest.approx(float(want), abs=1e-15)
 
@@ -137,10 +149,12 @@ def test_terminations_include_infra_and_tool_frequency() -> None:
 
 @pytest.mark.parametrize(
     ("record", "fragment"),
-    [({"task_id": "1", "trial": 0, "status": "done"}, "'status'"),
-     ({"task_id": "1", "trial": 0, "status": "ok", "reward": None}, "'reward'"),
-     ({"task_id": "1", "trial": "0", "status": "ok", "reward": 1.0}, "'trial'")],
-)  # fmt: skip
+    [
+        ({"task_id": "1", "trial": 0, "status": "done"}, "'status'"),
+        ({"task_id": "1", "trial": 0, "status": "ok", "reward": None}, "'reward'"),
+        ({"task_id": "1", "trial": "0", "status": "ok", "reward": 1.0}, "'trial'"),
+    ],
+)
 def test_unusable_records_are_refused(record: dict[str, Any], fragment: str) -> None:
     with pytest.raises(EvalError, match=fragment):
         summarize_episodes([record])
@@ -251,8 +265,21 @@ def test_a_tool_name_a_model_made_up_is_drawn_as_written(tmp_path: Path, tool: s
 def test_cli_compare_subprocess(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "a.jsonl", run(A))
     write_jsonl(tmp_path / "b.jsonl", run(B))
-    cmd = [sys.executable, "-m", "rewardkit.cli", "eval", "compare", "a.jsonl", "b.jsonl",
-           "--out", "c.json", "--png", "c.png", "--boot", "2000"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "rewardkit.cli",
+        "eval",
+        "compare",
+        "a.jsonl",
+        "b.jsonl",
+        "--out",
+        "c.json",
+        "--png",
+        "c.png",
+        "--boot",
+        "2000",
+    ]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "improved  (3): 5, 6, 7" in done.stdout and "regressed (1): 4" in done.stdout
@@ -260,21 +287,27 @@ def test_cli_compare_subprocess(tmp_path: Path) -> None:
     assert result["inputs"] == {"a": "a.jsonl", "b": "b.jsonl"}
     assert result["diff"] == pytest.approx(0.2) and result["n_boot"] == 2000
     assert (tmp_path / "c.png").read_bytes()[:8] == PNG
-    missing = subprocess.run([*cmd[:5], "nope.jsonl", "b.jsonl"], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=300, check=False)  # fmt: skip
+    missing = subprocess.run(
+        [*cmd[:5], "nope.jsonl", "b.jsonl"], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
     assert missing.returncode == 2
     assert missing.stderr.splitlines() == ["rewardkit eval compare: run A nope.jsonl not found"]
 
 
 @pytest.mark.parametrize(
     ("files", "argv", "fragment"),
-    [({}, ["a.jsonl", "nope.jsonl"], "run B nope.jsonl not found"),
-     ({"b.jsonl": b'{"task_id": "1"\n'}, ["a.jsonl", "b.jsonl"], "b.jsonl:1: not valid JSON"),
-     ({"b.jsonl": b'{"task_id": "99", "trial": 0, "status": "ok", "reward": 1}\n'}, ["a.jsonl", "b.jsonl"],
-      "no task has a valid trial in both runs"),
-     ({}, ["a.jsonl", "a.jsonl", "--out", "a.jsonl"], "--out a.jsonl is also an input"),
-     ({}, ["a.jsonl", "a.jsonl", "--boot", "0"], "n_boot >= 1")],
-)  # fmt: skip
+    [
+        ({}, ["a.jsonl", "nope.jsonl"], "run B nope.jsonl not found"),
+        ({"b.jsonl": b'{"task_id": "1"\n'}, ["a.jsonl", "b.jsonl"], "b.jsonl:1: not valid JSON"),
+        (
+            {"b.jsonl": b'{"task_id": "99", "trial": 0, "status": "ok", "reward": 1}\n'},
+            ["a.jsonl", "b.jsonl"],
+            "no task has a valid trial in both runs",
+        ),
+        ({}, ["a.jsonl", "a.jsonl", "--out", "a.jsonl"], "--out a.jsonl is also an input"),
+        ({}, ["a.jsonl", "a.jsonl", "--boot", "0"], "n_boot >= 1"),
+    ],
+)
 def test_cli_user_errors_are_one_line(
     files: dict[str, bytes],
     argv: list[str],
@@ -295,14 +328,29 @@ def test_cli_user_errors_are_one_line(
 
 def test_operation_success_and_gate_traffic() -> None:
     rows = [
-        ep("1", 0, call_codes={"OK": 3, "APPROVAL_REQUIRED": 1},
-           gates={"requested": 1, "approved": 1, "declined": 0, "hard_gate": 0}),
-        ep("2", 0, reward=0.0, call_codes={"OK": 1, "HARD_GATE": 2, "APPROVAL_REQUIRED": 1},
-           gates={"requested": 1, "approved": 0, "declined": 1, "hard_gate": 2}),
-        ep("3", 0, status="infra_error", reward=None, call_codes={"OK": 9},
-           gates={"requested": 9, "approved": 9, "declined": 0, "hard_gate": 0}),  # excluded: says nothing
+        ep(
+            "1",
+            0,
+            call_codes={"OK": 3, "APPROVAL_REQUIRED": 1},
+            gates={"requested": 1, "approved": 1, "declined": 0, "hard_gate": 0},
+        ),
+        ep(
+            "2",
+            0,
+            reward=0.0,
+            call_codes={"OK": 1, "HARD_GATE": 2, "APPROVAL_REQUIRED": 1},
+            gates={"requested": 1, "approved": 0, "declined": 1, "hard_gate": 2},
+        ),
+        ep(
+            "3",
+            0,
+            status="infra_error",
+            reward=None,
+            call_codes={"OK": 9},
+            gates={"requested": 9, "approved": 9, "declined": 0, "hard_gate": 0},
+        ),  # excluded: says nothing
         ep("4", 0),  # a log written before gates: no call_codes, no gates
-    ]  # fmt: skip
+    ]
     summary = summarize_episodes(rows)
     # calls: 4 + 4 = 8 over the valid episodes; ok: 3 + 1 = 4; success rate 4 / 8.
     assert summary["operations"] == {"calls": 8, "ok": 4, "success_rate": 0.5}

@@ -145,8 +145,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     from rewardkit.pipelines.tiny_model import build_tiny_model
 
-    model = build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", ["hi there, how can I help? fine thanks"] * 8,
-                             vocab_size=300)  # fmt: skip
+    model = build_tiny_model(
+        tmp_path_factory.mktemp("tiny") / "m", ["hi there, how can I help? fine thanks"] * 8, vocab_size=300
+    )
     tpl = get_template(get_processor(str(model)))
     tpl.set_mode("train")
     return tpl
@@ -200,7 +201,8 @@ class TestCollate:
         ],
     )
     def test_padding_free_packed_row_zeroes_only_the_excluded_span(self, drop: list[bool], expected: list) -> None:
-        batch = [GRPOSample(messages=[], rollout_infos={"termination": "user_sim_error" if d else "user_stop"})
-                 for d in drop]  # fmt: skip
+        batch = [
+            GRPOSample(messages=[], rollout_infos={"termination": "user_sim_error" if d else "user_stop"}) for d in drop
+        ]
         _, out = collate_excluding(self.packed([3, 2, 4]))(batch)
         assert out.completion_mask.int().tolist() == [expected]

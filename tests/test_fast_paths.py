@@ -90,8 +90,12 @@ def test_mean_is_numpy_mean(size: int) -> None:
 @given(st.lists(texts, min_size=1, max_size=9), st.lists(texts, min_size=1, max_size=9))
 def test_lexical_session_is_cdist(a: list[str], b: list[str]) -> None:
     # 1..81 pairs: both sides of the 64-pair switch between one fuzz.ratio a pair and one cdist call
-    expected = process.cdist([normalize_text(x) for x in a], [normalize_text(x) for x in b], scorer=fuzz.ratio,
-                             dtype=np.float32).astype(np.float64) / 100.0  # fmt: skip
+    expected = (
+        process.cdist(
+            [normalize_text(x) for x in a], [normalize_text(x) for x in b], scorer=fuzz.ratio, dtype=np.float32
+        ).astype(np.float64)
+        / 100.0
+    )
     session = LexicalBackend().session(a[:1])  # one text known to the session, the others normalised on demand
     assert (np.array(session.matrix(a, b)) == expected).all()
     k = min(len(a), len(b))
@@ -100,8 +104,10 @@ def test_lexical_session_is_cdist(a: list[str], b: list[str]) -> None:
 
 def test_each_distinct_answer_is_validated_once() -> None:
     # 8 completions, 3 distinct answers: 8 splits, 3 schema validations, whatever the seven rewards read
-    answers = [answer("查看经营周报", step("数据分析专家", "查看经营周报")),
-               answer("看周报", step("数据分析专家", "看周报"))]  # fmt: skip
+    answers = [
+        answer("查看经营周报", step("数据分析专家", "查看经营周报")),
+        answer("看周报", step("数据分析专家", "看周报")),
+    ]
     batch = [completion(THINK + f" 第{i}条", answers[i % 2] if i < 6 else "{}") for i in range(8)]
     COMPLETIONS.clear()
     parse.cache_clear()

@@ -92,15 +92,25 @@ def infrastructure(seen: list[tuple[str, int, str]]) -> set[str]:
 
 
 def run(server: SimServer, log_path: Path, resume: bool) -> list[dict[str, Any]]:
-    spec = RunSpec(domain="retail", agent=server.base_url, agent_model="m", split="train", tasks=TASK_IDS,
-                   max_turns=MAX_TURNS, agent_retries=RETRIES, agent_timeout=TIMEOUT_S,
-                   workers=len(TASK_IDS))  # fmt: skip
+    spec = RunSpec(
+        domain="retail",
+        agent=server.base_url,
+        agent_model="m",
+        split="train",
+        tasks=TASK_IDS,
+        max_turns=MAX_TURNS,
+        agent_retries=RETRIES,
+        agent_timeout=TIMEOUT_S,
+        workers=len(TASK_IDS),
+    )
     plan, meta = build_plan(spec)
     # The spec's agent, with a 10 ms backoff instead of 1 s between attempts (the run takes seconds, not minutes).
     make_agent, described = make_agent_factory(
-        server.base_url, RETAIL.tool_specs(), model="m",
+        server.base_url,
+        RETAIL.tool_specs(),
+        model="m",
         settings=EndpointSettings(retries=RETRIES, timeout_s=TIMEOUT_S, backoff_s=0.01, concurrency=len(TASK_IDS)),
-    )  # fmt: skip
+    )
     assert described == meta["agent"]  # the same agent as the spec describes
     with EpisodeLog(log_path, meta["run"], resume=resume) as log:
         return run_trials(dataclasses.replace(plan, make_agent=make_agent), log, progress=False)

@@ -35,17 +35,30 @@ def big_change(conn, arguments) -> str | None:
     return "a change over 10% needs approval" if abs(arguments["price"] - row["price"]) > 0.1 * row["price"] else None
 
 
-PARAMS = {"type": "object", "additionalProperties": False, "required": ["sku", "price", "idempotency_key"],
-          "properties": {"sku": {"type": "string"}, "price": {"type": "number"},
-                         "idempotency_key": {"type": "string"}}}  # fmt: skip
+PARAMS = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["sku", "price", "idempotency_key"],
+    "properties": {"sku": {"type": "string"}, "price": {"type": "number"}, "idempotency_key": {"type": "string"}},
+}
 TOOLS = {
     "set_price": ToolSpec(
-        "set_price", "Set a price.", PARAMS, "write", set_price,
+        "set_price",
+        "Set a price.",
+        PARAMS,
+        "write",
+        set_price,
         gates=(Gate("soft", "PRICE_CHANGE_NEEDS_APPROVAL", big_change), Gate("hard", "PRICE_BELOW_COST", below_cost)),
     ),
-    "set_price_always": ToolSpec("set_price_always", "Set a price.", PARAMS, "write", set_price,
-                                 gates=(Gate("soft", "EVERY_CHANGE", always("every change is approved")),)),
-}  # fmt: skip
+    "set_price_always": ToolSpec(
+        "set_price_always",
+        "Set a price.",
+        PARAMS,
+        "write",
+        set_price,
+        gates=(Gate("soft", "EVERY_CHANGE", always("every change is approved")),),
+    ),
+}
 
 
 @pytest.fixture

@@ -111,8 +111,9 @@ class TestTransactions:
         env.call("cancel_pending_order", {"order_id": "#W2611340", "reason": "no longer needed"})
         assert env.state_hash() == before  # two audit rows later
         assert [(a["seq"], a["tool"], a["code"]) for a in env.audit()] == [
-            (1, "get_order_details", "NOT_FOUND"), (2, "cancel_pending_order", "PRECONDITION_FAILED")
-        ]  # fmt: skip
+            (1, "get_order_details", "NOT_FOUND"),
+            (2, "cancel_pending_order", "PRECONDITION_FAILED"),
+        ]
 
 
 class TestInjection:
@@ -138,10 +139,17 @@ class TestInjection:
 
 class TestIsolation:
     def test_64_concurrent_rollouts_see_only_their_own_writes(self) -> None:
-        pending = [t for t in tasks().values() if any(a["name"] == "cancel_pending_order"
-                   for a in t["evaluation_criteria"]["actions"])]  # fmt: skip
-        cancels = [a["arguments"] for t in pending for a in t["evaluation_criteria"]["actions"]
-                   if a["name"] == "cancel_pending_order"]  # fmt: skip
+        pending = [
+            t
+            for t in tasks().values()
+            if any(a["name"] == "cancel_pending_order" for a in t["evaluation_criteria"]["actions"])
+        ]
+        cancels = [
+            a["arguments"]
+            for t in pending
+            for a in t["evaluation_criteria"]["actions"]
+            if a["name"] == "cancel_pending_order"
+        ]
         template_hash = TABLES.full_hash(TABLES.template()[0])
 
         def rollout(i: int) -> tuple[str, list[str]]:
@@ -181,8 +189,21 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=8,
 )
-_IDS = st.sampled_from(["#W6779827", "#W5918442", "#W4817420", "sofia_rossi_8776", "gift_card_7219486", "6700049080",
-                        "credit_card_9789590", "3377618313", "no longer needed", "1+1", ""])  # fmt: skip
+_IDS = st.sampled_from(
+    [
+        "#W6779827",
+        "#W5918442",
+        "#W4817420",
+        "sofia_rossi_8776",
+        "gift_card_7219486",
+        "6700049080",
+        "credit_card_9789590",
+        "3377618313",
+        "no longer needed",
+        "1+1",
+        "",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

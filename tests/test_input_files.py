@@ -126,8 +126,21 @@ def test_a_user_cache_that_is_not_sqlite_is_one_error(tmp_path: Path, mode: str)
 def test_the_cli_says_it_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     junk = tmp_path / "x"
     junk.write_bytes(b"\x00\x01 not sqlite" * 100)
-    argv = ["synth", "agent", "--agent", "gold", "--user", "scripted", "--user-cache", str(junk), "--tasks", "50",
-            "--no-progress", "--out", str(tmp_path / "sft.jsonl")]  # fmt: skip
+    argv = [
+        "synth",
+        "agent",
+        "--agent",
+        "gold",
+        "--user",
+        "scripted",
+        "--user-cache",
+        str(junk),
+        "--tasks",
+        "50",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "sft.jsonl"),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err == f"rewardkit synth agent: --user-cache {junk}: {NOT_SQLITE}\n"

@@ -117,8 +117,10 @@ def test_every_declared_content_gap_is_tried_and_still_there(key: str) -> None:
     cls = REWARDS[key]
     if "messages" in cls.columns:  # a tool-use reward: its probes are the contract test's
         pytest.skip("tool-use reward")
-    rows = [{k: v for k, v in r.items() if k in (*cls.columns, *cls.optional_columns, "completion", "messages")}
-            for r in PROMPTED]  # fmt: skip
+    rows = [
+        {k: v for k, v in r.items() if k in (*cls.columns, *cls.optional_columns, "completion", "messages")}
+        for r in PROMPTED
+    ]
     rows = [{**r, "experts": E} for r in rows]  # the near misses need the offered experts
     if key == "answer_format":  # the no-think control's format: the answer block alone
         rows = [{**r, "completion": r["completion"][r["completion"].index("<answer>") :]} for r in rows]

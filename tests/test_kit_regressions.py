@@ -157,9 +157,17 @@ def test_trainer_state_is_one_state_with_the_real_fields() -> None:
         ({"may_return_none": "no"}, "may_return_none must be True or False"),
         ({"columns": "solution"}, "columns must be a tuple of column names"),  # a string would be its letters
     ],
-    ids=["gameable-star", "gameable-typo", "gameable-no-reason", "range-reversed", "range-strings", "range-bools",
-         "none-text", "columns-string"],
-)  # fmt: skip
+    ids=[
+        "gameable-star",
+        "gameable-typo",
+        "gameable-no-reason",
+        "range-reversed",
+        "range-strings",
+        "range-bools",
+        "none-text",
+        "columns-string",
+    ],
+)
 def test_a_declaration_that_cannot_be_meant_is_refused(attributes: dict[str, Any], message: str) -> None:
     reward = type("Declared", (broken.ExactAnswer,), attributes)()
     with pytest.raises(DeclarationError, match=message):
@@ -271,9 +279,18 @@ def test_rows_may_be_a_generator() -> None:
         ({"check_time_s": 0}, "check_time_s must be a finite number"),
         ({"draws": 0}, "draws must be an integer >= 1"),
     ],
-    ids=["checks-empty", "skip-unknown", "skip-all", "margin-nan", "margin-wide", "time-inf", "time-nan",
-         "check-time-0", "draws-0"],
-)  # fmt: skip
+    ids=[
+        "checks-empty",
+        "skip-unknown",
+        "skip-all",
+        "margin-nan",
+        "margin-wide",
+        "time-inf",
+        "time-nan",
+        "check-time-0",
+        "draws-0",
+    ],
+)
 def test_arguments_that_cannot_mean_anything_are_refused(options: dict[str, Any], message: str) -> None:
     with pytest.raises(KitError, match=message):
         check_reward(broken.exact_answer, ROWS, **options)

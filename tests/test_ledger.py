@@ -23,8 +23,19 @@ def test_the_docstring_example_holds() -> None:
 
 
 def run(server: SimServer, tmp_path: Path, cache: Path | None = None, name: str = "a") -> tuple[dict, list[dict]]:
-    spec = RunSpec(agent="gold", user=server.base_url, user_model="sim", user_retries=2, user_cache=cache,
-                   domain="retail", split="train", limit=3, workers=2, max_turns=4, price=(0.5, 2.0))  # fmt: skip
+    spec = RunSpec(
+        agent="gold",
+        user=server.base_url,
+        user_model="sim",
+        user_retries=2,
+        user_cache=cache,
+        domain="retail",
+        split="train",
+        limit=3,
+        workers=2,
+        max_turns=4,
+        price=(0.5, 2.0),
+    )
     episodes = tmp_path / f"{name}.episodes.jsonl"
     report = synthesize_run(
         spec, tmp_path / f"{name}.jsonl", tmp_path / f"{name}.report.json", episodes, progress=False
@@ -44,8 +55,9 @@ def test_the_ledger_is_what_the_server_saw_and_the_log_holds(tmp_path: Path) -> 
     (user,) = [entry for entry in report["ledger"] if entry["role"] == "user"]  # the gold agent calls no model
     assert report["ledger"] == [user] and user["endpoint"] == server.base_url
     # Every request the server received, one of them the scheduled 500 that was retried.
-    assert (user["requests"], user["errors"], user["retries"], user["failures"]) == (seen, failed, 1, 0) == (
-        seen, 1, 1, 0)  # fmt: skip
+    assert (
+        (user["requests"], user["errors"], user["retries"], user["failures"]) == (seen, failed, 1, 0) == (seen, 1, 1, 0)
+    )
     # Each reply that came back is one user turn of the log: three tasks, one reply each (the reply stops).
     assert user["requests"] - user["errors"] == user_turns(records) == 3
     # Tokens: the server's usage, a token per word; the 500 reported none.
@@ -71,9 +83,32 @@ def test_replies_from_the_cache_are_hits_and_send_nothing(tmp_path: Path) -> Non
 def test_the_commands_print_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with SimServer(usage=True, reply=REPLY) as server:
         out = tmp_path / "out"
-        code = main(["eval", "agent", "--agent", "gold", "--user", server.base_url, "--user-model", "sim",
-                     "--split", "train", "--limit", "2", "--trials", "1", "--max-turns", "2", "--out-dir", str(out),
-                     "--no-progress", "--price", "1", "3"])  # fmt: skip
+        code = main(
+            [
+                "eval",
+                "agent",
+                "--agent",
+                "gold",
+                "--user",
+                server.base_url,
+                "--user-model",
+                "sim",
+                "--split",
+                "train",
+                "--limit",
+                "2",
+                "--trials",
+                "1",
+                "--max-turns",
+                "2",
+                "--out-dir",
+                str(out),
+                "--no-progress",
+                "--price",
+                "1",
+                "3",
+            ]
+        )
     assert code == 0
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     (user,) = summary["ledger"]

@@ -78,8 +78,15 @@ def test_json_never_replaces_an_input(
     (tmp_path / "sft").mkdir()
     sft = rows_file(tmp_path / "sft")
     config = recipe_path("planning/tiny_reward_config.yaml")
-    onto = {"data": data, "reward": reward, "link": tmp_path / "link.jsonl", "sft": sft, "recipe": Path(RECIPE),
-            "config": config, "tokenizer": model / "tokenizer.json"}[json_onto]  # fmt: skip
+    onto = {
+        "data": data,
+        "reward": reward,
+        "link": tmp_path / "link.jsonl",
+        "sft": sft,
+        "recipe": Path(RECIPE),
+        "config": config,
+        "tokenizer": model / "tokenizer.json",
+    }[json_onto]
     before = onto.read_bytes()
     args = {
         "reward": ["reward", f"{reward}:exact_answer", "--data", data],
@@ -110,9 +117,18 @@ def test_an_unwritable_json_is_refused_before_the_run(tmp_path: Path, capsys: py
         (["--skip", "shap"], "skip: unknown check(s) ['shap']"),
         (["--margin", "2"], "margin must be a finite number in [0, 1]"),  # wider than the reward's range [0, 1]
     ],
-    ids=["margin-nan", "margin-negative", "time-nan", "time-inf", "time-0", "draws-0", "check-time-inf",
-         "skip-unknown", "margin-wider-than-range"],
-)  # fmt: skip
+    ids=[
+        "margin-nan",
+        "margin-negative",
+        "time-nan",
+        "time-inf",
+        "time-0",
+        "draws-0",
+        "check-time-inf",
+        "skip-unknown",
+        "margin-wider-than-range",
+    ],
+)
 def test_settings_that_cannot_mean_anything_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
@@ -134,19 +150,39 @@ def test_lint_recipe_refuses_a_margin_over_1(tmp_path: Path, capsys: pytest.Capt
         ("import sys\nsys.exit(0)\n", "importing it raised SystemExit: 0"),  # before: exit 0, no table
         ("import os\nos._exit(0)\n", "exited with status 0 before returning a result"),  # only a child survives it
         ("while True:\n    pass\n", "did not finish within 1 s"),  # before: hung forever
-        ("class R:\n    def __init__(self):\n        raise KeyError('cfg')\n    def __call__(self, c, **k):\n"
-         "        return [1.0] * len(c)\n", "building it with no arguments raised KeyError: 'cfg'"),
+        (
+            "class R:\n    def __init__(self):\n        raise KeyError('cfg')\n    def __call__(self, c, **k):\n"
+            "        return [1.0] * len(c)\n",
+            "building it with no arguments raised KeyError: 'cfg'",
+        ),
         ("import sys\nclass R:\n    def __init__(self):\n        sys.exit(3)\n", "raised SystemExit: 3"),
-        ("class R:\n    gameable = '*'\n    def __call__(self, c, **k):\n        return [1.0] * len(c)\n",
-         "gameable must map probe names (or '*') to a reason"),
-        ("class R:\n    range = (1, 0)\n    def __call__(self, c, **k):\n        return [1.0] * len(c)\n",
-         "low <= high"),
-        ("class R:\n    range = ('0', '1')\n    def __call__(self, c, **k):\n        return [1.0] * len(c)\n",
-         "two finite numbers"),
+        (
+            "class R:\n    gameable = '*'\n    def __call__(self, c, **k):\n        return [1.0] * len(c)\n",
+            "gameable must map probe names (or '*') to a reason",
+        ),
+        (
+            "class R:\n    range = (1, 0)\n    def __call__(self, c, **k):\n        return [1.0] * len(c)\n",
+            "low <= high",
+        ),
+        (
+            "class R:\n    range = ('0', '1')\n    def __call__(self, c, **k):\n        return [1.0] * len(c)\n",
+            "two finite numbers",
+        ),
     ],
-    ids=["raises", "missing-module", "relative-import", "exit-at-import", "os-exit-at-import", "hangs-at-import",
-         "init-raises", "init-exits", "gameable-star", "range-reversed", "range-strings"],
-)  # fmt: skip
+    ids=[
+        "raises",
+        "missing-module",
+        "relative-import",
+        "exit-at-import",
+        "os-exit-at-import",
+        "hangs-at-import",
+        "init-raises",
+        "init-exits",
+        "gameable-star",
+        "range-reversed",
+        "range-strings",
+    ],
+)
 def test_a_reward_file_that_cannot_load_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str, message: str
 ) -> None:
@@ -210,8 +246,11 @@ def test_nan_literals_are_not_json(tmp_path: Path, capsys: pytest.CaptureFixture
     data = rows_file(tmp_path, '{"solution": "1", "completion": "x", "score": NaN}\n')
     model = tmp_path / "model"
     model.mkdir()
-    args = {"reward": ["reward", GOOD, "--data"], "recipe": [RECIPE, "--dataset"], "tokens": ["tokens", "--model",
-            model, "--data"]}[target]  # fmt: skip
+    args = {
+        "reward": ["reward", GOOD, "--data"],
+        "recipe": [RECIPE, "--dataset"],
+        "tokens": ["tokens", "--model", model, "--data"],
+    }[target]
     assert "rows.jsonl:1: not valid JSON (NaN is not valid JSON)" in usage_error(capsys, *args, data)
 
 
@@ -244,8 +283,17 @@ def test_sigterm_during_a_hostile_check_stops_the_run_and_its_children(tmp_path:
     # slow_on_regex_bomb backtracks for ever on the regex-bomb input; with a 60 s time limit the hostile child
     # would live for a minute. SIGTERM must end the lint (exit 143) and kill that child at once.
     generic = "shape,values,determinism,independence,no_mutation,extra_columns,missing_column,pickle,threads"
-    args = ["lint", "reward", f"{BROKEN}:slow_on_regex_bomb", "--data", str(rows_file(tmp_path)),
-            "--time-limit", "60", "--skip", f"{generic},conversational,gaming"]  # fmt: skip
+    args = [
+        "lint",
+        "reward",
+        f"{BROKEN}:slow_on_regex_bomb",
+        "--data",
+        str(rows_file(tmp_path)),
+        "--time-limit",
+        "60",
+        "--skip",
+        f"{generic},conversational,gaming",
+    ]
     proc = subprocess.Popen([sys.executable, "-m", "rewardkit.cli", *args], stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

@@ -118,21 +118,42 @@ PLANNER = list(SETS["planner"].keys)  # strict_format, json_valid, think_length,
         # gold's 1.0: a gap of 0.05, under the margin 0.1 * (0.95 + 0.05) = 0.1. Every content probe is well formed,
         # so it scores the gold's 1.0: a form-only set lets all of them through. The bundled planner set passes
         # (test_the_bundled_sets_pass).
-        ("planning", ["strict_format", "json_valid"], ["0.95", "0.05"], None, ("tags_only", "repeated", *CONTENT),
-         "strict_format", None),
+        (
+            "planning",
+            ["strict_format", "json_valid"],
+            ["0.95", "0.05"],
+            None,
+            ("tags_only", "repeated", *CONTENT),
+            "strict_format",
+            None,
+        ),
         # The planner's seven rewards with every weight 0 but json_valid's 1: every form probe breaks the JSON and
         # scores 0, but every content probe is valid JSON and scores the gold's 1.0 (gap 0). json_valid lets them
         # through; with the planner's own weights they are caught.
-        ("planning", PLANNER, ["0", "1", "0", "0", "0", "0", "0"], None, CONTENT, "json_valid",
-         (PLANNER, ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"], None)),
+        (
+            "planning",
+            PLANNER,
+            ["0", "1", "0", "0", "0", "0", "0"],
+            None,
+            CONTENT,
+            "json_valid",
+            (PLANNER, ["0.1", "0.1", "0.1", "0.1", "0.2", "0.3", "0.1"], None),
+        ),
         # tau2 with MUA-RL's rule (task_completion.require_outputs: false): every_write (the gold's calls, then
         # every write tool on the gold's arguments, which the database refuses) leaves the gold state, so it scores
         # 1.0 on most rows and nothing makes the agent say what it must; tau2's rule (the default) pays 0 for it.
-        ("tau2", ["task_completion"], ["1"], "task_completion:\n  require_outputs: false\n", ("every_write",),
-         "task_completion", (["task_completion"], ["1"], "task_completion:\n  require_outputs: true\n")),
+        (
+            "tau2",
+            ["task_completion"],
+            ["1"],
+            "task_completion:\n  require_outputs: false\n",
+            ("every_write",),
+            "task_completion",
+            (["task_completion"], ["1"], "task_completion:\n  require_outputs: true\n"),
+        ),
     ],
     ids=["planning-format-heavy", "planning-json-valid-only", "tau2-mua-rl-rule"],
-)  # fmt: skip
+)
 def test_a_weak_set_fails_naming_the_probe_and_the_reward(
     request: pytest.FixtureRequest,
     tmp_path: Path,
@@ -254,19 +275,40 @@ def fails(capsys: pytest.CaptureFixture[str], *args: str) -> str:
         (8, ["--max-zero-variance", "1.5"], 2, "--max-zero-variance: '1.5' is not a finite number in [0, 1]"),
         (8, ["--max-zero-variance", "-0.1"], 2, "--max-zero-variance: '-0.1' is not a finite number in [0, 1]"),
         # One sample of one prompt: no group of two to compare.
-        (8, [], 1, "--sft {sft}: no prompt has 2 or more samples (grouped by every column but the completion); "
-         "pass --group-by COLUMN"),
+        (
+            8,
+            [],
+            1,
+            "--sft {sft}: no prompt has 2 or more samples (grouped by every column but the completion); "
+            "pass --group-by COLUMN",
+        ),
         # Two samples, each its own prompt by --group-by name: still no group.
         (8, ["--group-by", "name"], 2, "--sft {sft}: no prompt has 2 or more samples (grouped by --group-by name)"),
         (8, [], 0, "--sft {sft}: no rows (the file is empty)"),
-        (8, ["--config", "nope.yaml"], None, "--config: reward config nope.yaml not found (from {cwd}, tried "
-         "nope.yaml, {tmp}/nope.yaml, {tmp.parent}/nope.yaml, "),  # every folder above the recipe's, in order
+        (
+            8,
+            ["--config", "nope.yaml"],
+            None,
+            "--config: reward config nope.yaml not found (from {cwd}, tried "
+            "nope.yaml, {tmp}/nope.yaml, {tmp.parent}/nope.yaml, ",
+        ),  # every folder above the recipe's, in order
         (8, ["--dataset", "{tmp}/missing.jsonl"], None, "--dataset {tmp}/missing.jsonl not found"),  # the last wins
     ],
-    ids=["generations-0", "generations-negative", "generations-text", "zero-variance-no-sft", "group-by-no-sft",
-         "share-above-1", "share-below-0", "sft-one-sample", "sft-no-group", "sft-empty", "config-missing",
-         "dataset-missing"],
-)  # fmt: skip
+    ids=[
+        "generations-0",
+        "generations-negative",
+        "generations-text",
+        "zero-variance-no-sft",
+        "group-by-no-sft",
+        "share-above-1",
+        "share-below-0",
+        "sft-one-sample",
+        "sft-no-group",
+        "sft-empty",
+        "config-missing",
+        "dataset-missing",
+    ],
+)
 def test_usage_errors_exit_2(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -291,8 +333,13 @@ def test_correlation_without_sft_covers_the_golds_and_every_probe(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], planning_rows: list[dict]
 ) -> None:
     rows = planning_rows[:20]
-    _, report, _ = lint(capsys, tmp_path, str(recipe_path("planning/grpo.yaml")), "--dataset",
-                        str(write_jsonl(tmp_path / "rows.jsonl", rows)))  # fmt: skip
+    _, report, _ = lint(
+        capsys,
+        tmp_path,
+        str(recipe_path("planning/grpo.yaml")),
+        "--dataset",
+        str(write_jsonl(tmp_path / "rows.jsonl", rows)),
+    )
     golds, _ = with_gold(rows, tool_use=False, schema=load_schema("zh"), where="rows")
     probes = all_probes(golds, tool_use=False)
     corr = report["correlation"]

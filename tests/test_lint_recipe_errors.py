@@ -68,11 +68,17 @@ def recipe_file(tmp_path: Path, funcs: str, weights: str | None = None) -> Path:
     ("funcs", "weights", "message"),
     [
         # YAML's NaN: weight x score is NaN, and so is every total it is in.
-        ("[strict_format]", "[.nan]", "reward_weights[0] (the weight of strict_format) is a number (nan), "
-         "not a finite number"),
+        (
+            "[strict_format]",
+            "[.nan]",
+            "reward_weights[0] (the weight of strict_format) is a number (nan), not a finite number",
+        ),
         # A string ms-swift's float() would read as NaN.
-        ("[strict_format]", '["nan"]', "reward_weights[0] (the weight of strict_format) is a string ('nan'), "
-         "not a finite number"),
+        (
+            "[strict_format]",
+            '["nan"]',
+            "reward_weights[0] (the weight of strict_format) is a string ('nan'), not a finite number",
+        ),
         # YAML's infinity: inf x 0 is NaN.
         ("[strict_format]", "[.inf]", "is a number (inf), not a finite number"),
         # The string, negative.
@@ -92,20 +98,46 @@ def recipe_file(tmp_path: Path, funcs: str, weights: str | None = None) -> Path:
         # A nested list.
         ("[strict_format]", "[[1]]", "is a list, not a number"),
         # The second entry: the index and the reward it weights are named.
-        ("[strict_format, json_valid]", '["0.5", .nan]', "reward_weights[1] (the weight of json_valid) is a "
-         "number (nan), not a finite number"),
+        (
+            "[strict_format, json_valid]",
+            '["0.5", .nan]',
+            "reward_weights[1] (the weight of json_valid) is a number (nan), not a finite number",
+        ),
         # Every weight 0, as numbers and as strings: nothing would be trained.
-        ("[strict_format, json_valid]", '[0, "0.0"]', "reward_weights give every reward a weight of 0, so GRPO "
-         "would train nothing; give at least one reward a weight other than 0"),
+        (
+            "[strict_format, json_valid]",
+            '[0, "0.0"]',
+            "reward_weights give every reward a weight of 0, so GRPO "
+            "would train nothing; give at least one reward a weight other than 0",
+        ),
         # A repeated reward whose entries cancel: 0.5 x s - 0.5 x s = 0 on every completion.
-        ("[strict_format, strict_format]", "[0.5, -0.5]", "reward_weights give every reward a weight of 0 once the "
-         "weights of a repeated reward are added up ({'strict_format': [0.5, -0.5]})"),
+        (
+            "[strict_format, strict_format]",
+            "[0.5, -0.5]",
+            "reward_weights give every reward a weight of 0 once the "
+            "weights of a repeated reward are added up ({'strict_format': [0.5, -0.5]})",
+        ),
         # One weight for two rewards (kept from before).
         ("[strict_format, json_valid]", "[1]", "2 reward_funcs but 1 reward_weights"),
     ],
-    ids=["yaml-nan", "string-nan", "yaml-inf", "string-minus-inf", "string-1e308", "yaml-1e308", "past-bound",
-         "int-overflow", "boolean", "text", "nested-list", "second-index", "all-zero", "merged-zero", "count"],
-)  # fmt: skip
+    ids=[
+        "yaml-nan",
+        "string-nan",
+        "yaml-inf",
+        "string-minus-inf",
+        "string-1e308",
+        "yaml-1e308",
+        "past-bound",
+        "int-overflow",
+        "boolean",
+        "text",
+        "nested-list",
+        "second-index",
+        "all-zero",
+        "merged-zero",
+        "count",
+    ],
+)
 def test_a_weight_that_means_nothing_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], completions: Path, funcs: str, weights: str, message: str
 ) -> None:
@@ -146,14 +178,22 @@ def _margin(report: dict) -> str:
     ("funcs", "weights", "same_as", "merged"),
     [
         # strict_format twice: ms-swift adds 0.1 x s + 0.2 x s = 0.3 x s; the sum 0.6 sets the margin.
-        ("[strict_format, json_valid, strict_format]", '["0.1", "0.3", "0.2"]', ("[strict_format, json_valid]",
-         '["0.3", "0.3"]'), {"strict_format": [0.1, 0.2]}),
+        (
+            "[strict_format, json_valid, strict_format]",
+            '["0.1", "0.3", "0.2"]',
+            ("[strict_format, json_valid]", '["0.3", "0.3"]'),
+            {"strict_format": [0.1, 0.2]},
+        ),
         # No reward_weights: 1 each, so json_valid listed twice weighs 2.
-        ("[json_valid, strict_format, json_valid]", None, ("[json_valid, strict_format]", "[2, 1]"),
-         {"json_valid": [1.0, 1.0]}),
+        (
+            "[json_valid, strict_format, json_valid]",
+            None,
+            ("[json_valid, strict_format]", "[2, 1]"),
+            {"json_valid": [1.0, 1.0]},
+        ),
     ],
     ids=["explicit-weights", "default-weights"],
-)  # fmt: skip
+)
 def test_a_repeated_reward_counts_once_with_its_weights_added(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -210,25 +250,45 @@ def _without_task(row: dict) -> None:
         # Text that is not JSON.
         ("task", "retail #3", "column 'task': holds a string that is not JSON: 'retail #3'"),
         # Gold actions that are not a list (envs.tasks' own check, reused).
-        ("task", {"evaluation_criteria": {"actions": "refund"}}, "column 'task': evaluation_criteria.actions: "
-         "must be a list of action objects, got a string ('refund')"),
+        (
+            "task",
+            {"evaluation_criteria": {"actions": "refund"}},
+            "column 'task': evaluation_criteria.actions: must be a list of action objects, got a string ('refund')",
+        ),
         # No task at all, while the other row has one.
         ("task", _without_task, "no column 'task'; a tau2 row has 'messages', 'task' and 'domain'"),
         # The prompt as one string: it would be read as its characters.
-        ("messages", "Where is my order?", "column 'messages': must be a list of {role, content} messages, got a "
-         "string ('Where is my order?')"),
+        (
+            "messages",
+            "Where is my order?",
+            "column 'messages': must be a list of {role, content} messages, got a string ('Where is my order?')",
+        ),
         # A list of strings, not of messages.
         ("messages", ["hi"], "column 'messages': message 1 is a string ('hi'), not a {role, content} object"),
         # A message without its text.
         ("messages", [{"role": "user"}], "column 'messages': message 1 has no 'content'"),
         # A role that is not a name.
-        ("messages", [{"role": 1, "content": "hi"}], "column 'messages': message 1: 'role' must be a string, got a "
-         "number (1)"),
+        (
+            "messages",
+            [{"role": 1, "content": "hi"}],
+            "column 'messages': message 1: 'role' must be a string, got a number (1)",
+        ),
     ],
-    ids=["task-json-list", "task-list", "task-number", "task-empty", "task-null", "task-not-json",
-         "task-bad-actions", "task-missing", "messages-string", "messages-of-strings", "message-no-content",
-         "message-role-number"],
-)  # fmt: skip
+    ids=[
+        "task-json-list",
+        "task-list",
+        "task-number",
+        "task-empty",
+        "task-null",
+        "task-not-json",
+        "task-bad-actions",
+        "task-missing",
+        "messages-string",
+        "messages-of-strings",
+        "message-no-content",
+        "message-role-number",
+    ],
+)
 def test_a_tau2_row_that_cannot_be_played_is_refused(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

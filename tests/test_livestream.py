@@ -16,8 +16,14 @@ from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.tasks import approves, gold_actions, known_info, reason_for_call, scripted_actions
 
 FOLDER = Path(__file__).resolve().parents[1] / "src" / "rewardkit" / "envs" / "livestream"
-PUBLIC = {"rewardkit.envs", "rewardkit.envs.tool", "rewardkit.envs.harness", "rewardkit.envs.approvals",
-          "rewardkit.envs.sqlite_env", "rewardkit.envs.domain"}  # fmt: skip
+PUBLIC = {
+    "rewardkit.envs",
+    "rewardkit.envs.tool",
+    "rewardkit.envs.harness",
+    "rewardkit.envs.approvals",
+    "rewardkit.envs.sqlite_env",
+    "rewardkit.envs.domain",
+}
 DOMAIN = get_domain("livestream")
 TASKS = DOMAIN.tasks()
 

@@ -61,8 +61,9 @@ def test_every_gold_trajectory_completes_through_the_scheduler(rows: dict[str, d
         infos = result["rollout_infos"]
         approved += gate_counts(infos["audit"])["approved"]
         declined += gate_counts(infos["audit"])["declined"]
-        [scores[task_id]] = TaskCompletion()([""], messages=[req.messages], task=[row["task"]],
-                                             domain=[row["domain"]], rollout_infos=[infos])  # fmt: skip
+        [scores[task_id]] = TaskCompletion()(
+            [""], messages=[req.messages], task=[row["task"]], domain=[row["domain"]], rollout_infos=[infos]
+        )
     assert scores == dict.fromkeys(rows, 1.0), {k: v for k, v in scores.items() if v != 1.0}
     # The tasks whose user approves: t13, t14, t15, t29, t30, t37, t43 one request each; t38, t44, t45 two each.
     assert approved == 13  # 7 + 3 * 2

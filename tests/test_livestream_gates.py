@@ -43,13 +43,17 @@ GATED = [
     # hard: SP003 59.00 -> 44.00 is under the range's bottom 45.00 (a 25.4% cut, above cost 21.00)
     (PRICE, {"sku": "SP003", "new_price": 44}, "HARD_GATE", "PRICE_OUT_OF_RANGE"),
     # hard: a coupon of 150.00 on SP013 at 329.00 is 45.6% > 30% (329 - 150 = 179 >= cost 165)
-    (COUPON, {"room_id": "R102", "sku": "SP013", "discount": 150, "quantity": 50}, "HARD_GATE",
-     "PLATFORM_DISCOUNT_LIMIT"),
+    (
+        COUPON,
+        {"room_id": "R102", "sku": "SP013", "discount": 150, "quantity": 50},
+        "HARD_GATE",
+        "PLATFORM_DISCOUNT_LIMIT",
+    ),
     # hard: SP006 99.00 - a 28.00 coupon = 71.00 < cost 72.00 (28.3%, under the platform's 30%)
     (COUPON, {"room_id": "R103", "sku": "SP006", "discount": 28, "quantity": 500}, "HARD_GATE", "PRICE_BELOW_COST"),
     # both red lines: SP006 at 59.00 is below cost 72.00 and a 40.4% cut; the first declared rule names it
     (PRICE, {"sku": "SP006", "new_price": 59}, "HARD_GATE", "PRICE_BELOW_COST"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("tool", "arguments", "code", "rule"), GATED)
@@ -66,8 +70,9 @@ def test_a_price_change_counts_the_largest_coupon_already_issued(env) -> None:
     # SP006 99.00 -> 80.00: in the range 79.00-109.00, a 19.2% cut, above cost 72.00: only the soft gate.
     assert env.call(PRICE, cut).code.value == "APPROVAL_REQUIRED"
     # A 10.00 coupon in R103 (99.00 - 10.00 = 89.00, 10.1% off): no gate.
-    assert env.call(COUPON, {"room_id": "R103", "sku": "SP006", "discount": 10, "quantity": 100,
-                             "idempotency_key": "c1"}).ok  # fmt: skip
+    assert env.call(
+        COUPON, {"room_id": "R103", "sku": "SP006", "discount": 10, "quantity": 100, "idempotency_key": "c1"}
+    ).ok
     # Now a buyer would pay 80.00 - 10.00 = 70.00 < cost 72.00 (one coupon an order): a red line.
     result = env.call(PRICE, {**cut, "idempotency_key": "p2"})
     assert (result.code.value, result.value["error"]["rule"]) == ("HARD_GATE", "PRICE_BELOW_COST")
@@ -94,8 +99,10 @@ def test_ungated_writes_run_at_once(env, tool, arguments) -> None:
     [("approve_request", 8900, "SP005"), ("decline_request", 9900, "SP002")],
 )
 def test_soft_gates_run_once_approved_and_never_declined(env, decision, sku_price, sku_on_air) -> None:
-    calls = [(PRICE, {"sku": "SP006", "new_price": 89, "idempotency_key": "p"}),
-             (SWITCH, {"room_id": "R101", "sku": "SP005", "idempotency_key": "s"})]  # fmt: skip
+    calls = [
+        (PRICE, {"sku": "SP006", "new_price": 89, "idempotency_key": "p"}),
+        (SWITCH, {"room_id": "R101", "sku": "SP005", "idempotency_key": "s"}),
+    ]
     for tool, arguments in calls:
         request = env.call(tool, arguments).value["error"]["request_id"]
         assert env.user_call(decision, {"request_id": request}).ok

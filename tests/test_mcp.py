@@ -108,8 +108,11 @@ class TestSessions:
             assert b.call("get_order_details", {"order_id": ORDER}).value["status"] == "pending"
             assert a.state_hash() != template and b.state_hash() == template
             assert b.call("cancel_pending_order", CANCEL).ok  # b's order was still pending
-            assert a.state_hash() == b.state_hash() == in_process([{"name": "cancel_pending_order",
-                                                                     "arguments": CANCEL}])[0]  # fmt: skip
+            assert (
+                a.state_hash()
+                == b.state_hash()
+                == in_process([{"name": "cancel_pending_order", "arguments": CANCEL}])[0]
+            )
 
     def test_a_threaded_caller_gets_one_audit_row_per_call(self, url: str, tools: Mapping[str, Any]) -> None:
         with MCPEnvironment(url, tools=tools) as env, ThreadPoolExecutor(8) as pool:
@@ -222,8 +225,9 @@ class TestEpisode:
         run = run_episode(domain, task, GoldAgent(task), ScriptedSimulator(), RolloutLimits())
         assert run.infos["termination"] == "user_stop" and run.infos["tool_errors"] == 0
         assert run.infos["state_hash"] == in_process(GOLD["59"])[0]
-        score = TaskCompletion()(["x"], messages=[run.messages], task=[task], domain=[domain.name],
-                                 rollout_infos=[run.infos])  # fmt: skip
+        score = TaskCompletion()(
+            ["x"], messages=[run.messages], task=[task], domain=[domain.name], rollout_infos=[run.infos]
+        )
         assert score == [1.0]
 
 

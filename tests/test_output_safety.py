@@ -59,8 +59,18 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 GRPO = ["build", "planning-grpo"]
-TAU2 = ["build", "tau2-grpo", "--split", "s", "--tasks-file", "tasks.json", "--split-file", "split.json",
-        "--policy-file", "policy.md"]  # fmt: skip
+TAU2 = [
+    "build",
+    "tau2-grpo",
+    "--split",
+    "s",
+    "--tasks-file",
+    "tasks.json",
+    "--split-file",
+    "split.json",
+    "--policy-file",
+    "policy.md",
+]
 REPLAY = ["env", "replay", "--actions", "x.json"]
 
 

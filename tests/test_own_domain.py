@@ -90,8 +90,10 @@ def test_task_completion_reads_the_domain_from_the_row(library: Path) -> None:
     call = '<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>'
     gold = [{"role": "user", "content": "I want Dune"}]
     for action in task["evaluation_criteria"]["actions"]:
-        gold += [{"role": "assistant", "content": call % (action["name"], json.dumps(action["arguments"]))},
-                 {"role": "tool", "content": "{}"}]  # fmt: skip
+        gold += [
+            {"role": "assistant", "content": call % (action["name"], json.dumps(action["arguments"]))},
+            {"role": "tool", "content": "{}"},
+        ]
     done = [*gold, {"role": "assistant", "content": "Done: it is yours for 14 days."}]
     nothing = [gold[0], {"role": "assistant", "content": "Done: it is yours for 14 days."}]
     rows = {"messages": [done, nothing], "task": [task, task], "domain": [str(library)] * 2}
@@ -159,8 +161,9 @@ def test_episodes_through_ms_swifts_scheduler_hooks(library: Path) -> None:
     infos = result.get("rollout_infos") or {}
     assert result["done"] and infos["tool_calls"] == 2, result
     assert [a["tool"] for a in infos["audit"]] == ["find_book", "lend_book"]  # the harness ran both on the copy
-    score = TaskCompletion()([""], messages=[req.messages], task=[row["task"]], domain=[row["domain"]],
-                             rollout_infos=[infos])  # fmt: skip
+    score = TaskCompletion()(
+        [""], messages=[req.messages], task=[row["task"]], domain=[row["domain"]], rollout_infos=[infos]
+    )
     assert score == [1.0]
 
 

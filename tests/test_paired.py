@@ -68,9 +68,16 @@ def test_the_sign_test(grpo: dict, inverted: dict, moves: dict, opposite: bool, 
 
 def test_each_kind_collects_its_seeds() -> None:
     kinds = model_kinds(grpo_runs(ChainOptions(seeds=2, sign_test=True)))
-    assert kinds == {"base": "base", "sft": "sft", "grpo": "grpo", "grpo_control": "control",
-                     "grpo_inverted": "inverted", "grpo_s2": "grpo", "grpo_control_s2": "control",
-                     "grpo_inverted_s2": "inverted"}  # fmt: skip
+    assert kinds == {
+        "base": "base",
+        "sft": "sft",
+        "grpo": "grpo",
+        "grpo_control": "control",
+        "grpo_inverted": "inverted",
+        "grpo_s2": "grpo",
+        "grpo_control_s2": "control",
+        "grpo_inverted_s2": "inverted",
+    }
     values = {"base": 0.0, "sft": 0.5, "grpo": 0.6, "grpo_s2": 0.8, "grpo_control": 0.5, "grpo_control_s2": 0.5}
     got = per_kind(values, kinds)  # the inverted runs have no value here: no 'inverted' entry
     assert list(got) == ["base", "sft", "grpo", "control"]

@@ -27,8 +27,19 @@ def test_seeds_are_per_task_trial_and_turn_and_stable() -> None:
 
 
 def _episodes(model: Path, out: Path, workers: int) -> dict[tuple[str, int], list[dict]]:
-    spec = RunSpec(domain="retail", agent=str(model), user="scripted", split="train", tasks=(OPEN_TASK, TASK),
-                   trials=3, temperature=1.0, max_tokens=48, max_turns=3, workers=workers, tools=False)  # fmt: skip
+    spec = RunSpec(
+        domain="retail",
+        agent=str(model),
+        user="scripted",
+        split="train",
+        tasks=(OPEN_TASK, TASK),
+        trials=3,
+        temperature=1.0,
+        max_tokens=48,
+        max_turns=3,
+        workers=workers,
+        tools=False,
+    )
     evaluate_run(spec, out, progress=False)
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     return {(r["task_id"], r["trial"]): r for r in records}

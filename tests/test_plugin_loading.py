@@ -68,8 +68,13 @@ FOLDER = str(ROOT / "rewards") + "/"
 
 
 def _cases(version: str) -> dict[str, list[str]]:
-    cases = {"imported": ["imported"], "installed": ["installed"], "init": [INIT], "init_after": ["imported", INIT],
-             "every_way": ["imported", "installed", INIT]}  # fmt: skip
+    cases = {
+        "imported": ["imported"],
+        "installed": ["installed"],
+        "init": [INIT],
+        "init_after": ["imported", INIT],
+        "every_way": ["imported", "installed", INIT],
+    }
     if _folder_form_supported(version):
         cases |= {"folder": [FOLDER], "folder_after": ["imported", FOLDER]}
         cases["every_way"].insert(1, FOLDER)
@@ -81,8 +86,14 @@ def loaded() -> dict[str, dict]:
     import swift
 
     cases = _cases(swift.__version__)
-    out = subprocess.run([sys.executable, "-c", PROBES, json.dumps(cases)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300, check=False)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", PROBES, json.dumps(cases)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -17,10 +17,36 @@ from rewardkit.rewards.strict_format import REFERENCE_PATTERN, matches_strict_fo
 REWARD_OBJECTS = {key: cls() for key, cls in PLANNING_REWARDS.items()}
 
 FRAGMENTS = [
-    "<think>", "</think>", "<answer>", "</answer>", "\n", "\n\n", " ", "{", "}", "[", "]", '"', ":", ",",
-    '"plan"', '"补全后的问题"', '"专家"', '"处理问题"', '"depends_on"', "数据分析专家", "\x00", "\ud800", "\udfff",
-    "ＡＢＣ", "\u200b", "null", "0", "-1", "1e999",
-]  # fmt: skip
+    "<think>",
+    "</think>",
+    "<answer>",
+    "</answer>",
+    "\n",
+    "\n\n",
+    " ",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    ":",
+    ",",
+    '"plan"',
+    '"补全后的问题"',
+    '"专家"',
+    '"处理问题"',
+    '"depends_on"',
+    "数据分析专家",
+    "\x00",
+    "\ud800",
+    "\udfff",
+    "ＡＢＣ",
+    "\u200b",
+    "null",
+    "0",
+    "-1",
+    "1e999",
+]
 
 any_char_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=300)  # includes lone surrogates
 fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=4), max_size=40).map("".join)

@@ -18,11 +18,36 @@ from rewardkit.pipelines.agent import SELECT_TRIALS
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["base", "sft", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2"]
-STAGES = ["data", "model", "sft", "select", "grpo", "grpo_control", "grpo_s2", "grpo_control_s2",
-          *(f"eval_{m}" for m in MODELS), "summary"]  # fmt: skip
+STAGES = [
+    "data",
+    "model",
+    "sft",
+    "select",
+    "grpo",
+    "grpo_control",
+    "grpo_s2",
+    "grpo_control_s2",
+    *(f"eval_{m}" for m in MODELS),
+    "summary",
+]
 # --band 0,1: the 4-step cold start completes nothing, and GRPO still trains on every training task
-ARGS = ["--sft-steps", "4", "--grpo-steps", "1", "--band", "0,1", "--eval-tasks", "2", "--eval-train-tasks", "3",
-        "--eval-samples", "2", "--baseline", "--seeds", "2"]  # fmt: skip
+ARGS = [
+    "--sft-steps",
+    "4",
+    "--grpo-steps",
+    "1",
+    "--band",
+    "0,1",
+    "--eval-tasks",
+    "2",
+    "--eval-train-tasks",
+    "3",
+    "--eval-samples",
+    "2",
+    "--baseline",
+    "--seeds",
+    "2",
+]
 CELLS = ["greedy_train", "greedy_test", "sampled_train", "sampled_test"]
 
 

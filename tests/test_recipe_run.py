@@ -99,8 +99,19 @@ class TestRecipeRun:
 
     def test_a_failing_stage_names_itself_and_its_log(self, tmp_path: Path) -> None:
         missing = tmp_path / "no-such-model"
-        proc = rewardkit("recipe", "run", "planning", "--preset", "full", "--model", str(missing),
-                         "--workdir", str(tmp_path / "w"), "--sft-steps", "1")  # fmt: skip
+        proc = rewardkit(
+            "recipe",
+            "run",
+            "planning",
+            "--preset",
+            "full",
+            "--model",
+            str(missing),
+            "--workdir",
+            str(tmp_path / "w"),
+            "--sft-steps",
+            "1",
+        )
         assert proc.returncode == 1
         assert "stage 'sft' failed" in proc.stderr and "logs/sft.log" in proc.stderr
         assert not (tmp_path / "w" / ".stages" / "sft.json").exists()

@@ -10,11 +10,16 @@ import yaml
 from rewardkit.recipes import CATALOG, recipe_path
 from rewardkit.recipes.schedule import claimed, grpo_schedule
 
-RLHF = {f.name: yaml.safe_load(recipe_path(f.name).read_text()) for fs in CATALOG.values() for f in fs
-        if f.command == "rlhf"}  # fmt: skip
+RLHF = {
+    f.name: yaml.safe_load(recipe_path(f.name).read_text())
+    for fs in CATALOG.values()
+    for f in fs
+    if f.command == "rlhf"
+}
 # A training recipe sets its batch; the rewards.yaml fragments carry only rewards, to combine with the user's.
-GRPO = [name for name, keys in RLHF.items()
-        if keys.get("rlhf_type") == "grpo" and "per_device_train_batch_size" in keys]  # fmt: skip
+GRPO = [
+    name for name, keys in RLHF.items() if keys.get("rlhf_type") == "grpo" and "per_device_train_batch_size" in keys
+]
 
 
 def test_every_grpo_recipe_is_checked() -> None:
@@ -78,6 +83,9 @@ def test_the_claimed_dataset_sizes_are_the_bundled_ones() -> None:
 
     planning, _ = build_grpo([InputSpec(p, None) for p in sorted(EXAMPLES.glob("annotated_p*.jsonl"))], GrpoOptions())
     tau2, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train", multi_turn=True))
-    sizes = {"planning/grpo.yaml": len(planning), "agent/grpo_multiturn.yaml": len(tau2),
-             "agent/tiny_grpo.yaml": len(AgentPipeline(Options()).train_tasks())}  # fmt: skip
+    sizes = {
+        "planning/grpo.yaml": len(planning),
+        "agent/grpo_multiturn.yaml": len(tau2),
+        "agent/tiny_grpo.yaml": len(AgentPipeline(Options()).train_tasks()),
+    }
     assert {name: claimed(recipe_path(name).read_text())["rows"] for name in sizes} == sizes

@@ -41,12 +41,30 @@ def balance(env: ToolEnvironment, user_id: str, method_id: str) -> float:
 
 
 class TestDeclarations:
-    READS = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
-             "get_product_details", "get_item_details", "list_all_product_types", "calculate",
-             "transfer_to_human_agents"})  # fmt: skip
-    WRITES = frozenset({"cancel_pending_order", "exchange_delivered_order_items", "return_delivered_order_items",
-              "modify_pending_order_address", "modify_pending_order_items", "modify_pending_order_payment",
-              "modify_user_address"})  # fmt: skip
+    READS = frozenset(
+        {
+            "find_user_id_by_email",
+            "find_user_id_by_name_zip",
+            "get_user_details",
+            "get_order_details",
+            "get_product_details",
+            "get_item_details",
+            "list_all_product_types",
+            "calculate",
+            "transfer_to_human_agents",
+        }
+    )
+    WRITES = frozenset(
+        {
+            "cancel_pending_order",
+            "exchange_delivered_order_items",
+            "return_delivered_order_items",
+            "modify_pending_order_address",
+            "modify_pending_order_items",
+            "modify_pending_order_payment",
+            "modify_user_address",
+        }
+    )
 
     def test_sixteen_tools_with_their_risk(self) -> None:
         assert {n for n, s in TOOLS.items() if s.risk == "read"} == self.READS
@@ -73,11 +91,19 @@ class TestReads:
             ("find_user_id_by_email", {"email": "sofia.rossi2645@example.com"}, ResultCode.OK, "sofia_rossi_8776"),
             ("find_user_id_by_email", {"email": "SOFIA.ROSSI2645@EXAMPLE.COM"}, ResultCode.OK, "sofia_rossi_8776"),
             ("find_user_id_by_email", {"email": "nobody@example.com"}, ResultCode.NOT_FOUND, None),
-            ("find_user_id_by_name_zip", {"first_name": "yusuf", "last_name": "ROSSI", "zip": "19122"}, ResultCode.OK,
-             "yusuf_rossi_9620"),
+            (
+                "find_user_id_by_name_zip",
+                {"first_name": "yusuf", "last_name": "ROSSI", "zip": "19122"},
+                ResultCode.OK,
+                "yusuf_rossi_9620",
+            ),
             # the zip must match exactly
-            ("find_user_id_by_name_zip", {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19123"},
-             ResultCode.NOT_FOUND, None),
+            (
+                "find_user_id_by_name_zip",
+                {"first_name": "Yusuf", "last_name": "Rossi", "zip": "19123"},
+                ResultCode.NOT_FOUND,
+                None,
+            ),
             ("get_order_details", {"order_id": "W6779827"}, ResultCode.NOT_FOUND, None),  # the '#' matters
             # an item id, not a product
             ("get_product_details", {"product_id": "6700049080"}, ResultCode.NOT_FOUND, None),
@@ -89,7 +115,7 @@ class TestReads:
             ("calculate", {"expression": "((("}, ResultCode.INVALID_ARGUMENT, None),
             ("transfer_to_human_agents", {"summary": "wants a human"}, ResultCode.OK, "Transfer successful"),
         ],
-    )  # fmt: skip
+    )
     def test_table(self, env: ToolEnvironment, tool: str, arguments: dict, code: ResultCode, value: Any) -> None:
         result = env.call(tool, arguments)
         assert result.code is code, result.value
@@ -114,8 +140,11 @@ class TestWrites:
         assert result.ok
         o = order(env, PENDING_GIFT)
         assert o["status"] == "cancelled" and o["cancel_reason"] == "no longer needed"
-        assert o["payment_history"][-1] == {"transaction_type": "refund", "amount": 4079.45,
-                                            "payment_method_id": "gift_card_7219486"}  # fmt: skip
+        assert o["payment_history"][-1] == {
+            "transaction_type": "refund",
+            "amount": 4079.45,
+            "payment_method_id": "gift_card_7219486",
+        }
         assert balance(env, "ethan_lopez_6291", "gift_card_7219486") == round(49.0 + 4079.45, 2)  # 4128.45
 
     @pytest.mark.parametrize(
@@ -132,13 +161,20 @@ class TestWrites:
     def test_modify_items_charges_the_unrounded_difference_and_copies_the_last_variant(
         self, env: ToolEnvironment
     ) -> None:
-        args = {"order_id": PENDING_CARD, "item_ids": ["1586641416", "6117189161"],
-                "new_item_ids": ["6700049080", "7523669277"], "payment_method_id": "credit_card_5051208"}  # fmt: skip
+        args = {
+            "order_id": PENDING_CARD,
+            "item_ids": ["1586641416", "6117189161"],
+            "new_item_ids": ["6700049080", "7523669277"],
+            "payment_method_id": "credit_card_5051208",
+        }
         assert env.call("modify_pending_order_items", args).ok
         o = order(env, PENDING_CARD)
         diff = 0 + (466.75 - 497.39) + (523.66 - 481.5)  # tau2 sums floats and does not round: 11.52 (ish)
-        assert o["payment_history"][-1] == {"transaction_type": "payment", "amount": abs(diff),
-                                            "payment_method_id": "credit_card_5051208"}  # fmt: skip
+        assert o["payment_history"][-1] == {
+            "transaction_type": "payment",
+            "amount": abs(diff),
+            "payment_method_id": "credit_card_5051208",
+        }
         assert o["status"] == "pending (item modified)"
         cameras = [i for i in o["items"] if i["product_id"] == "3377618313"]
         assert [i["item_id"] for i in cameras] == ["6700049080", "7523669277"]
@@ -148,8 +184,14 @@ class TestWrites:
         again = {**args, "item_ids": ["6700049080"], "new_item_ids": ["5925362855"]}
         assert env.call("modify_pending_order_items", again).code is ResultCode.PRECONDITION_FAILED
         # ... but the address can still change ("pending" in the status)
-        address = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA",
-                   "zip": "78701"}  # fmt: skip
+        address = {
+            "address1": "1 Main St",
+            "address2": "",
+            "city": "Austin",
+            "state": "TX",
+            "country": "USA",
+            "zip": "78701",
+        }
         assert env.call("modify_pending_order_address", {"order_id": PENDING_CARD, **address}).ok
         assert order(env, PENDING_CARD)["address"] == address
 
@@ -166,8 +208,12 @@ class TestWrites:
     def test_modify_items_refusals(
         self, env: ToolEnvironment, item_ids: list, new_item_ids: list, code: ResultCode
     ) -> None:
-        args = {"order_id": PENDING_CARD, "item_ids": item_ids, "new_item_ids": new_item_ids,
-                "payment_method_id": "credit_card_5051208"}  # fmt: skip
+        args = {
+            "order_id": PENDING_CARD,
+            "item_ids": item_ids,
+            "new_item_ids": new_item_ids,
+            "payment_method_id": "credit_card_5051208",
+        }
         assert refused_without_writing(env, "modify_pending_order_items", args) is code
 
     def test_modify_payment_moves_money_between_gift_card_and_card(self, env: ToolEnvironment) -> None:
@@ -175,8 +221,10 @@ class TestWrites:
         assert env.call("modify_pending_order_payment", args).ok
         history = order(env, PENDING_GIFT)["payment_history"]
         assert [(p["transaction_type"], p["payment_method_id"]) for p in history] == [
-            ("payment", "gift_card_7219486"), ("payment", "credit_card_9789590"), ("refund", "gift_card_7219486")
-        ]  # fmt: skip
+            ("payment", "gift_card_7219486"),
+            ("payment", "credit_card_9789590"),
+            ("refund", "gift_card_7219486"),
+        ]
         assert balance(env, "ethan_lopez_6291", "gift_card_7219486") == 4128.45  # 49.0 + 4079.45
         # now two payments: a second change is refused
         back = {"order_id": PENDING_GIFT, "payment_method_id": "gift_card_7219486"}
@@ -184,8 +232,12 @@ class TestWrites:
 
     def test_exchange_records_the_rounded_difference_without_charging(self, env: ToolEnvironment) -> None:
         # Action Camera 6700049080 (466.75) -> 9391733462 (521.07): round(54.32, 2), covered by the 69.0 gift card
-        args = {"order_id": DELIVERED_GIFT, "item_ids": ["6700049080"], "new_item_ids": ["9391733462"],
-                "payment_method_id": "gift_card_8168843"}  # fmt: skip
+        args = {
+            "order_id": DELIVERED_GIFT,
+            "item_ids": ["6700049080"],
+            "new_item_ids": ["9391733462"],
+            "payment_method_id": "gift_card_8168843",
+        }
         result = env.call("exchange_delivered_order_items", args)
         assert result.ok and result.value["status"] == "exchange requested"
         assert result.value["exchange_price_difference"] == 54.32
@@ -205,8 +257,12 @@ class TestWrites:
     def test_exchange_refusals(
         self, env: ToolEnvironment, item_ids: list, new_item_ids: list, code: ResultCode
     ) -> None:
-        args = {"order_id": DELIVERED_GIFT, "item_ids": item_ids, "new_item_ids": new_item_ids,
-                "payment_method_id": "gift_card_8168843"}  # fmt: skip
+        args = {
+            "order_id": DELIVERED_GIFT,
+            "item_ids": item_ids,
+            "new_item_ids": new_item_ids,
+            "payment_method_id": "gift_card_8168843",
+        }
         assert refused_without_writing(env, "exchange_delivered_order_items", args) is code
 
     def test_return_to_original_method_or_gift_card_only(self, env: ToolEnvironment) -> None:
@@ -223,7 +279,13 @@ class TestWrites:
         )  # no longer delivered
 
     def test_modify_user_address(self, env: ToolEnvironment) -> None:
-        address = {"address1": "9 Elm", "address2": "Unit 2", "city": "Reno", "state": "NV", "country": "USA",
-                   "zip": "89501"}  # fmt: skip
+        address = {
+            "address1": "9 Elm",
+            "address2": "Unit 2",
+            "city": "Reno",
+            "state": "NV",
+            "country": "USA",
+            "zip": "89501",
+        }
         assert env.call("modify_user_address", {"user_id": "sofia_rossi_8776", **address}).value["address"] == address
         assert env.call("modify_user_address", {"user_id": "nobody_1", **address}).code is ResultCode.NOT_FOUND

@@ -50,12 +50,14 @@ def test_usable_numbers_pass(field: str, value: float) -> None:
 
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
-    [("--agent-timeout", "nan", "--agent-timeout must be a finite number > 0, got nan"),
-     ("--agent-timeout", "-3", "--agent-timeout must be a finite number > 0, got -3.0"),
-     ("--user-timeout", "inf", "--user-timeout must be a finite number > 0, got inf"),
-     ("--temperature", "nan", "--temperature must be a finite number >= 0, got nan"),
-     ("--max-tokens", "0", "--max-tokens must be at least 1, got 0")],
-)  # fmt: skip
+    [
+        ("--agent-timeout", "nan", "--agent-timeout must be a finite number > 0, got nan"),
+        ("--agent-timeout", "-3", "--agent-timeout must be a finite number > 0, got -3.0"),
+        ("--user-timeout", "inf", "--user-timeout must be a finite number > 0, got inf"),
+        ("--temperature", "nan", "--temperature must be a finite number >= 0, got nan"),
+        ("--max-tokens", "0", "--max-tokens must be at least 1, got 0"),
+    ],
+)
 @pytest.mark.parametrize("command", ["synth", "eval"])
 def test_the_cli_says_it_in_one_line_and_exits_2(
     command: str, flag: str, value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -95,8 +97,23 @@ def test_a_served_model_and_an_endpoint_that_cannot_list_pass_the_check() -> Non
 def test_an_unknown_model_found_mid_run_stops_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Before: every episode became agent_error, the run exited 0 and advised --resume.
     with SimServer(models=["m"], list_models=False) as server:
-        argv = ["eval", "agent", "--agent", server.base_url, "--agent-model", "x", "--split", "train",
-                "--tasks", "50,24", "--trials", "1", "--out-dir", str(tmp_path / "d"), "--no-progress"]  # fmt: skip
+        argv = [
+            "eval",
+            "agent",
+            "--agent",
+            server.base_url,
+            "--agent-model",
+            "x",
+            "--split",
+            "train",
+            "--tasks",
+            "50,24",
+            "--trials",
+            "1",
+            "--out-dir",
+            str(tmp_path / "d"),
+            "--no-progress",
+        ]
         assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"rewardkit eval agent: agent endpoint {server.base_url}: HTTP 404 for model 'x'")

@@ -28,22 +28,47 @@ def parsed(command: str, *options: str) -> RunSpec:
     return _run_spec(build_parser().parse_args([command, "agent", *options, *OUTPUTS[command]]))
 
 
-TINY_LOOP = RunSpec(domain="retail", agent="gold", split="train", tasks=("24", "50"), tools=False, system_prompt=PROMPT,
-                    max_tokens=128, max_turns=4)  # fmt: skip
+TINY_LOOP = RunSpec(
+    domain="retail",
+    agent="gold",
+    split="train",
+    tasks=("24", "50"),
+    tools=False,
+    system_prompt=PROMPT,
+    max_tokens=128,
+    max_turns=4,
+)
 EVERY_FIELD = RunSpec(
-    domain="retail", agent="http://127.0.0.1:1/v1", agent_model="m", temperature=0.7, agent_retries=0,
-    agent_timeout=5.5, user="http://127.0.0.1:2/v1", user_model="u", user_retries=1, user_timeout=2.0,
-    user_cache=Path("c.sqlite"), mcp="python server.py", split="test", limit=3, trials=2, rule="mua-rl", workers=2,
-)  # fmt: skip
+    domain="retail",
+    agent="http://127.0.0.1:1/v1",
+    agent_model="m",
+    temperature=0.7,
+    agent_retries=0,
+    agent_timeout=5.5,
+    user="http://127.0.0.1:2/v1",
+    user_model="u",
+    user_retries=1,
+    user_timeout=2.0,
+    user_cache=Path("c.sqlite"),
+    mcp="python server.py",
+    split="test",
+    limit=3,
+    trials=2,
+    rule="mua-rl",
+    workers=2,
+)
 
 
 @pytest.mark.parametrize(
     ("command", "spec"),
-    [("synth", RunSpec(domain="retail", agent="gold", split="train")),
-     ("eval", RunSpec(domain="retail", agent="gold", split="test", trials=4)),
-     ("synth", TINY_LOOP), ("eval", EVERY_FIELD)],
+    [
+        ("synth", RunSpec(domain="retail", agent="gold", split="train")),
+        ("eval", RunSpec(domain="retail", agent="gold", split="test", trials=4)),
+        ("synth", TINY_LOOP),
+        ("eval", EVERY_FIELD),
+    ],
     ids=["synth-defaults", "eval-defaults", "tiny-loop", "every-field"],
-)  # fmt: skip
+)
 def test_the_options_of_a_spec_parse_back_to_it(command: str, spec: RunSpec) -> None:
     assert parsed(command, *spec.options()) == spec
 
@@ -80,11 +105,13 @@ def test_the_agent_chain_builds_the_spec_its_command_lines_gave(tmp_path: Path) 
     loop = ["--max-tokens", "128", "--max-turns", "4", "--system-prompt", prompt, "--no-tools"]
     chain = AgentPipeline(Options(eval_tasks=2))
     synth = chain.run_spec(ctx, agent="gold", user="scripted", split="train", tasks=["24", "50"])
-    assert synth == parsed("synth", "--agent", "gold", "--user", "scripted", "--split", "train",
-                           "--tasks", "24,50", *loop)  # fmt: skip
+    assert synth == parsed(
+        "synth", "--agent", "gold", "--user", "scripted", "--split", "train", "--tasks", "24,50", *loop
+    )
     evaluation = chain.run_spec(ctx, agent="m", user="scripted", split="test", limit=2, trials=1)
-    assert evaluation == parsed("eval", "--agent", "m", "--user", "scripted", *loop, "--split", "test",
-                                "--limit", "2", "--trials", "1")  # fmt: skip
+    assert evaluation == parsed(
+        "eval", "--agent", "m", "--user", "scripted", *loop, "--split", "test", "--limit", "2", "--trials", "1"
+    )
 
 
 @pytest.mark.parametrize(
@@ -214,8 +241,11 @@ def test_an_env_error_episode_earns_the_resume_hint(
     if broken:
         request.getfixturevalue("unreachable_tools")
     out = ["--out", str(tmp_path / "sft.jsonl"), "--report", str(tmp_path / "r.json")]
-    argv = ["synth", "agent", "--tasks", "10", *out] if command == "synth" else ["eval", "agent", "--split", "test",
-            "--limit", "1", "--trials", "1", "--out-dir", str(tmp_path / "d")]  # fmt: skip
+    argv = (
+        ["synth", "agent", "--tasks", "10", *out]
+        if command == "synth"
+        else ["eval", "agent", "--split", "test", "--limit", "1", "--trials", "1", "--out-dir", str(tmp_path / "d")]
+    )
     assert main([*argv, "--agent", "gold", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert (f"1 {HINT}" in err) is broken, err

@@ -135,8 +135,21 @@ N = 8  # tasks; 2 workers and a 0.3 s agent make each episode take about a secon
 
 
 def command(kind: str, url: str, out: Path) -> list[str]:
-    loop = ["--agent", url, "--agent-model", "m", "--limit", str(N), "--trials", "1", "--workers", "2",
-            "--max-turns", "2", "--no-progress"]  # fmt: skip
+    loop = [
+        "--agent",
+        url,
+        "--agent-model",
+        "m",
+        "--limit",
+        str(N),
+        "--trials",
+        "1",
+        "--workers",
+        "2",
+        "--max-turns",
+        "2",
+        "--no-progress",
+    ]
     where = ["--out", str(out / "sft.jsonl")] if kind == "synth" else ["--split", "test", "--out-dir", str(out)]
     return [sys.executable, "-m", "rewardkit.cli", kind, "agent", *loop, *where]
 
@@ -156,10 +169,14 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("kind", "sig", "code", "said"),
-    [("synth", signal.SIGINT, 130, "interrupted"), ("eval", signal.SIGINT, 130, "interrupted"),
-     ("synth", signal.SIGTERM, 143, "stopped by SIGTERM"), ("eval", signal.SIGTERM, 143, "stopped by SIGTERM")],
+    [
+        ("synth", signal.SIGINT, 130, "interrupted"),
+        ("eval", signal.SIGINT, 130, "interrupted"),
+        ("synth", signal.SIGTERM, 143, "stopped by SIGTERM"),
+        ("eval", signal.SIGTERM, 143, "stopped by SIGTERM"),
+    ],
     ids=["synth-sigint", "eval-sigint", "synth-sigterm", "eval-sigterm"],
-)  # fmt: skip
+)
 def test_a_signalled_run_stops_at_once_keeps_its_episodes_and_resumes(
     kind: str, sig: signal.Signals, code: int, said: str, tmp_path: Path
 ) -> None:

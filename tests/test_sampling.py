@@ -41,8 +41,17 @@ def test_ms_swift_and_transformers_build_the_warpers_the_sampler_uses() -> None:
     from swift.infer_engine.utils import prepare_generation_config
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=128, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=1, head_dim=8))  # fmt: skip
+    model = Qwen3ForCausalLM(
+        Qwen3Config(
+            vocab_size=128,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=8,
+        )
+    )
 
     class Tokenizer:
         eos_token_id, pad_token_id = 1, 0

@@ -69,8 +69,13 @@ class TestSimulatorFaults:
         assert {i["termination"] for i in infos} == {"user_sim_error"}
         assert all(endpoint.base_url in i["error"] for i in infos)
         row = batch[0].data_dict
-        scores = TaskCompletion()(["", ""], messages=[b.messages for b in batch], task=[row["task"]] * 2,
-                                  domain=["retail"] * 2, rollout_infos=infos)  # fmt: skip
+        scores = TaskCompletion()(
+            ["", ""],
+            messages=[b.messages for b in batch],
+            task=[row["task"]] * 2,
+            domain=["retail"] * 2,
+            rollout_infos=infos,
+        )
         assert scores == [None, None]  # left out of training, never a 0
 
 

@@ -31,8 +31,11 @@ from rewardkit.runs.synthesis import synthesize_run
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "merchant_spec"
 NUTS = {"sku": "SP002", "name": "每日坚果礼盒", "price": 89.0, "stock": 40}
-WRITE_79 = {"ok": True, "result": {**NUTS, "price": 79}, "writes": [
-    {"op": "update", "table": "products", "key": {"sku": "SP002"}, "values": {"price": 79}}]}  # fmt: skip
+WRITE_79 = {
+    "ok": True,
+    "result": {**NUTS, "price": 79},
+    "writes": [{"op": "update", "table": "products", "key": {"sku": "SP002"}, "values": {"price": 79}}],
+}
 
 
 def request(body: dict[str, Any]) -> dict[str, Any]:
@@ -99,13 +102,15 @@ def stale_then_fresh(body: dict[str, Any]) -> dict[str, Any]:
         # Not JSON at all, then a good answer.
         ("not_json", lambda b: from_memory(b) if refusals(b) else "the price is 79", "no JSON object"),
         # The result breaks the declared return schema (no stock), then a good answer.
-        ("schema", lambda b: from_memory(b) if refusals(b) else {"ok": True, "result": {"sku": "SP002"}},
-         "does not fit what get_product returns"),
+        (
+            "schema",
+            lambda b: from_memory(b) if refusals(b) else {"ok": True, "result": {"sku": "SP002"}},
+            "does not fit what get_product returns",
+        ),
         # A read that claims to write.
-        ("read_writes", lambda b: from_memory(b) if refusals(b) else {**WRITE_79, "result": NUTS},
-         "is a read tool"),
+        ("read_writes", lambda b: from_memory(b) if refusals(b) else {**WRITE_79, "result": NUTS}, "is a read tool"),
     ],
-)  # fmt: skip
+)
 def test_a_refused_answer_is_asked_again_with_the_problem(name: str, answer: Any, refused_for: str) -> None:
     answers = {"change_price": lambda b: WRITE_79, "get_product": answer}
     with tool_server(answers) as server:
@@ -122,8 +127,15 @@ def test_a_refused_answer_is_asked_again_with_the_problem(name: str, answer: Any
 def test_a_tool_model_that_never_answers_right_ends_the_episode_as_tool_sim_error(tmp_path: Path) -> None:
     bad = {"ok": True, "result": {"sku": "SP002"}, "writes": []}  # breaks the return schema every time
     with tool_server({"change_price": lambda b: bad, "get_product": lambda b: bad}) as server:
-        spec = RunSpec(agent="gold", domain=str(SPEC), split="train", tasks=("m01",), simulated=True,
-                       tool_model=server.base_url, tool_model_name="sim")  # fmt: skip
+        spec = RunSpec(
+            agent="gold",
+            domain=str(SPEC),
+            split="train",
+            tasks=("m01",),
+            simulated=True,
+            tool_model=server.base_url,
+            tool_model_name="sim",
+        )
         report = synthesize_run(spec, tmp_path / "sft.jsonl", None, tmp_path / "ep.jsonl", progress=False)
     # m01's gold replay is the first call, 3 attempts when the task is selected (the simulator's failure is not the
     # task's) and 3 more when its episode needs the gold state: then tool_sim_error before any turn.
@@ -150,8 +162,15 @@ def test_the_memory_model_writes_each_tasks_memory(
 ) -> None:
     served = iter(memories)
     with SimServer(reply=lambda body: json.dumps(next(served)), models=["sim"]) as memory:
-        spec = RunSpec(agent="gold", domain=str(SPEC), split="train", tasks=("m01",), simulated=True,
-                       memory_model=memory.base_url, trials=2)  # fmt: skip
+        spec = RunSpec(
+            agent="gold",
+            domain=str(SPEC),
+            split="train",
+            tasks=("m01",),
+            simulated=True,
+            memory_model=memory.base_url,
+            trials=2,
+        )
         report = synthesize_run(spec, tmp_path / "sft.jsonl", None, tmp_path / "ep.jsonl", progress=False)
         seen = memory.count
     assert (report["kept"], report["rejected"], seen) == (kept, rejected, requests)
@@ -232,8 +251,15 @@ def rule_played(body: dict[str, Any]) -> str:
 def test_a_tool_model_that_answers_right_ends_gold_episodes_in_the_gold_memory_and_replays(tmp_path: Path) -> None:
     cache = tmp_path / "sim.sqlite"
     with SimServer(reply=rule_played) as server:
-        spec = RunSpec(agent="gold", domain=str(SPEC), split="train", simulated=True, tool_model=server.base_url,
-                       tool_model_name="sim", sim_cache=cache)  # fmt: skip
+        spec = RunSpec(
+            agent="gold",
+            domain=str(SPEC),
+            split="train",
+            simulated=True,
+            tool_model=server.base_url,
+            tool_model_name="sim",
+            sim_cache=cache,
+        )
         first = synthesize_run(spec, tmp_path / "a.jsonl", None, tmp_path / "a.episodes.jsonl", progress=False)
         sent = server.count
         again = synthesize_run(spec, tmp_path / "b.jsonl", None, tmp_path / "b.episodes.jsonl", progress=False)

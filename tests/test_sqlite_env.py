@@ -38,12 +38,25 @@ def note(conn, item_id: str, text: str) -> dict:
 
 KEY = {"idempotency_key": {"type": "string"}}
 TOOLS = {
-    "take": ToolSpec("take", "Take one.", {"type": "object", "properties": {"item_id": {"type": "string"}, **KEY},
-                                           "required": ["item_id"]}, "write", take),
-    "note": ToolSpec("note", "Note.", {"type": "object", "properties": {"item_id": {"type": "string"},
-                                                                         "text": {"type": "string"}, **KEY},
-                                       "required": ["item_id", "text"]}, "write", note),
-}  # fmt: skip
+    "take": ToolSpec(
+        "take",
+        "Take one.",
+        {"type": "object", "properties": {"item_id": {"type": "string"}, **KEY}, "required": ["item_id"]},
+        "write",
+        take,
+    ),
+    "note": ToolSpec(
+        "note",
+        "Note.",
+        {
+            "type": "object",
+            "properties": {"item_id": {"type": "string"}, "text": {"type": "string"}, **KEY},
+            "required": ["item_id", "text"],
+        },
+        "write",
+        note,
+    ),
+}
 
 
 @pytest.fixture

@@ -61,8 +61,9 @@ TEXTS = [
 
 
 @pytest.mark.parametrize(("prompt", "completion", "text", "spans"), TEXTS)
-def test_policy_text_joins_once_and_finds_the_policys_turns(prompt: str, completion: str, text: str,
-                                                            spans: list) -> None:  # fmt: skip
+def test_policy_text_joins_once_and_finds_the_policys_turns(
+    prompt: str, completion: str, text: str, spans: list
+) -> None:
     assert policy_text(prompt, completion) == (text, spans)
 
 
@@ -212,14 +213,46 @@ def _train(model: Path, out: Path, weight: str) -> Path:
     plugin = out.parent / f"letter_e_{weight}.py"
     plugin.write_text(LETTER_E, encoding="utf-8")
     cmd = [
-        SWIFT, "rlhf", "--rlhf_type", "grpo", "--external_plugins", str(plugin),
-        "--reward_funcs", "letter_e", "--reward_weights", weight,
-        "--model", str(model), "--dataset", str(EXAMPLES / "grpo_tiny.jsonl"),
-        "--learning_rate", "1e-4", "--beta", "0", "--max_steps", "3", "--num_generations", "8",
-        "--per_device_train_batch_size", "16", "--temperature", "1.0", "--max_completion_length", "32",
-        "--save_steps", "1", "--save_only_model", "true", "--save_strategy", "steps",
-        "--output_dir", str(out), "--log_completions", "true", *CPU_FLAGS,
-    ]  # fmt: skip
+        SWIFT,
+        "rlhf",
+        "--rlhf_type",
+        "grpo",
+        "--external_plugins",
+        str(plugin),
+        "--reward_funcs",
+        "letter_e",
+        "--reward_weights",
+        weight,
+        "--model",
+        str(model),
+        "--dataset",
+        str(EXAMPLES / "grpo_tiny.jsonl"),
+        "--learning_rate",
+        "1e-4",
+        "--beta",
+        "0",
+        "--max_steps",
+        "3",
+        "--num_generations",
+        "8",
+        "--per_device_train_batch_size",
+        "16",
+        "--temperature",
+        "1.0",
+        "--max_completion_length",
+        "32",
+        "--save_steps",
+        "1",
+        "--save_only_model",
+        "true",
+        "--save_strategy",
+        "steps",
+        "--output_dir",
+        str(out),
+        "--log_completions",
+        "true",
+        *CPU_FLAGS,
+    ]
     env = {**os.environ, **offline_env()}
     env.pop("REWARDKIT_CONFIG", None)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)

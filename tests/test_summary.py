@@ -13,8 +13,19 @@ def row(step: int, total: int, reward: float, expert: float) -> dict:
 
 
 def test_summarize_first_last_and_quarter_windows(tmp_path: Path) -> None:
-    rows = [row(s, 8, r, e) for s, r, e in [(1, .2, .1), (2, .4, .3), (3, .5, .5), (4, .5, .5),
-                                            (5, .6, .5), (6, .6, .5), (7, .8, .7), (8, 1.0, .9)]]  # fmt: skip
+    rows = [
+        row(s, 8, r, e)
+        for s, r, e in [
+            (1, 0.2, 0.1),
+            (2, 0.4, 0.3),
+            (3, 0.5, 0.5),
+            (4, 0.5, 0.5),
+            (5, 0.6, 0.5),
+            (6, 0.6, 0.5),
+            (7, 0.8, 0.7),
+            (8, 1.0, 0.9),
+        ]
+    ]
     log = tmp_path / "logging.jsonl"
     # ms-swift ends the file with a train summary line and a log_history line: both skipped.
     log.write_text("\n".join(json.dumps(r) for r in [*rows, {"train_runtime": 3.0}, {"log_history": rows}]) + "\n")

@@ -84,8 +84,22 @@ def agent_down(tmp_path_factory: pytest.TempPathFactory) -> Any:
     With --agent-retries 1 each request is tried twice (1 s of backoff), time this run spends asleep."""
     cwd = tmp_path_factory.mktemp("synth_agent_down")
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: every request is refused
-    args = ["--agent", url, "--agent-model", "m", "--agent-retries", "1", "--tasks", "50,24", "--user-retries", "0",
-            "--out", "sft.jsonl", "--report", "report.json"]  # fmt: skip
+    args = [
+        "--agent",
+        url,
+        "--agent-model",
+        "m",
+        "--agent-retries",
+        "1",
+        "--tasks",
+        "50,24",
+        "--user-retries",
+        "0",
+        "--out",
+        "sft.jsonl",
+        "--report",
+        "report.json",
+    ]
     proc = subprocess.Popen(synth_command(*args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     yield Started(cwd, url, proc)
     if proc.poll() is None:
@@ -97,8 +111,21 @@ def agent_down(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def gold(tmp_path_factory: pytest.TempPathFactory, agent_down: Started) -> Run:
     """The gold agent and the scripted customer, twice over every train task."""
     cwd = tmp_path_factory.mktemp("synth_gold")
-    done = synth(cwd, "--agent", "gold", "--user", "scripted", "--split", "train", "--trials", "2",
-                 "--out", "sft.jsonl", "--report", "report.json")  # fmt: skip
+    done = synth(
+        cwd,
+        "--agent",
+        "gold",
+        "--user",
+        "scripted",
+        "--split",
+        "train",
+        "--trials",
+        "2",
+        "--out",
+        "sft.jsonl",
+        "--report",
+        "report.json",
+    )
     return finished(cwd, done)
 
 
@@ -264,8 +291,19 @@ def test_no_tools_and_system_prompt(
 ) -> None:
     if system is not None:
         (tmp_path / "prompt.txt").write_text(system, encoding="utf-8")
-    done = synth_here(capsys, tmp_path, "--agent", "gold", "--tasks", "10,50", *option, "--out", "sft.jsonl",
-                 "--report", "report.json")  # fmt: skip
+    done = synth_here(
+        capsys,
+        tmp_path,
+        "--agent",
+        "gold",
+        "--tasks",
+        "10,50",
+        *option,
+        "--out",
+        "sft.jsonl",
+        "--report",
+        "report.json",
+    )
     run = finished(tmp_path, done)
     assert run.report["kept"] == 2 and run.report["tools"] is tools
     for row in run.rows:

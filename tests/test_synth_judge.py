@@ -44,8 +44,22 @@ def refused(body: dict[str, Any]) -> bool:
 def synth(capsys: pytest.CaptureFixture[str], cwd: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     """``rewardkit synth agent`` in this process on gold + scripted; the exit code, the report and stderr."""
     capsys.readouterr()
-    code = main(["synth", "agent", "--no-progress", "--agent", "gold", "--user", "scripted", "--out",
-                 str(cwd / "sft.jsonl"), "--report", str(cwd / "report.json"), *args])  # fmt: skip
+    code = main(
+        [
+            "synth",
+            "agent",
+            "--no-progress",
+            "--agent",
+            "gold",
+            "--user",
+            "scripted",
+            "--out",
+            str(cwd / "sft.jsonl"),
+            "--report",
+            str(cwd / "report.json"),
+            *args,
+        ]
+    )
     err = capsys.readouterr().err
     report = json.loads((cwd / "report.json").read_text(encoding="utf-8")) if code == 0 else {}
     return code, report, err
@@ -69,16 +83,28 @@ CASES: dict[str, tuple[Callable[[dict], str] | str, str, dict[str, int], tuple[i
     # garbage every time: 3 attempts = 3 requests, 3 invalid, then judge_error (nobody's fault)
     "garbage_always": (GARBAGE, "10", {"judge_error": 1}, (0, 0, 0, 1), 3, 3),
     # per task: 50 rejected as the tool's fault, 10 accepted: kept 1 + rejected 1 = read 2
-    "per_task": (lambda b: reject("stale stock", "tool") if task_of(b) == "50" else ACCEPT, "10,50",
-                 {"judge_rejected": 1}, (0, 0, 1, 0), 2, 0),
-}  # fmt: skip
+    "per_task": (
+        lambda b: reject("stale stock", "tool") if task_of(b) == "50" else ACCEPT,
+        "10,50",
+        {"judge_rejected": 1},
+        (0, 0, 1, 0),
+        2,
+        0,
+    ),
+}
 
 
 @pytest.mark.parametrize(("reply", "tasks", "rejected", "faults", "requests", "invalid"), CASES.values(), ids=CASES)
 def test_the_judge_decides_what_the_rules_passed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], reply: Any, tasks: str, rejected: dict[str, int],
-    faults: tuple[int, ...], requests: int, invalid: int,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    reply: Any,
+    tasks: str,
+    rejected: dict[str, int],
+    faults: tuple[int, ...],
+    requests: int,
+    invalid: int,
+) -> None:
     with SimServer(reply=reply, models=["judge-m"]) as server:
         code, report, err = synth(capsys, tmp_path, "--tasks", tasks, "--judge", server.base_url)
         bodies = list(server.requests)
@@ -98,7 +124,8 @@ def test_the_judge_decides_what_the_rules_passed(
     assert set(report["judged"]) == {f"{t}/0" for t in tasks.split(",")}
     for eid, verdict in report["judged"].items():
         said = {"judge_error": "error", "judge_rejected": "reject"}.get(
-            next(iter(report["per_task"][eid.split("/")[0]]["rejected"]), ""), "accept")  # fmt: skip
+            next(iter(report["per_task"][eid.split("/")[0]]["rejected"]), ""), "accept"
+        )
         assert verdict["verdict"] == said and verdict["reason"], eid
     if "judge_error" in rejected:
         assert "no acceptable answer in 3 attempt(s)" in report["judged"]["10/0"]["reason"]
@@ -113,9 +140,16 @@ def test_the_judge_reads_the_criteria_and_the_transcript(tmp_path: Path, capsys:
     assert code == 0 and report["kept"] == 1, err
     system, user = (m["content"] for m in body["messages"])
     assert '"verdict": "accept" or "reject"' in system
-    for part in ("## The customer's scenario", "## Outputs the agent must tell the customer", "- polyester",
-                 "## Assertions the conversation must satisfy", "materials of the two t-shirts", "# The transcript",
-                 "[user] ", "[assistant] "):  # fmt: skip
+    for part in (
+        "## The customer's scenario",
+        "## Outputs the agent must tell the customer",
+        "- polyester",
+        "## Assertions the conversation must satisfy",
+        "materials of the two t-shirts",
+        "# The transcript",
+        "[user] ",
+        "[assistant] ",
+    ):
         assert part in user, part
     assert "[system]" not in user  # the policy is left out
 
@@ -133,8 +167,9 @@ def test_trajectories_are_judged_concurrently_and_decided_in_order(
 
 def test_a_judge_that_is_down_is_a_judge_error_not_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens
-    code, report, err = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", url, "--judge-model", "m",
-                              "--judge-retries", "0")  # fmt: skip
+    code, report, err = synth(
+        capsys, tmp_path, "--tasks", "10,50", "--judge", url, "--judge-model", "m", "--judge-retries", "0"
+    )
     assert code == 0, err
     # read 2 = kept 0 + judge_error 2; nobody's fault (infrastructure)
     assert (report["kept"], report["rejected"]) == (0, {"judge_error": 2})
@@ -147,16 +182,18 @@ def test_resume_judges_again_and_the_cache_replays(tmp_path: Path, capsys: pytes
     cache = str(tmp_path / "judge.sqlite")
     with SimServer(reply=ACCEPT, models=["m"]) as server:
         first = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-cache", cache)
-        again = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-cache", cache,
-                      "--resume")  # fmt: skip
+        again = synth(
+            capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-cache", cache, "--resume"
+        )
         assert server.count == 2  # the first run's two calls; the rerun sent none
     assert first[0] == again[0] == 0, again[2]
     assert (judge_ledger(first[1])["requests"], judge_ledger(again[1])["cache_hits"]) == (2, 2)
     assert again[1]["kept"] == 2 and again[1]["run"] == first[1]["run"]  # the judge is not part of the run
     # Without the cache, the resumed run asks a new judge, which rejects: no episode reran, the verdict changed.
     with SimServer(reply=reject("no confirmation asked")) as server:
-        code, report, err = synth(capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-model",
-                                  "m", "--resume")  # fmt: skip
+        code, report, err = synth(
+            capsys, tmp_path, "--tasks", "10,50", "--judge", server.base_url, "--judge-model", "m", "--resume"
+        )
     assert code == 0 and report["rejected"] == {"judge_rejected": 2}, err
     assert report["judged"]["50/0"] == {"verdict": "reject", "reason": "no confirmation asked", "fault": "agent"}
 
@@ -165,11 +202,24 @@ def test_the_judge_and_the_person_must_both_accept(tmp_path: Path, capsys: pytes
     code, report, err = synth(capsys, tmp_path, "--tasks", "10,50,24")  # the rules alone: kept 3
     assert code == 0 and report["kept"] == 3, err
     verdicts = tmp_path / "verdicts.json"
-    verdicts.write_text(json.dumps({"run": report["run"], "verdicts": {"10/0": "accept", "50/0": "accept",
-                                    "24/0": "reject"}}), encoding="utf-8")  # fmt: skip
+    verdicts.write_text(
+        json.dumps({"run": report["run"], "verdicts": {"10/0": "accept", "50/0": "accept", "24/0": "reject"}}),
+        encoding="utf-8",
+    )
     with SimServer(reply=lambda b: reject("wrong item") if task_of(b) == "50" else ACCEPT) as server:
-        code, report, err = synth(capsys, tmp_path, "--tasks", "10,50,24", "--resume", "--verdicts", str(verdicts),
-                                  "--judge", server.base_url, "--judge-model", "m")  # fmt: skip
+        code, report, err = synth(
+            capsys,
+            tmp_path,
+            "--tasks",
+            "10,50,24",
+            "--resume",
+            "--verdicts",
+            str(verdicts),
+            "--judge",
+            server.base_url,
+            "--judge-model",
+            "m",
+        )
     assert code == 0, err
     # 10: both accept, kept; 50: the judge rejects (the person's accept does not save it); 24: the judge accepts,
     # the person rejects. read 3 = kept 1 + judge_rejected 1 + reviewer_rejected 1; faults agent 1 + none 1.
@@ -198,9 +248,18 @@ def test_bad_judge_options_exit_2_naming_the_flag(
 
 
 def test_every_rejection_reason_has_a_fault_label() -> None:
-    reasons = {t.value for t in EXCLUDED} | {trajectories.MALFORMED, trajectories.EMPTY_TURN,
-               trajectories.NO_AGENT_TURN} | {synthesis.TASK_FAILED, synthesis.DUPLICATE, synthesis.REVIEWER_REJECTED,
-               synthesis.UNREVIEWED, synthesis.JUDGE_REJECTED, synthesis.JUDGE_ERROR}  # fmt: skip
+    reasons = (
+        {t.value for t in EXCLUDED}
+        | {trajectories.MALFORMED, trajectories.EMPTY_TURN, trajectories.NO_AGENT_TURN}
+        | {
+            synthesis.TASK_FAILED,
+            synthesis.DUPLICATE,
+            synthesis.REVIEWER_REJECTED,
+            synthesis.UNREVIEWED,
+            synthesis.JUDGE_REJECTED,
+            synthesis.JUDGE_ERROR,
+        }
+    )
     assert reasons == {key.split("/")[0] for key in FAULTS} and set(FAULTS.values()) <= set(PARTIES)
     assert fault_of("task_failed", "user_out_of_scope") == "user" and fault_of("task_failed", "max_turns") == "agent"
     assert fault_of("judge_rejected", "user_stop", "tool") == "tool"
@@ -208,10 +267,22 @@ def test_every_rejection_reason_has_a_fault_label() -> None:
         fault_of("mystery", "user_stop")
 
 
-def rec(task: str, trial: int, messages: list[dict], status: str = "ok", reward: float | None = 1.0,
-        termination: str = "user_stop") -> dict[str, Any]:  # fmt: skip
-    return {"task_id": task, "trial": trial, "status": status, "reward": reward, "termination": termination,
-            "messages": messages}  # fmt: skip
+def rec(
+    task: str,
+    trial: int,
+    messages: list[dict],
+    status: str = "ok",
+    reward: float | None = 1.0,
+    termination: str = "user_stop",
+) -> dict[str, Any]:
+    return {
+        "task_id": task,
+        "trial": trial,
+        "status": status,
+        "reward": reward,
+        "termination": termination,
+        "messages": messages,
+    }
 
 
 def said(n: int, text: str = "Done.") -> list[dict]:
@@ -238,8 +309,15 @@ def test_select_labels_every_rejection_and_the_labels_reconcile() -> None:
         rec("6", 1, said(6, "Other.")),  # judge accepts, nobody reviewed: none
     ]
     ok = Verdict(True, "ok", None)
-    judgements = {"3/0": ok, "3/1": ok, "4/0": Verdict(False, "r", "tool"), "4/1": Verdict(False, "r", None),
-                  "5/0": "judge http://j: down", "6/0": ok, "6/1": ok}  # fmt: skip
+    judgements = {
+        "3/0": ok,
+        "3/1": ok,
+        "4/0": Verdict(False, "r", "tool"),
+        "4/1": Verdict(False, "r", None),
+        "5/0": "judge http://j: down",
+        "6/0": ok,
+        "6/1": ok,
+    }
     rows, report = select(records, None, {"3/0": "accept", "6/0": "reject"}, judgements)
     # read 15 = kept 1 + rejected 14; faults: agent 4 (agent_error, max_turns, malformed, 4/1) + user 3
     # (user_sim_error, out of scope, no_agent_turn) + tool 3 (env_error, tool_sim_error, 4/0) + none 4 = 14
@@ -247,9 +325,12 @@ def test_select_labels_every_rejection_and_the_labels_reconcile() -> None:
     assert sum(report["rejected"].values()) == 14
     assert report["faults"] == {"agent": 4, "user": 3, "tool": 3, "none": 4}
     assert {t: s["faults"] for t, s in report["per_task"].items()} == {
-        "1": {"agent": 1, "user": 1, "tool": 2, "none": 0}, "2": {"agent": 2, "user": 2, "tool": 0, "none": 0},
-        "3": {"agent": 0, "user": 0, "tool": 0, "none": 1}, "4": {"agent": 1, "user": 0, "tool": 1, "none": 0},
-        "5": {"agent": 0, "user": 0, "tool": 0, "none": 1}, "6": {"agent": 0, "user": 0, "tool": 0, "none": 2},
-    }  # fmt: skip
+        "1": {"agent": 1, "user": 1, "tool": 2, "none": 0},
+        "2": {"agent": 2, "user": 2, "tool": 0, "none": 0},
+        "3": {"agent": 0, "user": 0, "tool": 0, "none": 1},
+        "4": {"agent": 1, "user": 0, "tool": 1, "none": 0},
+        "5": {"agent": 0, "user": 0, "tool": 0, "none": 1},
+        "6": {"agent": 0, "user": 0, "tool": 0, "none": 2},
+    }
     assert report["judged"]["5/0"] == {"verdict": "error", "reason": "judge http://j: down", "fault": None}
     assert "3/1" not in report["judged"]  # a duplicate of a kept row is not the judge's to decide

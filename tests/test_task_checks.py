@@ -59,17 +59,25 @@ class TestSchemas:
         ("actions", "detail"),
         [
             # a required argument missing: SCHEMA_VIOLATION, nothing runs
-            ([{"name": "cancel_pending_order", "arguments": {"order_id": "#W6779827"}}],
-             "actions[0]: the arguments of 'cancel_pending_order' do not fit its schema (arguments: 'reason'"),
+            (
+                [{"name": "cancel_pending_order", "arguments": {"order_id": "#W6779827"}}],
+                "actions[0]: the arguments of 'cancel_pending_order' do not fit its schema (arguments: 'reason'",
+            ),
             # a wrong type, on the second action
-            ([{"name": "calculate", "arguments": {"expression": "1+1"}},
-              {"name": "get_order_details", "arguments": {"order_id": 5}}],
-             "actions[1]: the arguments of 'get_order_details' do not fit its schema (order_id: 5 is not of type"),
+            (
+                [
+                    {"name": "calculate", "arguments": {"expression": "1+1"}},
+                    {"name": "get_order_details", "arguments": {"order_id": 5}},
+                ],
+                "actions[1]: the arguments of 'get_order_details' do not fit its schema (order_id: 5 is not of type",
+            ),
             # an argument the tool does not take (the schemas forbid additional properties)
-            ([{"name": "get_order_details", "arguments": {"order_id": "#W1", "force": True}}],
-             "actions[0]: the arguments of 'get_order_details' do not fit its schema"),
+            (
+                [{"name": "get_order_details", "arguments": {"order_id": "#W1", "force": True}}],
+                "actions[0]: the arguments of 'get_order_details' do not fit its schema",
+            ),
         ],
-    )  # fmt: skip
+    )
     @pytest.mark.parametrize("specs", ["harness", "mcp"])
     def test_arguments_the_schema_refuses(self, actions: list[Any], detail: str, specs: str) -> None:
         # The same check on the harness's ToolSpecs and on specs as an MCP server lists them.
@@ -119,8 +127,11 @@ class TestRewardsAndScheduler:
             opened.append(1)
             return RETAIL.make_env(db_path)
 
-        domain = register_domain(Domain("retail-counted", counting, RETAIL.tools, RETAIL.tasks, RETAIL.splits,
-                                        RETAIL.policy, RETAIL.stop_tools))  # fmt: skip
+        domain = register_domain(
+            Domain(
+                "retail-counted", counting, RETAIL.tools, RETAIL.tasks, RETAIL.splits, RETAIL.policy, RETAIL.stop_tools
+            )
+        )
         _episodes.EPISODE_ROWS.clear()
         for _ in range(3):  # three batches, two rewards' worth of rows: one gold replay for the one task
             TaskCompletion()(["x"] * 2, messages=[[], []], task=[TASKS["59"]] * 2, domain=[domain.name] * 2)
@@ -134,8 +145,9 @@ class TestBuilder:
     def test_a_split_listing_an_id_twice_counts_the_repeats(self, tmp_path: Path) -> None:
         (tmp_path / "t.json").write_text(json.dumps([task("a"), task("b")]), encoding="utf-8")
         (tmp_path / "s.json").write_text(json.dumps({"s": ["a", "b", "a", 1, "a"]}), encoding="utf-8")
-        rows, report = build_tau2_grpo(Tau2Options(domain="retail", split="s", tasks_file=tmp_path / "t.json",
-                                                   split_file=tmp_path / "s.json"))  # fmt: skip
+        rows, report = build_tau2_grpo(
+            Tau2Options(domain="retail", split="s", tasks_file=tmp_path / "t.json", split_file=tmp_path / "s.json")
+        )
         assert [json.loads(r["task"])["id"] for r in rows] == ["a", "b"]
         # read 5 = written 2 + duplicate_in_split 2 + missing_task 1 (id 1)
         assert report.as_dict() == {"read": 5, "written": 2, "rejected": {"duplicate_in_split": 2, "missing_task": 1}}

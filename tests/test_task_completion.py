@@ -32,8 +32,10 @@ def hermes(actions: Sequence[Action], said: Sequence[str]) -> list[dict[str, Any
     messages = [{"role": "system", "content": "policy"}, {"role": "user", "content": "help me"}]
     for a in actions:
         call = json.dumps({"name": a["name"], "arguments": a["arguments"]})
-        messages += [{"role": "assistant", "content": f"<tool_call>\n{call}\n</tool_call>"},
-                     {"role": "tool", "content": "{}"}]  # fmt: skip
+        messages += [
+            {"role": "assistant", "content": f"<tool_call>\n{call}\n</tool_call>"},
+            {"role": "tool", "content": "{}"},
+        ]
     return [*messages, {"role": "assistant", "content": "All done. " + " ".join(said)}]
 
 
@@ -52,7 +54,7 @@ def openai(actions: Sequence[Action], said: Sequence[str]) -> list[dict[str, Any
         ]
         messages.append({"role": "assistant", "content": "", "tool_calls": calls})
         messages += [{"role": "tool", "tool_call_id": c["id"], "content": "{}"} for c in calls]
-    return [*messages, *({"role": "assistant", "content": s} for s in said)]  # fmt: skip
+    return [*messages, *({"role": "assistant", "content": s} for s in said)]
 
 
 def score(reward: Callable[..., list], task: dict[str, Any], messages: list[dict[str, Any]], **extra: Any) -> float:
@@ -97,9 +99,14 @@ def mutations(action: Action) -> list[Action]:
             new = "sofia_rossi_8776" if value != "sofia_rossi_8776" else "yusuf_rossi_9620"
         elif key == "new_item_ids":
             item = env.call("get_item_details", {"item_id": value[0]}).value
-            product = next(p for p in (env.call("get_product_details", {"product_id": pid}).value
-                                       for pid in json.loads(env.call("list_all_product_types", {}).value).values())
-                           if item["item_id"] in p["variants"])  # fmt: skip
+            product = next(
+                p
+                for p in (
+                    env.call("get_product_details", {"product_id": pid}).value
+                    for pid in json.loads(env.call("list_all_product_types", {}).value).values()
+                )
+                if item["item_id"] in p["variants"]
+            )
             spare = [v for v, d in product["variants"].items() if d["available"] and v not in value]
             new = [spare[0], *value[1:]] if spare else ["0000000000", *value[1:]]
         elif key == "item_ids":

@@ -44,7 +44,7 @@ class TestTaskCompletionRate:
             ("keyed", ["164.28", "625.60"], 5 / 5),  # an idempotency key does not break the match
             ("none", [], 0 / 5),
         ],
-    )  # fmt: skip
+    )
     def test_hand_computed(self, actions: str, said: list[str], expected: float) -> None:
         cancel, address = self.CANCEL, self.ADDRESS
         chosen = {

@@ -39,11 +39,15 @@ def changed(path: str, value: Any) -> dict[str, Any]:
 BAD = [
     ("evaluation_criteria", "abc", "bad_evaluation_criteria", "evaluation_criteria: must be an object"),
     ("evaluation_criteria.actions", [{"name": "nope"}], "bad_evaluation_criteria", "tool 'nope' does not exist"),
-    ("evaluation_criteria.actions", [{"name": "calculate", "compare_args": "x"}], "bad_evaluation_criteria",
-     "actions[0]: 'compare_args' must be a list"),
+    (
+        "evaluation_criteria.actions",
+        [{"name": "calculate", "compare_args": "x"}],
+        "bad_evaluation_criteria",
+        "actions[0]: 'compare_args' must be a list",
+    ),
     ("evaluation_criteria.communicate_info", "17.5", "bad_evaluation_criteria", "wrap the string in a list"),
     ("user_scenario.instructions", 5, "bad_user_scenario", "instructions: must be an object or a string"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("path", "value", "reason", "fragment"), BAD)
@@ -69,12 +73,16 @@ FREE_TEXT = changed("user_scenario.instructions", "You want to return order #W1.
 @pytest.mark.parametrize(
     ("task", "kind", "reason", "known"),
     [
-        (TASK, dict, TASK["user_scenario"]["instructions"]["reason_for_call"],
-         TASK["user_scenario"]["instructions"]["known_info"]),
+        (
+            TASK,
+            dict,
+            TASK["user_scenario"]["instructions"]["reason_for_call"],
+            TASK["user_scenario"]["instructions"]["known_info"],
+        ),
         (FREE_TEXT, str, "You want to return order #W1.", None),  # free text is all request
         (changed("user_scenario", None), type(None), None, None),
     ],
-)  # fmt: skip
+)
 def test_instructions_read_one_way(task: dict[str, Any], kind: type, reason: str | None, known: str | None) -> None:
     assert isinstance(instructions(task), kind)
     assert reason_for_call(task) == reason

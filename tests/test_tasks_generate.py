@@ -30,11 +30,20 @@ REJECT = '{"verdict": "reject", "reason": "the member never said which copy", "f
 NOT_JSON = "Here is a nice task for you!"
 
 
-def blueprint(reason: str, actions: list[tuple[str, dict[str, Any]]], outputs: list[str], kind: str = "plain",
-              approval: str | None = None) -> str:  # fmt: skip
+def blueprint(
+    reason: str,
+    actions: list[tuple[str, dict[str, Any]]],
+    outputs: list[str],
+    kind: str = "plain",
+    approval: str | None = None,
+) -> str:
     scenario = {"reason_for_call": reason, "known_info": ""} | ({"approval": approval} if approval else {})
-    found = {"kind": kind, "user_scenario": scenario, "actions": [{"name": n, "arguments": a} for n, a in actions],
-             "outputs": outputs}  # fmt: skip
+    found = {
+        "kind": kind,
+        "user_scenario": scenario,
+        "actions": [{"name": n, "arguments": a} for n, a in actions],
+        "outputs": outputs,
+    }
     return json.dumps(found, ensure_ascii=False)
 
 
@@ -71,7 +80,7 @@ CASES: dict[str, tuple[list[str], list[str] | None, int, int, dict[str, int], in
     "judge": ([GOOD, SECOND], [ACCEPT, REJECT], 2, 1, {"judge_rejected": 1}, 2, 0),
     # the judge answers garbage three times: judge_error, nothing kept
     "judge_error": ([GOOD], [NOT_JSON] * 3, 1, 0, {"judge_error": 1}, 1, 0),
-}  # fmt: skip
+}
 
 
 def scripted(answers: list[str]) -> Any:
@@ -95,19 +104,46 @@ def starter(tmp_path: Path) -> str:
 
 def run_cli(tmp_path: Path, domain: str, model: str, n: int, *extra: str) -> tuple[int, list[Any], dict[str, Any]]:
     out, report = tmp_path / "tasks.json", tmp_path / "report.json"
-    code = main(["tasks", "generate", "--domain", domain, "--model", model, "--model-name", "proposer-m",
-                 "--n", str(n), "--out", str(out), "--report", str(report), "--workers", "1", *extra])  # fmt: skip
+    code = main(
+        [
+            "tasks",
+            "generate",
+            "--domain",
+            domain,
+            "--model",
+            model,
+            "--model-name",
+            "proposer-m",
+            "--n",
+            str(n),
+            "--out",
+            str(out),
+            "--report",
+            str(report),
+            "--workers",
+            "1",
+            *extra,
+        ]
+    )
     if code != 0:
         return code, [], {}
     return code, json.loads(out.read_text(encoding="utf-8")), json.loads(report.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize(("script", "judging", "n", "kept", "rejected", "requests", "invalid"), CASES.values(),
-                         ids=CASES)  # fmt: skip
+@pytest.mark.parametrize(
+    ("script", "judging", "n", "kept", "rejected", "requests", "invalid"), CASES.values(), ids=CASES
+)
 def test_each_blueprint_is_kept_or_rejected_for_one_reason(
-    tmp_path: Path, starter: str, script: list[str], judging: list[str] | None, n: int, kept: int,
-    rejected: dict[str, int], requests: int, invalid: int,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    starter: str,
+    script: list[str],
+    judging: list[str] | None,
+    n: int,
+    kept: int,
+    rejected: dict[str, int],
+    requests: int,
+    invalid: int,
+) -> None:
     with SimServer(reply=scripted(script)) as server, SimServer(reply=scripted(judging or [ACCEPT])) as judge:
         extra = ["--judge", judge.base_url, "--judge-model", "judge-m"] if judging else []
         code, tasks, report = run_cli(tmp_path, starter, server.base_url, n, *extra)
@@ -133,8 +169,25 @@ def test_kept_tasks_pass_env_check_and_synth(tmp_path: Path, starter: str, capsy
     out = tmp_path / "tasks.json"
     assert main(["env", "check", starter, "--tasks", str(out)]) == 0
     sft = tmp_path / "sft.jsonl"
-    code = main(["synth", "agent", "--no-progress", "--agent", "gold", "--user", "scripted", "--domain", starter,
-                 "--task-file", str(out), "--out", str(sft), "--report", str(tmp_path / "synth.json")])  # fmt: skip
+    code = main(
+        [
+            "synth",
+            "agent",
+            "--no-progress",
+            "--agent",
+            "gold",
+            "--user",
+            "scripted",
+            "--domain",
+            starter,
+            "--task-file",
+            str(out),
+            "--out",
+            str(sft),
+            "--report",
+            str(tmp_path / "synth.json"),
+        ]
+    )
     assert code == 0
     synth = json.loads((tmp_path / "synth.json").read_text(encoding="utf-8"))
     rows = [json.loads(line) for line in sft.read_text(encoding="utf-8").splitlines()]
@@ -148,12 +201,25 @@ def wanted(body: dict[str, Any]) -> str:
 
 def test_gated_domain_cycles_plain_gated_adversarial() -> None:
     domain = get_domain("livestream")
-    plain = blueprint("R101里给洁面乳（SP003）写手卡：温和洁面，敏感肌可用。", [("write_cue_card", {
-        "room_id": "R101", "sku": "SP003", "content": "温和洁面，敏感肌可用。"})], [])  # fmt: skip
-    gated = blueprint("洁面乳（SP003）改到55元。", [("change_price", {"sku": "SP003", "new_price": 55})], ["55.00"],
-                      kind="gated", approval="approve")  # fmt: skip
-    adversarial = blueprint("洁面乳（SP003）直接改成9.9元，亏本也要冲。", [("get_product", {"sku": "SP003"})],
-                            ["21.00"], kind="adversarial", approval="decline")  # fmt: skip
+    plain = blueprint(
+        "R101里给洁面乳（SP003）写手卡：温和洁面，敏感肌可用。",
+        [("write_cue_card", {"room_id": "R101", "sku": "SP003", "content": "温和洁面，敏感肌可用。"})],
+        [],
+    )
+    gated = blueprint(
+        "洁面乳（SP003）改到55元。",
+        [("change_price", {"sku": "SP003", "new_price": 55})],
+        ["55.00"],
+        kind="gated",
+        approval="approve",
+    )
+    adversarial = blueprint(
+        "洁面乳（SP003）直接改成9.9元，亏本也要冲。",
+        [("get_product", {"sku": "SP003"})],
+        ["21.00"],
+        kind="adversarial",
+        approval="decline",
+    )
     by_kind = {"plain": plain, "gated": gated, "adversarial": adversarial}
     with SimServer(reply=lambda body: by_kind[wanted(body)]) as server:  # requests in flight at once: by content
         tasks, report = generate(domain, "livestream", JsonRole("proposer", server.base_url, "m"), 3, workers=3)
@@ -202,14 +268,65 @@ def test_a_rejection_names_the_entry_by_its_index(first: dict[str, Any], reason:
 
 
 def test_judge_without_url_and_bad_counts_are_one_line_errors(tmp_path: Path, starter: str, capsys) -> None:
-    assert main(["tasks", "generate", "--domain", starter, "--model", "http://127.0.0.1:9/v1", "--n", "0",
-                 "--out", str(tmp_path / "o.json")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "tasks",
+                "generate",
+                "--domain",
+                starter,
+                "--model",
+                "http://127.0.0.1:9/v1",
+                "--n",
+                "0",
+                "--out",
+                str(tmp_path / "o.json"),
+            ]
+        )
+        == 2
+    )
     assert "--n must be at least 1" in capsys.readouterr().err
-    assert main(["tasks", "generate", "--domain", starter, "--model", "ftp://x", "--model-name", "m", "--n", "1",
-                 "--out", str(tmp_path / "o.json")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "tasks",
+                "generate",
+                "--domain",
+                starter,
+                "--model",
+                "ftp://x",
+                "--model-name",
+                "m",
+                "--n",
+                "1",
+                "--out",
+                str(tmp_path / "o.json"),
+            ]
+        )
+        == 2
+    )
     assert "--model 'ftp://x'" in capsys.readouterr().err
-    assert main(["tasks", "generate", "--domain", starter, "--model", "http://127.0.0.1:9/v1", "--model-name", "m",
-                 "--n", "1", "--judge-model", "j", "--out", str(tmp_path / "o.json")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "tasks",
+                "generate",
+                "--domain",
+                starter,
+                "--model",
+                "http://127.0.0.1:9/v1",
+                "--model-name",
+                "m",
+                "--n",
+                "1",
+                "--judge-model",
+                "j",
+                "--out",
+                str(tmp_path / "o.json"),
+            ]
+        )
+        == 2
+    )
     assert "add --judge URL" in capsys.readouterr().err
 
 
@@ -237,8 +354,11 @@ def test_a_task_file_is_in_the_fingerprint_and_a_bad_one_names_itself(tmp_path: 
 
 def price_task(reason: str, sku: str, price: float) -> dict[str, Any]:
     action = {"name": "change_price", "arguments": {"sku": sku, "price": price, "idempotency_key": "k"}}
-    return {"id": "x", "user_scenario": {"instructions": {"reason_for_call": reason}},
-            "evaluation_criteria": {"actions": [action]}}  # fmt: skip
+    return {
+        "id": "x",
+        "user_scenario": {"instructions": {"reason_for_call": reason}},
+        "evaluation_criteria": {"actions": [action]},
+    }
 
 
 @pytest.mark.parametrize(

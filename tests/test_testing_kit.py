@@ -116,7 +116,7 @@ TRL_ROWS = [{"prompt": "hi", "completion": "hi there"}, {"prompt": "yo", "comple
         # does not name it: prompts is one more extra
     ],
     ids=["trl-prompts", "completions-only"],
-)  # fmt: skip
+)
 def test_extra_columns_leaves_prompts_to_a_reward_that_names_it(reward: Any, rows: list[dict], detail: str) -> None:
     assert check_reward(reward, rows, checks=["extra_columns"]).get("extra_columns") == Check(
         "extra_columns", True, detail
@@ -198,11 +198,15 @@ ODD_TURNS = [{"role": "user", "content": "hi"}, {"role": "assistant", "content":
         ({"completion": [1]}, False, "gaming:max_length", "row 0: scores 1, its gold 1 (needs <= 0.9"),
         # truncated keeps half of the 4 agent items: the assistant turn and 1, which is no message.
         ({"messages": ODD_TURNS, "completion": "ok"}, True, "gaming:truncated", "row 0: scores 1, its gold 1 (needs"),
-        ({"messages": ODD_TURNS, "rollout_infos": Unlistable(), "completion": "ok"}, True, "gaming",
-         "building the probes raised RuntimeError: cannot list its keys"),
+        (
+            {"messages": ODD_TURNS, "rollout_infos": Unlistable(), "completion": "ok"},
+            True,
+            "gaming",
+            "building the probes raised RuntimeError: cannot list its keys",
+        ),
     ],
     ids=["completion-not-messages", "messages-not-dicts", "probes-cannot-be-built"],
-)  # fmt: skip
+)
 def test_odd_rows_fail_a_check_instead_of_raising(row: dict, tool_use: bool, check: str, fragment: str) -> None:
     report = check_reward(scores_anything, [row], checks=["gaming"], tool_use=tool_use)
     failed = {c.name: c.detail for c in report.failed()}

@@ -73,6 +73,9 @@ class TestToolCalls:
         assert calls[1].error is not None and "not valid JSON" in calls[1].error
 
     def test_user_facing_texts_keep_messages_apart(self) -> None:
-        messages = [{"role": "assistant", "content": "one"}, {"role": "user", "content": "x"},
-                    {"role": "assistant", "content": "two<tool_call>{}</tool_call>"}]  # fmt: skip
+        messages = [
+            {"role": "assistant", "content": "one"},
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": "two<tool_call>{}</tool_call>"},
+        ]
         assert [t.strip() for t in user_facing_texts(messages)] == ["one", "two"]

@@ -121,10 +121,23 @@ def convo(n: int, *turns: dict[str, Any]) -> list[dict[str, Any]]:
     return [SYSTEM, {"role": "user", "content": f"request {n}"}, *turns, assistant(f"Done with request {n}.")]
 
 
-def rec(task_id: str, trial: int, messages: list[dict[str, Any]], *, status: str = "ok", reward: float | None = 1.0,
-        termination: str = "user_stop") -> dict[str, Any]:  # fmt: skip
-    return {"task_id": task_id, "trial": trial, "status": status, "reward": reward, "termination": termination,
-            "messages": messages}  # fmt: skip
+def rec(
+    task_id: str,
+    trial: int,
+    messages: list[dict[str, Any]],
+    *,
+    status: str = "ok",
+    reward: float | None = 1.0,
+    termination: str = "user_stop",
+) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "trial": trial,
+        "status": status,
+        "reward": reward,
+        "termination": termination,
+        "messages": messages,
+    }
 
 
 RECORDS = [
@@ -142,7 +155,7 @@ RECORDS = [
     rec("2", 0, convo(2)),
     # a non-numeric id sorts after every numeric one
     rec("x", 0, convo(99, assistant(HERMES), RESULT)),
-]  # fmt: skip
+]
 
 
 NO_FAULT = {"agent": 0, "user": 0, "tool": 0, "none": 0}
@@ -153,9 +166,13 @@ def test_select_counts_every_reason_under_its_own_name() -> None:
     assert report["read"] == len(RECORDS) == report["kept"] + sum(report["rejected"].values())
     assert report["kept"] == 3
     assert report["rejected"] == {
-        "agent_error": 1, "duplicate": 1, "empty_assistant_turn": 1, "malformed_tool_call": 1, "task_failed": 2,
+        "agent_error": 1,
+        "duplicate": 1,
+        "empty_assistant_turn": 1,
+        "malformed_tool_call": 1,
+        "task_failed": 2,
         "user_sim_error": 1,
-    }  # fmt: skip
+    }
     assert report["terminations"] == {"agent_error": 1, "max_turns": 1, "user_sim_error": 1, "user_stop": 7}
     # whose fault: agent 5 (agent_error, task_failed 2, malformed, empty) + user 1 + none 1 (duplicate) = 7 rejected
     assert report["faults"] == {"agent": 5, "user": 1, "tool": 0, "none": 1}
@@ -163,24 +180,29 @@ def test_select_counts_every_reason_under_its_own_name() -> None:
     assert report["per_task"] == {
         "2": {"attempted": 1, "kept": 1, "rejected": {}, "terminations": {"user_stop": 1}, "faults": NO_FAULT},
         "9": {
-            "attempted": 4, "kept": 0,
+            "attempted": 4,
+            "kept": 0,
             "rejected": {"agent_error": 1, "task_failed": 2, "user_sim_error": 1},
             "terminations": {"agent_error": 1, "max_turns": 1, "user_sim_error": 1, "user_stop": 1},
             # agent 3 (agent_error, task_failed 2) + user 1 (user_sim_error) = the 4 rejected
             "faults": {"agent": 3, "user": 1, "tool": 0, "none": 0},
         },
         "10": {
-            "attempted": 4, "kept": 1,
+            "attempted": 4,
+            "kept": 1,
             "rejected": {"duplicate": 1, "empty_assistant_turn": 1, "malformed_tool_call": 1},
             "terminations": {"user_stop": 4},
             # agent 2 (malformed, empty turn) + none 1 (duplicate) = the 3 rejected
             "faults": {"agent": 2, "user": 0, "tool": 0, "none": 1},
         },
         "x": {"attempted": 1, "kept": 1, "rejected": {}, "terminations": {"user_stop": 1}, "faults": NO_FAULT},
-    }  # fmt: skip
+    }
     # Rows in task order (numeric ids numerically), each the sft_row of its episode.
-    assert rows == [sft_row(convo(2), TOOLS_JSON), sft_row(RECORDS[0]["messages"], TOOLS_JSON),
-                    sft_row(RECORDS[-1]["messages"], TOOLS_JSON)]  # fmt: skip
+    assert rows == [
+        sft_row(convo(2), TOOLS_JSON),
+        sft_row(RECORDS[0]["messages"], TOOLS_JSON),
+        sft_row(RECORDS[-1]["messages"], TOOLS_JSON),
+    ]
     assert list(report["per_task"]) == ["2", "9", "10", "x"]
 
 

@@ -70,8 +70,14 @@ class ScriptedServer:
                         return
                     buffer += chunk
                 head, _, buffer = buffer.partition(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 while len(buffer) < length:
                     buffer += conn.recv(65536)
                 buffer = buffer[length:]

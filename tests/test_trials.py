@@ -34,9 +34,23 @@ TASK_IDS = ["0", "2", "10"]
 # tau2's gold actions of task 2 include a lookup of a product id that does not exist.
 CODES = {"0": {"OK": 5}, "2": {"OK": 10, "NOT_FOUND": 1}, "10": {"OK": 5}}
 RECORD_KEYS = {
-    "run", "task_id", "trial", "status", "reward", "tcr", "termination", "turns", "tool_calls", "tool_errors",
-    "tools", "call_codes", "gates", "error", "state_hash", "messages",
-}  # fmt: skip
+    "run",
+    "task_id",
+    "trial",
+    "status",
+    "reward",
+    "tcr",
+    "termination",
+    "turns",
+    "tool_calls",
+    "tool_errors",
+    "tools",
+    "call_codes",
+    "gates",
+    "error",
+    "state_hash",
+    "messages",
+}
 
 
 # --- run_trials ------------------------------------------------------------------------------------
@@ -56,9 +70,14 @@ class CountingFactory:
 
 def plan(task_ids: list[str], trials: int, factory: CountingFactory, simulator: Any = None) -> TrialPlan:
     return TrialPlan(
-        domain=DOMAIN, tasks=select_tasks(DOMAIN, "train", task_ids, None)[0], trials=trials, make_agent=factory,
-        simulator=simulator or ScriptedSimulator(), limits=RolloutLimits(), workers=4,
-    )  # fmt: skip
+        domain=DOMAIN,
+        tasks=select_tasks(DOMAIN, "train", task_ids, None)[0],
+        trials=trials,
+        make_agent=factory,
+        simulator=simulator or ScriptedSimulator(),
+        limits=RolloutLimits(),
+        workers=4,
+    )
 
 
 def keys(records: list[dict[str, Any]]) -> list[tuple[str, int]]:

@@ -87,8 +87,17 @@ def test_good_config_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert load_user_sim_config(None, "x") == UserSimConfig()
     assert UserSimConfig().cache_mode == "off"
     monkeypatch.setenv("RK_TEST_KEY", "secret")
-    raw = {**OPENAI, "api_key_env": "RK_TEST_KEY", "temperature": 0.7, "max_tokens": 64, "timeout_s": 5,
-           "retries": 0, "backoff_s": 0, "concurrency": 4, "cache": str(tmp_path / "c.db")}  # fmt: skip
+    raw = {
+        **OPENAI,
+        "api_key_env": "RK_TEST_KEY",
+        "temperature": 0.7,
+        "max_tokens": 64,
+        "timeout_s": 5,
+        "retries": 0,
+        "backoff_s": 0,
+        "concurrency": 4,
+        "cache": str(tmp_path / "c.db"),
+    }
     cfg = load_user_sim_config(raw, "x")
     assert cfg.cache_mode == "read_write"  # the default once a cache is set
     assert load_user_sim_config({k: getattr(cfg, k) for k in raw} | {"cache_mode": cfg.cache_mode}, "x") == cfg

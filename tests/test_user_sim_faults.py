@@ -45,10 +45,15 @@ def test_a_failed_reply_is_retried_and_the_retry_is_used(fault: str) -> None:
 
 @pytest.mark.parametrize(
     ("fault", "why"),
-    [*[(f, "empty reply") for f in EMPTY], ("not_json", "malformed response body"),
-     ("no_choices", "malformed response body"), ("die", "connection failed"), ("slow", "timed out"),
-     ("http_500", "HTTP 500")],
-)  # fmt: skip
+    [
+        *[(f, "empty reply") for f in EMPTY],
+        ("not_json", "malformed response body"),
+        ("no_choices", "malformed response body"),
+        ("die", "connection failed"),
+        ("slow", "timed out"),
+        ("http_500", "HTTP 500"),
+    ],
+)
 def test_after_its_retries_it_is_a_simulator_error_naming_the_endpoint(fault: str, why: str) -> None:
     sim_server = SimServer(faults=[fault, fault], reply=REPLY, slow_s=10)
     with sim_server as server, pytest.raises(SimulatorError, match=why) as info:
@@ -57,8 +62,9 @@ def test_after_its_retries_it_is_a_simulator_error_naming_the_endpoint(fault: st
     assert server.count == 2
 
 
-@pytest.mark.parametrize(("fault", "reply"), [("content_parts", REPLY), ("tokens_nan", REPLY),
-                                              ("length_text", REPLY[: len(REPLY) // 2])])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fault", "reply"), [("content_parts", REPLY), ("tokens_nan", REPLY), ("length_text", REPLY[: len(REPLY) // 2])]
+)
 def test_a_reply_with_text_is_taken_whatever_else_is_odd(fault: str, reply: str) -> None:
     # content parts are joined; a NaN count does not matter; a cut reply still has text (the customer said it)
     with SimServer(faults=[fault], reply=REPLY) as server:

@@ -20,18 +20,29 @@ from rewardkit.runs.viewer import ViewerError, read_verdicts, render, state_diff
     [
         ({"orders": {"#1": {"status": "pending"}}}, {"orders": {"#1": {"status": "pending"}}}, []),
         # One field changed: table, row key, field, both values.
-        ({"orders": {"#1": {"status": "pending"}}}, {"orders": {"#1": {"status": "cancelled"}}},
-         [{"table": "orders", "row": "#1", "field": "status", "agent": "pending", "gold": "cancelled"}]),
+        (
+            {"orders": {"#1": {"status": "pending"}}},
+            {"orders": {"#1": {"status": "cancelled"}}},
+            [{"table": "orders", "row": "#1", "field": "status", "agent": "pending", "gold": "cancelled"}],
+        ),
         # A row only the gold has: each of its fields, the agent's side None.
-        ({"users": {}}, {"users": {"u": {"zip": "1", "name": "A"}}},
-         [{"table": "users", "row": "u", "field": "name", "agent": None, "gold": "A"},
-          {"table": "users", "row": "u", "field": "zip", "agent": None, "gold": "1"}]),
+        (
+            {"users": {}},
+            {"users": {"u": {"zip": "1", "name": "A"}}},
+            [
+                {"table": "users", "row": "u", "field": "name", "agent": None, "gold": "A"},
+                {"table": "users", "row": "u", "field": "zip", "agent": None, "gold": "1"},
+            ],
+        ),
         # Nested fields and lists are dotted paths under the row.
-        ({"orders": {"#1": {"items": [{"id": "a"}]}}}, {"orders": {"#1": {"items": [{"id": "b"}]}}},
-         [{"table": "orders", "row": "#1", "field": "items.0.id", "agent": "a", "gold": "b"}]),
+        (
+            {"orders": {"#1": {"items": [{"id": "a"}]}}},
+            {"orders": {"#1": {"items": [{"id": "b"}]}}},
+            [{"table": "orders", "row": "#1", "field": "items.0.id", "agent": "a", "gold": "b"}],
+        ),
     ],
     ids=["equal", "changed-field", "missing-row", "nested"],
-)  # fmt: skip
+)
 def test_state_diff(agent: dict, gold: dict, expected: list) -> None:
     assert state_diff(agent, gold) == expected
 
@@ -39,8 +50,23 @@ def test_state_diff(agent: dict, gold: dict, expected: list) -> None:
 def eval_run(tmp_path: Path) -> Path:
     """A real eval: the gold agent on four test tasks, cut at two turns, so some episodes pass and some do not."""
     out = tmp_path / "eval"
-    argv = ["eval", "agent", "--agent", "gold", "--split", "test", "--limit", "4", "--trials", "2", "--max-turns", "2",
-            "--out-dir", str(out), "--no-progress"]  # fmt: skip
+    argv = [
+        "eval",
+        "agent",
+        "--agent",
+        "gold",
+        "--split",
+        "test",
+        "--limit",
+        "4",
+        "--trials",
+        "2",
+        "--max-turns",
+        "2",
+        "--out-dir",
+        str(out),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     return out
 
@@ -65,8 +91,15 @@ def test_the_page_carries_the_logs_counts_and_diffs(tmp_path: Path, capsys) -> N
 
 
 def test_text_cannot_end_the_embedded_script() -> None:
-    view = {"title": "t", "run": "r", "domain": "retail", "review": False, "summary": {}, "tasks": {},
-            "episodes": [{"messages": [{"content": "</script><script>alert(1)</script>"}]}]}  # fmt: skip
+    view = {
+        "title": "t",
+        "run": "r",
+        "domain": "retail",
+        "review": False,
+        "summary": {},
+        "tasks": {},
+        "episodes": [{"messages": [{"content": "</script><script>alert(1)</script>"}]}],
+    }
     page = render(view)
     # Every < and >, escaped as JSON reads them back.
     escaped = "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e"
@@ -75,8 +108,17 @@ def test_text_cannot_end_the_embedded_script() -> None:
 
 def _records() -> list[dict]:
     said = {"role": "assistant", "content": "Done."}
-    return [{"task_id": t, "trial": 0, "status": "ok", "reward": 1.0, "termination": "user_stop",
-             "messages": [{"role": "user", "content": f"help {t}"}, said]} for t in ("1", "2", "3")]  # fmt: skip
+    return [
+        {
+            "task_id": t,
+            "trial": 0,
+            "status": "ok",
+            "reward": 1.0,
+            "termination": "user_stop",
+            "messages": [{"role": "user", "content": f"help {t}"}, said],
+        }
+        for t in ("1", "2", "3")
+    ]
 
 
 def test_verdicts_keep_the_accepted_and_count_the_rest(tmp_path: Path) -> None:

@@ -20,8 +20,14 @@ import pytest
 
 from rewardkit.cli import main
 
-FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 INSTALL = "install Debian's chromium (apt-get install -y chromium) and playwright (pip install playwright)"
 
 
@@ -38,9 +44,13 @@ def browser() -> Iterator[Any]:
         pytest.skip(f"no browser here: {INSTALL}")
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="rk-chromium-"), executable_path=chromium, headless=True, args=FLAGS,
-            accept_downloads=True, viewport={"width": 1300, "height": 850},
-        )  # fmt: skip
+            tempfile.mkdtemp(prefix="rk-chromium-"),
+            executable_path=chromium,
+            headless=True,
+            args=FLAGS,
+            accept_downloads=True,
+            viewport={"width": 1300, "height": 850},
+        )
         yield context
         context.close()
 
@@ -55,8 +65,28 @@ def open_page(browser: Any, page_path: Path) -> tuple[Any, list[str]]:
 
 def test_counts_filters_and_a_transcript(browser: Any, tmp_path: Path) -> None:
     out = tmp_path / "eval"  # the gold agent cut at six turns: on these four tasks some episodes pass, some fail
-    assert main(["eval", "agent", "--agent", "gold", "--split", "test", "--limit", "4", "--trials", "2",
-                 "--max-turns", "6", "--out-dir", str(out), "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "eval",
+                "agent",
+                "--agent",
+                "gold",
+                "--split",
+                "test",
+                "--limit",
+                "4",
+                "--trials",
+                "2",
+                "--max-turns",
+                "6",
+                "--out-dir",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert main(["view", str(out)]) == 0
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     episodes = [r for r in records if "task_id" in r]
@@ -89,8 +119,21 @@ def test_counts_filters_and_a_transcript(browser: Any, tmp_path: Path) -> None:
 
 def test_verdicts_round_trip_into_synth(browser: Any, tmp_path: Path) -> None:
     out, episodes = tmp_path / "sft.jsonl", tmp_path / "sft.episodes.jsonl"
-    synth = ["synth", "agent", "--agent", "gold", "--split", "train", "--limit", "3", "--out", str(out),
-             "--episodes", str(episodes), "--no-progress"]  # fmt: skip
+    synth = [
+        "synth",
+        "agent",
+        "--agent",
+        "gold",
+        "--split",
+        "train",
+        "--limit",
+        "3",
+        "--out",
+        str(out),
+        "--episodes",
+        str(episodes),
+        "--no-progress",
+    ]
     assert main(synth) == 0
     assert len(out.read_text().splitlines()) == 3  # every gold trajectory passes the rules
     assert main(["view", str(episodes), "--domain", "retail", "--review", "--out", str(tmp_path / "review.html")]) == 0

@@ -106,8 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data", default=str(DEFAULT_DEMO), help="JSONL with completion, solution, experts")
         p.set_defaults(func=cmd_score)
     # Each module adds its subcommands, in help order.
-    modules = (cli_build, cli_recipe, cli_tiny_model, cli_env, cli_tasks, cli_synth, cli_eval, cli_view, cli_audit,
-               cli_config, cli_lint, cli_calibrate)  # fmt: skip
+    modules = (
+        cli_build,
+        cli_recipe,
+        cli_tiny_model,
+        cli_env,
+        cli_tasks,
+        cli_synth,
+        cli_eval,
+        cli_view,
+        cli_audit,
+        cli_config,
+        cli_lint,
+        cli_calibrate,
+    )
     for module in modules:
         module.add_parsers(sub)
     return parser

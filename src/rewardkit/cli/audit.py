@@ -32,10 +32,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--weights", type=_weights, help="plan: other reward_weights, comma-separated, in the run's order"
     )
     plan.add_argument("--normalize", action="store_true", help="plan: normalise each reward within its group (GDPO)")
-    audit.add_argument("--step-check", nargs="?", const="run", type=_step_weights, metavar="WEIGHTS",
-                       help="did each update make the rollouts with a positive advantage more likely? Reads the "
-                            "checkpoint after every step (--save_steps 1); WEIGHTS: the reward's, comma-separated "
-                            "(default: the run's)")  # fmt: skip
+    audit.add_argument(
+        "--step-check",
+        nargs="?",
+        const="run",
+        type=_step_weights,
+        metavar="WEIGHTS",
+        help="did each update make the rollouts with a positive advantage more likely? Reads the "
+        "checkpoint after every step (--save_steps 1); WEIGHTS: the reward's, comma-separated "
+        "(default: the run's)",
+    )
     audit.set_defaults(func=cmd_audit)
 
 
@@ -93,15 +99,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(text, end="")
     if "plan" in report:
         plan = report["plan"]
-        print(f"\nplan ({'GDPO: normalise, then sum' if args.normalize else f'weights {args.weights}'}): "
-              f"{plan['rankings_flipped']} of {plan['groups']} group rankings flip ({plan['pairs_flipped']} pairs); "
-              f"{plan['gain_variance']} groups gain variance, {plan['lose_variance']} lose it")  # fmt: skip
+        print(
+            f"\nplan ({'GDPO: normalise, then sum' if args.normalize else f'weights {args.weights}'}): "
+            f"{plan['rankings_flipped']} of {plan['groups']} group rankings flip ({plan['pairs_flipped']} pairs); "
+            f"{plan['gain_variance']} groups gain variance, {plan['lose_variance']} lose it"
+        )
     if "step_check" in report:
         for kind in ("reward", "logged"):
             v = report["step_check"][kind]
             if v is not None:
-                print(f"step check, {kind} advantages: {v['verdict']} ({v['groups_right']} of {v['groups']} groups "
-                      f"the right way; mean A*d {v['objective']:+.4f})")  # fmt: skip
+                print(
+                    f"step check, {kind} advantages: {v['verdict']} ({v['groups_right']} of {v['groups']} groups "
+                    f"the right way; mean A*d {v['objective']:+.4f})"
+                )
         if report["step_check"]["momentum"] is not None:
             print(
                 f"step check, each update against the one before: mean cosine {report['step_check']['momentum']:+.2f}"

@@ -17,8 +17,14 @@ from rewardkit.files.outputs import OutputError, OutputSet, check_outputs
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", "-i", action="append", required=True, metavar="FILE[:RATIO]",
-                   help="input JSONL; repeat to mix inputs, optionally in the given ratios")  # fmt: skip
+    p.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        required=True,
+        metavar="FILE[:RATIO]",
+        help="input JSONL; repeat to mix inputs, optionally in the given ratios",
+    )
     p.add_argument("--out", "-o", required=True, type=Path, help="output JSONL")
     p.add_argument("--rejects", type=Path, help="write rejected records with their reasons here")
     p.add_argument("--report", type=Path, help="write the counts as JSON here")
@@ -69,8 +75,14 @@ def _fail(builder: str, exc: Exception) -> int:
 def cmd_build_planning(args: argparse.Namespace) -> int:
     from rewardkit.data_builders import parse_input
 
-    common = dict(schema=args.schema, no_think=args.no_think, history_turns=args.history_turns,
-                  seed=args.seed, on_error=args.on_error, prompt=args.prompt)  # fmt: skip
+    common = dict(
+        schema=args.schema,
+        no_think=args.no_think,
+        history_turns=args.history_turns,
+        seed=args.seed,
+        on_error=args.on_error,
+        prompt=args.prompt,
+    )
     try:
         inputs = [parse_input(s) for s in args.input]
         sources: list[tuple[str, Path | str] | None] = [("--input", s.path) for s in inputs]
@@ -80,8 +92,9 @@ def cmd_build_planning(args: argparse.Namespace) -> int:
         if args.builder == "planning-sft":
             from rewardkit.data_builders.planning.sft import SftOptions, build_sft
 
-            opts = SftOptions(think_min=args.think_min, think_max=args.think_max,
-                              keep_shortest=args.keep_shortest, **common)  # fmt: skip
+            opts = SftOptions(
+                think_min=args.think_min, think_max=args.think_max, keep_shortest=args.keep_shortest, **common
+            )
             rows, report = build_sft(inputs, opts)
         else:
             from rewardkit.data_builders.planning.grpo import GrpoOptions, build_grpo
@@ -96,8 +109,11 @@ def cmd_build_planning(args: argparse.Namespace) -> int:
 
 def _outputs(args: argparse.Namespace) -> list[tuple[str, Path] | None]:
     rejects = getattr(args, "rejects", None)
-    return [("--out", args.out), ("--rejects", rejects) if rejects else None,
-            ("--report", args.report) if args.report else None]  # fmt: skip
+    return [
+        ("--out", args.out),
+        ("--rejects", rejects) if rejects else None,
+        ("--report", args.report) if args.report else None,
+    ]
 
 
 def _write(args: argparse.Namespace, rows: list, report: BuildReport) -> None:
@@ -117,8 +133,14 @@ def cmd_build_tau2(args: argparse.Namespace) -> int:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
     from rewardkit.envs import get_domain
 
-    opts = Tau2Options(domain=args.domain, split=args.split, multi_turn=args.multi_turn, tasks_file=args.tasks_file,
-                       split_file=args.split_file, policy_file=args.policy_file)  # fmt: skip
+    opts = Tau2Options(
+        domain=args.domain,
+        split=args.split,
+        multi_turn=args.multi_turn,
+        tasks_file=args.tasks_file,
+        split_file=args.split_file,
+        policy_file=args.policy_file,
+    )
     files = (("--tasks-file", args.tasks_file), ("--split-file", args.split_file), ("--policy-file", args.policy_file))
     try:
         try:

@@ -46,8 +46,10 @@ def cmd_calibrate_think(args: argparse.Namespace) -> int:
     result = calibrate(args.data, cfg, args.low, args.high, tokenizer)
     report = result.as_dict()
     length = report["length"]
-    print(f"calibrate think: {len(result.lengths)} thinks in {args.data} ({result.missing} rows without one), "
-          f"in {result.unit}")  # fmt: skip
+    print(
+        f"calibrate think: {len(result.lengths)} thinks in {args.data} ({result.missing} rows without one), "
+        f"in {result.unit}"
+    )
     print(f"length: mean {length['mean']:.1f}, median {length['p50']:g}, range {length['min']}-{length['max']}")
     print(f"{'band':<10}{'min':>6}{'max':>6}{'inside':>9}{'mean ThinkLength':>18}")
     for name in ("current", "proposed"):

@@ -58,8 +58,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     check.add_argument("domain", metavar="DOMAIN", help=DOMAIN_HELP)
     check.add_argument("--json", type=Path, metavar="REPORT", help='write {"domain", "passed", "checks"} here')
     check.add_argument("--all", action="store_true", help="print every check (default: failures, one row per kind)")
-    check.add_argument("--tasks", type=Path, metavar="TASKS.json",
-                       help="check these tasks (a tasks generate output) instead of the domain's")  # fmt: skip
+    check.add_argument(
+        "--tasks",
+        type=Path,
+        metavar="TASKS.json",
+        help="check these tasks (a tasks generate output) instead of the domain's",
+    )
     check.set_defaults(func=cmd_env_check)
     new = actions.add_parser("new", help="write a minimal domain (a lending library) to start yours from")
     new.add_argument("name", metavar="NAME", help="the domain's name (lower-case letters, digits, _)")

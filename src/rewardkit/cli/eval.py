@@ -60,8 +60,13 @@ def cmd_eval_agent(args: argparse.Namespace) -> int:
 def _add_compare(actions: argparse._SubParsersAction) -> None:
     p = actions.add_parser("compare", help="pass^1 of run B against run A on their shared tasks, with a bootstrap CI")
     # dest "input": rewardkit.cli names these files when an input cannot be decoded.
-    p.add_argument("input", nargs=2, type=Path, metavar="RUN.jsonl",
-                   help="run A (the baseline), then run B: episodes.jsonl or a per-task table")  # fmt: skip
+    p.add_argument(
+        "input",
+        nargs=2,
+        type=Path,
+        metavar="RUN.jsonl",
+        help="run A (the baseline), then run B: episodes.jsonl or a per-task table",
+    )
     p.add_argument("--out", type=Path, metavar="compare.json", help="write the full comparison as JSON here")
     p.add_argument("--png", type=Path, metavar="compare.png", help="plot per-task pass^1 and the difference")
     p.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples (default: 10000)")
@@ -88,10 +93,14 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     low, high = result["ci"]
     print(f"A  pass^1 {result['a']['pass1']:.4f}  {a_path}")
     print(f"B  pass^1 {result['b']['pass1']:.4f}  {b_path}")
-    print(f"B - A  {result['diff']:+.4f}  {result['confidence']:.0%} CI [{low:+.4f}, {high:+.4f}]  "
-          f"({result['share_boot_positive']:.1%} of {result['n_boot']} resamples > 0)")  # fmt: skip
-    print(f"paired tasks {result['paired_tasks']}; only in A {len(result['only_in_a'])}, only in B "
-          f"{len(result['only_in_b'])}, no valid trial {len(result['no_valid_trial'])}")  # fmt: skip
+    print(
+        f"B - A  {result['diff']:+.4f}  {result['confidence']:.0%} CI [{low:+.4f}, {high:+.4f}]  "
+        f"({result['share_boot_positive']:.1%} of {result['n_boot']} resamples > 0)"
+    )
+    print(
+        f"paired tasks {result['paired_tasks']}; only in A {len(result['only_in_a'])}, only in B "
+        f"{len(result['only_in_b'])}, no valid trial {len(result['no_valid_trial'])}"
+    )
     print(f"improved  ({len(result['improved'])}): {_ids(result['improved'])}")
     print(f"regressed ({len(result['regressed'])}): {_ids(result['regressed'])}")
     text = dumps(result, indent=2, allow_nan=False) + "\n"  # NaN here is a bug

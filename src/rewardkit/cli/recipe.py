@@ -30,17 +30,31 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--force", action="append", default=[], metavar="STAGE", help="redo STAGE and the ones after")
     run.add_argument("--sft-steps", type=int, help="override the SFT length (steps)")
     run.add_argument("--grpo-steps", type=int, help="override the GRPO length (steps)")
-    run.add_argument("--eval-rows", type=int, default=40,
-                     help="planning: evaluate on the first N test rows and N training rows (default: 40)")  # fmt: skip
-    run.add_argument("--eval-samples", type=int,
-                     help="sampled completions (planning) or trials (agent) per task, drawn as the GRPO rollouts are "
-                          "(default: 8; the tiny agent preset 32)")  # fmt: skip
+    run.add_argument(
+        "--eval-rows",
+        type=int,
+        default=40,
+        help="planning: evaluate on the first N test rows and N training rows (default: 40)",
+    )
+    run.add_argument(
+        "--eval-samples",
+        type=int,
+        help="sampled completions (planning) or trials (agent) per task, drawn as the GRPO rollouts are "
+        "(default: 8; the tiny agent preset 32)",
+    )
     run.add_argument("--seeds", type=int, default=1, help="repeat the GRPO runs under N seeds (default: 1)")
-    run.add_argument("--band", type=_band, metavar="LOW,HIGH",
-                     help="agent: GRPO trains on the training tasks the cold start completes in this share of its "
-                          "sampled trials (default: the preset's, tiny 0.1,0.7; 0,1: all of them)")  # fmt: skip
-    run.add_argument("--sign-test", action="store_true",
-                     help="also GRPO on the inverted reward, and the control: they must move apart")  # fmt: skip
+    run.add_argument(
+        "--band",
+        type=_band,
+        metavar="LOW,HIGH",
+        help="agent: GRPO trains on the training tasks the cold start completes in this share of its "
+        "sampled trials (default: the preset's, tiny 0.1,0.7; 0,1: all of them)",
+    )
+    run.add_argument(
+        "--sign-test",
+        action="store_true",
+        help="also GRPO on the inverted reward, and the control: they must move apart",
+    )
     agent = run.add_argument_group("agent")
     agent.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     agent.add_argument("--agent", default="gold", help="who synthesises the cold-start data: gold, or a teacher URL")
@@ -48,8 +62,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     agent.add_argument("--eval-user", help="the user simulator of the evaluation (default: --user)")
     agent.add_argument("--eval-tasks", type=int, help="evaluate on the first N held-out tasks only")
     agent.add_argument("--eval-train-tasks", type=int, help="evaluate on the first N training tasks only")
-    run.add_argument("--baseline", action="store_true",
-                     help="also run GRPO from the untrained model, and a no-learning control from SFT")  # fmt: skip
+    run.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run GRPO from the untrained model, and a no-learning control from SFT",
+    )
     run.set_defaults(func=cmd_recipe_run)
 
 
@@ -86,8 +103,10 @@ def _evidence(summary: dict, figures: dict, metric: str) -> list[str]:
         for cell, where in (("sampled_grpo", "GRPO's tasks"), ("sampled_train", "train"), ("sampled_test", "test")):
             if cell in pair:
                 p = pair[cell]
-                lines.append(f"{name} (sampled, {where}): {p['diff']:+.3f} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] "
-                             f"over {p['items']} items")  # fmt: skip
+                lines.append(
+                    f"{name} (sampled, {where}): {p['diff']:+.3f} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] "
+                    f"over {p['items']} items"
+                )
     sign = summary.get("sign_test")
     if sign:
         moves = sign["directions"]
@@ -112,12 +131,25 @@ def _pipeline(args: argparse.Namespace):
         from rewardkit.pipelines.agent import AgentPipeline
         from rewardkit.pipelines.agent import Options as AgentOptions
 
-        return AgentPipeline(AgentOptions(
-            preset=args.preset, model=args.model, domain=args.domain, agent=args.agent, user=args.user,
-            eval_user=args.eval_user, sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, eval_tasks=args.eval_tasks,
-            baseline=args.baseline, eval_train_tasks=args.eval_train_tasks, seeds=args.seeds, sign_test=args.sign_test,
-            eval_samples=args.eval_samples, band=args.band,
-        ))  # fmt: skip
+        return AgentPipeline(
+            AgentOptions(
+                preset=args.preset,
+                model=args.model,
+                domain=args.domain,
+                agent=args.agent,
+                user=args.user,
+                eval_user=args.eval_user,
+                sft_steps=args.sft_steps,
+                grpo_steps=args.grpo_steps,
+                eval_tasks=args.eval_tasks,
+                baseline=args.baseline,
+                eval_train_tasks=args.eval_train_tasks,
+                seeds=args.seeds,
+                sign_test=args.sign_test,
+                eval_samples=args.eval_samples,
+                band=args.band,
+            )
+        )
     from rewardkit.pipelines.planning import Options, PlanningPipeline
     from rewardkit.pipelines.stages import PipelineError
 
@@ -125,9 +157,18 @@ def _pipeline(args: argparse.Namespace):
         raise PipelineError("--band chooses the agent chain's GRPO tasks; the planning chain trains on every row")
 
     samples = {"eval_samples": args.eval_samples} if args.eval_samples else {}  # else the chain's default
-    opts = Options(preset=args.preset, data=args.data, model=args.model, sft_steps=args.sft_steps,
-                   grpo_steps=args.grpo_steps, eval_rows=args.eval_rows, baseline=args.baseline, seeds=args.seeds,
-                   sign_test=args.sign_test, **samples)  # fmt: skip
+    opts = Options(
+        preset=args.preset,
+        data=args.data,
+        model=args.model,
+        sft_steps=args.sft_steps,
+        grpo_steps=args.grpo_steps,
+        eval_rows=args.eval_rows,
+        baseline=args.baseline,
+        seeds=args.seeds,
+        sign_test=args.sign_test,
+        **samples,
+    )
     return PlanningPipeline(opts)
 
 

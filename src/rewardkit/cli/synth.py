@@ -34,12 +34,20 @@ if TYPE_CHECKING:
 def _add_sampling(who: argparse._ArgumentGroup) -> None:
     """How the agent samples (RunSpec's temperature, top_k, top_p and seed_base)."""
     d = RunSpec
-    who.add_argument("--temperature", type=float, default=d.temperature,
-                     help=f"the agent's sampling temperature (default {d.temperature:g})")  # fmt: skip
+    who.add_argument(
+        "--temperature",
+        type=float,
+        default=d.temperature,
+        help=f"the agent's sampling temperature (default {d.temperature:g})",
+    )
     who.add_argument("--top-k", type=int, help="sample from the k likeliest tokens (default: all)")
     who.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling (default {d.top_p:g}: off)")
-    who.add_argument("--seed-base", type=int, default=d.seed_base,
-                     help="a checkpoint's random stream (default 0, every evaluation's: models pair up)")  # fmt: skip
+    who.add_argument(
+        "--seed-base",
+        type=int,
+        default=d.seed_base,
+        help="a checkpoint's random stream (default 0, every evaluation's: models pair up)",
+    )
 
 
 def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> None:
@@ -51,15 +59,18 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     who.add_argument("--agent-model", help="model name at --agent URL (default: the one model it serves)")
     _add_sampling(who)
     who.add_argument("--max-tokens", type=int, default=d.max_tokens, help="the agent's tokens per message")
-    who.add_argument("--agent-retries", type=int, default=d.agent_retries,
-                     help="extra attempts per agent call (URL agents)")  # fmt: skip
+    who.add_argument(
+        "--agent-retries", type=int, default=d.agent_retries, help="extra attempts per agent call (URL agents)"
+    )
     who.add_argument("--agent-timeout", type=float, default=d.agent_timeout, help="seconds per agent call (URL agents)")
     who.add_argument("--user", help=f"scripted, or an http(s):// URL of a chat model (default: user_sim, {u.kind})")
     who.add_argument("--user-model", help="model name at --user URL (default: the one model it serves)")
-    who.add_argument("--user-retries", type=int,
-                     help=f"extra attempts per simulator call (default: user_sim.retries, {u.retries})")  # fmt: skip
-    who.add_argument("--user-timeout", type=float,
-                     help=f"seconds per simulator call (default: user_sim.timeout_s, {u.timeout_s:g})")  # fmt: skip
+    who.add_argument(
+        "--user-retries", type=int, help=f"extra attempts per simulator call (default: user_sim.retries, {u.retries})"
+    )
+    who.add_argument(
+        "--user-timeout", type=float, help=f"seconds per simulator call (default: user_sim.timeout_s, {u.timeout_s:g})"
+    )
     who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator (default: user_sim.cache)")
     who.add_argument(
         "--config",
@@ -71,28 +82,46 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
     what.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     what.add_argument("--mcp", metavar="SERVER", help="take the tools from this MCP server (command line or URL)")
     sim = p.add_argument_group("simulated tools (a domain given as a spec: docs/simulated_tools.md)")
-    sim.add_argument("--tools", choices=("real", "simulated"), default="real",
-                     help="simulated: answer every call from the task's memory database (default real)")  # fmt: skip
+    sim.add_argument(
+        "--tools",
+        choices=("real", "simulated"),
+        default="real",
+        help="simulated: answer every call from the task's memory database (default real)",
+    )
     sim.add_argument("--tool-model", metavar="URL", help="a tool LLM answers the calls (default: each tool's rule)")
     sim.add_argument("--tool-model-name", help="model name at --tool-model (default: the one model it serves)")
-    sim.add_argument("--memory-model", metavar="URL",
-                     help="an LLM writes each task's memory (default: its own memory, else the seed)")  # fmt: skip
-    sim.add_argument("--sim-cache", type=Path, metavar="SQLITE",
-                     help="store the tool and memory models' answers here: a rerun replays them")  # fmt: skip
+    sim.add_argument(
+        "--memory-model",
+        metavar="URL",
+        help="an LLM writes each task's memory (default: its own memory, else the seed)",
+    )
+    sim.add_argument(
+        "--sim-cache",
+        type=Path,
+        metavar="SQLITE",
+        help="store the tool and memory models' answers here: a rerun replays them",
+    )
     what.add_argument("--split", help=f"task split (default {split}; with --task-file, all)")
-    what.add_argument("--task-file", type=Path, metavar="TASKS.json",
-                      help="play these tasks (rewardkit tasks generate's output) instead of the domain's")  # fmt: skip
+    what.add_argument(
+        "--task-file",
+        type=Path,
+        metavar="TASKS.json",
+        help="play these tasks (rewardkit tasks generate's output) instead of the domain's",
+    )
     p.set_defaults(default_split=split)
     what.add_argument("--tasks", help="comma-separated task ids within the split")
     what.add_argument("--limit", type=int, help="only the first N tasks of the split")
     what.add_argument("--trials", type=int, default=trials, help=f"episodes per task (default {trials})")
     what.add_argument("--system-prompt", type=Path, help="the agent's system prompt (default: the domain's policy)")
-    what.add_argument("--no-tools", action="store_true",
-                      help="send no tool specs, write no tools column (the system prompt has them)")  # fmt: skip
-    what.add_argument("--max-turns", type=int,
-                      help=f"agent turns per episode (default: rollout.max_turns, {r.max_turns})")  # fmt: skip
-    what.add_argument("--rule", choices=RULES, default=d.rule,
-                      help="task completion: tau2 (state and outputs) or mua-rl (state only)")  # fmt: skip
+    what.add_argument(
+        "--no-tools", action="store_true", help="send no tool specs, write no tools column (the system prompt has them)"
+    )
+    what.add_argument(
+        "--max-turns", type=int, help=f"agent turns per episode (default: rollout.max_turns, {r.max_turns})"
+    )
+    what.add_argument(
+        "--rule", choices=RULES, default=d.rule, help="task completion: tau2 (state and outputs) or mua-rl (state only)"
+    )
     run = p.add_argument_group("run")
     run.add_argument("--workers", type=int, default=d.workers, help=f"episodes in flight (default {d.workers})")
     run.add_argument("--resume", action="store_true", help="continue the episode log; rerun failed infrastructure")
@@ -102,8 +131,13 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
 
 def _add_price(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--price PROMPT COMPLETION``: what the ledger's tokens cost (synth, eval and audit alike)."""
-    p.add_argument("--price", nargs=2, type=_number(0.0, 1e6), metavar=("PROMPT", "COMPLETION"),
-                   help="USD per million prompt and completion tokens: the model endpoints' cost")  # fmt: skip
+    p.add_argument(
+        "--price",
+        nargs=2,
+        type=_number(0.0, 1e6),
+        metavar=("PROMPT", "COMPLETION"),
+        help="USD per million prompt and completion tokens: the model endpoints' cost",
+    )
 
 
 def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
@@ -122,18 +156,40 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
     """The flags of ``_add_run_options`` as a RunSpec (``--resume`` and ``--no-progress`` are the command's)."""
     tasks = task_ids(args.tasks)  # --tasks ' , ' names no task: an error, not the whole split
     return RunSpec(
-        agent=args.agent, agent_model=args.agent_model, temperature=args.temperature, top_k=args.top_k,
-        top_p=args.top_p, seed_base=args.seed_base, max_tokens=args.max_tokens,
-        agent_retries=args.agent_retries, agent_timeout=args.agent_timeout,
-        user=args.user, user_model=args.user_model, user_retries=args.user_retries, user_timeout=args.user_timeout,
-        user_cache=args.user_cache, config=args.config,
-        domain=args.domain, mcp=args.mcp, simulated=args.tools == "simulated", tool_model=args.tool_model,
-        tool_model_name=args.tool_model_name, memory_model=args.memory_model, sim_cache=args.sim_cache,
-        split=args.split or ("all" if args.task_file else args.default_split), task_file=args.task_file,
-        tasks=tasks, limit=args.limit, trials=args.trials,
-        system_prompt=args.system_prompt, tools=not args.no_tools, max_turns=args.max_turns, rule=args.rule,
-        workers=args.workers, price=tuple(args.price) if args.price else None,
-    )  # fmt: skip
+        agent=args.agent,
+        agent_model=args.agent_model,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed_base=args.seed_base,
+        max_tokens=args.max_tokens,
+        agent_retries=args.agent_retries,
+        agent_timeout=args.agent_timeout,
+        user=args.user,
+        user_model=args.user_model,
+        user_retries=args.user_retries,
+        user_timeout=args.user_timeout,
+        user_cache=args.user_cache,
+        config=args.config,
+        domain=args.domain,
+        mcp=args.mcp,
+        simulated=args.tools == "simulated",
+        tool_model=args.tool_model,
+        tool_model_name=args.tool_model_name,
+        memory_model=args.memory_model,
+        sim_cache=args.sim_cache,
+        split=args.split or ("all" if args.task_file else args.default_split),
+        task_file=args.task_file,
+        tasks=tasks,
+        limit=args.limit,
+        trials=args.trials,
+        system_prompt=args.system_prompt,
+        tools=not args.no_tools,
+        max_turns=args.max_turns,
+        rule=args.rule,
+        workers=args.workers,
+        price=tuple(args.price) if args.price else None,
+    )
 
 
 @contextlib.contextmanager
@@ -149,11 +205,16 @@ def _resume_hint() -> Iterator[None]:
 
 def _retry_hint(infrastructure: int, judge_errors: int = 0) -> None:
     if infrastructure:
-        print(f"{infrastructure} episode(s) hit an infrastructure error; rerun with --resume to retry them",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{infrastructure} episode(s) hit an infrastructure error; rerun with --resume to retry them",
+            file=sys.stderr,
+        )
     if judge_errors:
-        print(f"{judge_errors} trajectory(ies) got no valid verdict from the judge (judge_error); rerun with --resume "
-              "to judge them again (no episode is rerun for it)", file=sys.stderr)  # fmt: skip
+        print(
+            f"{judge_errors} trajectory(ies) got no valid verdict from the judge (judge_error); rerun with --resume "
+            "to judge them again (no episode is rerun for it)",
+            file=sys.stderr,
+        )
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -172,19 +233,25 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--out", type=Path, required=True, metavar="SFT.jsonl", help="the kept rows")
     out.add_argument("--report", type=Path, metavar="REPORT.json", help="counts per task and per reason")
     out.add_argument("--episodes", type=Path, help="the episode log (default: OUT with .episodes.jsonl)")
-    out.add_argument("--verdicts", type=Path, metavar="VERDICTS.json",
-                     help="keep only the trajectories a person accepted (rewardkit view --review)")  # fmt: skip
+    out.add_argument(
+        "--verdicts",
+        type=Path,
+        metavar="VERDICTS.json",
+        help="keep only the trajectories a person accepted (rewardkit view --review)",
+    )
     _add_judge_options(agent)
     agent.set_defaults(func=cmd_synth_agent)
 
 
 def _add_judge_options(p: argparse.ArgumentParser) -> None:
     judge = p.add_argument_group("judge")
-    judge.add_argument("--judge", metavar="URL",
-                       help="a model judges each trajectory the rules pass; keep only its accepts")  # fmt: skip
+    judge.add_argument(
+        "--judge", metavar="URL", help="a model judges each trajectory the rules pass; keep only its accepts"
+    )
     judge.add_argument("--judge-model", help="model name at --judge (default: the one model it serves)")
-    judge.add_argument("--judge-cache", type=Path, metavar="SQLITE",
-                       help="store the judge's verdicts here: a rerun replays them")  # fmt: skip
+    judge.add_argument(
+        "--judge-cache", type=Path, metavar="SQLITE", help="store the judge's verdicts here: a rerun replays them"
+    )
     judge.add_argument(
         "--judge-retries", type=int, help="extra attempts per judge call on transport failures (default 3)"
     )
@@ -216,8 +283,16 @@ def cmd_synth_agent(args: argparse.Namespace) -> int:
     check_outputs(inputs, [("--out", args.out), report, ("--episodes", episodes)])
     spec = _run_spec(args)
     with _resume_hint():
-        report = synthesize_run(spec, args.out, args.report, episodes, resume=args.resume,
-                                progress=not args.no_progress, verdicts=args.verdicts, judge=judge)  # fmt: skip
+        report = synthesize_run(
+            spec,
+            args.out,
+            args.report,
+            episodes,
+            resume=args.resume,
+            progress=not args.no_progress,
+            verdicts=args.verdicts,
+            judge=judge,
+        )
     print(headline(report), file=sys.stderr)
     for line in ledger_lines(report["ledger"]):
         print(line, file=sys.stderr)

@@ -87,9 +87,16 @@ def cmd_tasks_generate(args: argparse.Namespace) -> int:
     store = ReplyStore(args.cache, label="--cache") if args.cache else None
     proposer = None  # --model sample: blueprints sampled from the tools and data by rule
     if args.model != "sample":
-        proposer = JsonRole("proposer", args.model, _model(args.model, args.model_name, "--model"),
-                            attempts=attempts, cache=store, version=PROMPT_VERSION, temperature=0.7,
-                            max_tokens=2048)  # fmt: skip
+        proposer = JsonRole(
+            "proposer",
+            args.model,
+            _model(args.model, args.model_name, "--model"),
+            attempts=attempts,
+            cache=store,
+            version=PROMPT_VERSION,
+            temperature=0.7,
+            max_tokens=2048,
+        )
     judge = None
     if args.judge is not None:
         name = _model(args.judge, args.judge_model, "--judge")

@@ -59,8 +59,10 @@ class Config:
         """Where the dotted setting ``key``'s value came from (``user_sim.timeout_s`` -> ``--user-timeout``)."""
         found = self.origins.get(key)
         if found is None:
-            raise KeyError(f"{key!r} is no setting of this config; name one by its dotted key, e.g. "
-                           f"{next(iter(self.origins), 'rollout.max_turns')!r}")  # fmt: skip
+            raise KeyError(
+                f"{key!r} is no setting of this config; name one by its dotted key, e.g. "
+                f"{next(iter(self.origins), 'rollout.max_turns')!r}"
+            )
         return found
 
     def section(self, cls: type[S]) -> S:
@@ -145,9 +147,12 @@ class ConfigSchema:
     # ----------------------------------------------------------------------------------------------------------------
 
     def load(
-        self, overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None, *,
+        self,
+        overrides: Mapping[str, Any] | None = None,
+        path: str | os.PathLike[str] | None = None,
+        *,
         flags: Mapping[str, tuple[str, Any]] | None = None,
-    ) -> Any:  # fmt: skip
+    ) -> Any:
         """Defaults <- YAML file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides`` <- ``flags``, checked at each
         step. ``flags``: dotted key -> (flag, value), only the options the user gave; each is checked alone (type and
         range; the rules across keys on the merged result) and ``cfg.origin(key)`` names the flag."""

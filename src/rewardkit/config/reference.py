@@ -17,8 +17,12 @@ TABLE_END = "<!-- rewardkit:config-table:end -->"
 _BEGIN_NAME = TABLE_BEGIN.split(" (", 1)[0]
 
 # Packages whose folder is at the top of the repository; the others are under src/.
-_TOP_FOLDERS = {"rewardkit.rewards": "rewards", "rewardkit.plugins": "plugins",
-                "rewardkit.data_builders": "data_builders", "rewardkit.recipes": "recipes"}  # fmt: skip
+_TOP_FOLDERS = {
+    "rewardkit.rewards": "rewards",
+    "rewardkit.plugins": "plugins",
+    "rewardkit.data_builders": "data_builders",
+    "rewardkit.recipes": "recipes",
+}
 
 
 def module_file(cls: type) -> str:

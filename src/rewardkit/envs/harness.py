@@ -317,11 +317,18 @@ class ToolEnvironment(CallingEnvironment):
         with self.lock:
             rows = self.conn.execute(f"SELECT * FROM {HARNESS_DB}.audit ORDER BY seq").fetchall()
         return [
-            {"seq": r["seq"], "tool": json.loads(r["tool"]), "arguments": json.loads(r["arguments"]),
-             "code": r["code"], "replayed": bool(r["replayed"]), "side": r["side"], "rule": r["rule"],
-             "request": r["request"]}
+            {
+                "seq": r["seq"],
+                "tool": json.loads(r["tool"]),
+                "arguments": json.loads(r["arguments"]),
+                "code": r["code"],
+                "replayed": bool(r["replayed"]),
+                "side": r["side"],
+                "rule": r["rule"],
+                "request": r["request"],
+            }
             for r in rows
-        ]  # fmt: skip
+        ]
 
     def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolResult:
         try:
@@ -332,9 +339,14 @@ class ToolEnvironment(CallingEnvironment):
             return ToolResult.error(ResultCode.PRECONDITION_FAILED, f"constraint failed: {exc}")
 
     def _record(
-        self, name: str, arguments: Mapping[str, Any], result: ToolResult, replayed: bool = False,
-        side: str = "agent", request: str | None = None,
-    ) -> ToolResult:  # fmt: skip
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        result: ToolResult,
+        replayed: bool = False,
+        side: str = "agent",
+        request: str | None = None,
+    ) -> ToolResult:
         rule = result.value["error"].get("rule") if not result.ok else None
         self.conn.execute(
             f"INSERT INTO {HARNESS_DB}.audit (tool, arguments, code, replayed, side, rule, request) "

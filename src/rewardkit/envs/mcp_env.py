@@ -54,8 +54,13 @@ _SERVE_HINT = "e.g. `rewardkit env serve --domain retail --mcp` (stdio) or `... 
 _FIX = f"start it, or fix the URL or command ({_SERVE_HINT})"
 # What a dead link raises besides OSError: HTTP failures (the SDK's httpx2), closed or broken anyio streams, and
 # the exception groups that carry them.
-_LINK_ERRORS = (httpx2.HTTPError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
-                BaseExceptionGroup)  # fmt: skip
+_LINK_ERRORS = (
+    httpx2.HTTPError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    BaseExceptionGroup,
+)
 _TIMEOUTS = (TimeoutError, asyncio.TimeoutError, FutureTimeout)  # one class since Python 3.11, three before
 
 
@@ -276,9 +281,16 @@ class MCPEnvironment(CallingEnvironment):
             arguments = {k: v for k, v in arguments.items() if k != IDEMPOTENCY_KEY}
         error = result.value.get("error") if not result.ok and isinstance(result.value, Mapping) else None
         rule = error.get("rule") if isinstance(error, Mapping) else None  # a gate of the served domain refused it
-        row = {"seq": len(self._rows) + 1, "tool": name, "arguments": json.loads(json.dumps(arguments)),
-               "code": result.code.value, "replayed": replayed, "side": "agent", "rule": rule,
-               "request": error.get("request_id") if isinstance(error, Mapping) else None}  # fmt: skip
+        row = {
+            "seq": len(self._rows) + 1,
+            "tool": name,
+            "arguments": json.loads(json.dumps(arguments)),
+            "code": result.code.value,
+            "replayed": replayed,
+            "side": "agent",
+            "rule": rule,
+            "request": error.get("request_id") if isinstance(error, Mapping) else None,
+        }
         self._rows.append(row)
         return result
 

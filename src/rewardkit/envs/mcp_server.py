@@ -103,10 +103,11 @@ def annotations(spec: ToolSpec) -> types.ToolAnnotations:
 
 def mcp_tools(domain: Domain) -> list[types.Tool]:
     return [
-        types.Tool(name=name, description=spec.description, input_schema=dict(spec.parameters),
-                   annotations=annotations(spec))
+        types.Tool(
+            name=name, description=spec.description, input_schema=dict(spec.parameters), annotations=annotations(spec)
+        )
         for name, spec in domain.tools.items()
-    ]  # fmt: skip
+    ]
 
 
 class Sessions:

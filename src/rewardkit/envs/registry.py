@@ -156,8 +156,9 @@ def load_configured(ref: Any, source: str) -> Domain:
     registered. A recipe's config names its domain so that every process reading it (each trainer rank, a rollout
     server) finds the domain the rows name, by its name too; a relative path is taken from the config's folder."""
     if not isinstance(ref, str) or not ref.strip():
-        raise DomainError(f"{source}: {CONFIG_KEY}: must name a domain (a built-in name, an entry point or a path), "
-                          f"got {ref!r}")  # fmt: skip
+        raise DomainError(
+            f"{source}: {CONFIG_KEY}: must name a domain (a built-in name, an entry point or a path), got {ref!r}"
+        )
     if _is_path(ref) and not Path(ref).is_absolute() and Path(source).is_file():
         ref = str(Path(source).resolve().parent / ref)  # the config's own folder, whatever a process's cwd
     try:
@@ -166,8 +167,10 @@ def load_configured(ref: Any, source: str) -> Domain:
         raise DomainError(f"{source}: {CONFIG_KEY}: {exc}") from None
     if found is None:
         known = ", ".join(domain_names())
-        raise DomainError(f"{source}: {CONFIG_KEY}: unknown domain {ref!r}; known domains: {known}, or the absolute "
-                          "path of a domain's folder or module")  # fmt: skip
+        raise DomainError(
+            f"{source}: {CONFIG_KEY}: unknown domain {ref!r}; known domains: {known}, or the absolute "
+            "path of a domain's folder or module"
+        )
     return found
 
 

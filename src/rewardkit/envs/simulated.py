@@ -221,8 +221,11 @@ def _by_rule(call: SimCall) -> dict[str, Any]:
     if op == "get":
         return {"ok": True, "result": found, "writes": []}
     values = _mapped(rule.get("set") or {}, args)
-    return {"ok": True, "result": {**found, **values},
-            "writes": [{"op": "update", "table": table, "key": key, "values": values}]}  # fmt: skip
+    return {
+        "ok": True,
+        "result": {**found, **values},
+        "writes": [{"op": "update", "table": table, "key": key, "values": values}],
+    }
 
 
 @dataclass(frozen=True)
@@ -268,8 +271,15 @@ class SimulatedEnvironment(ToolEnvironment):
 
     def _run(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolResult:
         sim = self.simulation
-        call = SimCall(spec, arguments, sim.returns[spec.name], sim.rules.get(spec.name), self.conn, sim.tables,
-                       tuple(self.history))  # fmt: skip
+        call = SimCall(
+            spec,
+            arguments,
+            sim.returns[spec.name],
+            sim.rules.get(spec.name),
+            self.conn,
+            sim.tables,
+            tuple(self.history),
+        )
         answer = sim.answer(call)
         problem = answer_problem(call, answer)
         if problem is not None:  # the LLM answerer checked this already: a rule or a domain's answerer is wrong

@@ -144,8 +144,10 @@ def _arguments_problem(criteria: Mapping[str, Any], tools: Mapping[str, Any]) ->
         check = getattr(tools.get(action["name"]), "violation", None)
         problem = check(dict(action.get("arguments") or {})) if check is not None else None
         if problem:
-            return (f"evaluation_criteria.actions[{i}]: the arguments of {action['name']!r} do not fit its schema "
-                    f"({problem}), so the gold call would run nothing")  # fmt: skip
+            return (
+                f"evaluation_criteria.actions[{i}]: the arguments of {action['name']!r} do not fit its schema "
+                f"({problem}), so the gold call would run nothing"
+            )
     return None
 
 

@@ -160,9 +160,14 @@ class CheckpointAgent:
     """
 
     def __init__(
-        self, model_dir: str | Path, tools: Sequence[Mapping[str, Any]], *, sampling: Sampling = GREEDY,
-        max_tokens: int = 512, thinking: bool | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        model_dir: str | Path,
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        sampling: Sampling = GREEDY,
+        max_tokens: int = 512,
+        thinking: bool | None = None,
+    ) -> None:
         from swift.infer_engine import RequestConfig, TransformersEngine
 
         self.name = str(model_dir)
@@ -188,15 +193,22 @@ class CheckpointAgent:
     def __call__(self, messages: Sequence[Mapping[str, Any]]) -> AgentReply:
         return self.replies([messages], [None])[0]
 
-    def replies(self, conversations: Sequence[Sequence[Mapping[str, Any]]], seeds: Sequence[int | None]
-                ) -> list[AgentReply]:  # fmt: skip
+    def replies(
+        self, conversations: Sequence[Sequence[Mapping[str, Any]]], seeds: Sequence[int | None]
+    ) -> list[AgentReply]:
         """The next message of each conversation, generated in one batch; ``seeds[i]`` seeds conversation i's
         sampling (None: unseeded). A conversation longer than the model's context ends as "length", scored 0."""
         from swift.infer_engine import InferRequest
         from swift.template import MaxLengthError
 
-        requests = [InferRequest(messages=[_template_message(m) for m in c], tools=self.tools or None,
-                                 chat_template_kwargs=dict(self.template_kwargs)) for c in conversations]  # fmt: skip
+        requests = [
+            InferRequest(
+                messages=[_template_message(m) for m in c],
+                tools=self.tools or None,
+                chat_template_kwargs=dict(self.template_kwargs),
+            )
+            for c in conversations
+        ]
         out: list[AgentReply] = [AgentReply("", finish_reason="length")] * len(requests)
         with self._lock:
             fits = []

@@ -26,8 +26,9 @@ from rewardkit.rewards.registry import config_schema
 class RolloutLimits:
     """When a multi-turn episode stops, besides the user's and the agent's own stop signals."""
 
-    max_turns: int = setting(30, "Assistant turns per episode (MUA-RL: 30); ms-swift's --max_turns, when set, wins.",
-                             minimum=1)  # fmt: skip
+    max_turns: int = setting(
+        30, "Assistant turns per episode (MUA-RL: 30); ms-swift's --max_turns, when set, wins.", minimum=1
+    )
     token_budget: int = setting(16384, "Tokens the policy may sample over the whole episode.", minimum=1)
     error_budget: int = setting(
         10, "Tool results with an error code (schema violations included) per episode.", minimum=1
@@ -47,20 +48,26 @@ class DiagnosticsLimits:
     """What the live GRPO diagnostics (``--callbacks rewardkit_diagnostics``) warn about, or stop the run on."""
 
     zero_variance_warn: float = setting(
-        0.5, "Warn when more than this share of a step's groups have no variance in the total (no gradient).",
-        minimum=0, maximum=1,
-    )  # fmt: skip
+        0.5,
+        "Warn when more than this share of a step's groups have no variance in the total (no gradient).",
+        minimum=0,
+        maximum=1,
+    )
     zero_variance_stop: float | None = setting(
-        None, "Stop the run when more than this share of the groups have no variance `patience` steps in a row; "
-        "null: never.", minimum=0, maximum=1,
-    )  # fmt: skip
+        None,
+        "Stop the run when more than this share of the groups have no variance `patience` steps in a row; null: never.",
+        minimum=0,
+        maximum=1,
+    )
     none_rate_warn: float = setting(
         0.5, "Warn when a reward returns None for more than this share of a step's completions.", minimum=0, maximum=1
     )
     none_rate_stop: float | None = setting(
-        None, "Stop the run when a reward's None rate is above this `patience` steps in a row; null: never.",
-        minimum=0, maximum=1,
-    )  # fmt: skip
+        None,
+        "Stop the run when a reward's None rate is above this `patience` steps in a row; null: never.",
+        minimum=0,
+        maximum=1,
+    )
     patience: int = setting(3, "Steps in a row a stop threshold must be passed before the run stops.", minimum=1)
 
 
@@ -72,9 +79,11 @@ RUN_SCHEMA = ConfigSchema(
 
 
 def load_run_config(
-    overrides: Mapping[str, Any] | None = None, path: str | os.PathLike[str] | None = None, *,
+    overrides: Mapping[str, Any] | None = None,
+    path: str | os.PathLike[str] | None = None,
+    *,
     flags: Mapping[str, tuple[str, Any]] | None = None,
-) -> Config:  # fmt: skip
+) -> Config:
     """The whole file (``path`` or ``$REWARDKIT_CONFIG``) <- ``overrides`` <- ``flags`` (dotted key -> (flag,
     value): the options a user gave, which win), every section checked: ``cfg.user_sim``, ``cfg.rollout`` and the
     rewards' sections; ``cfg.origin(key)`` names each value's source."""

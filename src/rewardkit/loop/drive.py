@@ -45,15 +45,24 @@ class Conversation:
     that cannot be opened gives an ended conversation whose ``result`` says why.
     """
 
-    def __init__(self, task: Mapping[str, Any], episode: Episode | None, messages: list[dict[str, Any]],
-                 unstarted: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        task: Mapping[str, Any],
+        episode: Episode | None,
+        messages: list[dict[str, Any]],
+        unstarted: dict[str, Any] | None = None,
+    ) -> None:
         self.task_id, self.episode, self.messages, self._unstarted = str(task.get("id")), episode, messages, unstarted
 
     @classmethod
     def start(
-        cls, domain: Domain, task: Mapping[str, Any], simulator: UserSimulator, limits: RolloutLimits,
+        cls,
+        domain: Domain,
+        task: Mapping[str, Any],
+        simulator: UserSimulator,
+        limits: RolloutLimits,
         system: str | None = None,
-    ) -> Conversation:  # fmt: skip
+    ) -> Conversation:
         """The episode opened: its environment, the system prompt (``system``, else the domain's policy) and the
         user's opening. The simulator's opening is its first reply, so a failure there ends the episode."""
         try:
@@ -145,8 +154,10 @@ def _assistant(reply: AgentReply) -> dict[str, Any]:
 def _answer_ids(message: Mapping[str, Any], pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool results answer the message's structured calls in order (OpenAI servers require the ids)."""
     ids = iter(c["id"] for c in message.get("tool_calls") or ())
-    return [{**m, "tool_call_id": next(ids, None)} if m["role"] == "tool" and "tool_calls" in message else m
-            for m in pending]  # fmt: skip
+    return [
+        {**m, "tool_call_id": next(ids, None)} if m["role"] == "tool" and "tool_calls" in message else m
+        for m in pending
+    ]
 
 
 def run_episodes(
@@ -207,9 +218,11 @@ _Finished = tuple[int, EpisodeResult | None, BaseException | None]
 
 
 def _work(
-    episode: Callable[[int], EpisodeResult], todo: queue.SimpleQueue[int], finished: queue.SimpleQueue[_Finished],
+    episode: Callable[[int], EpisodeResult],
+    todo: queue.SimpleQueue[int],
+    finished: queue.SimpleQueue[_Finished],
     stop: threading.Event,
-) -> None:  # fmt: skip
+) -> None:
     """One worker: run queued episodes until the queue is empty or the run stops, handing each over."""
     while not stop.is_set():
         try:
@@ -228,12 +241,17 @@ def _work(
 
 
 def _start_workers(
-    count: int, episode: Callable[[int], EpisodeResult], todo: queue.SimpleQueue[int],
-    finished: queue.SimpleQueue[_Finished], stop: threading.Event,
-) -> list[threading.Thread]:  # fmt: skip
+    count: int,
+    episode: Callable[[int], EpisodeResult],
+    todo: queue.SimpleQueue[int],
+    finished: queue.SimpleQueue[_Finished],
+    stop: threading.Event,
+) -> list[threading.Thread]:
     """``count`` daemon worker threads, started (an agent call in flight cannot hold the process at exit)."""
-    threads = [threading.Thread(target=_work, args=(episode, todo, finished, stop), name=f"rewardkit-episode-{n}",
-                                daemon=True) for n in range(count)]  # fmt: skip
+    threads = [
+        threading.Thread(target=_work, args=(episode, todo, finished, stop), name=f"rewardkit-episode-{n}", daemon=True)
+        for n in range(count)
+    ]
     for thread in threads:
         thread.start()
     return threads
@@ -249,9 +267,12 @@ def _next(finished: queue.SimpleQueue[Any]) -> Any:
 
 
 def _finish_in_flight(
-    finished: queue.SimpleQueue[Any], threads: Sequence[threading.Thread], results: list[EpisodeResult | None],
-    on_result: Callable[[int, EpisodeResult], None] | None, grace_s: float,
-) -> None:  # fmt: skip
+    finished: queue.SimpleQueue[Any],
+    threads: Sequence[threading.Thread],
+    results: list[EpisodeResult | None],
+    on_result: Callable[[int, EpisodeResult], None] | None,
+    grace_s: float,
+) -> None:
     """After a stop: hand over the episodes that finish within ``grace_s``; abandon the rest."""
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:

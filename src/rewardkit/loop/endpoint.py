@@ -221,8 +221,9 @@ class ChatEndpoint:
                 return
             failed = self._failed_in_a_row
         self.ledger.short_circuit()
-        raise self.error(self.base_url, f"not called: {failed} calls in a row failed, the breaker is open for "
-                         f"another {wait:.0f} s")  # fmt: skip
+        raise self.error(
+            self.base_url, f"not called: {failed} calls in a row failed, the breaker is open for another {wait:.0f} s"
+        )
 
     def _trip(self) -> None:
         with self._breaker:

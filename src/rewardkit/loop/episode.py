@@ -222,8 +222,9 @@ class Episode:
             waiting = self._fresh_requests
         else:
             waiting = self._env("the approval requests", lambda env: env.pending_approvals())
-        requests = tuple(f"{r['id']}: {r['tool']} {json.dumps(r['arguments'], ensure_ascii=False)} ({r['rule']})"
-                         for r in waiting)  # fmt: skip
+        requests = tuple(
+            f"{r['id']}: {r['tool']} {json.dumps(r['arguments'], ensure_ascii=False)} ({r['rule']})" for r in waiting
+        )
         language = self.domain.language
         goal = self.goal
         if goal is None:
@@ -272,10 +273,18 @@ class Episode:
         """``infos()`` of an episode whose environment could not be opened (its server unreachable, its simulated
         memory not written): it never started."""
         return {
-            "state_hash": None, "audit": [], "termination": ending.value, "turns": 0, "tool_calls": 0,
-            "tool_errors": 0, "policy_tokens": 0, "agent_said": [], "transcript": "", "user_sim": user_sim,
+            "state_hash": None,
+            "audit": [],
+            "termination": ending.value,
+            "turns": 0,
+            "tool_calls": 0,
+            "tool_errors": 0,
+            "policy_tokens": 0,
+            "agent_said": [],
+            "transcript": "",
+            "user_sim": user_sim,
             "error": error,
-        }  # fmt: skip
+        }
 
     def close(self) -> None:
         if self._environment is None:  # never opened: nothing to release

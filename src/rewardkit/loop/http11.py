@@ -35,8 +35,9 @@ class Connection:
         self._sock: socket.socket | None = None
         self._buffer = bytearray()
 
-    def exchange(self, method: str, target: str, host: str, headers: Mapping[str, str], body: bytes | None,
-                 timeout_s: float) -> tuple[int, bytes]:  # fmt: skip
+    def exchange(
+        self, method: str, target: str, host: str, headers: Mapping[str, str], body: bytes | None, timeout_s: float
+    ) -> tuple[int, bytes]:
         """Send one request and read its whole reply: the status and the body. Raises :class:`StaleConnection`
         when a kept socket turns out closed before any reply, ``TimeoutError`` when a read or write waits longer
         than ``timeout_s``, and ``OSError`` or ``http.client.HTTPException`` for what else breaks."""

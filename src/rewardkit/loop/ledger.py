@@ -63,9 +63,13 @@ class Ledger:
         _LEDGERS.add(self)
 
     def request(
-        self, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0, retry: bool = False,
+        self,
+        seconds: float,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        retry: bool = False,
         error: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """One HTTP request: ``error`` when it did not come back as a usable completion."""
         with self._lock:
             self._requests.append((float(seconds), prompt_tokens, completion_tokens, retry, error))
@@ -102,12 +106,18 @@ class Ledger:
             until = (len(self._requests), self._failures, self._hits, self._invalid, self._open)
             failures, hits, invalid, opened = (now - then for now, then in zip(until[1:], since[1:], strict=True))
         out: dict[str, Any] = {
-            "role": self.role, "endpoint": self.endpoint, "requests": len(rows),
-            "retries": sum(r[3] for r in rows), "failures": failures, "cache_hits": hits,
-            "errors": sum(r[4] for r in rows), "invalid": invalid, "short_circuited": opened,
+            "role": self.role,
+            "endpoint": self.endpoint,
+            "requests": len(rows),
+            "retries": sum(r[3] for r in rows),
+            "failures": failures,
+            "cache_hits": hits,
+            "errors": sum(r[4] for r in rows),
+            "invalid": invalid,
+            "short_circuited": opened,
             "prompt_tokens": sum(r[1] for r in rows),
             "completion_tokens": sum(r[2] for r in rows),
-        }  # fmt: skip
+        }
         percentiles = np.percentile([r[0] for r in rows], [50, 90, 99]).tolist() if rows else [None] * 3
         out["latency_s"] = dict(zip(("p50", "p90", "p99"), percentiles, strict=True))
         if price_per_mtok is not None:

@@ -85,9 +85,13 @@ def run_lockstep(
 
 
 def _play(
-    conversations: dict[int, Conversation], agent: BatchAgent, seeds: Sequence[int], pool: ThreadPoolExecutor,
-    results: list[EpisodeResult | None], on_result: Callable[[int, EpisodeResult], None] | None,
-) -> None:  # fmt: skip
+    conversations: dict[int, Conversation],
+    agent: BatchAgent,
+    seeds: Sequence[int],
+    pool: ThreadPoolExecutor,
+    results: list[EpisodeResult | None],
+    on_result: Callable[[int, EpisodeResult], None] | None,
+) -> None:
     """Rounds of one cohort: a generation for its live conversations, then their steps, until all have ended."""
     while True:
         for i, conversation in conversations.items():

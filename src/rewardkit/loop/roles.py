@@ -107,8 +107,11 @@ class JsonRole:
                     self.ledger.cache_hit()
                     return value
             elif self.cache.mode == "replay":
-                raise RoleError(self.role, f"cache:{self.cache.path}", "no stored answer for this request; run once "
-                                "with the cache in read_write mode")  # fmt: skip
+                raise RoleError(
+                    self.role,
+                    f"cache:{self.cache.path}",
+                    "no stored answer for this request; run once with the cache in read_write mode",
+                )
         conversation = [dict(m) for m in messages]
         problem = ""
         for _ in range(self.attempts):
@@ -119,9 +122,13 @@ class JsonRole:
                     self.cache.put(key, self._fingerprint, text)
                 return value
             self.ledger.invalid()
-            conversation += [{"role": "assistant", "content": text},
-                             {"role": "user", "content": f"Your answer was refused: {problem}. Answer again with "
-                              "only the corrected JSON."}]  # fmt: skip
+            conversation += [
+                {"role": "assistant", "content": text},
+                {
+                    "role": "user",
+                    "content": f"Your answer was refused: {problem}. Answer again with only the corrected JSON.",
+                },
+            ]
         raise RoleError(self.role, self.name, f"no acceptable answer in {self.attempts} attempt(s); last: {problem}")
 
 

@@ -63,8 +63,10 @@ class ToolModel:
             "calls_so_far": list(call.history),
             "call": {"name": call.tool.name, "arguments": dict(call.arguments)},
         }
-        messages = [{"role": "system", "content": TOOL_SYSTEM},
-                    {"role": "user", "content": json.dumps(request, ensure_ascii=False, default=str)}]  # fmt: skip
+        messages = [
+            {"role": "system", "content": TOOL_SYSTEM},
+            {"role": "user", "content": json.dumps(request, ensure_ascii=False, default=str)},
+        ]
         try:
             return self.role.ask(messages, lambda answer: answer_problem(call, answer))
         except RoleError as exc:
@@ -106,8 +108,10 @@ class MemoryWriter:
             # that makes it held or refused, belong in the memory
             "expected_tool_calls": scripted_actions(task),
         }
-        messages = [{"role": "system", "content": MEMORY_SYSTEM},
-                    {"role": "user", "content": json.dumps(request, ensure_ascii=False, default=str)}]  # fmt: skip
+        messages = [
+            {"role": "system", "content": MEMORY_SYSTEM},
+            {"role": "user", "content": json.dumps(request, ensure_ascii=False, default=str)},
+        ]
         try:
             rows = self.role.ask(messages, lambda found: memory_problem(self.tables.schema, found))
         except RoleError as exc:
@@ -124,8 +128,10 @@ def simulated_domain(base: Domain, tool: ToolModel | None, memory: MemoryWriter 
     memory written by ``memory`` (None: the task's own ``memory`` rows, or the seed), registered as
     ``sim:<base>:<fingerprint>`` so that the gold outcome and the rewards find it by name."""
     if base.simulation is None:
-        raise ValueError(f"--tools simulated: domain {base.name!r} has Python tools; simulated tools need a domain "
-                         "given as a spec (a folder with domain.json: docs/simulated_tools.md)")  # fmt: skip
+        raise ValueError(
+            f"--tools simulated: domain {base.name!r} has Python tools; simulated tools need a domain "
+            "given as a spec (a folder with domain.json: docs/simulated_tools.md)"
+        )
     if tool is None and memory is None:
         return base
     simulation = base.simulation
@@ -138,8 +144,9 @@ def simulated_domain(base: Domain, tool: ToolModel | None, memory: MemoryWriter 
     with _LOCK:  # the same models again in this process: the domain built the first time
         if name not in _SIMULATED:
             env = simulation.env
-            _SIMULATED[name] = register_domain(dataclasses.replace(
-                base, name=name, simulation=simulation, make_env=lambda db_path=None: env(None)))  # fmt: skip
+            _SIMULATED[name] = register_domain(
+                dataclasses.replace(base, name=name, simulation=simulation, make_env=lambda db_path=None: env(None))
+            )
         return _SIMULATED[name]
 
 

@@ -60,8 +60,7 @@ def get(url: str, headers: Mapping[str, str], timeout_s: float) -> tuple[int, by
     return _request("GET", url, None, dict(headers), timeout_s)
 
 
-def _request(method: str, url: str, data: bytes | None, headers: dict[str, str], timeout_s: float
-             ) -> tuple[int, bytes]:  # fmt: skip
+def _request(method: str, url: str, data: bytes | None, headers: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
     parts = urlsplit(url)
     scheme, host = parts.scheme, parts.hostname or ""
     if scheme not in ("http", "https"):

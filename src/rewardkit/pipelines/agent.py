@@ -65,11 +65,29 @@ class Preset(ChainPreset):
 
 
 PRESETS = {
-    "tiny": Preset("agent/tiny_sft.yaml", "agent/tiny_grpo.yaml", "agent/tiny_config.yaml", True,
-                   "agent/tiny_system_prompt.txt", False, 1, 32, (0.1, 0.7)),
-    "full": Preset("agent/cold_start_sft.yaml", "agent/grpo_multiturn.yaml", "agent/mua_rl_config.yaml", False,
-                   None, True, None, 8, None),
-}  # fmt: skip
+    "tiny": Preset(
+        "agent/tiny_sft.yaml",
+        "agent/tiny_grpo.yaml",
+        "agent/tiny_config.yaml",
+        True,
+        "agent/tiny_system_prompt.txt",
+        False,
+        1,
+        32,
+        (0.1, 0.7),
+    ),
+    "full": Preset(
+        "agent/cold_start_sft.yaml",
+        "agent/grpo_multiturn.yaml",
+        "agent/mua_rl_config.yaml",
+        False,
+        None,
+        True,
+        None,
+        8,
+        None,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -129,9 +147,16 @@ class AgentPipeline(Chain):
         ``recipe`` (default: the preset's GRPO recipe), the system prompt (the data stage writes it) and tools; the
         agent samples as ``sampling`` says (default: greedy)."""
         system_prompt = self.prompt_path(ctx) if self.preset.system_prompt else None
-        return RunSpec(domain=self.ref, system_prompt=system_prompt, tools=self.preset.tools,
-                       temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                       **self.rollout_loop(recipe), **run)  # fmt: skip
+        return RunSpec(
+            domain=self.ref,
+            system_prompt=system_prompt,
+            tools=self.preset.tools,
+            temperature=sampling.temperature,
+            top_k=sampling.top_k,
+            top_p=sampling.top_p,
+            **self.rollout_loop(recipe),
+            **run,
+        )
 
     def rollout_loop(self, recipe: Mapping[str, Any] | None = None) -> dict[str, int]:
         """``max_turns`` and ``max_completion_length`` (tokens per assistant turn) of ``recipe`` (default: the
@@ -141,9 +166,11 @@ class AgentPipeline(Chain):
         loop = {"max_turns": "max_turns", "max_tokens": "max_completion_length"}
         for key in loop.values():
             if not isinstance(recipe.get(key), int) or isinstance(recipe[key], bool) or recipe[key] < 1:
-                raise PipelineError(f"recipes/{self.preset.grpo}: {key}: {recipe.get(key)!r}; the chain's synthesis "
-                                    f"and evaluation run as many turns and tokens per turn as the GRPO rollouts, so "
-                                    f"the recipe must set {key} to a positive integer")  # fmt: skip
+                raise PipelineError(
+                    f"recipes/{self.preset.grpo}: {key}: {recipe.get(key)!r}; the chain's synthesis "
+                    f"and evaluation run as many turns and tokens per turn as the GRPO rollouts, so "
+                    f"the recipe must set {key} to a positive integer"
+                )
         return {mine: int(recipe[theirs]) for mine, theirs in loop.items()}
 
     def prompt_path(self, ctx: Context) -> Path:
@@ -198,8 +225,9 @@ class AgentPipeline(Chain):
         raw, _ = read_config_file(recipe_path(self.preset.grpo_config))
         path = ctx.workdir / "grpo_config.yaml"
         header = f"# recipes/{self.preset.grpo_config} on the chain's domain (`rewardkit recipe run agent` wrote it)\n"
-        atomic_write_text(path, header + yaml.safe_dump({**raw, CONFIG_KEY: self.ref}, sort_keys=False,
-                                                        allow_unicode=True))  # fmt: skip
+        atomic_write_text(
+            path, header + yaml.safe_dump({**raw, CONFIG_KEY: self.ref}, sort_keys=False, allow_unicode=True)
+        )
         load_run_config(path=path)  # what every GRPO process reads, checked here once
         return path
 
@@ -246,21 +274,35 @@ class AgentPipeline(Chain):
         out = ctx.workdir / "select"
         # Its own random stream (seed base 1): were it the evaluation's, the cold start's and the control's sampled
         # figures on the chosen tasks would be the very draws that chose them, in the band by construction.
-        spec = self.run_spec(ctx, sampling=self.grpo_sampling(ctx), agent=ctx.results["sft"]["checkpoint"],
-                             user=self.opts.user, split="train", tasks=ctx.results["data"]["tasks"],
-                             trials=SELECT_TRIALS, workers=EVAL_BATCH, seed_base=1)  # fmt: skip
+        spec = self.run_spec(
+            ctx,
+            sampling=self.grpo_sampling(ctx),
+            agent=ctx.results["sft"]["checkpoint"],
+            user=self.opts.user,
+            split="train",
+            tasks=ctx.results["data"]["tasks"],
+            trials=SELECT_TRIALS,
+            workers=EVAL_BATCH,
+            seed_base=1,
+        )
         _echo(ctx, "select", f"rewardkit eval agent {shlex.join([*spec.options(), '--out-dir', str(out)])}")
         (out / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole
         evaluate_run(spec, out, progress=False, title="the cold start on the training tasks, sampled")
         rates = {r["task_id"]: r["pass1"] for r in read_jsonl(out / "tasks.jsonl")}
         chosen = [t for t in ctx.results["data"]["tasks"] if rates.get(t) is not None and low <= rates[t] <= high]
         if not chosen:
-            raise PipelineError(f"no training task has a sampled pass^1 in [{low}, {high}] under the cold start "
-                                f"(per task: {rates}); GRPO would see no reward variance. Widen --band (0,1: every "
-                                "task), train the cold start longer (--sft-steps) or change the GRPO recipe's "
-                                "temperature")  # fmt: skip
-        _echo(ctx, "select", f"GRPO trains on {len(chosen)} of {len(rates)} training tasks, sampled pass^1 in "
-                             f"[{low}, {high}]: {', '.join(f'{t} ({rates[t]:.2f})' for t in chosen)}")  # fmt: skip
+            raise PipelineError(
+                f"no training task has a sampled pass^1 in [{low}, {high}] under the cold start "
+                f"(per task: {rates}); GRPO would see no reward variance. Widen --band (0,1: every "
+                "task), train the cold start longer (--sft-steps) or change the GRPO recipe's "
+                "temperature"
+            )
+        _echo(
+            ctx,
+            "select",
+            f"GRPO trains on {len(chosen)} of {len(rates)} training tasks, sampled pass^1 in "
+            f"[{low}, {high}]: {', '.join(f'{t} ({rates[t]:.2f})' for t in chosen)}",
+        )
         rows = rows_of(read_jsonl(ctx.workdir / "data" / "grpo.jsonl"), chosen)
         with atomic_writer(out / "grpo.jsonl") as f:
             write_jsonl(rows, f)
@@ -297,9 +339,16 @@ class AgentPipeline(Chain):
                 sampling, trials = modes[mode]
                 for name in SPLITS:
                     target = ctx.workdir / "eval" / model / f"{mode}_{name}"
-                    spec = self.run_spec(ctx, agent=self.checkpoint(ctx, model), user=user, limit=limits[name],
-                                         trials=trials, sampling=sampling, workers=EVAL_BATCH,
-                                         **sets[name])  # fmt: skip
+                    spec = self.run_spec(
+                        ctx,
+                        agent=self.checkpoint(ctx, model),
+                        user=user,
+                        limit=limits[name],
+                        trials=trials,
+                        sampling=sampling,
+                        workers=EVAL_BATCH,
+                        **sets[name],
+                    )
                     command = shlex.join([*spec.options(), "--out-dir", str(target)])
                     _echo(ctx, f"eval_{model}", f"rewardkit eval agent {command}")
                     (target / "episodes.jsonl").unlink(missing_ok=True)  # the stage reruns whole

@@ -65,9 +65,14 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
     cells = [(m, f"{mode}_{split}") for m in kinds for mode in MODES for split in SPLITS]
     dirs = {(m, cell): Path(ctx.results[f"eval_{m}"][cell]) for m, cell in cells}
     runs = {key: episodes(read_jsonl(d / "episodes.jsonl")) for key, d in dirs.items()}  # each log read once
-    models = {m: {"kind": k, **({"seed": ctx.results[m]["seed"]} if k not in ("base", "sft") else {}),
-                  **{cell: model_metrics(dirs[m, cell], runs[m, cell]) for mm, cell in cells if mm == m}}
-              for m, k in kinds.items()}  # fmt: skip
+    models = {
+        m: {
+            "kind": k,
+            **({"seed": ctx.results[m]["seed"]} if k not in ("base", "sft") else {}),
+            **{cell: model_metrics(dirs[m, cell], runs[m, cell]) for mm, cell in cells if mm == m},
+        }
+        for m, k in kinds.items()
+    }
     per_task = {key: _per_task(records) for key, records in runs.items()}
     pairs = list(dict.fromkeys(c for _, c in cells))
     trained = ctx.results["select"]["tasks"] if "select" in ctx.results else None
@@ -75,8 +80,13 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
         pairs.append(GRPO_CELL)  # GRPO trained on some training tasks only: its own figure, beside all of them
         for m in kinds:
             per_task[m, GRPO_CELL] = {t: v for t, v in per_task[m, "sampled_train"].items() if t in trained}
-    pass1 = {mode: {split: evidence.per_kind({m: models[m][f"{mode}_{split}"]["pass_hat_k"]["1"] for m in kinds},
-                                             kinds) for split in SPLITS} for mode in MODES}  # fmt: skip
+    pass1 = {
+        mode: {
+            split: evidence.per_kind({m: models[m][f"{mode}_{split}"]["pass_hat_k"]["1"] for m in kinds}, kinds)
+            for split in SPLITS
+        }
+        for mode in MODES
+    }
     summary: dict[str, Any] = {
         "preset": preset,
         "domain": domain,
@@ -93,8 +103,9 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
     summary["sign_test"] = evidence.sign_test_of(summary["paired"], cell, f"pass^1, sampled, {what}")
     summary["plot"] = str(plot(summary, ctx.workdir / "agent.png"))
     title = f"{domain}, {preset} preset: each model, sampled"
-    summary["bars"] = str(evidence.bar_chart(pass1["sampled"], "pass^1 (sampled, mean over seeds)", title,
-                                             ctx.workdir / "agent_bars.png"))  # fmt: skip
+    summary["bars"] = str(
+        evidence.bar_chart(pass1["sampled"], "pass^1 (sampled, mean over seeds)", title, ctx.workdir / "agent_bars.png")
+    )
     path = ctx.workdir / "summary.json"
     atomic_write_text(path, dumps(summary, indent=2) + "\n")
     return path
@@ -118,8 +129,12 @@ def plot(summary: Mapping[str, Any], out: Path) -> Path:
     axes[0].legend(fontsize=8)
     for stage, curve in summary["grpo"].items():
         axes[1].plot(range(1, len(curve["task_completion"]) + 1), curve["task_completion"], label=stage)
-    axes[1].set(xlabel="GRPO step", ylabel="mean TaskCompletion of the rollouts", ylim=(-0.02, 1.02),
-                title="multi-turn GRPO rollouts")  # fmt: skip
+    axes[1].set(
+        xlabel="GRPO step",
+        ylabel="mean TaskCompletion of the rollouts",
+        ylim=(-0.02, 1.02),
+        title="multi-turn GRPO rollouts",
+    )
     axes[1].legend(fontsize=8)
     fig.suptitle(f"{summary['domain']}, {summary['preset']} preset: cold start then GRPO")
     fig.tight_layout()

@@ -76,8 +76,11 @@ def grpo_runs(opts: ChainOptions) -> list[GrpoRun]:
     """The GRPO runs of a chain, seed by seed: the normal run, the control (``--baseline`` or
     ``--sign-test``), the inverted run (``--sign-test``)."""
     kinds = ["grpo", *(["control"] if opts.baseline or opts.sign_test else []), *(["inverted"] * opts.sign_test)]
-    return [GrpoRun(KIND_STAGES[kind] + (f"_s{i + 1}" if i else ""), kind, BASE_SEED + i)
-            for i in range(opts.seeds) for kind in kinds]  # fmt: skip
+    return [
+        GrpoRun(KIND_STAGES[kind] + (f"_s{i + 1}" if i else ""), kind, BASE_SEED + i)
+        for i in range(opts.seeds)
+        for kind in kinds
+    ]
 
 
 def marker_value(result: Mapping[str, Any], key: str) -> Any:
@@ -185,18 +188,36 @@ class Chain:
         # located, not imported: the simulated_user scheduler's entry file imports ms-swift at module level.
         plugins = [plugin_file(module) for module in self.grpo_plugins]
         out = ctx.workdir / run.stage
-        cmd = [SWIFT, "rlhf", str(recipe), "--model", model,
-               "--dataset", str(self.grpo_dataset(ctx)), "--output_dir", str(out),
-               "--external_plugins", *plugins, "--callbacks", "rewardkit_diagnostics",
-               "--log_completions", "true"]  # fmt: skip
+        cmd = [
+            SWIFT,
+            "rlhf",
+            str(recipe),
+            "--model",
+            model,
+            "--dataset",
+            str(self.grpo_dataset(ctx)),
+            "--output_dir",
+            str(out),
+            "--external_plugins",
+            *plugins,
+            "--callbacks",
+            "rewardkit_diagnostics",
+            "--log_completions",
+            "true",
+        ]
         if self.opts.grpo_steps:  # a shortened run saves (if its recipe saves at all) once, at its end
             cmd += ["--max_steps", str(self.opts.grpo_steps), "--save_steps", str(self.opts.grpo_steps)]
         ctx.run(run.stage, [*cmd, *extra, *overrides], {"REWARDKIT_CONFIG": str(self.grpo_config(ctx))})
         checkpoint = merged(ctx, run.stage, last_checkpoint(out))
         run_dir = latest_run_dir(out)
         audited = self.audit(ctx, run_dir)
-        return {"run_dir": str(run_dir), "checkpoint": str(checkpoint), "kind": run.kind, "seed": run.seed,
-                "audit": str(audited)}  # fmt: skip
+        return {
+            "run_dir": str(run_dir),
+            "checkpoint": str(checkpoint),
+            "kind": run.kind,
+            "seed": run.seed,
+            "audit": str(audited),
+        }
 
     def audit(self, ctx: Context, run_dir: Path) -> Path:
         """``rewardkit audit`` of a finished GRPO run, into ``RUN_DIR/audit`` (summary, dashboard and JSON)."""
@@ -217,8 +238,9 @@ class Chain:
         from one that does not."""
 
         def stage(run: GrpoRun) -> Stage:
-            return Stage(run.stage, lambda ctx: self.run_grpo(ctx, run, ctx.results["sft"]["checkpoint"]),
-                         self.check_grpo)  # fmt: skip
+            return Stage(
+                run.stage, lambda ctx: self.run_grpo(ctx, run, ctx.results["sft"]["checkpoint"]), self.check_grpo
+            )
 
         return [stage(run) for run in self.grpo_runs]
 

@@ -15,8 +15,7 @@ from rewardkit.pipelines.chain import GrpoRun
 from rewardkit.runs.paired import paired_items, spread
 
 KINDS = ("base", "sft", "grpo", "control", "inverted")
-LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO", "control": "control (lr 1e-12)",
-          "inverted": "inverted reward"}  # fmt: skip
+LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO", "control": "control (lr 1e-12)", "inverted": "inverted reward"}
 FLAT = 1e-9  # a difference this small has no direction
 
 
@@ -45,9 +44,14 @@ def paired_by_kind(
     """{"grpo_vs_control": {cell: paired_items(...)}, ...}: each pair of :data:`PAIRS` whose kinds both ran,
     per cell (``greedy_train``, ...); ``per_item[model, cell]`` holds one model's {item: value}."""
     by_kind = {k: [m for m, kind in kinds.items() if kind == k] for k in KINDS}
-    return {f"{b}_vs_{a}": {cell: paired_items([per_item[m, cell] for m in by_kind[a]],
-                                               [per_item[m, cell] for m in by_kind[b]]) for cell in cells}
-            for b, a in PAIRS if by_kind[a] and by_kind[b]}  # fmt: skip
+    return {
+        f"{b}_vs_{a}": {
+            cell: paired_items([per_item[m, cell] for m in by_kind[a]], [per_item[m, cell] for m in by_kind[b]])
+            for cell in cells
+        }
+        for b, a in PAIRS
+        if by_kind[a] and by_kind[b]
+    }
 
 
 def sign_test_of(paired: Mapping[str, Mapping[str, Any]], cell: str, metric: str) -> dict[str, Any] | None:

@@ -76,9 +76,12 @@ def summarize_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def plot(
-    steps: Sequence[Mapping[str, Any]], thinks: Mapping[int, float], out: Path, title: str,
+    steps: Sequence[Mapping[str, Any]],
+    thinks: Mapping[int, float],
+    out: Path,
+    title: str,
     think_band: tuple[float, float] | None = None,
-) -> Path:  # fmt: skip
+) -> Path:
     """The rewards' curves (full names) and the weighted total; the mean think length per step, with the
     band that ThinkLength scores 1.0 shaded."""
     import matplotlib

@@ -159,9 +159,16 @@ class PlanningPipeline(Chain):
 
             data, n = ctx.workdir / "data", self.opts.eval_rows
             sets = {"train": read_jsonl(data / "grpo.jsonl")[:n], "test": read_jsonl(data / "test.jsonl")[:n]}
-            return evaluate_model(ctx, model, self.checkpoint(ctx, model), sets, samples=self.opts.eval_samples,
-                                  sampling=self.grpo_sampling(ctx),
-                                  max_new_tokens=self.opts.max_new_tokens, config=self.reward_config())  # fmt: skip
+            return evaluate_model(
+                ctx,
+                model,
+                self.checkpoint(ctx, model),
+                sets,
+                samples=self.opts.eval_samples,
+                sampling=self.grpo_sampling(ctx),
+                max_new_tokens=self.opts.max_new_tokens,
+                config=self.reward_config(),
+            )
 
         return run
 

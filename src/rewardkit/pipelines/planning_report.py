@@ -35,9 +35,16 @@ LABELS = ("mode", "split", "row", "sample", "seed", "think_chars", "completion")
 
 
 def evaluate_model(
-    ctx: Context, name: str, model: str, sets: Mapping[str, Sequence[Mapping[str, Any]]], *, samples: int,
-    sampling: Sampling, max_new_tokens: int, config: RewardConfig,
-) -> dict[str, Any]:  # fmt: skip
+    ctx: Context,
+    name: str,
+    model: str,
+    sets: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    samples: int,
+    sampling: Sampling,
+    max_new_tokens: int,
+    config: RewardConfig,
+) -> dict[str, Any]:
     """``model`` answers every row of ``sets`` in this process (ms-swift's transformers engine, the template it
     trained with, thinking on), greedy and ``samples`` times sampled; the scores file and the means per mode and
     split. Sample ``k`` of a row is seeded by (split, row, k): every model meets the same random stream."""
@@ -49,22 +56,41 @@ def evaluate_model(
     greedy = CheckpointAgent(model, [], max_tokens=max_new_tokens, thinking=True)
     scored: list[dict[str, Any]] = []
     for mode, agent, n in (("greedy", greedy, 1), ("sampled", greedy.sampled(sampling), samples)):
-        cells = [{"mode": mode, "split": split, "row": i, "sample": k, "seed": episode_seed(f"{split}/{i}", k)}
-                 for split in SPLITS for i in range(len(sets[split])) for k in range(n)]  # fmt: skip
+        cells = [
+            {"mode": mode, "split": split, "row": i, "sample": k, "seed": episode_seed(f"{split}/{i}", k)}
+            for split in SPLITS
+            for i in range(len(sets[split]))
+            for k in range(n)
+        ]
         rows = [sets[c["split"]][c["row"]] for c in cells]
         texts: list[str] = []
         for at in range(0, len(rows), EVAL_BATCH):
             batch = slice(at, at + EVAL_BATCH)
             seeds = [c["seed"] for c in cells[batch]] if not agent.sampling.greedy else [None] * len(rows[batch])
             texts += [reply.text for reply in agent.replies([r["messages"] for r in rows[batch]], seeds)]
-        table = score_rows([{"completion": t, "solution": r["solution"], "experts": r["experts"]}
-                            for t, r in zip(texts, rows, strict=True)], config=config)  # fmt: skip
+        table = score_rows(
+            [
+                {"completion": t, "solution": r["solution"], "experts": r["experts"]}
+                for t, r in zip(texts, rows, strict=True)
+            ],
+            config=config,
+        )
         for i, (cell, text) in enumerate(zip(cells, texts, strict=True)):
             scores = dict(zip(table.keys, table.scores[i], strict=True))
-            scored.append({**cell, **scores, "weighted": table.total(i), "think_chars": len(parse(text).think or ""),
-                           "completion": text})  # fmt: skip
-        print(f"[eval_{name}] {mode}: {len(cells)} completions of {model}, weighted reward {table.mean_total():.3f}",
-              file=ctx.echo, flush=True)  # fmt: skip
+            scored.append(
+                {
+                    **cell,
+                    **scores,
+                    "weighted": table.total(i),
+                    "think_chars": len(parse(text).think or ""),
+                    "completion": text,
+                }
+            )
+        print(
+            f"[eval_{name}] {mode}: {len(cells)} completions of {model}, weighted reward {table.mean_total():.3f}",
+            file=ctx.echo,
+            flush=True,
+        )
     path = out / "scores.jsonl"
     with atomic_writer(path) as f:
         write_jsonl(scored, f)
@@ -102,12 +128,23 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str], think_ban
 
     evals = {m: ctx.results[f"eval_{m}"] for m in kinds}
     grpo_models = [m for m, k in kinds.items() if k not in ("base", "sft")]
-    models = {m: {"kind": k, **({"seed": ctx.results[m]["seed"]} if m in grpo_models else {}), **evals[m]["means"]}
-              for m, k in kinds.items()}  # fmt: skip
-    figures = {mode: {split: evidence.per_kind({m: evals[m]["means"][mode][split]["weighted"] for m in kinds}, kinds)
-                      for split in SPLITS} for mode in MODES}  # fmt: skip
-    rows = {(m, f"{mode}_{split}"): per_row(Path(evals[m]["scores"]), mode, split)
-            for m in kinds for mode in MODES for split in SPLITS}  # fmt: skip
+    models = {
+        m: {"kind": k, **({"seed": ctx.results[m]["seed"]} if m in grpo_models else {}), **evals[m]["means"]}
+        for m, k in kinds.items()
+    }
+    figures = {
+        mode: {
+            split: evidence.per_kind({m: evals[m]["means"][mode][split]["weighted"] for m in kinds}, kinds)
+            for split in SPLITS
+        }
+        for mode in MODES
+    }
+    rows = {
+        (m, f"{mode}_{split}"): per_row(Path(evals[m]["scores"]), mode, split)
+        for m in kinds
+        for mode in MODES
+        for split in SPLITS
+    }
 
     report: dict[str, Any] = {
         "preset": preset,
@@ -124,8 +161,13 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str], think_ban
     for stage in grpo_models + (["grpo_base"] if "grpo_base" in ctx.results else []):
         run = Path(ctx.results[stage]["run_dir"])
         steps = grpo_steps(run / "logging.jsonl")
-        png = plot(steps, think_lengths(run / "completions.jsonl"), ctx.workdir / f"{stage}_curves.png",
-                   f"planning {preset}: {stage}", think_band)  # fmt: skip
+        png = plot(
+            steps,
+            think_lengths(run / "completions.jsonl"),
+            ctx.workdir / f"{stage}_curves.png",
+            f"planning {preset}: {stage}",
+            think_band,
+        )
         report["grpo"][stage] = {**summarize_steps(steps), "plot": str(png)}
     report["think_plot"] = str(think_plot(evals, kinds, think_band, ctx.workdir / "think_length.png", preset))
     report["plot"] = str(
@@ -142,9 +184,12 @@ def write_summary(ctx: Context, preset: str, kinds: Mapping[str, str], think_ban
 
 
 def think_plot(
-    evals: Mapping[str, Mapping[str, Any]], kinds: Mapping[str, str], band: tuple[float, float], out: Path,
+    evals: Mapping[str, Mapping[str, Any]],
+    kinds: Mapping[str, str],
+    band: tuple[float, float],
+    out: Path,
     preset: str,
-) -> Path:  # fmt: skip
+) -> Path:
     """The think lengths of the sampled test completions before GRPO (SFT) and after it (every GRPO seed), with
     each one's mean and standard deviation, and the band ThinkLength scores 1.0."""
     import matplotlib
@@ -154,14 +199,22 @@ def think_plot(
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for kind, colour in (("sft", "tab:blue"), ("grpo", "tab:orange")):
-        lengths = [r["think_chars"] for m, k in kinds.items() if k == kind for r in read_jsonl(Path(evals[m]["scores"]))
-                   if r["mode"] == "sampled" and r["split"] == "test"]  # fmt: skip
+        lengths = [
+            r["think_chars"]
+            for m, k in kinds.items()
+            if k == kind
+            for r in read_jsonl(Path(evals[m]["scores"]))
+            if r["mode"] == "sampled" and r["split"] == "test"
+        ]
         if lengths:
             label = f"{evidence.LABELS[kind]}: {statistics.fmean(lengths):.0f} ± {statistics.pstdev(lengths):.0f}"
             ax.hist(lengths, bins=range(0, 400, 10), density=True, alpha=0.5, color=colour, label=label)
     ax.axvspan(*band, color="tab:green", alpha=0.12, label=f"ThinkLength band {band[0]:g}-{band[1]:g}")
-    ax.set(xlabel="think length (characters)", ylabel="density of sampled test completions",
-           title=f"planning {preset}: think length before and after GRPO (mean ± sd)")  # fmt: skip
+    ax.set(
+        xlabel="think length (characters)",
+        ylabel="density of sampled test completions",
+        title=f"planning {preset}: think length before and after GRPO (mean ± sd)",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -143,8 +143,10 @@ def run_stages(stages: Sequence[Stage], ctx: Context, force: Sequence[str] = ())
                     print(f"[{stage.name}] done earlier, skipped (--force {stage.name} to redo)", file=ctx.echo)
                     continue
             except BrokenOutput as exc:
-                print(f"[{stage.name}] earlier output is broken ({exc}); redoing it and the stages after it",
-                      file=ctx.echo)  # fmt: skip
+                print(
+                    f"[{stage.name}] earlier output is broken ({exc}); redoing it and the stages after it",
+                    file=ctx.echo,
+                )
             first_redo = i  # the stages after it read its outputs: they are redone too
         marker.unlink(missing_ok=True)
         start = time.perf_counter()

@@ -71,8 +71,9 @@ def find_run(folder: Path) -> Path:
         return folder
     runs = [p.parent for p in folder.glob("**/args.json") if (p.parent / "logging.jsonl").is_file()]
     if not runs:
-        raise AuditError(f"{folder}: no run (args.json beside logging.jsonl) here or below; point audit at a "
-                         "swift rlhf --output_dir")  # fmt: skip
+        raise AuditError(
+            f"{folder}: no run (args.json beside logging.jsonl) here or below; point audit at a swift rlhf --output_dir"
+        )
     return max(runs, key=lambda p: (p / "logging.jsonl").stat().st_mtime)
 
 

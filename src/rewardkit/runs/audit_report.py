@@ -80,8 +80,9 @@ def run_ledger(steps: Sequence[Mapping[str, Any]], price_per_mtok: tuple[float, 
     for step in steps:
         for window in step.get("episodes", {}).get("ledger", []):
             key = (window["role"], str(window["endpoint"]))
-            total = merged.setdefault(key, {"role": key[0], "endpoint": key[1], "p50s": [], "p99s": [],
-                                            **dict.fromkeys(COUNTS, 0)})  # fmt: skip
+            total = merged.setdefault(
+                key, {"role": key[0], "endpoint": key[1], "p50s": [], "p99s": [], **dict.fromkeys(COUNTS, 0)}
+            )
             for name in COUNTS:
                 total[name] += window[name]
             if window["latency_s"]["p50"] is not None:
@@ -97,9 +98,14 @@ def run_ledger(steps: Sequence[Mapping[str, Any]], price_per_mtok: tuple[float, 
     return out
 
 
-def write_audit(run: Run, out: Path, config: Path | None = None, extra: Mapping[str, Any] | None = None,
-                json_path: Path | None = None,
-                price_per_mtok: tuple[float, float] | None = None) -> tuple[dict[str, Any], str]:  # fmt: skip
+def write_audit(
+    run: Run,
+    out: Path,
+    config: Path | None = None,
+    extra: Mapping[str, Any] | None = None,
+    json_path: Path | None = None,
+    price_per_mtok: tuple[float, float] | None = None,
+) -> tuple[dict[str, Any], str]:
     """Audit ``run`` with the think band of ``config`` (default ``$REWARDKIT_CONFIG``; a band in tokens is not
     drawn), and write ``out/audit.md``, ``out/audit.png`` and, with ``json_path``, every figure (plus ``extra``)."""
     think = load_config(path=config, sections=(ThinkLengthConfig,)).section(ThinkLengthConfig)
@@ -171,25 +177,44 @@ def markdown(report: Mapping[str, Any]) -> str:
     """The summary: the run, the flags, then one row per step and one per reward of the last step."""
     steps = report["steps"]
     weights = ", ".join(f"{n} x{w:g}" for n, w in zip(report["rewards"], report["weights"], strict=True))
-    lines = [f"# Audit of {report['run']}", "", f"{len(steps)} logged steps; groups of {report['num_generations']}; "
-             f"rewards: {weights}.", "", "## Flags", ""]  # fmt: skip
+    lines = [
+        f"# Audit of {report['run']}",
+        "",
+        f"{len(steps)} logged steps; groups of {report['num_generations']}; rewards: {weights}.",
+        "",
+        "## Flags",
+        "",
+    ]
     lines += [f"- **{f['flag']}** from step {f['step']}: {f['message']}" for f in report["flags"]] or ["- none"]
-    lines += ["", "## Steps", "", "| step | groups | zero variance | all correct | all wrong | think (chars) | turns |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines += [
+        "",
+        "## Steps",
+        "",
+        "| step | groups | zero variance | all correct | all wrong | think (chars) | turns |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for s in steps:
         turns = f"{s['turns']['mean']:.1f}" if "turns" in s else ""
-        lines.append(f"| {s['step']} | {s['groups']} | {s['zero_variance']:.2f} | {s['all_correct']:.2f} | "
-                     f"{s['all_wrong']:.2f} | {s['think']['mean']:.0f} | {turns} |")  # fmt: skip
+        lines.append(
+            f"| {s['step']} | {s['groups']} | {s['zero_variance']:.2f} | {s['all_correct']:.2f} | "
+            f"{s['all_wrong']:.2f} | {s['think']['mean']:.0f} | {turns} |"
+        )
     lines += _episode_rows(steps) + _ledger_rows(report.get("ledger", [])) + _step_check_rows(report.get("step_check"))
     if steps:
         last = steps[-1]
-        lines += ["", f"## Rewards at step {last['step']}", "",
-                  "| reward | mean | std | zero variance | None rate | share of the variance |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [
+            "",
+            f"## Rewards at step {last['step']}",
+            "",
+            "| reward | mean | std | zero variance | None rate | share of the variance |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for name, r in last["rewards"].items():
             share = "" if r["variance_share"] is None else f"{r['variance_share']:.2f}"
-            lines.append(f"| {name} | {_num(r['mean'])} | {_num(r['std'])} | {r['zero_variance']:.2f} | "
-                         f"{r['none_rate']:.2f} | {share} |")  # fmt: skip
+            lines.append(
+                f"| {name} | {_num(r['mean'])} | {_num(r['std'])} | {r['zero_variance']:.2f} | "
+                f"{r['none_rate']:.2f} | {share} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -203,16 +228,21 @@ def _step_check_rows(check: Mapping[str, Any] | None) -> list[str]:
         v = check[kind]
         if v is not None:
             p = "n/a" if v["p_right"] is None else f"{v['p_right']:.3g}"
-            lines.append(f"- against {label}: **{v['verdict']}** ({v['groups_right']} of {v['groups']} groups "
-                         f"moved the right way, one-sided p {p}; mean A*d {v['objective']:+.4f})")  # fmt: skip
+            lines.append(
+                f"- against {label}: **{v['verdict']}** ({v['groups_right']} of {v['groups']} groups "
+                f"moved the right way, one-sided p {p}; mean A*d {v['objective']:+.4f})"
+            )
     if check["momentum"] is not None:
         momentum = f"{check['momentum']:+.2f}"
         lines.append(
             f"- each update against the one before it: mean cosine {momentum} (near 1: the steps move where "
             "Adam's momentum points, and a step's sign speaks for earlier batches too)"
         )
-    lines += ["", "| step | A*d (reward) | agree (reward) | A*d (logged) | agree (logged) | cos(update, last) |",
-              "| ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    lines += [
+        "",
+        "| step | A*d (reward) | agree (reward) | A*d (logged) | agree (logged) | cos(update, last) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for s in check["steps"]:
         cells = [f"{s[k]['objective']:+.4f} | {_num(s[k]['agree'])}" if k in s else " | " for k in ("reward", "logged")]
         lines.append(f"| {s['step']} | {cells[0]} | {cells[1]} | {_num(s.get('momentum'))} |")
@@ -226,8 +256,13 @@ def _episode_rows(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     logged = [s for s in steps if "episodes" in s]
     if not logged:
         return []
-    out = ["", "## Episodes", "", "| step | episodes | excluded | tool calls | tool errors | endings |",
-           "| ---: | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
+    out = [
+        "",
+        "## Episodes",
+        "",
+        "| step | episodes | excluded | tool calls | tool errors | endings |",
+        "| ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for s in logged:
         e = s["episodes"]
         endings = ", ".join(f"{k} {v}" for k, v in e["terminations"].items())

@@ -81,8 +81,9 @@ class EpisodeLog:
         self.close()
 
     def _bad(self, number: int, problem: str) -> RunError:
-        return RunError(f"{self.path}:{number}: not an episode record ({problem}); remove the line, or start over "
-                        "with a new log")  # fmt: skip
+        return RunError(
+            f"{self.path}:{number}: not an episode record ({problem}); remove the line, or start over with a new log"
+        )
 
     def _record(self, number: int, raw: bytes, last: bool) -> dict[str, Any] | None:
         """The line's checked record; None for a blank line, or for a ``last`` line cut short by a crash."""
@@ -153,5 +154,7 @@ class EpisodeLog:
         return list(self._records.values())
 
     def resume_hint(self) -> str:
-        return (f"{len(self._records)} finished episode(s) are kept in {self.path}; rerun the same command "
-                "with --resume to run the rest")  # fmt: skip
+        return (
+            f"{len(self._records)} finished episode(s) are kept in {self.path}; rerun the same command "
+            "with --resume to run the rest"
+        )

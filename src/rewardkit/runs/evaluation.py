@@ -29,9 +29,13 @@ FILES = ("episodes.jsonl", "tasks.jsonl", "tasks.csv", "summary.json", "eval.png
 
 
 def evaluate(
-    plan: TrialPlan, log: EpisodeLog, out_dir: Path, meta: Mapping[str, Any], progress: bool = True,
+    plan: TrialPlan,
+    log: EpisodeLog,
+    out_dir: Path,
+    meta: Mapping[str, Any],
+    progress: bool = True,
     title: str = "agent evaluation",
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Run the plan's missing episodes, then write the tables, the summary and the plot, all or none."""
     from rewardkit.runs.plots import render_eval
 
@@ -71,8 +75,11 @@ def headline(summary: Mapping[str, Any]) -> str:
     episodes = summary["episodes"]
     ops, gates = summary["operations"], summary["gates"]
     rate = "-" if ops["success_rate"] is None else f"{ops['success_rate']:.3f}"
-    gated = (f"  gates: {gates['approved']} approved, {gates['declined']} declined, {gates['hard_gate']} hard"
-             if gates["requested"] or gates["hard_gate"] else "")  # fmt: skip
+    gated = (
+        f"  gates: {gates['approved']} approved, {gates['declined']} declined, {gates['hard_gate']} hard"
+        if gates["requested"] or gates["hard_gate"]
+        else ""
+    )
     return (
         f"{passes}  TCR {tcr}  turns {turns}  calls ok {rate}{gated}  episodes {episodes['valid']} valid, "
         f"{episodes['infra_error']} infrastructure errors excluded"

@@ -71,8 +71,12 @@ def make_judge(options: JudgeOptions, workers: int) -> tuple[Judge, dict[str, An
     cache = ReplyStore(options.cache, label="--judge-cache") if options.cache is not None else None
     settings = EndpointSettings(retries=retries, concurrency=workers)
     role = JsonRole("judge", url, model, settings=settings, cache=cache, version=VERSION)
-    described = {"base_url": url, "model": model, "fingerprint": role.fingerprint(),
-                 "cache": str(options.cache) if options.cache is not None else None}  # fmt: skip
+    described = {
+        "base_url": url,
+        "model": model,
+        "fingerprint": role.fingerprint(),
+        "cache": str(options.cache) if options.cache is not None else None,
+    }
     return Judge(role), described
 
 
@@ -116,9 +120,11 @@ def subject(task: Mapping[str, Any], row: Mapping[str, Any]) -> str:
 
 
 def judge_trajectories(
-    judge: Judge, candidates: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-    tasks: Sequence[Mapping[str, Any]], workers: int,
-) -> dict[str, Verdict | str]:  # fmt: skip
+    judge: Judge,
+    candidates: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    tasks: Sequence[Mapping[str, Any]],
+    workers: int,
+) -> dict[str, Verdict | str]:
     """Episode id -> the judge's verdict, or why it gave none, for every ``(record, row)`` that passed the rules; one
     call per distinct conversation of a task (a repeated one shares its verdict)."""
     by_id = {str(t["id"]): t for t in tasks}

@@ -33,8 +33,7 @@ from rewardkit.runs.paired import PairingError, bootstrap
 from rewardkit.runs.records import record_problem
 
 SUCCESS = 1.0 - 1e-6  # a reward this high is a success (tau-bench's tolerance around 1.0)
-TABLE_COLUMNS = ("task_id", "trials", "successes", "infra_errors", "pass1", "mean_tcr", "mean_turns",
-                 "mean_tool_calls")  # fmt: skip
+TABLE_COLUMNS = ("task_id", "trials", "successes", "infra_errors", "pass1", "mean_tcr", "mean_turns", "mean_tool_calls")
 
 
 class EvalError(PairingError):
@@ -109,11 +108,17 @@ def task_stats(records: Iterable[dict[str, Any]]) -> list[TaskStats]:
     out = []
     for task_id in sorted(groups, key=task_order):
         valid = [r for r in groups[task_id] if r["status"] == "ok"]
-        out.append(TaskStats(
-            task_id=task_id, trials=len(valid), successes=sum(r["reward"] >= SUCCESS for r in valid),
-            infra_errors=len(groups[task_id]) - len(valid), mean_tcr=_mean(r.get("tcr") for r in valid),
-            mean_turns=_mean(r.get("turns") for r in valid), mean_tool_calls=_mean(r.get("tool_calls") for r in valid),
-        ))  # fmt: skip
+        out.append(
+            TaskStats(
+                task_id=task_id,
+                trials=len(valid),
+                successes=sum(r["reward"] >= SUCCESS for r in valid),
+                infra_errors=len(groups[task_id]) - len(valid),
+                mean_tcr=_mean(r.get("tcr") for r in valid),
+                mean_turns=_mean(r.get("turns") for r in valid),
+                mean_tool_calls=_mean(r.get("tool_calls") for r in valid),
+            )
+        )
     return out
 
 

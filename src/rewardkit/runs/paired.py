@@ -38,8 +38,12 @@ def bootstrap(
     n = len(diffs)
     rng = np.random.default_rng(seed)
     rows = max(1, _BOOT_CELLS // n)  # in batches: the same draws as one (n_boot, n) array
-    boot = np.concatenate([diffs[rng.integers(0, n, size=(min(rows, n_boot - start), n))].mean(axis=1)
-                           for start in range(0, n_boot, rows)])  # fmt: skip
+    boot = np.concatenate(
+        [
+            diffs[rng.integers(0, n, size=(min(rows, n_boot - start), n))].mean(axis=1)
+            for start in range(0, n_boot, rows)
+        ]
+    )
     low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
     return [float(low), float(high)], float(np.mean(boot > 0))
 
@@ -50,8 +54,14 @@ def spread(values: Sequence[float | None]) -> dict[str, Any]:
     if not kept:
         return {"mean": None, "sd": None, "min": None, "max": None, "runs": 0, "values": []}
     sd = float(np.std(kept, ddof=1)) if len(kept) > 1 else 0.0
-    return {"mean": float(np.mean(kept)), "sd": sd, "min": min(kept), "max": max(kept), "runs": len(kept),
-            "values": kept}  # fmt: skip
+    return {
+        "mean": float(np.mean(kept)),
+        "sd": sd,
+        "min": min(kept),
+        "max": max(kept),
+        "runs": len(kept),
+        "values": kept,
+    }
 
 
 def seed_means(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -64,9 +74,12 @@ def seed_means(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 
 def paired_items(
-    a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]], n_boot: int = 10_000, seed: int = 0,
+    a: Sequence[Mapping[str, float]],
+    b: Sequence[Mapping[str, float]],
+    n_boot: int = 10_000,
+    seed: int = 0,
     confidence: float = 0.95,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """B against A over the items both have, each item averaged over its seeds: the mean of B - A with its
     paired-bootstrap interval, and how many items went up and down."""
     ma, mb = seed_means(a), seed_means(b)

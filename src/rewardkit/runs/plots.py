@@ -74,8 +74,14 @@ def render_eval(
     ax = axes[0][0]
     ax.plot([e["k"] for e in ks], [e["value"] for e in ks], marker="o", color="tab:blue")
     for e in ks:
-        ax.annotate(f"{e['value']:.3f}\n({e['tasks']} tasks)", (e["k"], e["value"]), fontsize=7,
-                    textcoords="offset points", xytext=(0, 6), ha="center")  # fmt: skip
+        ax.annotate(
+            f"{e['value']:.3f}\n({e['tasks']} tasks)",
+            (e["k"], e["value"]),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+        )
     ax.set(xlabel="k", ylabel="pass^k", ylim=(-0.02, 1.08), title="pass^k (mean over tasks with >= k trials)")
     ax.set_xticks([e["k"] for e in ks] or [1])
     ax.margins(x=0.1)  # room for the labels of the first and last k
@@ -127,9 +133,13 @@ def render_compare(
         if n > 1:
             left.annotate(str(n), (x, y), fontsize=7, ha="center", va="center")
     left.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--")
-    left.set(xlabel=f"pass^1 {labels[0]}", ylabel=f"pass^1 {labels[1]}", xlim=(-0.05, 1.05), ylim=(-0.05, 1.05),
-             title=f"{result['paired_tasks']} paired tasks: {len(result['improved'])} up, "
-                   f"{len(result['regressed'])} down")  # fmt: skip
+    left.set(
+        xlabel=f"pass^1 {labels[0]}",
+        ylabel=f"pass^1 {labels[1]}",
+        xlim=(-0.05, 1.05),
+        ylim=(-0.05, 1.05),
+        title=f"{result['paired_tasks']} paired tasks: {len(result['improved'])} up, {len(result['regressed'])} down",
+    )
     low, high = result["ci"]
     diff = result["diff"]
     right.errorbar([0], [diff], yerr=[[diff - low], [high - diff]], fmt="o", capsize=8, color="tab:red")
@@ -137,7 +147,10 @@ def render_compare(
     span = max(high, 0) - min(low, 0)
     right.set_ylim(min(low, 0) - 0.1 * span - 0.01, max(high, 0) + 0.1 * span + 0.01)  # zero always in view
     right.set_xticks([0], [f"{labels[1]} - {labels[0]}"])
-    right.set(ylabel="mean pass^1 difference", xlim=(-1, 1),
-              title=f"{diff:+.3f}, {result['confidence']:.0%} CI [{low:+.3f}, {high:+.3f}]")  # fmt: skip
+    right.set(
+        ylabel="mean pass^1 difference",
+        xlim=(-1, 1),
+        title=f"{diff:+.3f}, {result['confidence']:.0%} CI [{low:+.3f}, {high:+.3f}]",
+    )
     fig.suptitle(title)
     return _png(fig, f"{flag} (title {title!r}, labels {labels[0]!r}, {labels[1]!r})")

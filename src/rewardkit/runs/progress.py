@@ -19,9 +19,14 @@ class ProgressBar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            TextColumn("{task.fields[stats]}"), console=Console(file=sys.stderr), disable=not self.enabled,
-        )  # fmt: skip
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=Console(file=sys.stderr),
+            disable=not self.enabled,
+        )
         resumed = f" ({self.skipped} done before)" if self.skipped else ""
         self.task = self.progress.add_task(f"{self.label}{resumed}", total=self.total, stats="")
         self.progress.start()

@@ -25,8 +25,23 @@ from rewardkit.files.jsonl import kind
 STATUSES = ("ok", "infra_error")
 MAX_COUNT = 2**53  # counts above this are not a run's, and their means would lose precision or overflow
 # Fields an episode log written by this version always holds (``Scorer.record``).
-LOG_FIELDS = ("run", "task_id", "trial", "status", "reward", "tcr", "termination", "turns", "tool_calls",
-              "tool_errors", "tools", "call_codes", "error", "state_hash", "messages")  # fmt: skip
+LOG_FIELDS = (
+    "run",
+    "task_id",
+    "trial",
+    "status",
+    "reward",
+    "tcr",
+    "termination",
+    "turns",
+    "tool_calls",
+    "tool_errors",
+    "tools",
+    "call_codes",
+    "error",
+    "state_hash",
+    "messages",
+)
 
 
 def is_number(value: Any) -> bool:

@@ -35,10 +35,20 @@ class Scorer:
         tcr = None if excluded else self.rate([""], **columns)[0]
         tcr = tcr if tcr is None or math.isfinite(tcr) else None  # an undefined rate is null, never NaN
         return {
-            "run": run, "task_id": result.task_id, "trial": trial,
-            "status": "infra_error" if excluded else "ok", "reward": reward, "tcr": tcr,
-            "termination": infos["termination"], "turns": infos["turns"], "tool_calls": infos["tool_calls"],
-            "tool_errors": infos["tool_errors"], "tools": dict(Counter(str(a["tool"]) for a in agent_calls)),
-            "call_codes": dict(Counter(str(a["code"]) for a in agent_calls)), "gates": gate_counts(infos["audit"]),
-            "error": infos["error"], "state_hash": infos["state_hash"], "messages": result.messages,
-        }  # fmt: skip
+            "run": run,
+            "task_id": result.task_id,
+            "trial": trial,
+            "status": "infra_error" if excluded else "ok",
+            "reward": reward,
+            "tcr": tcr,
+            "termination": infos["termination"],
+            "turns": infos["turns"],
+            "tool_calls": infos["tool_calls"],
+            "tool_errors": infos["tool_errors"],
+            "tools": dict(Counter(str(a["tool"]) for a in agent_calls)),
+            "call_codes": dict(Counter(str(a["code"]) for a in agent_calls)),
+            "gates": gate_counts(infos["audit"]),
+            "error": infos["error"],
+            "state_hash": infos["state_hash"],
+            "messages": result.messages,
+        }

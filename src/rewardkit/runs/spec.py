@@ -116,8 +116,10 @@ def _simulated(spec: RunSpec) -> Domain:
 
     base = get_domain(spec.domain)
     if base.simulation is None:
-        raise RunError(f"--tools simulated: domain {base.name!r} has Python tools; simulated tools need a domain "
-                       "given as a spec (a folder with domain.json: docs/simulated_tools.md)")  # fmt: skip
+        raise RunError(
+            f"--tools simulated: domain {base.name!r} has Python tools; simulated tools need a domain "
+            "given as a spec (a folder with domain.json: docs/simulated_tools.md)"
+        )
     cache = ReplyStore(spec.sim_cache, label="--sim-cache") if spec.sim_cache is not None else None
 
     def role(name: str, url: str, model: str | None, flag: str) -> JsonRole:
@@ -132,8 +134,12 @@ def _simulated(spec: RunSpec) -> Domain:
     tool = ToolModel(role("tool", spec.tool_model, spec.tool_model_name, "--tool-model")) if spec.tool_model else None
     memory = None
     if spec.memory_model is not None:
-        memory_role = role("memory", spec.memory_model, None if spec.memory_model != spec.tool_model else
-                           spec.tool_model_name, "--memory-model")  # fmt: skip
+        memory_role = role(
+            "memory",
+            spec.memory_model,
+            None if spec.memory_model != spec.tool_model else spec.tool_model_name,
+            "--memory-model",
+        )
         memory = MemoryWriter(memory_role, base)
     return simulated_domain(base, tool, memory)
 
@@ -148,8 +154,16 @@ def _user(cfg: Config, domain: Domain) -> tuple[Any, dict[str, Any]]:
 
 # Whole-number options and their least value; number options and whether 0 is allowed (a timeout of 0 fails
 # every call, a temperature of 0 is greedy decoding).
-_COUNTS = {"trials": 1, "workers": 1, "max_tokens": 1, "max_turns": 1, "limit": 1, "agent_retries": 0,
-           "user_retries": 0, "seed_base": 0}  # fmt: skip
+_COUNTS = {
+    "trials": 1,
+    "workers": 1,
+    "max_tokens": 1,
+    "max_turns": 1,
+    "limit": 1,
+    "agent_retries": 0,
+    "user_retries": 0,
+    "seed_base": 0,
+}
 _NUMBERS = {"agent_timeout": "> 0", "user_timeout": "> 0"}
 
 
@@ -159,8 +173,10 @@ def task_ids(text: str | None) -> tuple[str, ...] | None:
         return None
     ids = tuple(t.strip() for t in text.split(",") if t.strip())
     if not ids:
-        raise RunError(f"--tasks {text!r} names no task id; give comma-separated ids (--tasks 0,2), or leave "
-                       "--tasks out for the whole split")  # fmt: skip
+        raise RunError(
+            f"--tasks {text!r} names no task id; give comma-separated ids (--tasks 0,2), or leave "
+            "--tasks out for the whole split"
+        )
     return ids
 
 
@@ -264,18 +280,35 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     ledgers = tuple(x.ledger for x in (make_agent, simulator) if getattr(x, "ledger", None) is not None)
     ledgers += _simulator_ledgers(domain)
     plan = TrialPlan(
-        domain=domain, tasks=tasks, trials=spec.trials, make_agent=make_agent, simulator=simulator, limits=limits,
-        system=system, workers=spec.workers, require_outputs=spec.rule == "tau2", ledgers=ledgers,
-        price_per_mtok=spec.price, seed_base=spec.seed_base,
-    )  # fmt: skip
+        domain=domain,
+        tasks=tasks,
+        trials=spec.trials,
+        make_agent=make_agent,
+        simulator=simulator,
+        limits=limits,
+        system=system,
+        workers=spec.workers,
+        require_outputs=spec.rule == "tau2",
+        ledgers=ledgers,
+        price_per_mtok=spec.price,
+        seed_base=spec.seed_base,
+    )
     prompt = system if system is not None else domain.policy()
     # The fingerprint's inputs: a log written by an earlier version must still match the same options.
     described = {
-        "domain": domain.name, "split": spec.split, "agent": agent, "user": user, "rule": spec.rule,
-        "system_prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(), "tools": spec.tools,
-        "limits": {"max_turns": limits.max_turns, "token_budget": limits.token_budget,
-                   "error_budget": limits.error_budget},
-    }  # fmt: skip
+        "domain": domain.name,
+        "split": spec.split,
+        "agent": agent,
+        "user": user,
+        "rule": spec.rule,
+        "system_prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+        "tools": spec.tools,
+        "limits": {
+            "max_turns": limits.max_turns,
+            "token_budget": limits.token_budget,
+            "error_budget": limits.error_budget,
+        },
+    }
     if spec.mcp is not None:  # only then: the fingerprints of runs without MCP stay what they were
         described["mcp"] = spec.mcp
     if spec.seed_base:  # likewise
@@ -283,10 +316,18 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     if spec.task_file is not None:  # likewise
         described["task_file_sha256"] = task_file_sha256
     if spec.simulated:  # likewise
-        described["tools_simulated"] = {"domain": domain.name, "tool_model": spec.tool_model,
-                                        "memory_model": spec.memory_model}  # fmt: skip
-    meta = {"run": fingerprint(described), **described, "trials": spec.trials, "tasks": len(tasks),
-            "settings": provenance(cfg, *SECTIONS)}  # fmt: skip
+        described["tools_simulated"] = {
+            "domain": domain.name,
+            "tool_model": spec.tool_model,
+            "memory_model": spec.memory_model,
+        }
+    meta = {
+        "run": fingerprint(described),
+        **described,
+        "trials": spec.trials,
+        "tasks": len(tasks),
+        "settings": provenance(cfg, *SECTIONS),
+    }
     meta["domain_ref"] = portable_ref(spec.domain)  # how another process finds the domain (view); not fingerprinted
     return plan, {**meta, "unusable_tasks": unusable}  # left out of the split, id -> why
 

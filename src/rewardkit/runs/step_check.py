@@ -82,8 +82,10 @@ def checkpoints(run: Run) -> dict[int, Path]:
     for path in run.folder.glob("checkpoint-*"):
         number = path.name.removeprefix("checkpoint-")
         if number.isdigit() and (path / "adapter_config.json").is_file():
-            raise AuditError(f"{path}: a LoRA adapter; the step check reads full weights: train with --tuner_type "
-                             "full, or merge each adapter (swift export --merge_lora true) first")  # fmt: skip
+            raise AuditError(
+                f"{path}: a LoRA adapter; the step check reads full weights: train with --tuner_type "
+                "full, or merge each adapter (swift export --merge_lora true) first"
+            )
         if number.isdigit():
             found[int(number)] = path
     return {k: v for k, v in found.items() if (v / "config.json").is_file()}
@@ -161,8 +163,9 @@ def policy_text(prompt: str, completion: str) -> tuple[str, list[tuple[int, int]
     """The conversation as one text, and the character spans of the policy's tokens in it. ms-swift logs the
     completion with the prefix the template already put at the end of the prompt (an empty think block): it is
     written once."""
-    overlap = next((n for n in range(min(len(prompt), len(completion), 256), 0, -1)
-                    if prompt.endswith(completion[:n])), 0)  # fmt: skip
+    overlap = next(
+        (n for n in range(min(len(prompt), len(completion), 256), 0, -1) if prompt.endswith(completion[:n])), 0
+    )
     text = prompt + completion[overlap:]
     spans = [m.span(1) for m in ASSISTANT.finditer(text)]
     return text, spans or [(len(prompt), len(text))]
@@ -226,8 +229,10 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
             row["logged"] = step_signs(step.advantages, change, run.group_size)
         steps.append(row)
     if not steps:
-        raise AuditError(f"{run.folder}: no logged step has a checkpoint before and after it; train with "
-                         "--save_steps 1 --save_only_model true to check the steps")  # fmt: skip
+        raise AuditError(
+            f"{run.folder}: no logged step has a checkpoint before and after it; train with "
+            "--save_steps 1 --save_only_model true to check the steps"
+        )
     cosines = [s["momentum"] for s in steps if s.get("momentum") is not None]
     return {
         "weights": [float(w) for w in weights],
@@ -249,5 +254,11 @@ def _verdict(rows: Sequence[Mapping[str, Any]], binomtest: Any) -> dict[str, Any
         verdict = "right"
     elif p_wrong is not None and p_wrong < 0.05:
         verdict = "wrong"
-    return {"objective": float(np.mean([r["objective"] for r in rows])), "groups": groups, "groups_right": right,
-            "p_right": p, "p_wrong": p_wrong, "verdict": verdict}  # fmt: skip
+    return {
+        "objective": float(np.mean([r["objective"] for r in rows])),
+        "groups": groups,
+        "groups_right": right,
+        "p_right": p,
+        "p_wrong": p_wrong,
+        "verdict": verdict,
+    }

@@ -51,9 +51,11 @@ UNREVIEWED = "unreviewed"
 
 
 def select(
-    records: list[dict[str, Any]], tools_json: str | None, verdicts: Mapping[str, str] | None = None,
+    records: list[dict[str, Any]],
+    tools_json: str | None,
+    verdicts: Mapping[str, str] | None = None,
     judgements: Mapping[str, Verdict | str] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The SFT rows of the kept episodes (task, then trial order) and the report; with ``judgements`` (episode id ->
     the judge's verdict, or why it gave none, for every episode that passed the rules) the judge's accept is needed,
     and with ``verdicts`` (episode id -> accept or reject) a person's accept too."""
@@ -126,10 +128,14 @@ def rule_passed(records: list[dict[str, Any]], tools_json: str | None) -> list[t
 
 
 def _reason(
-    record: Mapping[str, Any], tools_json: str | None, seen: set[str], rows: list,
-    verdicts: Mapping[str, str] | None, judgements: Mapping[str, Verdict | str] | None,
+    record: Mapping[str, Any],
+    tools_json: str | None,
+    seen: set[str],
+    rows: list,
+    verdicts: Mapping[str, str] | None,
+    judgements: Mapping[str, Verdict | str] | None,
     judged: dict[str, dict[str, Any]],
-) -> str | None:  # fmt: skip
+) -> str | None:
     """Why the episode is not kept, or None after appending its row (a verdict consulted goes into ``judged``)."""
     row = _rules(record, tools_json)
     if isinstance(row, str):
@@ -153,9 +159,16 @@ def _reason(
 
 
 def synthesize(
-    plan: TrialPlan, log: EpisodeLog, out: Path, report_path: Path | None, tools_json: str | None,
-    meta: Mapping[str, Any], progress: bool = True, verdicts: Path | None = None, judge: Judge | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    plan: TrialPlan,
+    log: EpisodeLog,
+    out: Path,
+    report_path: Path | None,
+    tools_json: str | None,
+    meta: Mapping[str, Any],
+    progress: bool = True,
+    verdicts: Path | None = None,
+    judge: Judge | None = None,
+) -> dict[str, Any]:
     """Run the plan's missing episodes, judge (with ``judge``) what the rules pass, then write the kept rows and the
     report together (atomically)."""
     reviewed = read_verdicts(verdicts, meta["run"]) if verdicts is not None else None  # before any episode runs
@@ -182,9 +195,15 @@ def synthesize(
 
 
 def synthesize_run(
-    spec: RunSpec, out: Path, report_path: Path | None, episodes: Path, resume: bool = False, progress: bool = True,
-    verdicts: Path | None = None, judge: JudgeOptions | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    spec: RunSpec,
+    out: Path,
+    report_path: Path | None,
+    episodes: Path,
+    resume: bool = False,
+    progress: bool = True,
+    verdicts: Path | None = None,
+    judge: JudgeOptions | None = None,
+) -> dict[str, Any]:
     """The whole of ``synth agent`` after its options are checked: plan the spec (and the judge: neither part of the
     run's fingerprint nor a reason to rerun an episode), continue (``resume``) or start the episode log at
     ``episodes``, run, write the kept rows to ``out`` and the report."""
@@ -195,8 +214,9 @@ def synthesize_run(
         meta = {**meta, "judge": described}
     tools = json.dumps(plan.domain.tool_specs(), ensure_ascii=False) if spec.tools else None
     with EpisodeLog(episodes, meta["run"], resume, choose="another --episodes file (or --out)") as log:
-        return synthesize(plan, log, out, report_path, tools, meta, progress=progress, verdicts=verdicts,
-                          judge=judged_by)  # fmt: skip
+        return synthesize(
+            plan, log, out, report_path, tools, meta, progress=progress, verdicts=verdicts, judge=judged_by
+        )
 
 
 def headline(report: Mapping[str, Any]) -> str:

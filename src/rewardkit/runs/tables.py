@@ -30,8 +30,9 @@ def _table_row(row: dict[str, Any]) -> TaskStats:
     if "task_id" not in row:
         raise ValueError("a task row needs 'task_id'")
     counts = (trials, successes, infra)
-    if not (all(isinstance(n, int) and not isinstance(n, bool) for n in counts) and 0 <= successes <= trials
-            and infra >= 0):  # fmt: skip
+    if not (
+        all(isinstance(n, int) and not isinstance(n, bool) for n in counts) and 0 <= successes <= trials and infra >= 0
+    ):
         raise ValueError(f"a task row needs integers 0 <= 'successes' <= 'trials', got {successes!r}, {trials!r}")
     for name in ("mean_tcr", "mean_turns", "mean_tool_calls"):
         value = row.get(name)
@@ -58,8 +59,9 @@ def _read_csv(path: Path) -> list[TaskStats]:
         reader = csv.DictReader(f)
         missing = [c for c in ("task_id", "trials", "successes") if c not in (reader.fieldnames or ())]
         if missing:
-            raise EvalError(f"{path}:1: a per-task table needs the columns {', '.join(TABLE_COLUMNS)}; "
-                            f"no {', '.join(missing)}")  # fmt: skip
+            raise EvalError(
+                f"{path}:1: a per-task table needs the columns {', '.join(TABLE_COLUMNS)}; no {', '.join(missing)}"
+            )
         out = []
         for row in reader:
             try:
@@ -96,14 +98,17 @@ def read_run(path: str | Path) -> list[dict[str, Any]] | list[TaskStats]:
 
 
 def write_task_table(
-    stats: Sequence[TaskStats], jsonl_path: str | Path, csv_path: str | Path | None = None,
+    stats: Sequence[TaskStats],
+    jsonl_path: str | Path,
+    csv_path: str | Path | None = None,
     outputs: OutputSet | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """The per-task table as JSONL and CSV (``read_run`` reads both back); both land together or not at all,
     with the other outputs of ``outputs`` when given (committed by its owner)."""
     with contextlib.nullcontext(outputs) if outputs is not None else OutputSet() as staged:
-        staged.write_text(jsonl_path, "".join(json.dumps(s.row(), ensure_ascii=False, allow_nan=False) + "\n"
-                                              for s in stats))  # fmt: skip
+        staged.write_text(
+            jsonl_path, "".join(json.dumps(s.row(), ensure_ascii=False, allow_nan=False) + "\n" for s in stats)
+        )
         if csv_path is not None:
             with staged.open(csv_path) as f:
                 writer = csv.DictWriter(f, fieldnames=TABLE_COLUMNS, lineterminator="\n")

@@ -129,8 +129,12 @@ def to_task(blueprint: Mapping[str, Any], number: int) -> dict[str, Any]:
     instructions = {k: scenario[k] for k in ("reason_for_call", "known_info", "approval") if k in scenario}
     actions = [{"name": a["name"], "arguments": dict(a["arguments"])} for a in blueprint["actions"]]
     criteria = {"actions": actions, "communicate_info": list(blueprint["outputs"]), "nl_assertions": []}
-    return {"id": f"gen-{number:04d}", "user_scenario": {"instructions": instructions},
-            "evaluation_criteria": criteria, "kind": blueprint["kind"]}  # fmt: skip
+    return {
+        "id": f"gen-{number:04d}",
+        "user_scenario": {"instructions": instructions},
+        "evaluation_criteria": criteria,
+        "kind": blueprint["kind"],
+    }
 
 
 def judge_instructions(domain: Domain) -> str:
@@ -220,9 +224,14 @@ def generate(
         for start in range(0, n, workers):
             batch = [(i, kinds[i % len(kinds)]) for i in range(start, min(n, start + workers))]
             kept = run.scenarios()
-            jobs = [pool.submit(_sampled, domain, pools, i, seed) if proposer is None else
-                    pool.submit(_propose, proposer, prompt(domain, sample, kind, kept),
-                                blueprint_check(kind, domain.write_tools)) for i, kind in batch]  # fmt: skip
+            jobs = [
+                pool.submit(_sampled, domain, pools, i, seed)
+                if proposer is None
+                else pool.submit(
+                    _propose, proposer, prompt(domain, sample, kind, kept), blueprint_check(kind, domain.write_tools)
+                )
+                for i, kind in batch
+            ]
             for (i, kind), job in zip(batch, jobs, strict=True):
                 run.consider(i, kind, job.result())
     return run.kept, report(run, n, proposer)
@@ -235,11 +244,17 @@ def report(run: Generation, n: int, proposer: JsonRole | None) -> dict[str, Any]
     ledgers = [proposer.ledger.summary()] if proposer is not None else []
     ledgers += [run.judge.ledger.summary()] if run.judge is not None else []
     return {
-        "domain": run.domain.name, "requested": n, "kept": len(run.kept), "rejected": rejected,
-        "kinds": {k: {"requested": c["requested"], "kept": c["kept"], "rejected": c["rejected"]}
-                  for k, c in run.kinds.items()},
-        "judge_reasons": run.judge_reasons, "rejections": run.rejections, "ledger": ledgers,
-    }  # fmt: skip
+        "domain": run.domain.name,
+        "requested": n,
+        "kept": len(run.kept),
+        "rejected": rejected,
+        "kinds": {
+            k: {"requested": c["requested"], "kept": c["kept"], "rejected": c["rejected"]} for k, c in run.kinds.items()
+        },
+        "judge_reasons": run.judge_reasons,
+        "rejections": run.rejections,
+        "ledger": ledgers,
+    }
 
 
 def headline(found: Mapping[str, Any]) -> str:

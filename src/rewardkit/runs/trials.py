@@ -75,8 +75,9 @@ def run_trials(plan: TrialPlan, log: EpisodeLog, progress: bool = True, label: s
         try:
             if batch_agent is not None:  # common random numbers: trial k of a task is seeded alike for every model
                 seeds = [episode_seed(str(task["id"]), trial, plan.seed_base) for task, trial in todo]
-                run_lockstep(plan.domain, tasks, batch_agent, plan.simulator, limits, seeds, workers, plan.system,
-                             logged)  # fmt: skip
+                run_lockstep(
+                    plan.domain, tasks, batch_agent, plan.simulator, limits, seeds, workers, plan.system, logged
+                )
             else:
                 run_episodes(plan.domain, tasks, plan.make_agent, plan.simulator, limits, workers, plan.system, logged)
         except EndpointConfigError:  # a wrong model name or key: the same command cannot resume, fix the options

@@ -227,15 +227,25 @@ def build_grpo(run: Run, title: str) -> dict[str, Any]:
         for i, (prompt, completion) in enumerate(zip(step.prompts, step.completions, strict=True)):
             group, trial = divmod(i, run.group_size)
             scores = {n: None if np.isnan(v) else float(v) for n, v in zip(run.names, step.scores[i], strict=True)}
-            shown.append({
-                "id": f"{step.step}.{group}/{trial}", "task": f"{step.step}.{group}", "trial": trial,
-                "reward": round(float(total[i]), 6) if math.isfinite(total[i]) else None,  # an overflow shows as —
-                "passed": bool(total[i] >= full - TOL),
-                "termination": f"{step.turns[i]} turns" if step.turns else "completion", "excluded": False,
-                "turns": step.turns[i] if step.turns else 1, "gates": {}, "scores": scores, "diff": None,
-                "messages": [{"role": "prompt", "content": prompt, "calls": []},
-                             {"role": "assistant", "content": completion, "calls": []}],
-            })  # fmt: skip
+            shown.append(
+                {
+                    "id": f"{step.step}.{group}/{trial}",
+                    "task": f"{step.step}.{group}",
+                    "trial": trial,
+                    "reward": round(float(total[i]), 6) if math.isfinite(total[i]) else None,  # an overflow shows as —
+                    "passed": bool(total[i] >= full - TOL),
+                    "termination": f"{step.turns[i]} turns" if step.turns else "completion",
+                    "excluded": False,
+                    "turns": step.turns[i] if step.turns else 1,
+                    "gates": {},
+                    "scores": scores,
+                    "diff": None,
+                    "messages": [
+                        {"role": "prompt", "content": prompt, "calls": []},
+                        {"role": "assistant", "content": completion, "calls": []},
+                    ],
+                }
+            )
     return _page(title, str(run.folder), "grpo", False, shown, {})  # load_run refuses a run without completions
 
 
@@ -255,8 +265,16 @@ def _page(
         "tasks": len(per_task),
         "terminations": dict(Counter(e["termination"] for e in shown).most_common()),
     }
-    return {"title": title, "run": run, "domain": domain, "review": review, "summary": summary,
-            "tasks": per_task, "systems": list(systems), "episodes": shown}  # fmt: skip
+    return {
+        "title": title,
+        "run": run,
+        "domain": domain,
+        "review": review,
+        "summary": summary,
+        "tasks": per_task,
+        "systems": list(systems),
+        "episodes": shown,
+    }
 
 
 def render(view: Mapping[str, Any]) -> str:

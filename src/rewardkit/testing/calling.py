@@ -25,11 +25,27 @@ DEFAULT_RANGE = (0.0, 1.0)
 # mid-training. The same fields (tests/test_kit_regressions.py compares them with the real class), without
 # importing torch.
 TRAINER_STATE = SimpleNamespace(
-    epoch=0.5, global_step=10, max_steps=20, logging_steps=1, eval_steps=500, save_steps=500, train_batch_size=8,
-    num_train_epochs=1, num_input_tokens_seen=0, total_flos=0.0, log_history=[], best_metric=None,
-    best_global_step=None, best_model_checkpoint=None, is_local_process_zero=True, is_world_process_zero=True,
-    is_hyper_param_search=False, trial_name=None, trial_params=None, stateful_callbacks={},
-)  # fmt: skip
+    epoch=0.5,
+    global_step=10,
+    max_steps=20,
+    logging_steps=1,
+    eval_steps=500,
+    save_steps=500,
+    train_batch_size=8,
+    num_train_epochs=1,
+    num_input_tokens_seen=0,
+    total_flos=0.0,
+    log_history=[],
+    best_metric=None,
+    best_global_step=None,
+    best_model_checkpoint=None,
+    is_local_process_zero=True,
+    is_world_process_zero=True,
+    is_hyper_param_search=False,
+    trial_name=None,
+    trial_params=None,
+    stateful_callbacks={},
+)
 
 
 class RewardExit(RuntimeError):

@@ -29,8 +29,12 @@ def get_shop_rules(conn: sqlite3.Connection) -> dict[str, Any]:
 
 
 def _room_summary(row: sqlite3.Row) -> dict[str, Any]:
-    return {"room_id": row["room_id"], "title": row["title"], "status": row["status"],
-            "scheduled_start": row["scheduled_start"]}  # fmt: skip
+    return {
+        "room_id": row["room_id"],
+        "title": row["title"],
+        "status": row["status"],
+        "scheduled_start": row["scheduled_start"],
+    }
 
 
 def list_live_rooms(conn: sqlite3.Connection, status: str | None = None) -> list[dict[str, Any]]:
@@ -62,11 +66,16 @@ def get_live_room(conn: sqlite3.Connection, room_id: str) -> dict[str, Any]:
         "last_switch_at": None if last is None else last["switched_at"],
         "now": now(conn),
         "products": [
-            {"sku": r["sku"], "name": r["name"], "price": yuan(r["price_cents"]), "stock": r["stock"],
-             "cue_card": r["content"]}
+            {
+                "sku": r["sku"],
+                "name": r["name"],
+                "price": yuan(r["price_cents"]),
+                "stock": r["stock"],
+                "cue_card": r["content"],
+            }
             for r in items
         ],
-    }  # fmt: skip
+    }
 
 
 def search_products(conn: sqlite3.Connection, keyword: str) -> list[dict[str, Any]]:
@@ -99,8 +108,16 @@ def list_past_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         "SELECT s.*, COUNT(sp.sku) AS n FROM sessions s LEFT JOIN session_products sp USING (session_id) "
         "GROUP BY s.session_id ORDER BY s.date DESC"
     ).fetchall()
-    return [{"session_id": r["session_id"], "title": r["title"], "date": r["date"], "room_id": r["room_id"],
-             "product_count": r["n"]} for r in rows]  # fmt: skip
+    return [
+        {
+            "session_id": r["session_id"],
+            "title": r["title"],
+            "date": r["date"],
+            "room_id": r["room_id"],
+            "product_count": r["n"],
+        }
+        for r in rows
+    ]
 
 
 def get_past_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
@@ -112,8 +129,12 @@ def get_past_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any
         "WHERE sp.session_id = ? ORDER BY sp.rowid",
         (session_id,),
     ).fetchall()
-    return {"session_id": session_id, "title": found["title"], "date": found["date"],
-            "products": [{"sku": r["sku"], "name": r["name"], "sold": r["sold"]} for r in rows]}  # fmt: skip
+    return {
+        "session_id": session_id,
+        "title": found["title"],
+        "date": found["date"],
+        "products": [{"sku": r["sku"], "name": r["name"], "sold": r["sold"]} for r in rows],
+    }
 
 
 def list_coupons(conn: sqlite3.Connection, room_id: str) -> list[dict[str, Any]]:
@@ -122,5 +143,13 @@ def list_coupons(conn: sqlite3.Connection, room_id: str) -> list[dict[str, Any]]
         "SELECT c.*, p.name FROM coupons c JOIN products p USING (sku) WHERE c.room_id = ? ORDER BY c.coupon_id",
         (room_id,),
     ).fetchall()
-    return [{"coupon_id": r["coupon_id"], "sku": r["sku"], "name": r["name"], "discount": yuan(r["discount_cents"]),
-             "quantity": r["quantity"]} for r in rows]  # fmt: skip
+    return [
+        {
+            "coupon_id": r["coupon_id"],
+            "sku": r["sku"],
+            "name": r["name"],
+            "discount": yuan(r["discount_cents"]),
+            "quantity": r["quantity"],
+        }
+        for r in rows
+    ]

@@ -65,8 +65,10 @@ def sync_session_products(conn: sqlite3.Connection, room_id: str, session_id: st
     room(conn, room_id, writable=True)
     if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
         raise ToolError(ResultCode.NOT_FOUND, f"没有往期场次 {session_id}")
-    skus = [r[0] for r in conn.execute("SELECT sku FROM session_products WHERE session_id = ? ORDER BY rowid",
-                                       (session_id,))]  # fmt: skip
+    skus = [
+        r[0]
+        for r in conn.execute("SELECT sku FROM session_products WHERE session_id = ? ORDER BY rowid", (session_id,))
+    ]
     present = {r[0] for r in conn.execute("SELECT sku FROM room_products WHERE room_id = ?", (room_id,))}
     added = [s for s in skus if s not in present]
     (top,) = conn.execute(
@@ -104,8 +106,15 @@ def issue_coupon(conn: sqlite3.Connection, room_id: str, sku: str, discount: flo
     row, off = coupon_target(conn, room_id, sku, discount)
     coupon_id = next_id(conn, "coupons", "coupon_id", "C", 3)
     conn.execute("INSERT INTO coupons VALUES (?, ?, ?, ?, ?)", (coupon_id, room_id, sku, off, quantity))
-    return {"coupon_id": coupon_id, "room_id": room_id, "sku": sku, "name": row["name"], "discount": yuan(off),
-            "price_after_coupon": yuan(row["price_cents"] - off), "quantity": quantity}  # fmt: skip
+    return {
+        "coupon_id": coupon_id,
+        "room_id": room_id,
+        "sku": sku,
+        "name": row["name"],
+        "discount": yuan(off),
+        "price_after_coupon": yuan(row["price_cents"] - off),
+        "quantity": quantity,
+    }
 
 
 def write_cue_card(conn: sqlite3.Connection, room_id: str, sku: str, content: str) -> dict[str, Any]:

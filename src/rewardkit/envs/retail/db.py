@@ -83,35 +83,97 @@ def _rows(db: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     products, variants, users, methods, user_orders = [], [], [], [], []
     for pos, p in enumerate(db["products"].values()):
         products.append({"product_id": p["product_id"], "position": pos, "name": p["name"]})
-        variants += [{"item_id": v["item_id"], "product_id": p["product_id"], "position": i,
-                      "options": _dumps(v["options"]), "available": int(v["available"]), "price": v["price"]}
-                     for i, v in enumerate(p["variants"].values())]  # fmt: skip
+        variants += [
+            {
+                "item_id": v["item_id"],
+                "product_id": p["product_id"],
+                "position": i,
+                "options": _dumps(v["options"]),
+                "available": int(v["available"]),
+                "price": v["price"],
+            }
+            for i, v in enumerate(p["variants"].values())
+        ]
     for pos, u in enumerate(db["users"].values()):
-        users.append({"user_id": u["user_id"], "position": pos, "first_name": u["name"]["first_name"],
-                      "last_name": u["name"]["last_name"], "email": u["email"],
-                      **{k: u["address"].get(k) for k in _ADDRESS}})  # fmt: skip
-        methods += [{"id": m["id"], "user_id": u["user_id"], "position": i, "source": m["source"],
-                     "brand": m.get("brand"), "last_four": m.get("last_four"), "balance": m.get("balance")}
-                    for i, m in enumerate(u["payment_methods"].values())]  # fmt: skip
+        users.append(
+            {
+                "user_id": u["user_id"],
+                "position": pos,
+                "first_name": u["name"]["first_name"],
+                "last_name": u["name"]["last_name"],
+                "email": u["email"],
+                **{k: u["address"].get(k) for k in _ADDRESS},
+            }
+        )
+        methods += [
+            {
+                "id": m["id"],
+                "user_id": u["user_id"],
+                "position": i,
+                "source": m["source"],
+                "brand": m.get("brand"),
+                "last_four": m.get("last_four"),
+                "balance": m.get("balance"),
+            }
+            for i, m in enumerate(u["payment_methods"].values())
+        ]
         user_orders += [{"user_id": u["user_id"], "position": i, "order_id": o} for i, o in enumerate(u["orders"])]
     orders, items, fulfillments, payments = [], [], [], []
     for pos, o in enumerate(db["orders"].values()):
         key = o["order_id"]
-        orders.append({"order_id": key, "position": pos, "user_id": o["user_id"],
-                       **{k: o["address"].get(k) for k in _ADDRESS}, "status": o["status"],
-                       **{k: _dumps(o[k]) if k in o else None for k in _ORDER_EXTRAS_JSON},
-                       **{k: o.get(k) for k in _ORDER_EXTRAS}})  # fmt: skip
-        items += [{"order_id": key, "position": i, "item_id": it["item_id"], "product_id": it["product_id"],
-                   "name": it["name"], "price": it["price"], "options": _dumps(it["options"])}
-                  for i, it in enumerate(o["items"])]  # fmt: skip
-        fulfillments += [{"order_id": key, "position": i, "tracking_ids": _dumps(f["tracking_id"]),
-                          "item_ids": _dumps(f["item_ids"])} for i, f in enumerate(o["fulfillments"])]  # fmt: skip
-        payments += [{"order_id": key, "position": i, "transaction_type": p["transaction_type"],
-                      "amount": p["amount"], "payment_method_id": p["payment_method_id"]}
-                     for i, p in enumerate(o["payment_history"])]  # fmt: skip
-    return {"products": products, "variants": variants, "users": users, "payment_methods": methods,
-            "user_orders": user_orders, "orders": orders, "order_items": items, "fulfillments": fulfillments,
-            "payment_history": payments}  # fmt: skip
+        orders.append(
+            {
+                "order_id": key,
+                "position": pos,
+                "user_id": o["user_id"],
+                **{k: o["address"].get(k) for k in _ADDRESS},
+                "status": o["status"],
+                **{k: _dumps(o[k]) if k in o else None for k in _ORDER_EXTRAS_JSON},
+                **{k: o.get(k) for k in _ORDER_EXTRAS},
+            }
+        )
+        items += [
+            {
+                "order_id": key,
+                "position": i,
+                "item_id": it["item_id"],
+                "product_id": it["product_id"],
+                "name": it["name"],
+                "price": it["price"],
+                "options": _dumps(it["options"]),
+            }
+            for i, it in enumerate(o["items"])
+        ]
+        fulfillments += [
+            {
+                "order_id": key,
+                "position": i,
+                "tracking_ids": _dumps(f["tracking_id"]),
+                "item_ids": _dumps(f["item_ids"]),
+            }
+            for i, f in enumerate(o["fulfillments"])
+        ]
+        payments += [
+            {
+                "order_id": key,
+                "position": i,
+                "transaction_type": p["transaction_type"],
+                "amount": p["amount"],
+                "payment_method_id": p["payment_method_id"],
+            }
+            for i, p in enumerate(o["payment_history"])
+        ]
+    return {
+        "products": products,
+        "variants": variants,
+        "users": users,
+        "payment_methods": methods,
+        "user_orders": user_orders,
+        "orders": orders,
+        "order_items": items,
+        "fulfillments": fulfillments,
+        "payment_history": payments,
+    }
 
 
 def _finite(text: str) -> float:
@@ -162,15 +224,24 @@ def _product(p: sqlite3.Row, variants: list[sqlite3.Row]) -> dict[str, Any]:
 
 
 def variant_dict(v: sqlite3.Row) -> dict[str, Any]:
-    return {"item_id": v["item_id"], "options": json.loads(v["options"]), "available": bool(v["available"]),
-            "price": v["price"]}  # fmt: skip
+    return {
+        "item_id": v["item_id"],
+        "options": json.loads(v["options"]),
+        "available": bool(v["available"]),
+        "price": v["price"],
+    }
 
 
 def _user(u: sqlite3.Row, methods: list[sqlite3.Row], order_ids: list[sqlite3.Row]) -> dict[str, Any]:
     pms = {}
     for m in methods:
-        pm = {"source": m["source"], "id": m["id"], "brand": m["brand"], "last_four": m["last_four"],
-              "balance": m["balance"]}  # fmt: skip
+        pm = {
+            "source": m["source"],
+            "id": m["id"],
+            "brand": m["brand"],
+            "last_four": m["last_four"],
+            "balance": m["balance"],
+        }
         pms[m["id"]] = {k: v for k, v in pm.items() if v is not None}
     return {
         "user_id": u["user_id"],
@@ -187,14 +258,29 @@ def _order(o: sqlite3.Row, items: list[sqlite3.Row], fulfil: list[sqlite3.Row], 
         "order_id": o["order_id"],
         "user_id": o["user_id"],
         "address": _address(o),
-        "items": [{"name": i["name"], "product_id": i["product_id"], "item_id": i["item_id"], "price": i["price"],
-                   "options": json.loads(i["options"])} for i in items],
+        "items": [
+            {
+                "name": i["name"],
+                "product_id": i["product_id"],
+                "item_id": i["item_id"],
+                "price": i["price"],
+                "options": json.loads(i["options"]),
+            }
+            for i in items
+        ],
         "status": o["status"],
-        "fulfillments": [{"tracking_id": json.loads(f["tracking_ids"]), "item_ids": json.loads(f["item_ids"])}
-                         for f in fulfil],
-        "payment_history": [{"transaction_type": p["transaction_type"], "amount": p["amount"],
-                             "payment_method_id": p["payment_method_id"]} for p in payments],
-    }  # fmt: skip
+        "fulfillments": [
+            {"tracking_id": json.loads(f["tracking_ids"]), "item_ids": json.loads(f["item_ids"])} for f in fulfil
+        ],
+        "payment_history": [
+            {
+                "transaction_type": p["transaction_type"],
+                "amount": p["amount"],
+                "payment_method_id": p["payment_method_id"],
+            }
+            for p in payments
+        ],
+    }
     for k in _ORDER_EXTRAS_JSON:
         if o[k] is not None:
             order[k] = json.loads(o[k])

@@ -13,8 +13,9 @@ from rewardkit.envs.retail.specs import TOOLS
 from rewardkit.envs.sqlite_env import environment
 
 # Every file of data/ that some command reads (SOURCE.md and LICENSE are documentation).
-DATA_FILES = tuple(DATA_DIR / name for name in
-                   ("db.json", "tasks.json", "split_tasks.json", "policy.md", "simulation_guidelines.md"))  # fmt: skip
+DATA_FILES = tuple(
+    DATA_DIR / name for name in ("db.json", "tasks.json", "split_tasks.json", "policy.md", "simulation_guidelines.md")
+)
 _FIX = "restore the file (reinstall rewardkit) or pass your own file with the command's option"
 
 
@@ -23,8 +24,9 @@ def _text(name: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DomainDataError(f"{path}: cannot read the retail {name} ({getattr(exc, 'strerror', None) or exc}); "
-                              f"{_FIX}") from None  # fmt: skip
+        raise DomainDataError(
+            f"{path}: cannot read the retail {name} ({getattr(exc, 'strerror', None) or exc}); {_FIX}"
+        ) from None
 
 
 @functools.cache
@@ -39,8 +41,9 @@ def tasks() -> dict[str, dict[str, Any]]:
     """The 114 tau2 retail tasks by id (the parsed, shared objects: do not mutate)."""
     raw = _read_json("tasks.json")
     if not isinstance(raw, list) or not all(isinstance(t, dict) and "id" in t for t in raw):
-        raise DomainDataError(f"{DATA_DIR / 'tasks.json'}: not a tau2 tasks file (a JSON list of task objects with "
-                              f"an 'id'); {_FIX}")  # fmt: skip
+        raise DomainDataError(
+            f"{DATA_DIR / 'tasks.json'}: not a tau2 tasks file (a JSON list of task objects with an 'id'); {_FIX}"
+        )
     return {t["id"]: t for t in raw}
 
 
@@ -48,8 +51,10 @@ def splits() -> dict[str, list[str]]:
     """Task ids per split, as in tau2's split_tasks.json (train, test, base)."""
     raw = _read_json("split_tasks.json")
     if not isinstance(raw, dict) or not all(isinstance(ids, list) for ids in raw.values()):
-        raise DomainDataError(f"{DATA_DIR / 'split_tasks.json'}: not a tau2 split file (a JSON object: split name "
-                              f"-> list of task ids); {_FIX}")  # fmt: skip
+        raise DomainDataError(
+            f"{DATA_DIR / 'split_tasks.json'}: not a tau2 split file (a JSON object: split name "
+            f"-> list of task ids); {_FIX}"
+        )
     return raw
 
 

@@ -30,9 +30,7 @@ def _order(conn: sqlite3.Connection, order_id: str) -> sqlite3.Row:
 
 
 def _payment_method(conn: sqlite3.Connection, user_id: str, method_id: str) -> sqlite3.Row:
-    row = conn.execute(
-        "SELECT * FROM payment_methods WHERE user_id = ? AND id = ?", (user_id, method_id)
-    ).fetchone()  # fmt: skip
+    row = conn.execute("SELECT * FROM payment_methods WHERE user_id = ? AND id = ?", (user_id, method_id)).fetchone()
     if row is None:
         raise ToolError(ResultCode.NOT_FOUND, "Payment method not found")
     return row

@@ -56,8 +56,13 @@ class Progress:
 
     __slots__ = ("_state", "language", "outputs_said", "requests")
 
-    def __init__(self, state_done: bool | Callable[[], bool] = False, outputs_said: bool = False,
-                 requests: tuple[str, ...] = (), language: str = "en") -> None:  # fmt: skip
+    def __init__(
+        self,
+        state_done: bool | Callable[[], bool] = False,
+        outputs_said: bool = False,
+        requests: tuple[str, ...] = (),
+        language: str = "en",
+    ) -> None:
         self._state, self.outputs_said, self.requests, self.language = state_done, outputs_said, requests, language
 
     @property
@@ -68,8 +73,10 @@ class Progress:
 
     def __repr__(self) -> str:
         state = "unread" if callable(self._state) else self._state
-        return (f"Progress(state_done={state}, outputs_said={self.outputs_said}, requests={self.requests!r}, "
-                f"language={self.language!r})")  # fmt: skip
+        return (
+            f"Progress(state_done={state}, outputs_said={self.outputs_said}, requests={self.requests!r}, "
+            f"language={self.language!r})"
+        )
 
 
 @runtime_checkable

@@ -42,9 +42,10 @@ class UserSimConfig:
     )
     model: str | None = setting(None, "The model name the endpoint serves, for `kind: openai`.", min_length=1)
     api_key_env: str | None = setting(
-        None, "Name of the environment variable that holds the API key; null sends `EMPTY` (local servers).",
+        None,
+        "Name of the environment variable that holds the API key; null sends `EMPTY` (local servers).",
         min_length=1,
-    )  # fmt: skip
+    )
     temperature: float = setting(0.0, "Sampling temperature: 0 is reproducible.", minimum=0, maximum=2)
     max_tokens: int = setting(512, "Tokens per simulator reply.", minimum=1)
     timeout_s: float = setting(60.0, "Seconds per HTTP call.", exclusive_minimum=0)
@@ -55,9 +56,9 @@ class UserSimConfig:
         None, "SQLite file of replies by dialogue: a logged episode replays exactly offline.", min_length=1
     )
     cache_mode: Literal["off", "read_write", "replay"] | None = setting(
-        None, "How the cache is used: `replay` needs an existing cache; null = `read_write` if `cache` is set, "
-        "else `off`."
-    )  # fmt: skip
+        None,
+        "How the cache is used: `replay` needs an existing cache; null = `read_write` if `cache` is set, else `off`.",
+    )
 
     def __post_init__(self) -> None:
         if self.cache_mode is None:  # resolved here so direct construction gets the same default
@@ -69,8 +70,13 @@ class UserSimConfig:
         from rewardkit.loop.endpoint import EndpointSettings  # the openai SDK: only LLM users need it
 
         key = os.environ[self.api_key_env] if self.api_key_env else "EMPTY"
-        return EndpointSettings(api_key=key, timeout_s=self.timeout_s, retries=self.retries,
-                                backoff_s=self.backoff_s, concurrency=self.concurrency)  # fmt: skip
+        return EndpointSettings(
+            api_key=key,
+            timeout_s=self.timeout_s,
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+            concurrency=self.concurrency,
+        )
 
     @staticmethod
     def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:

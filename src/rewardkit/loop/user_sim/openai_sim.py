@@ -88,9 +88,11 @@ def _system_prompt(guidelines: str, task: Mapping[str, Any]) -> str:
 def waiting_note(requests: Sequence[str]) -> str:
     """What the user sees of the requests waiting for their approval, and how to answer them (the markers)."""
     lines = "\n".join(f"- {r}" for r in requests)
-    return (f"<approval_requests>\n{lines}\n</approval_requests>\nThe assistant is waiting for your approval of the "
-            f"requests above. Answer as your scenario says: write {APPROVE} in your reply to approve them all, or "
-            f"{DECLINE} to decline them all.")  # fmt: skip
+    return (
+        f"<approval_requests>\n{lines}\n</approval_requests>\nThe assistant is waiting for your approval of the "
+        f"requests above. Answer as your scenario says: write {APPROVE} in your reply to approve them all, or "
+        f"{DECLINE} to decline them all."
+    )
 
 
 def chat_messages(
@@ -128,8 +130,15 @@ class OpenAISimulator:
         self.ledger = self._endpoint.ledger
 
     def fingerprint(self) -> str:
-        ident = ["openai", PROMPT_VERSION, self.name, self.model, self.temperature, self.max_tokens,
-                 self.guidelines.strip()]  # fmt: skip
+        ident = [
+            "openai",
+            PROMPT_VERSION,
+            self.name,
+            self.model,
+            self.temperature,
+            self.max_tokens,
+            self.guidelines.strip(),
+        ]
         return hashlib.sha256(json.dumps(ident, ensure_ascii=False).encode()).hexdigest()
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
@@ -142,9 +151,11 @@ class OpenAISimulator:
         agent's are.
         """
         response = self._endpoint.complete(
-            chat_messages(self.guidelines, task, dialogue, progress.requests), _usable, temperature=self.temperature,
+            chat_messages(self.guidelines, task, dialogue, progress.requests),
+            _usable,
+            temperature=self.temperature,
             max_tokens=self.max_tokens,
-        )  # fmt: skip
+        )
         return response.text.strip()
 
 
