@@ -28,10 +28,19 @@ TEST_SIZE = 40
 KIND_SHARES = {"simple": 0.45, "compound": 0.35, "followup": 0.20}
 EN_SHARE = 0.15
 BAD_SHARE, GOLD_SHARE, VERBOSE_SHARE = 0.25, 0.70, 0.10
-DEFECTS = {"format": 0.22, "json": 0.18, "experts_mismatch": 0.20, "hallucinated_expert": 0.16, "too_long": 0.12,
-           "empty_think": 0.12}  # fmt: skip
-SIMPLE, COMPOUND, FOLLOW = {"zh": V.SIMPLE_ZH, "en": V.SIMPLE_EN}, {"zh": V.COMPOUND_ZH, "en": V.COMPOUND_EN}, {
-    "zh": V.FOLLOW_ZH, "en": V.FOLLOW_EN}  # fmt: skip
+DEFECTS = {
+    "format": 0.22,
+    "json": 0.18,
+    "experts_mismatch": 0.20,
+    "hallucinated_expert": 0.16,
+    "too_long": 0.12,
+    "empty_think": 0.12,
+}
+SIMPLE, COMPOUND, FOLLOW = (
+    {"zh": V.SIMPLE_ZH, "en": V.SIMPLE_EN},
+    {"zh": V.COMPOUND_ZH, "en": V.COMPOUND_EN},
+    {"zh": V.FOLLOW_ZH, "en": V.FOLLOW_EN},
+)
 GOOD = re.compile(r"^<think>\n(.*?)\n</think>\n\n<answer>\n(.*?)\n</answer>$", re.DOTALL)
 
 
@@ -44,8 +53,12 @@ def slots(rng: random.Random) -> dict[str, str]:
     c["kw2"], c["kw2_en"] = rng.choice([k for k in V.KWS if k[0] != c["kw"]])
     (c["metric"], c["metric_en"], unit), (c["metric2"], c["metric2_en"], _) = rng.sample(V.METRICS, 2)
     c["n"], c["cnt"], x = rng.choice(V.NS), str(rng.randint(30, 2000)), rng.uniform(1, 50)
-    values = {"money": (f"{x:.1f}万元", f"¥{x * 10:.0f}k"), "price": (f"{x + 15:.1f}元", f"¥{x + 15:.1f}"),
-              "pct": (f"{x:.1f}%",) * 2, "count": (str(int(x * 97)),) * 2}  # fmt: skip
+    values = {
+        "money": (f"{x:.1f}万元", f"¥{x * 10:.0f}k"),
+        "price": (f"{x + 15:.1f}元", f"¥{x + 15:.1f}"),
+        "pct": (f"{x:.1f}%",) * 2,
+        "count": (str(int(x * 97)),) * 2,
+    }
     c["val"], c["val_en"] = values[unit]
     up, d = rng.random() < 0.6, rng.randint(1, 30)
     c["trend"] = f"环比{'增长' if up else '下降'}{d}%"
@@ -58,8 +71,10 @@ def make_item(rng: random.Random, period: str, kind: str, lang: str) -> dict | N
     c, history = slots(rng), []
     if kind == "followup":
         prev_user, prev_reply, queries, rewrite, steps = rng.choice(FOLLOW[lang])
-        history = [{"role": "user", "content": prev_user.format(**c)},
-                   {"role": "assistant", "content": prev_reply.format(**c)}]  # fmt: skip
+        history = [
+            {"role": "user", "content": prev_user.format(**c)},
+            {"role": "assistant", "content": prev_reply.format(**c)},
+        ]
     elif kind == "compound":
         queries, rewrite, steps = rng.choice(COMPOUND[lang])
     else:
@@ -167,9 +182,14 @@ def teacher_output(rng: random.Random, item: dict, defect: str | None) -> tuple[
     text = json.dumps(answer, ensure_ascii=False)
     if defect == "json":
         variant = rng.choice(["plans_key", "rewrite_key", "step_keys", "trailing_comma", "truncated", "python_repr"])
-        text = {"plans_key": text.replace('"plan":', '"plans":'), "step_keys": text.replace('"专家":', '"expert":'),
-                "rewrite_key": text.replace('"补全后的问题":', '"rewrite":'), "trailing_comma": text[:-1] + ", }",
-                "truncated": text[: len(text) * 2 // 3], "python_repr": str(answer)}[variant]  # fmt: skip
+        text = {
+            "plans_key": text.replace('"plan":', '"plans":'),
+            "step_keys": text.replace('"专家":', '"expert":'),
+            "rewrite_key": text.replace('"补全后的问题":', '"rewrite":'),
+            "trailing_comma": text[:-1] + ", }",
+            "truncated": text[: len(text) * 2 // 3],
+            "python_repr": str(answer),
+        }[variant]
     out = wrap(think, text)
     if defect == "format":
         variant = rng.choice(["no_blank_line", "no_think_close", "trailing_text"])
@@ -287,13 +307,17 @@ def report(name: str, rows: list[dict]) -> None:
     dep_c = dep.count("compound") / kinds["compound"]
     extras, hist = sum("tools" in r or "products" in r for r in rows), sum(bool(r["history"]) for r in rows)
     print(f"{name}.jsonl: {n} records; kinds {kinds}; English {en} ({en / n:.0%})")
-    print(f"  depends_on {len(dep)} ({len(dep) / n:.0%}; {dep_c:.0%} of compound); tools/products {extras};"
-          f" history {hist}; longest query {max(len(r['query']) for r in rows)}")  # fmt: skip
+    print(
+        f"  depends_on {len(dep)} ({len(dep) / n:.0%}; {dep_c:.0%} of compound); tools/products {extras};"
+        f" history {hist}; longest query {max(len(r['query']) for r in rows)}"
+    )
     if "output" in rows[0]:
         good = sorted(len(GOOD.match(r["output"]).group(1)) for r in rows if "defect" not in r)
         verbose, mid = sum(r["_variant"] == "verbose" for r in rows), sum(30 <= x <= 160 for x in good)
-        print(f"  gold {sum('gold' in r for r in rows)}; good {len(good)} (verbose {verbose}); good think chars"
-              f" min/median/max {good[0]}/{statistics.median(good):.0f}/{good[-1]}, in 30-160: {mid}")  # fmt: skip
+        print(
+            f"  gold {sum('gold' in r for r in rows)}; good {len(good)} (verbose {verbose}); good think chars"
+            f" min/median/max {good[0]}/{statistics.median(good):.0f}/{good[-1]}, in 30-160: {mid}"
+        )
         defects = dict(sorted(Counter(r["defect"] for r in rows if "defect" in r).items()))
         variants = dict(sorted(Counter(r["_variant"] for r in rows if "defect" in r and r["_variant"]).items()))
         print(f"  defects {defects}; variants {variants}")
