@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rewardkit.pipelines.chain import swift_flags
 from rewardkit.pipelines.grpo_log import grpo_steps
 from rewardkit.pipelines.planning import planning_corpus
 from rewardkit.pipelines.tiny_model import build_tiny_model, offline_env
@@ -20,30 +21,21 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "planning"
 SWIFT = str(Path(sys.executable).parent / "swift")
 # What every tiny `swift rlhf` GRPO run here takes: full weights in float32 on CPU, offline, one process, seed 42.
-CPU_FLAGS = [
-    "--tuner_type",
-    "full",
-    "--torch_dtype",
-    "float32",
-    "--max_length",
-    "1024",
-    "--logging_steps",
-    "1",
-    "--check_model",
-    "false",
-    "--report_to",
-    "none",
-    "--dataloader_num_workers",
-    "0",
-    "--dataset_num_proc",
-    "1",
-    "--split_dataset_ratio",
-    "0",
-    "--use_vllm",
-    "false",
-    "--seed",
-    "42",
-]
+CPU_FLAGS = swift_flags(
+    {
+        "tuner_type": "full",
+        "torch_dtype": "float32",
+        "max_length": 1024,
+        "logging_steps": 1,
+        "check_model": "false",
+        "report_to": "none",
+        "dataloader_num_workers": 0,
+        "dataset_num_proc": 1,
+        "split_dataset_ratio": 0,
+        "use_vllm": "false",
+        "seed": 42,
+    }
+)
 
 
 @pytest.fixture(scope="session")
@@ -115,53 +107,12 @@ def read_steps(output_dir: Path) -> list[dict]:
 def test_grpo_two_steps_logs_all_seven_rewards(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "grpo"
     cmd = [
-        SWIFT,
-        "rlhf",
-        "recipes/planning/rewards.yaml",
-        "--external_plugins",
-        plugin_form(),
-        "--model",
-        str(tiny_model),
-        "--dataset",
-        str(EXAMPLES / "grpo_tiny.jsonl"),
-        "--enable_thinking",
-        "true",  # else the qwen3 template pre-fills an empty think
-        "--tuner_type",
-        "full",
-        "--torch_dtype",
-        "float32",
-        "--max_steps",
-        "2",
-        "--num_generations",
-        "4",
-        "--per_device_train_batch_size",
-        "4",
-        "--max_completion_length",
-        "48",
-        "--max_length",
-        "1024",
-        "--logging_steps",
-        "1",
-        "--output_dir",
-        str(out),
-        "--check_model",
-        "false",
-        "--report_to",
-        "none",
-        "--dataloader_num_workers",
-        "0",
-        "--dataset_num_proc",
-        "1",
-        "--split_dataset_ratio",
-        "0",
-        "--save_strategy",
-        "no",
-        "--use_vllm",
-        "false",
-        "--seed",
-        "42",
-        "--log_completions",
-        "true",
+        *(SWIFT, "rlhf", "recipes/planning/rewards.yaml", "--external_plugins", plugin_form()),
+        *("--model", str(tiny_model), "--dataset", str(EXAMPLES / "grpo_tiny.jsonl"), "--output_dir", str(out)),
+        *("--enable_thinking", "true"),  # else the qwen3 template pre-fills an empty think
+        *CPU_FLAGS,
+        *swift_flags({"max_steps": 2, "num_generations": 4, "per_device_train_batch_size": 4}),
+        *swift_flags({"max_completion_length": 48, "save_strategy": "no", "log_completions": "true"}),
     ]
     env = {**os.environ, **offline_env()}
     env.pop("REWARDKIT_CONFIG", None)  # the recipe's ENV block sets it

@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_e2e_grpo import ROOT, SWIFT, plugin_form, read_steps
+from test_e2e_grpo import CPU_FLAGS, ROOT, SWIFT, plugin_form, read_steps
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
+from rewardkit.pipelines.chain import swift_flags
 from rewardkit.pipelines.tiny_model import build_tiny_model, offline_env
 
 # No task pays a rollout that does nothing: task 10's gold leaves the database as it is, but only a transfer to a
@@ -46,53 +47,12 @@ def test_grpo_on_tau2_rows_scores_task_completion(tmp_path: Path) -> None:
 
     out = tmp_path / "grpo"
     cmd = [
-        SWIFT,
-        "rlhf",
-        "recipes/agent/rewards.yaml",
-        "--external_plugins",
-        plugin_form(),
-        "--model",
-        str(model),
-        "--dataset",
-        str(data),
-        "--tuner_type",
-        "full",
-        "--torch_dtype",
-        "float32",
-        "--beta",
-        "0",
-        "--max_steps",
-        "2",
-        "--num_generations",
-        "2",
-        "--per_device_train_batch_size",
-        "4",
-        "--max_completion_length",
-        "24",
-        "--max_length",
-        "8192",
-        "--logging_steps",
-        "1",
-        "--output_dir",
-        str(out),
-        "--check_model",
-        "false",
-        "--report_to",
-        "none",
-        "--dataloader_num_workers",
-        "0",
-        "--dataset_num_proc",
-        "1",
-        "--split_dataset_ratio",
-        "0",
-        "--save_strategy",
-        "no",
-        "--use_vllm",
-        "false",
-        "--seed",
-        "42",
-        "--log_completions",
-        "true",
+        *(SWIFT, "rlhf", "recipes/agent/rewards.yaml", "--external_plugins", plugin_form()),
+        *("--model", str(model), "--dataset", str(data), "--output_dir", str(out)),
+        *CPU_FLAGS,
+        *swift_flags({"beta": 0, "max_steps": 2, "num_generations": 2, "per_device_train_batch_size": 4}),
+        *swift_flags({"max_completion_length": 24, "save_strategy": "no", "log_completions": "true"}),
+        *swift_flags({"max_length": 8192}),  # the policy and 16 tool specs: near 4k tokens
     ]
     proc = subprocess.run(
         cmd, cwd=ROOT, env={**os.environ, **offline_env()}, capture_output=True, text=True, timeout=900, check=False

@@ -83,6 +83,12 @@ def grpo_runs(opts: ChainOptions) -> list[GrpoRun]:
     ]
 
 
+def swift_flags(settings: Mapping[str, object]) -> list[str]:
+    """``{"max_steps": 2, "seed": 42}`` -> ``["--max_steps", "2", "--seed", "42"]``: ms-swift flags, a later one
+    winning over an earlier one of the same name."""
+    return [part for key, value in settings.items() for part in (f"--{key}", str(value))]
+
+
 def marker_value(result: Mapping[str, Any], key: str) -> Any:
     """``result[key]``; BrokenOutput naming the key when the marker does not record it."""
     if result.get(key) is None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.pipelines.chain import swift_flags
 from rewardkit.pipelines.grpo_log import grpo_steps, summarize_steps
 
 STEP_CHECK_FLAGS = ("--save_steps", "1", "--logging_steps", "1")  # the step check's checkpoints and tables
@@ -19,7 +20,7 @@ STEP_CHECK_FLAGS = ("--save_steps", "1", "--logging_steps", "1")  # the step che
 
 def lever_flags(overrides: Mapping[str, object]) -> list[str]:
     """``{"learning_rate": 1e-4}`` -> ``["--learning_rate", "0.0001"]``, then the step check's flags."""
-    return [*(part for key, value in overrides.items() for part in (f"--{key}", str(value))), *STEP_CHECK_FLAGS]
+    return [*swift_flags(overrides), *STEP_CHECK_FLAGS]
 
 
 def training_record(run_dir: Path, rewards: Sequence[str]) -> dict[str, Any]:
