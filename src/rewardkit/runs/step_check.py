@@ -171,13 +171,23 @@ def policy_text(prompt: str, completion: str) -> tuple[str, list[tuple[int, int]
     return text, spans or [(len(prompt), len(text))]
 
 
-def policy_logprobs(model: Path, texts: Sequence[tuple[str, list[tuple[int, int]]]], mean: bool) -> np.ndarray:
-    """The log-probabilities of each text's policy tokens under ``model``: their sum, or with ``mean`` their mean."""
+def load_policy(model: Path) -> tuple[Any, Any]:
+    """A checkpoint's tokenizer and its causal LM in float32, for :func:`policy_logprobs`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model))
     lm = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32).eval()
+    return AutoTokenizer.from_pretrained(str(model)), lm
+
+
+def policy_logprobs(
+    policy: tuple[Any, Any], texts: Sequence[tuple[str, list[tuple[int, int]]]], mean: bool
+) -> np.ndarray:
+    """The log-probabilities of each text's policy tokens under ``policy`` (:func:`load_policy`): their sum, or
+    with ``mean`` their mean."""
+    import torch
+
+    tokenizer, lm = policy
     out = []
     for text, spans in texts:
         encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
@@ -214,13 +224,22 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
 
     weights = run.weights if weights is None else weights
     saved, mean, rule = checkpoints(run), per_sequence_mean(run), advantage_rule(run)
+    held: dict[int, tuple[Any, Any]] = {}  # the checkpoints in memory: a step's "after" is the next step's "before"
+
+    def policy(number: int) -> tuple[Any, Any]:
+        if number not in held:
+            for old in [n for n in held if n < number - 1]:
+                del held[old]
+            held[number] = load_policy(saved[number])
+        return held[number]
+
     steps, skipped = [], []
     for step in run.steps:
         if step.step not in saved or step.step - 1 not in saved:
             skipped.append(step.step)
             continue
         texts = [policy_text(p, c) for p, c in zip(step.prompts, step.completions, strict=True)]
-        change = policy_logprobs(saved[step.step], texts, mean) - policy_logprobs(saved[step.step - 1], texts, mean)
+        change = policy_logprobs(policy(step.step), texts, mean) - policy_logprobs(policy(step.step - 1), texts, mean)
         advantages = reward_advantages(step, weights, run.group_size, rule)
         row = {"step": step.step, "reward": step_signs(advantages, change, run.group_size)}
         if step.step - 2 in saved:
