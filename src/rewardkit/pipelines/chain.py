@@ -195,24 +195,13 @@ class Chain:
         plugins = [plugin_file(module) for module in self.grpo_plugins]
         out = ctx.workdir / run.stage
         cmd = [
-            SWIFT,
-            "rlhf",
-            str(recipe),
-            "--model",
-            model,
-            "--dataset",
-            str(self.grpo_dataset(ctx)),
-            "--output_dir",
-            str(out),
-            "--external_plugins",
-            *plugins,
-            "--callbacks",
-            "rewardkit_diagnostics",
-            "--log_completions",
-            "true",
+            *(SWIFT, "rlhf", str(recipe)),
+            *swift_flags({"model": model, "dataset": self.grpo_dataset(ctx), "output_dir": out}),
+            *("--external_plugins", *plugins),
+            *swift_flags({"callbacks": "rewardkit_diagnostics", "log_completions": "true"}),
         ]
         if self.opts.grpo_steps:  # a shortened run saves (if its recipe saves at all) once, at its end
-            cmd += ["--max_steps", str(self.opts.grpo_steps), "--save_steps", str(self.opts.grpo_steps)]
+            cmd += swift_flags({"max_steps": self.opts.grpo_steps, "save_steps": self.opts.grpo_steps})
         ctx.run(run.stage, [*cmd, *extra, *overrides], {"REWARDKIT_CONFIG": str(self.grpo_config(ctx))})
         checkpoint = merged(ctx, run.stage, last_checkpoint(out))
         run_dir = latest_run_dir(out)
