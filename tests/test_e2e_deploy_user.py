@@ -15,8 +15,8 @@ import pytest
 import yaml
 from _deploy import swift_deploy
 from _tiny_agent import OPEN_TASK, TASK, short_rows
-from test_e2e_grpo import ROOT, SWIFT, read_steps
-from test_e2e_multi_turn import PROBE
+from test_e2e_grpo import ROOT, read_steps
+from test_e2e_multi_turn import PROBE, probed_rlhf
 
 from rewardkit.cli import main
 from rewardkit.pipelines.tiny_model import offline_env
@@ -40,24 +40,7 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
         probe, probe_log = tmp_path / "probe.py", tmp_path / "probe.jsonl"
         probe.write_text(PROBE.replace('"num_turns")', '"num_turns", "user_sim", "error")'), encoding="utf-8")
         out = tmp_path / "grpo"
-        cmd = [
-            SWIFT,
-            "rlhf",
-            str(recipe_file),
-            "--external_plugins",
-            "rewards/__init__.py",
-            "plugins/simulated_user.py",
-            "plugins/diagnostics.py",
-            str(probe),
-            "--callbacks",
-            "rewardkit_diagnostics",
-            "--model",
-            str(tiny_agent_model),
-            "--dataset",
-            str(data),
-            "--output_dir",
-            str(out),
-        ]
+        cmd = probed_rlhf(recipe_file, probe, tiny_agent_model, data, out)
         run_env = {**env, "RK_PROBE": str(probe_log), "REWARDKIT_CONFIG": str(config)}
         proc = subprocess.run(cmd, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=900, check=False)
         (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)

@@ -34,6 +34,15 @@ orms["task_completion"] = TaskCompletion
 """
 
 
+def probed_rlhf(recipe: Path, probe: Path, model: Path, data: Path, out: Path) -> list[str]:
+    """``swift rlhf`` of a multi-turn recipe with the rewards, the scheduler, the diagnostics and ``probe`` loaded."""
+    plugins = ["rewards/__init__.py", "plugins/simulated_user.py", "plugins/diagnostics.py", str(probe)]
+    return [
+        *(SWIFT, "rlhf", str(recipe), "--external_plugins", *plugins, "--callbacks", "rewardkit_diagnostics"),
+        *("--model", str(model), "--dataset", str(data), "--output_dir", str(out)),
+    ]
+
+
 @pytest.mark.e2e
 @pytest.mark.compat
 def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path: Path) -> None:
@@ -43,24 +52,7 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     probe, probe_log = tmp_path / "probe.py", tmp_path / "probe.jsonl"
     probe.write_text(PROBE, encoding="utf-8")
     out = tmp_path / "grpo"
-    cmd = [
-        SWIFT,
-        "rlhf",
-        "recipes/agent/tiny_multiturn.yaml",
-        "--external_plugins",
-        "rewards/__init__.py",
-        "plugins/simulated_user.py",
-        "plugins/diagnostics.py",
-        str(probe),
-        "--callbacks",
-        "rewardkit_diagnostics",
-        "--model",
-        str(tiny_agent_model),
-        "--dataset",
-        str(data),
-        "--output_dir",
-        str(out),
-    ]
+    cmd = probed_rlhf(ROOT / "recipes/agent/tiny_multiturn.yaml", probe, tiny_agent_model, data, out)
     env = {**os.environ, **offline_env(), "RK_PROBE": str(probe_log)}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)
