@@ -24,7 +24,7 @@ from rewardkit.files.jsonl import read_jsonl
 from rewardkit.loop.sampling import rollout_sampling
 from rewardkit.pipelines.agent import AgentPipeline, Options, rows_of
 from rewardkit.pipelines.chain import GrpoRun, read_recipe
-from rewardkit.pipelines.levers import lever_flags, training_record
+from rewardkit.pipelines.levers import lever_flags, sampling_key, training_record
 from rewardkit.pipelines.stages import Context
 from rewardkit.recipes import recipe_path
 from rewardkit.runs.evaluation import evaluate_run
@@ -99,7 +99,7 @@ def main() -> None:
             agent=chain.results["sft"]["checkpoint"],
         )
         loop = {**sampling.params(), "max_turns": tasks.max_turns, "max_tokens": tasks.max_tokens}
-        key = "_".join(f"{k}{v:g}" for k, v in loop.items())
+        key = sampling_key(loop)
         if key not in controls:  # the SFT checkpoint's weights (the lr-1e-12 control's), sampled and looped alike
             controls[key] = str(ctx.workdir / f"control_{key}" / "eval")
             evaluate_run(tasks, Path(controls[key]), resume=True, progress=False, title=f"the cold start, {key}")

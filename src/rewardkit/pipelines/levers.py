@@ -23,6 +23,11 @@ def lever_flags(overrides: Mapping[str, object]) -> list[str]:
     return [*swift_flags(overrides), *STEP_CHECK_FLAGS]
 
 
+def sampling_key(params: Mapping[str, float]) -> str:
+    """``{"temperature": 1.0, "top_k": 50}`` -> ``"temperature1_top_k50"``: one control evaluation per key."""
+    return "_".join(f"{k}{v:g}" for k, v in params.items())
+
+
 def training_record(run_dir: Path, rewards: Sequence[str]) -> dict[str, Any]:
     """A finished lever run: the rollouts' mean ``rewards`` (ms-swift's columns, ``reward`` the weighted total) in
     the first and last quarter of its steps, the mean share of groups with no reward variance (no gradient), and
