@@ -76,11 +76,15 @@ def _is_type_checking(node: ast.AST) -> bool:
 
 def _walk(node: ast.AST, top: bool, type_only: bool = False):
     for child in ast.iter_child_nodes(node):
-        checking = _is_type_checking(child)
+        if _is_type_checking(child):  # its body never runs; an else branch does
+            for branch, typed in ((child.body, True), (child.orelse, type_only)):  # type: ignore[attr-defined]
+                for n in branch:
+                    yield n, top, typed
+                    yield from _walk(n, top, typed)
+            continue
         runs_now = top and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-        if not checking:
-            yield child, runs_now, type_only
-        yield from _walk(child, runs_now, type_only or checking)
+        yield child, runs_now, type_only
+        yield from _walk(child, runs_now, type_only)
 
 
 def imports_of(module: str, source: str, known: Iterable[str]) -> list[Import]:
