@@ -1,10 +1,10 @@
 """rewardkit's rewards (planning and task completion), for ms-swift's ``orms`` registry.
 
-A reward is one file of this folder, named by its registry key, whose class declares what it reads, promises and
-joins (see :mod:`rewardkit.rewards.registry`). Importing this package has no side effects and imports no reward:
-``from rewardkit.rewards import ThinkLength`` imports ``think_length.py`` alone, and :data:`REWARDS` imports each
-module when first asked for it. Neither imports ms-swift. The keys reach ms-swift's ``orms`` in one of three ways,
-each ending in :func:`register`:
+A reward is one file of this folder, named by its registry key: a function made a reward class by :func:`reward`,
+or a small class when it holds state (see :mod:`rewardkit.rewards.registry`). This file imports each by name, so an
+editor sees them; an installed package's rewards (the ``rewardkit.rewards`` entry points) are imported when first
+named. Importing this package has no side effects and does not import ms-swift. The keys reach ms-swift's ``orms``
+in one of three ways, each ending in :func:`register`:
 
 - ``import rewardkit.rewards`` then ``rewardkit.rewards.register()`` (from your own code or plugin file);
 - ``swift rlhf --external_plugins rewards/`` (ms-swift <= 4.4 imports the folder as a top-level package named
@@ -26,16 +26,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewardkit.rewards._base import MissingColumnError, PlanningReward, Reward, known_gaps
-from rewardkit.rewards._found import class_name, key_of, reward_modules
+from rewardkit.rewards._base import MissingColumnError, PlanningReward, Reward, known_gaps, reward
+from rewardkit.rewards._found import key_of, reward_modules
+from rewardkit.rewards.answer_format import AnswerFormat
 from rewardkit.rewards.config import RewardConfig, SharedConfig, load_section
+from rewardkit.rewards.expert_match import ExpertMatch
+from rewardkit.rewards.json_valid import JsonValid
+from rewardkit.rewards.plan_coverage import PlanCoverage
 from rewardkit.rewards.registry import REWARDS, config_schema, register, reward_class
+from rewardkit.rewards.rewrite_similarity import RewriteSimilarity
 from rewardkit.rewards.sets import SETS, RewardSet
+from rewardkit.rewards.strict_format import StrictFormat
+from rewardkit.rewards.task_completion import TaskCompletion
+from rewardkit.rewards.task_completion_rate import TaskCompletionRate
+from rewardkit.rewards.think_length import ThinkLength
+from rewardkit.rewards.think_quality import ThinkQuality
+from rewardkit.rewards.user_sim_failure import UserSimFailure
 
 
 def __getattr__(name: str) -> Any:
-    """The lazy names: each reward class by its name (``ThinkLength``), the sets by theirs (``PLANNER``), and the
-    registry's views (``PLANNER_WEIGHTS``, ``PLANNING_REWARDS``, ``EPISODE_REWARDS``)."""
+    """The computed names: an installed package's reward class by its name, the sets by theirs (``PLANNER``), and
+    the registry's views (``PLANNER_WEIGHTS``, ``PLANNING_REWARDS``, ``EPISODE_REWARDS``)."""
     if name[:1].isupper() and not name.isupper() and key_of(name) in reward_modules():
         return reward_class(key_of(name))
     if name.isupper() and name.lower() in SETS:
@@ -59,18 +70,29 @@ __all__ = [
     "PLANNING_REWARDS",
     "REWARDS",
     "SETS",
+    "AnswerFormat",
+    "ExpertMatch",
+    "JsonValid",
     "MissingColumnError",
+    "PlanCoverage",
     "PlanningReward",
     "Reward",
     "RewardConfig",
     "RewardSet",
+    "RewriteSimilarity",
     "SharedConfig",
+    "StrictFormat",
+    "TaskCompletion",
+    "TaskCompletionRate",
+    "ThinkLength",
+    "ThinkQuality",
+    "UserSimFailure",
     "config_schema",
     "known_gaps",
     "load_section",
     "register",
+    "reward",
     "reward_class",
-    *(class_name(key) for key in reward_modules()),
 ]
 
 # Registration is a side effect of the plugin entry file only. `import rewardkit.rewards` (the installed package)

@@ -1,18 +1,20 @@
 """Shared plumbing of the rewards: completions as text, column checks, the declaration every reward makes; config
-and schema for the planning ones."""
+and schema for the planning ones; and :func:`reward`, which makes a reward class of a plain function."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping, Sized
-from types import MappingProxyType
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sized
+from types import MappingProxyType, NoneType
 from typing import Any, ClassVar
 
 from rewardkit.errors import UserError
+from rewardkit.rewards._found import RegistryError, class_name
 from rewardkit.rewards._parsing import DatasetError
 from rewardkit.rewards._rows import PlanningRows, planning_rows
 from rewardkit.rewards._schema import AnswerSchema, load_schema
-from rewardkit.rewards.config import ExpertMatchConfig, RewardConfig, load_config
+from rewardkit.rewards.config import ExpertMatchConfig, RewardConfig, load_config, load_section
 
 # Completions as text, whichever trainer passes them.
 #
@@ -243,3 +245,101 @@ class PlanningReward(Reward):
         list indexed. Shared by the rewards of a batch: never change it."""
         threshold = self.config.section(ExpertMatchConfig).fuzzy_threshold  # the one expert-name rule
         return planning_rows(columns["solution"], columns.get("experts"), self.schema, threshold)
+
+
+# The parameters of a reward function that are not dataset columns: what the reward itself hands it.
+COMPLETIONS, SETTINGS, SCHEMA = "completions", "config", "schema"
+
+
+def reward(
+    function: Callable[..., list[float | None]] | Callable[..., list[float]],
+    *,
+    sets: Mapping[str, float] | None = None,
+    gameable: Mapping[str, str] | None = None,
+    range: tuple[float, float] = (0.0, 1.0),
+    reads_completions: bool = True,
+    order: int = 1000,
+    base: type[Reward] | None = None,
+) -> type[Reward]:
+    """The reward class of a plain function: what ms-swift's ``orms`` registers, and whose instances TRL calls.
+
+    The function's signature is the declaration. ``completions`` gets the completions' text; every other parameter
+    is a dataset column of that name, passed as one value per row: required without a default, optional with one
+    (left at its default when the batch lacks it or passes None). Two names are the reward's own: ``config``, whose
+    annotation is a ``@config_section`` class, gets that section of the reward's config (``$REWARDKIT_CONFIG``, or
+    the ``config=`` the class is built with); ``schema`` gets a planning reward's answer schema. A return annotation
+    without None (``list[float]``) promises never to return None. The class is named after the function in
+    CamelCase and takes its docstring; bind it under that name in the function's module::
+
+        def answer_length(completions: list[str]) -> list[float]:
+            ...
+
+        AnswerLength = reward(answer_length, sets={"planner": 0.0})
+
+    The keywords are the rest of :class:`Reward`'s declaration, each with its default: the ``sets`` it joins (set
+    name -> weight), the probes it is knowingly ``gameable`` by, its ``range``, its ``order`` in lists, whether it
+    ``reads_completions`` (False: any completion shape is accepted, only counted), and its ``base``
+    (:class:`PlanningReward` for a reward of a planning answer against its gold).
+    """
+    where = f"{function.__module__}.{function.__qualname__}"
+    base = base or (PlanningReward if SCHEMA in inspect.signature(function).parameters else Reward)
+    try:
+        hints = typing.get_type_hints(function)
+    except NameError as exc:
+        raise RegistryError(f"{where}: an annotation cannot be resolved ({exc}); import what it names") from exc
+    params = inspect.signature(function).parameters
+    if COMPLETIONS not in params:
+        raise RegistryError(f"{where}: a reward function takes the completions first, as `completions: list[str]`")
+    section = hints.get(SETTINGS) if SETTINGS in params else None
+    if section is not None and not getattr(section, "SECTION", None):
+        raise RegistryError(f"{where}: `config` must be annotated with a @config_section class; got {section!r}")
+    if SCHEMA in params and not issubclass(base, PlanningReward):
+        raise RegistryError(f"{where}: only a planning reward (base=PlanningReward) has a `schema` to pass")
+    cells = [p for name, p in params.items() if name not in (COMPLETIONS, SETTINGS, SCHEMA)]
+    returns = typing.get_args(hints.get("return", list[float | None]))
+    score_type = returns[0] if returns else float | None
+
+    def score(self: Reward, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
+        given = {p.name: columns[p.name] for p in cells if columns.get(p.name) is not None}
+        if section is not None:
+            given[SETTINGS] = self.settings
+        if SCHEMA in params:
+            given[SCHEMA] = self.schema
+        return function(completions, **given)
+
+    namespace: dict[str, Any] = {
+        "__module__": function.__module__,
+        "__qualname__": class_name(function.__name__),
+        "__doc__": function.__doc__,
+        "function": staticmethod(function),
+        "score": score,
+        "columns": tuple(p.name for p in cells if p.default is p.empty),
+        "optional_columns": tuple(p.name for p in cells if p.default is not p.empty),
+        "may_return_none": NoneType in typing.get_args(score_type),
+        "reads_completions": reads_completions,
+        "range": range,
+        "order": order,
+        "sets": MappingProxyType(dict(sets or {})),
+        "gameable": MappingProxyType(dict(gameable or {})),
+        "section": section,
+    }
+    if section is not None:
+        namespace["__init__"] = _settings_init(base, section)
+    return type(class_name(function.__name__), (base,), namespace)
+
+
+def _settings_init(base: type[Reward], section: type) -> Callable[..., None]:
+    """An ``__init__`` that loads the function's ``config`` section (into ``self.settings``)."""
+    if issubclass(base, PlanningReward):
+
+        def planning_init(self: PlanningReward, args: Any = None, config: Any = None) -> None:
+            PlanningReward.__init__(self, args, config)
+            self.settings = self.config.section(section)
+
+        return planning_init
+
+    def init(self: Reward, args: Any = None, config: Any = None) -> None:
+        Reward.__init__(self, args)
+        self.settings = load_section(section, config)
+
+    return init

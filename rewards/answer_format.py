@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any
 
-from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps
+from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps, reward
 from rewardkit.rewards.strict_format import _SUFFIX, _body_ends
 
 ANSWER_ONLY_PATTERN = re.compile(r"^<answer>\n.*?\n</answer>$", re.DOTALL)
@@ -21,7 +18,7 @@ def matches_answer_only(text: str) -> bool:
     return any(b >= len(_PREFIX) and text.startswith(_SUFFIX, b) for b in _body_ends(text))
 
 
-class AnswerFormat(PlanningReward):
+def answer_format(completions: list[str]) -> list[float]:
     r"""1.0 iff the completion is exactly one answer block and nothing else, else 0.0.
 
     Formula: ``1[re.match(r"^<answer>\n.*?\n</answer>$", c, DOTALL)]``: the
@@ -36,12 +33,13 @@ class AnswerFormat(PlanningReward):
         >>> AnswerFormat()([answer, "<think>\n查看周报\n</think>\n\n" + answer])  # a think is not allowed
         [1.0, 0.0]
     """
+    return [1.0 if matches_answer_only(c) else 0.0 for c in completions]
 
-    order = 10
-    sets = MappingProxyType({"planner_no_think": 0.1})
 
-    may_return_none = False
-    gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT)
-
-    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        return [1.0 if matches_answer_only(c) else 0.0 for c in completions]
+AnswerFormat = reward(
+    answer_format,
+    sets={"planner_no_think": 0.1},
+    gameable=known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT),
+    order=10,
+    base=PlanningReward,
+)

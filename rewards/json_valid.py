@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any
-
-from rewardkit.rewards._base import CONTENT, JSON_ONLY, PlanningReward, known_gaps
+from rewardkit.rewards._base import CONTENT, JSON_ONLY, known_gaps, reward
 from rewardkit.rewards._parsing import read_plans
+from rewardkit.rewards._schema import AnswerSchema
 
 
-class JsonValid(PlanningReward):
+def json_valid(completions: list[str], schema: AnswerSchema) -> list[float]:
     r"""1.0 iff the single answer block holds a JSON object valid under the schema.
 
     Formula: ``1[exactly one <answer>…</answer> after the think block, its text
@@ -30,12 +27,9 @@ class JsonValid(PlanningReward):
         >>> JsonValid()([done(plan), done('{"plan": [}'), done(later)])  # valid; broken JSON; bad depends_on
         [1.0, 0.0, 0.0]
     """
+    return [0.0 if plan is None else 1.0 for plan in read_plans(completions, schema)]
 
-    order = 20
-    sets = MappingProxyType({"planner": 0.1, "planner_no_think": 0.1})
 
-    may_return_none = False
-    gameable = known_gaps(JSON_ONLY, *CONTENT)
-
-    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        return [0.0 if plan is None else 1.0 for plan in read_plans(completions, self.schema)]
+JsonValid = reward(
+    json_valid, sets={"planner": 0.1, "planner_no_think": 0.1}, gameable=known_gaps(JSON_ONLY, *CONTENT), order=20
+)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any
 
-from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps
+from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps, reward
 
 # The planner's layout as one regex: the definition the linear check reproduces (see the equivalence tests).
 REFERENCE_PATTERN = re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.DOTALL)
@@ -47,7 +44,7 @@ def matches_strict_format(text: str) -> bool:
     return False
 
 
-class StrictFormat(PlanningReward):
+def strict_format(completions: list[str]) -> list[float]:
     r"""1.0 iff the completion matches the planner's strict think-then-answer layout, else 0.0.
 
     Formula: ``1[re.match(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", c, DOTALL)]``,
@@ -63,12 +60,13 @@ class StrictFormat(PlanningReward):
         >>> StrictFormat()([good, one_newline], solution=[gold, gold], experts=[["数据分析专家"]] * 2)
         [1.0, 0.0]
     """
+    return [1.0 if matches_strict_format(c) else 0.0 for c in completions]
 
-    order = 10
-    sets = MappingProxyType({"planner": 0.1})
 
-    may_return_none = False
-    gameable = known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT)
-
-    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        return [1.0 if matches_strict_format(c) else 0.0 for c in completions]
+StrictFormat = reward(
+    strict_format,
+    sets={"planner": 0.1},
+    gameable=known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT),
+    order=10,
+    base=PlanningReward,
+)

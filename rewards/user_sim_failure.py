@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
+from collections.abc import Sequence
 from typing import Any
 
 from rewardkit.envs.termination import Termination
-from rewardkit.rewards._base import Reward, known_gaps
+from rewardkit.rewards._base import known_gaps, reward
 from rewardkit.rewards._episodes import termination
 
 
-class UserSimFailure(Reward):
+def user_sim_failure(completions: list[str], rollout_infos: Sequence[Any] | None = None) -> list[float]:
     """1.0 if the episode ended in ``user_sim_error``, else 0.0.
 
     Formula: ``float(rollout_infos["termination"] == "user_sim_error")``.
@@ -27,15 +26,14 @@ class UserSimFailure(Reward):
         >>> UserSimFailure()(["", "", ""], rollout_infos=infos)
         [1.0, 0.0, 0.0]
     """
+    infos = rollout_infos or [None] * len(completions)
+    return [float(termination(info) == Termination.USER_SIM_ERROR.value) for info in infos]
 
-    order = 120
-    sets = MappingProxyType({"agent_multi_turn": 0.0})
 
-    may_return_none = False
-    gameable = known_gaps("a weight-0 metric of rollout_infos: it never reads the completion", "*")
-
-    optional_columns = ("rollout_infos",)
-
-    def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        infos = columns.get("rollout_infos") or [None] * len(completions)
-        return [float(termination(info) == Termination.USER_SIM_ERROR.value) for info in infos]
+UserSimFailure = reward(
+    user_sim_failure,
+    sets={"agent_multi_turn": 0.0},
+    gameable=known_gaps("a weight-0 metric of rollout_infos: it never reads the completion", "*"),
+    reads_completions=False,
+    order=120,
+)

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+import rewardkit.rewards as rewards_package
 from rewardkit.envs.registry import BUILTIN
 from rewardkit.layers import ENTRY_POINTS, LAYERS, SWIFT_AT_MODULE_LEVEL, packages, render_table
-from rewardkit.rewards._found import class_name, reward_modules
+from rewardkit.rewards._found import class_name, key_of, reward_modules
+from rewardkit.rewards.registry import reward_class
 
 ROOT = Path(__file__).resolve().parents[1]
 # folder -> package name (pyproject.toml's [tool.setuptools.package-dir])
@@ -238,8 +240,21 @@ def hand_lists(source: str, keys: set[str]) -> list[tuple[int, list[str]]]:
     return found
 
 
-# The package, and the tests that once kept the set of rewards by hand.
-LISTING_FREE = [*SOURCES.values(), ROOT / "tests" / "conftest.py", ROOT / "tests" / "test_reward_contract.py"]
+# The package, and the tests that once kept the set of rewards by hand. The rewards' own package names each one it
+# exports (its imports and ``__all__``, which an editor reads); that list is checked against the folder below.
+EXPORTS = ROOT / "rewards" / "__init__.py"
+LISTING_FREE = [
+    *(path for path in SOURCES.values() if path != EXPORTS),
+    ROOT / "tests" / "conftest.py",
+    ROOT / "tests" / "test_reward_contract.py",
+]
+
+
+def test_the_rewards_package_exports_every_reward_of_its_folder() -> None:
+    folder = {class_name(key) for key, module in reward_modules().items() if module.startswith("rewardkit.rewards.")}
+    exported = {name for name in rewards_package.__all__ if name in folder or key_of(name) in reward_modules()}
+    assert exported == folder, f"rewards/__init__.py: import and list in __all__ {sorted(folder - exported)}"
+    assert all(vars(rewards_package)[name] is reward_class(key_of(name)) for name in folder)
 
 
 def test_no_reward_is_listed_by_hand_outside_its_own_file() -> None:
