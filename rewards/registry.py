@@ -2,12 +2,12 @@
 rest of rewardkit reads from the declarations beside each formula.
 
 A reward module ``<key>.py`` defines one class, ``<Key>`` (its key in CamelCase), a subclass of the reward base:
-``reward(<key>)`` of its function, or a class written out. Its class attributes are its declaration: ``columns`` and ``optional_columns`` (what it reads), ``range`` and
-``may_return_none`` (what it promises), ``section`` (its ``<key>:`` settings, declared in the same file), ``order``
-(where lists put it) and ``sets`` (the recipe sets it joins, with its weight). :data:`REWARDS` maps every key to
-its class in that order; looking one key up imports that module alone, so a planning reward never pulls in an
-environment. :func:`register` puts them all into ms-swift's ``orms``; :func:`config_schema` is every section, which
-``rewardkit config``, ``lint`` and the loop's whole-file schema read.
+``reward(<key>)`` of its function, or a class written out. Its class attributes are its declaration: ``columns``
+and ``optional_columns`` (what it reads), ``range`` and ``may_return_none`` (what it promises), ``section`` (its
+``<key>:`` settings, declared in the same file), ``order`` (where lists put it) and ``sets`` (the recipe sets it
+joins, with its weight). :data:`REWARDS` maps every key to its class in that order. :func:`register` puts them all
+into ms-swift's ``orms``; :func:`config_schema` is every section, which ``rewardkit config``, ``lint`` and the
+loop's whole-file schema read.
 """
 
 from __future__ import annotations
