@@ -1,9 +1,11 @@
 """rewardkit's rewards (planning and task completion), for ms-swift's ``orms`` registry.
 
 A reward is one file of this folder, named by its registry key: a function made a reward class by :func:`reward`,
-or a small class when it holds state (see :mod:`rewardkit.rewards.registry`). This file imports each by name, so an
-editor sees them; an installed package's rewards (the ``rewardkit.rewards`` entry points) are imported when first
-named. Importing this package has no side effects and does not import ms-swift. The keys reach ms-swift's ``orms``
+or a small class when it holds state (see :mod:`rewardkit.rewards.registry`). This file names each for editors and
+type checkers; at run time ``from rewardkit.rewards import ThinkLength`` imports ``think_length.py`` alone, and
+:data:`REWARDS` imports each module when first asked for it (an installed package's rewards, the
+``rewardkit.rewards`` entry points, likewise). Importing this package has no side effects and does not import
+ms-swift. The keys reach ms-swift's ``orms``
 in one of three ways, each ending in :func:`register`:
 
 - ``import rewardkit.rewards`` then ``rewardkit.rewards.register()`` (from your own code or plugin file);
@@ -24,29 +26,32 @@ Imports only the layers below it (rewardkit.config, rewardkit.files, rewardkit.e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardkit.rewards._base import MissingColumnError, PlanningReward, Reward, known_gaps, reward
 from rewardkit.rewards._found import key_of, reward_modules
-from rewardkit.rewards.answer_format import AnswerFormat
 from rewardkit.rewards.config import RewardConfig, SharedConfig, load_section
-from rewardkit.rewards.expert_match import ExpertMatch
-from rewardkit.rewards.json_valid import JsonValid
-from rewardkit.rewards.plan_coverage import PlanCoverage
 from rewardkit.rewards.registry import REWARDS, config_schema, register, reward_class
-from rewardkit.rewards.rewrite_similarity import RewriteSimilarity
 from rewardkit.rewards.sets import SETS, RewardSet
-from rewardkit.rewards.strict_format import StrictFormat
-from rewardkit.rewards.task_completion import TaskCompletion
-from rewardkit.rewards.task_completion_rate import TaskCompletionRate
-from rewardkit.rewards.think_length import ThinkLength
-from rewardkit.rewards.think_quality import ThinkQuality
-from rewardkit.rewards.user_sim_failure import UserSimFailure
+
+if TYPE_CHECKING:  # what an editor and a type checker see; at run time each is imported when first named
+    from rewardkit.rewards.answer_format import AnswerFormat
+    from rewardkit.rewards.expert_match import ExpertMatch
+    from rewardkit.rewards.json_valid import JsonValid
+    from rewardkit.rewards.plan_coverage import PlanCoverage
+    from rewardkit.rewards.rewrite_similarity import RewriteSimilarity
+    from rewardkit.rewards.strict_format import StrictFormat
+    from rewardkit.rewards.task_completion import TaskCompletion
+    from rewardkit.rewards.task_completion_rate import TaskCompletionRate
+    from rewardkit.rewards.think_length import ThinkLength
+    from rewardkit.rewards.think_quality import ThinkQuality
+    from rewardkit.rewards.user_sim_failure import UserSimFailure
 
 
 def __getattr__(name: str) -> Any:
-    """The computed names: an installed package's reward class by its name, the sets by theirs (``PLANNER``), and
-    the registry's views (``PLANNER_WEIGHTS``, ``PLANNING_REWARDS``, ``EPISODE_REWARDS``)."""
+    """The lazy names: each reward class by its name (``ThinkLength``: its module alone is imported, so a planning
+    reward never pulls in an environment), an installed package's too; the sets by theirs (``PLANNER``); and the
+    registry's views (``PLANNER_WEIGHTS``, ``PLANNING_REWARDS``, ``EPISODE_REWARDS``)."""
     if name[:1].isupper() and not name.isupper() and key_of(name) in reward_modules():
         return reward_class(key_of(name))
     if name.isupper() and name.lower() in SETS:

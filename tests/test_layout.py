@@ -241,7 +241,7 @@ def hand_lists(source: str, keys: set[str]) -> list[tuple[int, list[str]]]:
 
 
 # The package, and the tests that once kept the set of rewards by hand. The rewards' own package names each one it
-# exports (its imports and ``__all__``, which an editor reads); that list is checked against the folder below.
+# exports (its type-only imports and ``__all__``, which an editor reads); that list is checked against the folder.
 EXPORTS = ROOT / "rewards" / "__init__.py"
 LISTING_FREE = [
     *(path for path in SOURCES.values() if path != EXPORTS),
@@ -254,7 +254,7 @@ def test_the_rewards_package_exports_every_reward_of_its_folder() -> None:
     folder = {class_name(key) for key, module in reward_modules().items() if module.startswith("rewardkit.rewards.")}
     exported = {name for name in rewards_package.__all__ if name in folder or key_of(name) in reward_modules()}
     assert exported == folder, f"rewards/__init__.py: import and list in __all__ {sorted(folder - exported)}"
-    assert all(vars(rewards_package)[name] is reward_class(key_of(name)) for name in folder)
+    assert all(getattr(rewards_package, name) is reward_class(key_of(name)) for name in folder)
 
 
 def test_no_reward_is_listed_by_hand_outside_its_own_file() -> None:
