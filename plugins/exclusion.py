@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from rewardkit.envs.termination import EXCLUDED
+from rewardkit.envs.episode_record import EpisodeRecord
 
 _MARK = "_rewardkit_exclusion"
 
@@ -72,8 +72,8 @@ def advantages_excluding(original: Any) -> Any:
 
 
 def is_excluded(sample: Any) -> bool:
-    infos = getattr(sample, "rollout_infos", None) or {}
-    return infos.get("termination") in EXCLUDED
+    record = EpisodeRecord.read(getattr(sample, "rollout_infos", None))
+    return record is not None and record.excluded
 
 
 def collate_excluding(original: Any) -> Any:

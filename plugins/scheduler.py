@@ -123,7 +123,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
             ep.end(Termination.MAX_TURNS)
         if not ep.done:
             return {"done": False}
-        infos = ep.infos()
+        infos = ep.infos().to_json()
         ep.close()
         del self.episodes[uuid]
         exact = self.exact.pop(uuid, None)

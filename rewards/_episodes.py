@@ -14,9 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import Outcome, checked_task, recorded_outcome, replay_conversation
 from rewardkit.envs.tasks import TaskError
-from rewardkit.envs.termination import EXCLUDED, NATURAL
 from rewardkit.envs.tool_calls import user_facing_texts
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
@@ -60,31 +60,28 @@ def read_messages(cell: Any, row: int) -> list[Any]:
     return list(cell)
 
 
-def said_texts(messages: Sequence[Mapping[str, Any]], infos: Any = None) -> list[str]:
-    """What the agent said to the user, message by message. A live rollout's ``agent_said`` is used when present
+def said_texts(messages: Sequence[Mapping[str, Any]], record: EpisodeRecord | None = None) -> list[str]:
+    """What the agent said to the user, message by message. A live rollout's ``agent_said`` is used when recorded
     (on ms-swift >= 4.6 ``messages`` may hold assistant turns as token ids)."""
-    said = infos.get("agent_said") if isinstance(infos, Mapping) else None
-    texts = said if isinstance(said, list) else user_facing_texts(messages)
-    return [t for t in texts if isinstance(t, str)]
-
-
-def termination(infos: Any) -> str | None:
-    """How a live episode ended (``rollout_infos["termination"]``), or None for offline data."""
-    value = infos.get("termination") if isinstance(infos, Mapping) else None
-    return value if isinstance(value, str) else None
+    if record is not None and record.agent_said is not None:
+        return list(record.agent_said)
+    return [t for t in user_facing_texts(messages) if isinstance(t, str)]
 
 
 def agent_outcome(
-    domain: str, messages: Sequence[Mapping[str, Any]], infos: Any, need_calls: bool, task: Mapping[str, Any]
+    domain: str,
+    messages: Sequence[Mapping[str, Any]],
+    record: EpisodeRecord | None,
+    need_calls: bool,
+    task: Mapping[str, Any],
 ) -> Outcome:
-    """The episode's outcome: the state hash and audit the live environment recorded in ``rollout_infos``, where it
-    did; a replay of the messages for what it did not (with ``need_calls``, the calls of a record without its audit)."""
-    state = infos.get("state_hash") if isinstance(infos, Mapping) else None
-    if not isinstance(state, str):
+    """The episode's outcome: the state hash and audit the live environment recorded, where it did; a replay of the
+    messages for what it did not (with ``need_calls``, the calls of a record without its audit)."""
+    state = record.state_hash if record is not None else None
+    if state is None:
         return replay_conversation(domain, messages, task=task)
-    audit = infos.get("audit")
-    if isinstance(audit, list):
-        return recorded_outcome(state, audit)
+    if record is not None and record.audit is not None:
+        return recorded_outcome(state, list(record.audit))
     if not need_calls:
         return Outcome(state, ())
     return replace(replay_conversation(domain, messages, task=task), state_hash=state)
@@ -102,22 +99,21 @@ class EpisodeReward(Reward):
     dataset_format = TAU2_FORMAT
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
-        infos = columns.get("rollout_infos") or [None] * len(completions)
+        infos = [EpisodeRecord.read(i) for i in columns.get("rollout_infos") or [None] * len(completions)]
         # Every row's task and domain first: a dataset bug fails the first batch, whatever the model did.
         rows = [(row_task(t, d, i), d) for i, (t, d) in enumerate(zip(columns["task"], columns["domain"], strict=True))]
         out: list[float | None] = []
         for i, (cell, (task, domain), info) in enumerate(zip(columns["messages"], rows, infos, strict=True)):
             messages = read_messages(cell, i)
-            ended = termination(info)
-            if ended in EXCLUDED:  # the simulator failed: not the policy's doing, left out of training
+            if info is not None and info.excluded:  # the simulator failed: not the policy's doing, left out of training
                 out.append(None)
-            elif ended is not None and ended not in NATURAL:  # tau2: no credit without a proper ending
+            elif info is not None and info.termination is not None and not info.natural:  # tau2: no credit
                 out.append(0.0)
             else:
                 out.append(self.score_episode(messages, task, domain, info))
         return out
 
     def score_episode(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
     ) -> float:
         raise NotImplementedError

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rewardkit.config import config_section, setting
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import task_goal
 from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, said_texts
 from rewardkit.rewards.config import RewardConfig, load_section
@@ -102,7 +103,7 @@ class TaskCompletion(EpisodeReward):
         self.require_outputs = self.cfg.require_outputs
 
     def score_episode(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
     ) -> float:
         goal = task_goal(domain, task)
         # The calls are read only where the goal judges them (evidence, a stray transfer), else the hash alone.

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import gold_outcome, matches, task_goal
 from rewardkit.envs.tasks import communicated_texts, gold_actions
 from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, said_texts, write_tools
@@ -69,7 +70,7 @@ class TaskCompletionRate(EpisodeReward):
     sets = MappingProxyType({"agent": 0.0, "agent_multi_turn": 0.0})
 
     def score_episode(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: Any
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
     ) -> float:
         writes = write_tools(domain)
         gold, goal = gold_outcome(domain, task), task_goal(domain, task)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.termination import Termination
 from rewardkit.rewards._base import known_gaps, reward
-from rewardkit.rewards._episodes import termination
 
 
 def user_sim_failure(completions: list[str], rollout_infos: Sequence[Any] | None = None) -> list[float]:
@@ -26,8 +26,8 @@ def user_sim_failure(completions: list[str], rollout_infos: Sequence[Any] | None
         >>> UserSimFailure()(["", "", ""], rollout_infos=infos)
         [1.0, 0.0, 0.0]
     """
-    infos = rollout_infos or [None] * len(completions)
-    return [float(termination(info) == Termination.USER_SIM_ERROR.value) for info in infos]
+    records = [EpisodeRecord.read(info) for info in rollout_infos or [None] * len(completions)]
+    return [float(r is not None and r.termination == Termination.USER_SIM_ERROR.value) for r in records]
 
 
 UserSimFailure = reward(

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
@@ -13,6 +14,7 @@ from _retail_gold import GOLD_FAILS, NO_EVIDENCE, VALID
 from openai.types.chat import ChatCompletionMessageToolCall
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import replay
 from rewardkit.envs.termination import Termination as T
 from rewardkit.loop.config import RolloutLimits
@@ -116,7 +118,7 @@ class TestStops:
                 ep.user_turn()
         assert ep.termination is expected and ep.done
         assert ep.simulator.lines == []  # every scripted line was asked for, no more
-        assert ep.infos()["termination"] == expected.value and ep.infos()["turns"] == len(steps)
+        assert ep.infos().termination == expected.value and ep.infos().turns == len(steps)
         assert ep.agent_turn("anything else?") is False and ep.turns == len(steps)  # an ended episode takes no turns
 
     def test_a_stop_token_is_not_passed_on_as_a_user_message(self) -> None:
@@ -147,7 +149,7 @@ class TestStops:
         assert ep.agent_turn(ASK) is True
         ep.user_turn()
         assert ep.termination is T.USER_SIM_ERROR and ep.pending == []
-        assert ep.error == str(ERR) and "http://sim.test/v1" in ep.infos()["error"]
+        assert ep.error == str(ERR) and "http://sim.test/v1" in ep.infos().error
 
     def test_open_returns_none_when_the_simulator_fails_at_the_start(self) -> None:
         ep = Episode(RETAIL, TASK, Says(ERR), RolloutLimits())
@@ -283,8 +285,8 @@ class TestInfos:
         assert ep.agent_turn(hermes_call("get_order_details", {"order_id": ORDER}), n_tokens=20) is False
         assert ep.agent_turn("Your order is pending.", n_tokens=5) is True
         ep.user_turn()
-        infos = ep.infos()
-        assert json.loads(json.dumps(infos)) == infos
+        infos = ep.infos().to_json()
+        assert json.loads(json.dumps(infos)) == infos and EpisodeRecord.read(infos) == ep.infos()
         assert set(infos) == {
             "state_hash",
             "audit",
@@ -323,7 +325,7 @@ def gold_runs() -> list[EpisodeResult]:
 
 
 def _score(reward: Any, runs: Sequence[EpisodeResult], **changes: Any) -> list[float | None]:
-    infos = [{**r.infos, **changes} for r in runs]
+    infos = [{**r.infos.to_json(), **changes} for r in runs]
     return reward(
         ["x"] * len(runs),
         messages=[r.messages for r in runs],
@@ -341,7 +343,7 @@ class TestGoldAgent:
         assert len(TASKS) - len(GOLD_FAILS) - len(NO_EVIDENCE) == 109
         assert _score(TaskCompletion(), gold_runs) == [1.0] * 109
         assert _score(TaskCompletionRate(), gold_runs) == [1.0] * 109
-        endings = Counter(r.infos["termination"] for r in gold_runs)
+        endings = Counter(r.infos.termination for r in gold_runs)
         assert set(endings) <= {"user_stop", "agent_transfer"} and endings["agent_transfer"] > 0
 
     def test_the_ending_decides_before_the_state(self, gold_runs: list[EpisodeResult]) -> None:
@@ -351,10 +353,10 @@ class TestGoldAgent:
     def test_mua_rl_variant_ignores_unsaid_outputs(self, gold_runs: list[EpisodeResult]) -> None:
         run = next(r for r in gold_runs if r.task_id == "59")
         outputs = TASK["evaluation_criteria"]["communicate_info"]
-        assert outputs and any(all(o in s for o in outputs) for s in run.infos["agent_said"])
-        said = [s for s in run.infos["agent_said"] if not any(o in s for o in outputs)]
+        assert outputs and any(all(o in s for o in outputs) for s in run.infos.agent_said)
+        said = [s for s in run.infos.agent_said if not any(o in s for o in outputs)]
         messages = [m for m in run.messages if not (m["role"] == "assistant" and outputs[0] in m["content"])]
-        cut = EpisodeResult(run.task_id, messages, {**run.infos, "agent_said": said})
+        cut = EpisodeResult(run.task_id, messages, replace(run.infos, agent_said=tuple(said)))
         assert _score(TaskCompletion(), [run, cut]) == [1.0, 0.0]
         mua = TaskCompletion(config={"task_completion": {"require_outputs": False}})
         assert _score(mua, [run, cut]) == [1.0, 1.0]  # the state is right; outputs are not required
@@ -378,5 +380,5 @@ def test_the_scripted_user_waits_for_a_transfer_task_to_be_done(replies: list[st
     task = TASKS["50"]
     said = iter(replies)
     result = run_episode(RETAIL, task, lambda messages: next(said), ScriptedSimulator(), RolloutLimits(max_turns=2))
-    assert result.infos["termination"] == ending and "###STOP###" not in result.infos["transcript"]
+    assert result.infos.termination == ending and "###STOP###" not in result.infos.transcript
     assert _score(TaskCompletion(), [result]) == [reward]

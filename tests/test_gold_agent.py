@@ -83,7 +83,7 @@ def test_a_declined_write_is_asked_declined_and_not_sent_again(task_id: str, dec
         assert reply["role"] == "user" and DECLINE in reply["content"]
         assert answer["content"] == LINES["zh"]["declined"].format(request=request)
     assert LINES["zh"]["done"] not in said(messages)[-1]
-    assert result.infos["termination"] == "user_stop"
+    assert result.infos.termination == "user_stop"
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_a_refused_write_is_never_sent_and_the_refusal_names_it(domain, task, ca
     refusal = LINES[language]["refuse"].format(call=call, rule=LINES[language]["rule"].format(rule=rule))
     assert refusal in last and (output is None or output in last)
     assert LINES[language]["done"] not in last
-    assert result.infos["termination"] == "user_stop"
+    assert result.infos.termination == "user_stop"
 
 
 @pytest.mark.parametrize(("domain", "task_id"), [("livestream", "t01"), ("livestream", "t13"), ("retail", "73")])
@@ -126,7 +126,7 @@ def test_a_plain_task_still_ends_with_done(domain: str, task_id: str) -> None:
 )
 def test_the_gold_agent_ends_on_the_gold_state(domain: str, task: Mapping[str, Any]) -> None:
     result = episode(domain, task)
-    assert result.infos["state_hash"] == gold_outcome(domain, task).state_hash
+    assert result.infos.state_hash == gold_outcome(domain, task).state_hash
 
 
 HELD = json.dumps({"error": {"code": "APPROVAL_REQUIRED", "message": "NEEDS_OK: a held write", "request_id": "req-1"}})

@@ -223,8 +223,8 @@ class TestEpisode:
         assert domain.tasks is RETAIL.tasks and domain.stop_tools == RETAIL.stop_tools
         task = TASKS["59"]
         run = run_episode(domain, task, GoldAgent(task), ScriptedSimulator(), RolloutLimits())
-        assert run.infos["termination"] == "user_stop" and run.infos["tool_errors"] == 0
-        assert run.infos["state_hash"] == in_process(GOLD["59"])[0]
+        assert run.infos.termination == "user_stop" and run.infos.tool_errors == 0
+        assert run.infos.state_hash == in_process(GOLD["59"])[0]
         score = TaskCompletion()(
             ["x"], messages=[run.messages], task=[task], domain=[domain.name], rollout_infos=[run.infos]
         )

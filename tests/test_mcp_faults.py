@@ -130,9 +130,9 @@ class TestServerGoneDuringAUserTurn:
     def test_the_episode_ends_as_env_error(self, server: Failing) -> None:
         domain = mcp_domain(server.url, "retail", name=f"mcp:retail-{server.how}-user", timeout=20)
         run = run_episode(domain, self.TASK, GoldAgent(self.TASK), FailsAfterTheOpening(server), RolloutLimits())
-        assert run.infos["termination"] == "env_error" and run.infos["state_hash"] is None
-        assert run.infos["error"].startswith("the state hash: ") and server.url in run.infos["error"]
-        assert run.infos["turns"] == 1  # the agent's one turn happened; the user's answer could not
+        assert run.infos.termination == "env_error" and run.infos.state_hash is None
+        assert run.infos.error.startswith("the state hash: ") and server.url in run.infos.error
+        assert run.infos.turns == 1  # the agent's one turn happened; the user's answer could not
 
     def test_the_run_records_it_and_goes_on(self, server: Failing, tmp_path: Path) -> None:
         domain = mcp_domain(server.url, "retail", name=f"mcp:retail-{server.how}-run", timeout=20)
@@ -150,10 +150,10 @@ class TestServerGoneAtAToolCall:
         domain = mcp_domain(server.url, "retail", name=f"mcp:retail-{server.how}-call", timeout=20)
         agent = FailsAtItsFirstCall(self.TASK, server)
         run = run_episode(domain, self.TASK, agent, ScriptedSimulator(), RolloutLimits())
-        assert run.infos["termination"] == "env_error" and run.infos["state_hash"] is None
-        error = run.infos["error"]
+        assert run.infos.termination == "env_error" and run.infos.state_hash is None
+        error = run.infos.error
         assert error.startswith("tool call find_user_id_by_name_zip: ") and server.url in error
-        assert (run.infos["turns"], run.infos["tool_calls"], run.infos["tool_errors"]) == (1, 0, 0)  # never scored
+        assert (run.infos.turns, run.infos.tool_calls, run.infos.tool_errors) == (1, 0, 0)  # never scored
 
 
 @pytest.mark.parametrize("use", ["tool call", "state hash", "export"])

@@ -91,7 +91,7 @@ def test_a_reply_with_a_lone_surrogate_is_retried_then_a_simulator_error(replies
 def test_an_empty_simulator_ends_the_episode_as_user_sim_error() -> None:
     with SimServer(faults=["empty", "null"], reply=REPLY) as server:
         result = run_episode(RETAIL, TASK, lambda messages: "done", fast(server.base_url), RolloutLimits())
-    assert result.infos["termination"] == "user_sim_error" and server.base_url in result.infos["error"]
+    assert result.infos.termination == "user_sim_error" and server.base_url in result.infos.error
 
 
 def test_an_unknown_model_stops_at_its_404_naming_what_it_serves() -> None:

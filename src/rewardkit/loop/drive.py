@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.envs import Domain
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import task_goal
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
@@ -26,7 +27,7 @@ from rewardkit.loop.user_sim.base import UserSimulator
 class EpisodeResult:
     task_id: str
     messages: list[dict[str, Any]]  # the conversation as the policy saw it, its own turns included
-    infos: dict[str, Any]  # what the scheduler puts in rollout_infos
+    infos: EpisodeRecord  # its JSON form is what the scheduler puts in rollout_infos
 
 
 GRACE_S = 1.0  # how long a stopped run waits for the episodes in flight to finish
@@ -50,7 +51,7 @@ class Conversation:
         task: Mapping[str, Any],
         episode: Episode | None,
         messages: list[dict[str, Any]],
-        unstarted: dict[str, Any] | None = None,
+        unstarted: EpisodeRecord | None = None,
     ) -> None:
         self.task_id, self.episode, self.messages, self._unstarted = str(task.get("id")), episode, messages, unstarted
 
@@ -68,7 +69,7 @@ class Conversation:
         try:
             episode = Episode(domain, task, simulator, limits, goal=task_goal(domain.name, task))
         except ENV_FAILURES as exc:  # the environment could not even be opened (nor the gold replayed on it)
-            return cls(task, None, [], Episode.unstarted(str(exc), simulator.name, env_ending(exc)))
+            return cls(task, None, [], EpisodeRecord.unstarted(str(exc), simulator.name, env_ending(exc)))
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]
         try:
             episode.prepare()  # the database copy, while the episodes started before this one wait on their openings
@@ -105,7 +106,8 @@ class Conversation:
 
     def result(self) -> EpisodeResult:
         if self.episode is None:
-            return EpisodeResult(self.task_id, [], self._unstarted or {})
+            assert self._unstarted is not None  # a conversation without an episode is built with its record
+            return EpisodeResult(self.task_id, [], self._unstarted)
         return EpisodeResult(self.task_id, self.messages, self.episode.infos())
 
     def close(self) -> None:

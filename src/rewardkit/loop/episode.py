@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from rewardkit.envs import Domain
 from rewardkit.envs.approvals import user_decision
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.harness import CallingEnvironment
 from rewardkit.envs.outcomes import Goal, Outcome, recorded_outcome
 from rewardkit.envs.simulated import ToolSimError
@@ -242,8 +243,8 @@ class Episode:
         )
         return recorded_outcome(state, audit)
 
-    def infos(self) -> dict[str, Any]:
-        """What the rewards and the logs need, JSON-serialisable (ms-swift's ``rollout_infos``).
+    def infos(self) -> EpisodeRecord:
+        """The episode's record: what the rewards and the logs read (its JSON form is ms-swift's ``rollout_infos``).
 
         A state that cannot be read at the end makes the episode ``env_error`` whatever ended it: its outcome
         cannot be judged."""
@@ -254,37 +255,19 @@ class Episode:
             audit = self._env("the audit", lambda env: env.audit(), force=True)  # an MCP adapter's own record
         except _EnvGone:
             state = None
-        return {
-            "state_hash": state,
-            "audit": audit,
-            "termination": self.termination.value if self.termination else None,
-            "turns": self.turns,
-            "tool_calls": self.tool_calls,
-            "tool_errors": self.tool_errors,
-            "policy_tokens": self.policy_tokens,
-            "agent_said": list(self.agent_said),
-            "transcript": "\n".join(self.transcript),
-            "user_sim": self.simulator.name,
-            "error": self.error,
-        }
-
-    @staticmethod
-    def unstarted(error: str, user_sim: str, ending: Termination = Termination.ENV_ERROR) -> dict[str, Any]:
-        """``infos()`` of an episode whose environment could not be opened (its server unreachable, its simulated
-        memory not written): it never started."""
-        return {
-            "state_hash": None,
-            "audit": [],
-            "termination": ending.value,
-            "turns": 0,
-            "tool_calls": 0,
-            "tool_errors": 0,
-            "policy_tokens": 0,
-            "agent_said": [],
-            "transcript": "",
-            "user_sim": user_sim,
-            "error": error,
-        }
+        return EpisodeRecord(
+            termination=self.termination.value if self.termination else None,
+            turns=self.turns,
+            tool_calls=self.tool_calls,
+            tool_errors=self.tool_errors,
+            policy_tokens=self.policy_tokens,
+            state_hash=state,
+            audit=tuple(audit),
+            agent_said=tuple(self.agent_said),
+            transcript="\n".join(self.transcript),
+            user_sim=self.simulator.name,
+            error=self.error,
+        )
 
     def close(self) -> None:
         if self._environment is None:  # never opened: nothing to release

@@ -15,32 +15,33 @@ infrastructure, and the policy's tokens.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rewardkit.envs.approvals import agent_rows
-from rewardkit.envs.termination import EXCLUDED
+from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.tool import ResultCode
 
 FILE = "rollouts.jsonl"  # one summary per GRPO step, beside ms-swift's logging.jsonl and completions.jsonl
 
 
-def summarize_rollouts(infos: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+def summarize_rollouts(infos: Sequence[Any]) -> dict[str, Any]:
     """Counts over the episodes whose ``rollout_infos`` came from the ``simulated_user`` scheduler."""
-    episodes = [i for i in infos if isinstance(i, Mapping) and "termination" in i]
+    records = (EpisodeRecord.read(i) for i in infos)
+    episodes = [r for r in records if r is not None and r.termination is not None]
     tools: dict[str, dict[str, int]] = {}
-    for info in episodes:
-        for row in agent_rows(info.get("audit") or []):  # the agent's calls, not the user's decisions
+    for record in episodes:
+        for row in agent_rows(record.audit or ()):  # the agent's calls, not the user's decisions
             counts = tools.setdefault(str(row.get("tool")), {"calls": 0, "errors": 0})
             counts["calls"] += 1
             counts["errors"] += row.get("code") != ResultCode.OK.value
-    tokens = [int(i.get("policy_tokens") or 0) for i in episodes]
+    tokens = [r.policy_tokens for r in episodes]
     return {
         "episodes": len(episodes),
-        "terminations": dict(Counter(str(i["termination"]) for i in episodes)),
-        "excluded": sum(str(i["termination"]) in EXCLUDED for i in episodes),  # str-valued members match
-        "turns": [int(i.get("turns") or 0) for i in episodes],
+        "terminations": dict(Counter(str(r.termination) for r in episodes)),
+        "excluded": sum(r.excluded for r in episodes),
+        "turns": [r.turns for r in episodes],
         "tools": dict(sorted(tools.items())),
-        "tool_errors": sum(int(i.get("tool_errors") or 0) for i in episodes),
+        "tool_errors": sum(r.tool_errors for r in episodes),
         "policy_tokens": {"mean": sum(tokens) / len(tokens) if tokens else None, "max": max(tokens, default=None)},
     }

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from rewardkit.envs.approvals import agent_rows, gate_counts
-from rewardkit.envs.termination import EXCLUDED
 from rewardkit.loop.drive import EpisodeResult
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 
@@ -28,8 +27,8 @@ class Scorer:
 
     def record(self, result: EpisodeResult, task: Mapping[str, Any], trial: int, run: str) -> dict[str, Any]:
         infos = result.infos
-        excluded = infos["termination"] in EXCLUDED  # str-valued members: the stored value matches
-        agent_calls = agent_rows(infos["audit"])  # not the user's approvals
+        excluded = infos.excluded
+        agent_calls = agent_rows(infos.audit or ())  # not the user's approvals
         columns = {"messages": [result.messages], "task": [task], "domain": [self.domain], "rollout_infos": [infos]}
         reward = None if excluded else self.completion([""], **columns)[0]
         tcr = None if excluded else self.rate([""], **columns)[0]
@@ -41,14 +40,14 @@ class Scorer:
             "status": "infra_error" if excluded else "ok",
             "reward": reward,
             "tcr": tcr,
-            "termination": infos["termination"],
-            "turns": infos["turns"],
-            "tool_calls": infos["tool_calls"],
-            "tool_errors": infos["tool_errors"],
+            "termination": infos.termination,
+            "turns": infos.turns,
+            "tool_calls": infos.tool_calls,
+            "tool_errors": infos.tool_errors,
             "tools": dict(Counter(str(a["tool"]) for a in agent_calls)),
             "call_codes": dict(Counter(str(a["code"]) for a in agent_calls)),
-            "gates": gate_counts(infos["audit"]),
-            "error": infos["error"],
-            "state_hash": infos["state_hash"],
+            "gates": gate_counts(infos.audit or ()),
+            "error": infos.error,
+            "state_hash": infos.state_hash,
             "messages": result.messages,
         }
