@@ -314,3 +314,20 @@ def test_the_kit_and_its_plugin_import_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split("\n")[:2] == ["['rewardkit.testing']", "[]"]
+
+
+# (gold, probe, margin, short of the gold): the one probe rule, which lint RECIPE applies to its means too
+SHORT_OF_GOLD = [
+    (1.0, 0.8, 0.1, True),  # 0.2 below: a margin and more
+    (1.0, 0.95, 0.1, False),  # 0.05 below: within the margin
+    (1.0, 0.9, 0.1, False),  # 1.0 - 0.9 is 0.0999...98 in floats: not a full margin, as lint RECIPE has always judged
+    (0.5, 0.5 - 1e-7, None, False),  # a near miss 1e-7 below: float noise (TOLERANCE 1e-6), not below
+    (0.5, 0.49, None, True),  # a near miss below the gold by more than the noise
+]
+
+
+@pytest.mark.parametrize(("gold", "probe", "margin", "short"), SHORT_OF_GOLD)
+def test_the_probe_rule(gold: float, probe: float, margin: float | None, short: bool) -> None:
+    from rewardkit.testing.checks import short_of_gold
+
+    assert short_of_gold(gold, probe, margin) is short

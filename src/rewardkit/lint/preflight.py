@@ -27,7 +27,7 @@ from rewardkit.files.jsonl import read_rows
 from rewardkit.lint.gold import NoGoldError, with_gold
 from rewardkit.lint.recipe import Recipe, RecipeError, build_rewards, read_recipe
 from rewardkit.lint.samples import Cell, correlation, expand, rates, score_all, weighted, zero_variance
-from rewardkit.testing.checks import TOLERANCE
+from rewardkit.testing.checks import short_of_gold
 from rewardkit.testing.content import NEAR_MISS, PER_ROW, all_probes
 
 
@@ -200,8 +200,8 @@ def _probe_check(
     per_row = name in PER_ROW
     # Rows where a reward raised on the gold or the probe say nothing of the probe (the errors check reports them).
     clean = [not any(cells[k][g].error or cells[k][p].error for k in weights) for g, p in pairs]
-    unnoticed = sum(ok and p >= g - TOLERANCE for ok, g, p in zip(clean, golds, scored, strict=True))
-    flagged = unnoticed > 0 if per_row else gap < limit
+    unnoticed = sum(ok and not short_of_gold(g, p, None) for ok, g, p in zip(clean, golds, scored, strict=True))
+    flagged = unnoticed > 0 if per_row else not short_of_gold(gold_mean, probe_mean, limit)
     through = _through(cells, weights, pairs)
     out.probes[name] = {
         "rows": len(pairs),

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from rewardkit.testing.checks import TOLERANCE, Context, guarded, shape_problem, short, value_problem
+from rewardkit.testing.checks import Context, guarded, shape_problem, short, short_of_gold, value_problem
 from rewardkit.testing.content import NEAR_MISS, all_probes
 from rewardkit.testing.hostile import HOSTILE, Outcome, bounded, describe, show, shrink
 from rewardkit.testing.probes import agent_turns, gold_text, said, shaped
@@ -111,11 +111,11 @@ def _probe_problem(ctx: Context, s: Any, gold: float, near_miss: bool) -> str | 
         return f"the probe's score breaks the values rules: {problem.removeprefix('value 0 is ')}"
     if s is None:
         return None
-    if near_miss and s >= gold - TOLERANCE:
+    if short_of_gold(gold, s, None if near_miss else ctx.margin):
+        return None
+    if near_miss:
         return f"scores {s:.4g}, its gold {gold:.4g} (a near miss must score below the gold)"
-    if not near_miss and s > gold - ctx.margin + 1e-12:
-        return f"scores {s:.4g}, its gold {gold:.4g} (needs <= {gold - ctx.margin:.4g}, margin {ctx.margin:g})"
-    return None
+    return f"scores {s:.4g}, its gold {gold:.4g} (needs <= {gold - ctx.margin:.4g}, margin {ctx.margin:g})"
 
 
 def _eligible(ctx: Context) -> list[int] | Check:

@@ -92,6 +92,19 @@ def same(a: Any, b: Any) -> bool:
     return x == y or (math.isnan(x) and math.isnan(y)) or abs(x - y) <= TOLERANCE
 
 
+def short_of_gold(gold: float, probe: float, margin: float | None) -> bool:
+    """The probe rule, the one copy that the kit (on each row) and ``lint RECIPE`` (on each row for a near miss and
+    ``do_nothing``, else on the means of the weighted sum) apply: a probe scores at least ``margin`` below its gold;
+    a near miss (``margin`` None) scores below it, by more than float noise (:data:`TOLERANCE`).
+
+    >>> short_of_gold(1.0, 0.8, 0.1), short_of_gold(1.0, 0.95, 0.1), short_of_gold(1.0, 0.95, None)
+    (True, False, True)
+    """
+    if margin is None:
+        return probe < gold - TOLERANCE
+    return gold - probe >= margin
+
+
 def first_difference(got: Any, expected: Sequence[Any]) -> int | None:
     """The first index where ``got`` differs from ``expected`` (the length when one is longer), else None."""
     if not isinstance(got, list | tuple):

@@ -54,6 +54,8 @@ NEAR_MISS = (*PLAN_PROBES, "wrong_argument")  # judged "below the gold", not "a 
 # Judged on each row, not by the mean over rows: the near misses, and do_nothing, which a reward that pays nothing
 # on a few tasks (a transfer, a refusal) lets through on those rows only, hidden in the mean of the others.
 PER_ROW = (*NEAR_MISS, "do_nothing")
+
+
 CONTENT_PROBES = (*CROSS_ROW, *PLAN_PROBES, *TOOL_PROBES)
 # Every probe the kit can build, form and content, each named once in this order.
 ALL_PROBES = tuple(dict.fromkeys((*COMPLETION_PROBES, *TOOL_USE_PROBES, *CONTENT_PROBES)))
