@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from rewardkit.loop.drive import run_episodes
 from rewardkit.loop.lockstep import episode_seed, run_lockstep
-from rewardkit.runs.spec import RunSpec, build_plan
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
 
 
 def timed(fn: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:

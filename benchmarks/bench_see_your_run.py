@@ -68,8 +68,8 @@ def fake_run(folder: Path, completions: int, steps: int) -> Path:
 
 def bench_audit(completions: int) -> None:
     from rewardkit.files.jsonl import read_jsonl
-    from rewardkit.runs.audit import load_run
-    from rewardkit.runs.audit_report import audit
+    from rewardkit.runs.training.audit import load_run
+    from rewardkit.runs.training.audit_report import audit
 
     folder = fake_run(Path(tempfile.mkdtemp()) / "run", completions, 50)
     read = best_of(lambda: list(read_jsonl(folder / "completions.jsonl")))
@@ -90,9 +90,9 @@ def bench_viewer(episodes: int) -> None:
         print("viewer: skipped (needs Debian's chromium and playwright)")
         return
     from rewardkit.envs import get_domain
-    from rewardkit.runs.spec import RunSpec
-    from rewardkit.runs.synthesis import synthesize_run
-    from rewardkit.runs.viewer import build, render
+    from rewardkit.runs.episodes.spec import RunSpec
+    from rewardkit.runs.episodes.synthesis import synthesize_run
+    from rewardkit.runs.viewer.page import build, render
 
     work = Path(tempfile.mkdtemp())
     spec = RunSpec(agent="gold", domain="retail", split="test", limit=10, workers=2)

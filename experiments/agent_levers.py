@@ -27,9 +27,9 @@ from rewardkit.pipelines.chain import GrpoRun, read_recipe
 from rewardkit.pipelines.levers import lever_flags, sampling_key, training_record
 from rewardkit.pipelines.stages import Context
 from rewardkit.recipes import recipe_path
-from rewardkit.runs.evaluation import evaluate_run
-from rewardkit.runs.paired import paired_items
-from rewardkit.runs.spec import task_ids
+from rewardkit.runs.episodes.evaluation import evaluate_run
+from rewardkit.runs.episodes.spec import task_ids
+from rewardkit.runs.stats.paired import paired_items
 
 # name -> overrides of the preset's GRPO recipe (lr 3e-5, 40 steps, 2 tasks x 16 rollouts a step, temperature 0.7).
 # A lever names every setting it was measured with beyond today's preset, so its row in docs/results.md reproduces.

@@ -26,7 +26,7 @@ from rewardkit.pipelines.planning import Options, PlanningPipeline
 from rewardkit.pipelines.planning_report import evaluate_model
 from rewardkit.pipelines.stages import Context
 from rewardkit.recipes import recipe_path
-from rewardkit.runs.paired import paired_items
+from rewardkit.runs.stats.paired import paired_items
 
 # name -> overrides of the preset's GRPO recipe (lr 1e-4 constant, 60 steps, 8 prompts x 8 completions a step,
 # temperature 1.0, beta 0, loss grpo, rewards scaled within each group). The levers were measured against the

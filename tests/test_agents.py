@@ -16,7 +16,7 @@ from rewardkit.loop.drive import run_episode
 from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.gold import GoldAgent, hermes_call
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.runs.scorer import Scorer
+from rewardkit.runs.episodes.scorer import Scorer
 
 RETAIL = get_domain("retail")
 # On task 24 a whole reply like this one completes the task (1.0): nothing to change, both materials said.

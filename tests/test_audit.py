@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rewardkit.runs.audit import AuditError, load_run, reweigh, step_figures
+from rewardkit.runs.training.audit import AuditError, load_run, reweigh, step_figures
 
 N = None  # a reward that returned None (logged as null)
 
@@ -153,7 +153,7 @@ def test_weights_must_match_the_rewards(tmp_path: Path, capsys) -> None:
 
 
 def test_the_live_diagnostics_episodes_join_their_steps(tmp_path: Path) -> None:
-    from rewardkit.runs.audit_report import audit
+    from rewardkit.runs.training.audit_report import audit
 
     folder = write_run(tmp_path / "run", ["1", "0.5"], [STEP, STEP])
     tools = {"get_order": {"calls": 6, "errors": 1}}

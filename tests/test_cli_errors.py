@@ -173,12 +173,12 @@ def test_recipe_list_advertises_only_runnable_pipelines(capsys) -> None:
 
 
 def test_a_bug_is_not_disguised_as_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rewardkit.runs.scoring
+    import rewardkit.runs.stats.scoring
 
     def boom(*_: object, **__: object) -> None:
         raise TypeError("a genuine bug")
 
-    monkeypatch.setattr(rewardkit.runs.scoring, "score_rows", boom)
+    monkeypatch.setattr(rewardkit.runs.stats.scoring, "score_rows", boom)
     with pytest.raises(TypeError, match="genuine bug"):
         main(["demo"])
 

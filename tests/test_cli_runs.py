@@ -15,12 +15,12 @@ import pytest
 from test_eval_metrics import A, B, run, write_jsonl
 
 from rewardkit.cli import main
-from rewardkit.runs import episode_log
-from rewardkit.runs import spec as spec_module
-from rewardkit.runs.episode_log import EpisodeLog, RunError
-from rewardkit.runs.metrics import compare, task_stats
-from rewardkit.runs.spec import RunSpec, build_plan
-from rewardkit.runs.tables import read_run, write_task_table
+from rewardkit.runs.episodes import episode_log
+from rewardkit.runs.episodes import spec as spec_module
+from rewardkit.runs.episodes.episode_log import EpisodeLog, RunError
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
+from rewardkit.runs.stats.metrics import compare, task_stats
+from rewardkit.runs.stats.tables import read_run, write_task_table
 
 EVAL = ["eval", "agent", "--agent", "gold", "--split", "test", "--trials", "1", "--no-progress"]
 SYNTH = ["synth", "agent", "--agent", "gold", "--tasks", "10", "--no-progress"]
@@ -121,7 +121,7 @@ def test_compare_options_are_checked(
 
 
 def test_the_bootstrap_in_batches_draws_what_one_array_draws(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardkit.runs import paired
+    from rewardkit.runs.stats import paired
 
     whole = compare(run(A), run(B), n_boot=3001, seed=5)
     monkeypatch.setattr(paired, "_BOOT_CELLS", 70)  # 10 paired tasks: batches of 7 resamples, the last of 5

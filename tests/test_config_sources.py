@@ -19,8 +19,8 @@ from rewardkit.cli import build_parser, main
 from rewardkit.cli.synth import _run_spec
 from rewardkit.config import ConfigError
 from rewardkit.loop.config import load_run_config
-from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.spec import run_config
+from rewardkit.runs.episodes.episode_log import RunError
+from rewardkit.runs.episodes.spec import run_config
 
 FILE = "FILE"  # the origin is the config file's path
 OPENAI = {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m"}
@@ -138,7 +138,7 @@ def test_a_flag_value_is_checked_naming_the_flag() -> None:
 
 
 def test_a_model_the_file_names_is_checked_naming_the_file(tmp_path: Path) -> None:
-    from rewardkit.runs.spec import build_plan
+    from rewardkit.runs.episodes.spec import build_plan
 
     with SimServer(models=["sim"]) as server:
         path = write(tmp_path, {"user_sim": {**OPENAI, "base_url": server.base_url, "model": "nope"}})

@@ -26,8 +26,8 @@ from rewardkit.loop.sampling import Sampling, rollout_sampling
 from rewardkit.pipelines.chain import read_recipe
 from rewardkit.pipelines.tiny_model import offline_env
 from rewardkit.recipes import recipe_path
-from rewardkit.runs.evaluation import evaluate_run
-from rewardkit.runs.spec import RunSpec
+from rewardkit.runs.episodes.evaluation import evaluate_run
+from rewardkit.runs.episodes.spec import RunSpec
 
 RECIPE = "agent/tiny_multiturn.yaml"
 ROLLOUTS = 32  # 2 steps x 16: two rows of the one task per step, 8 rollouts each

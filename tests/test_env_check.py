@@ -288,7 +288,7 @@ def test_retail_fails_only_what_its_data_fails(tmp_path: Path, capsys: pytest.Ca
 # reward paid each of these 1.0 unseen; now each is scored, and must be 0, a polite refusal included.
 @pytest.fixture(scope="module")
 def retail_checks() -> dict[str, Any]:
-    from rewardkit.runs.domain_check import check_domain
+    from rewardkit.runs.domains.domain_check import check_domain
 
     return {c.name: c for c in check_domain("retail").checks}
 

@@ -1,4 +1,4 @@
-"""``rewardkit.runs.episode_log``: the resumable log of a run's episodes, one JSON line each.
+"""``rewardkit.runs.episodes.episode_log``: the resumable log of a run's episodes, one JSON line each.
 
 Real files in a temporary directory: appending, resuming, a torn last line, a bad line named by file and line.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rewardkit.runs.episode_log import EpisodeLog, RunError
+from rewardkit.runs.episodes.episode_log import EpisodeLog, RunError
 
 RUN = "run-a"
 

@@ -16,7 +16,7 @@ import pytest
 from test_episode_log import record
 
 from rewardkit.files.lock import LockedError
-from rewardkit.runs.episode_log import EpisodeLog, RunError
+from rewardkit.runs.episodes.episode_log import EpisodeLog, RunError
 
 RUN = "run-a"
 TODO = "; remove the line, or start over with a new log"
@@ -51,7 +51,7 @@ def test_a_refused_open_releases_the_lock(tmp_path: Path) -> None:
 HOLD = """
 import sys, time
 from pathlib import Path
-from rewardkit.runs.episode_log import EpisodeLog
+from rewardkit.runs.episodes.episode_log import EpisodeLog
 log = EpisodeLog(Path(sys.argv[1]), "run-a", resume=False)
 print("ready", flush=True)
 time.sleep(60)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewardkit.cli import main
-from rewardkit.runs.metrics import (
+from rewardkit.runs.stats.metrics import (
     EvalError,
     TaskStats,
     compare,
@@ -20,8 +20,8 @@ from rewardkit.runs.metrics import (
     summarize_episodes,
     task_stats,
 )
-from rewardkit.runs.plots import plot_compare, plot_eval
-from rewardkit.runs.tables import read_run, write_task_table
+from rewardkit.runs.stats.plots import plot_compare, plot_eval
+from rewardkit.runs.stats.tables import read_run, write_task_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -28,9 +28,9 @@ from rewardkit.loop.agents import make_agent_factory
 from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim.base import GREETING, Progress, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.runs.episode_log import EpisodeLog
-from rewardkit.runs.spec import RunSpec, build_plan
-from rewardkit.runs.trials import run_trials
+from rewardkit.runs.episodes.episode_log import EpisodeLog
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
+from rewardkit.runs.episodes.trials import run_trials
 
 RETAIL = get_domain("retail")
 # Train tasks: 24 needs nothing done but the two materials said (a whole REPLY completes it, 1.0); 50 (a transfer)

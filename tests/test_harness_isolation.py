@@ -20,7 +20,7 @@ from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule, contradicti
 from rewardkit.envs.spec_domain import load_spec
 from rewardkit.envs.sqlite_env import Tables, environment
 from rewardkit.envs.tool import ResultCode, ToolSpec
-from rewardkit.runs.domain_check import check_domain
+from rewardkit.runs.domains.domain_check import check_domain
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "merchant_spec"

@@ -25,7 +25,7 @@ SWIFT_FREE = (
     "rewardkit.envs",
     "rewardkit.loop.episode",
     "rewardkit.pipelines.grpo_log",
-    "rewardkit.runs.scoring",
+    "rewardkit.runs.stats.scoring",
 )
 
 PROBE = """

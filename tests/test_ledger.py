@@ -12,8 +12,8 @@ from sim_server import SimServer
 import rewardkit.loop.ledger
 from rewardkit.cli import main
 from rewardkit.loop.ledger import Ledger, ledger_lines
-from rewardkit.runs.spec import RunSpec
-from rewardkit.runs.synthesis import synthesize_run
+from rewardkit.runs.episodes.spec import RunSpec
+from rewardkit.runs.episodes.synthesis import synthesize_run
 
 REPLY = "I need help with my order please"  # 7 words: 7 completion tokens on a usage=True server
 

@@ -11,7 +11,7 @@ import pytest
 from rewardkit.lint.gold import COMPLETION, with_gold
 from rewardkit.lint.samples import Cell, score_one, weighted
 from rewardkit.rewards.answers import load_schema
-from rewardkit.runs.scoring import ScoreTable
+from rewardkit.runs.stats.scoring import ScoreTable
 from rewardkit.testing.totals import weighted_total
 
 

@@ -33,9 +33,9 @@ from rewardkit.loop.drive import run_episode
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
-from rewardkit.runs.episode_log import EpisodeLog
-from rewardkit.runs.metrics import summarize_episodes
-from rewardkit.runs.trials import TrialPlan, run_trials
+from rewardkit.runs.episodes.episode_log import EpisodeLog
+from rewardkit.runs.episodes.trials import TrialPlan, run_trials
+from rewardkit.runs.stats.metrics import summarize_episodes
 
 RETAIL = get_domain("retail")
 TASKS = RETAIL.tasks()

@@ -35,8 +35,8 @@ from rewardkit.loop.drive import run_episode
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_sim.base import Progress, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.runs.episode_log import EpisodeLog
-from rewardkit.runs.trials import TrialPlan, run_trials
+from rewardkit.runs.episodes.episode_log import EpisodeLog
+from rewardkit.runs.episodes.trials import TrialPlan, run_trials
 
 RETAIL = get_domain("retail")
 TASKS = RETAIL.tasks()

@@ -1,4 +1,4 @@
-"""Seed spread, paired-by-item comparisons over seeds, and the sign test's verdict (rewardkit.runs.paired,
+"""Seed spread, paired-by-item comparisons over seeds, and the sign test's verdict (rewardkit.runs.stats.paired,
 rewardkit.pipelines.evidence): the arithmetic the chains' summaries rest on."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from rewardkit.pipelines.chain import ChainOptions, grpo_runs
 from rewardkit.pipelines.evidence import model_kinds, per_kind, sign_test
-from rewardkit.runs.paired import PairingError, paired_items, seed_means, spread
+from rewardkit.runs.stats.paired import PairingError, paired_items, seed_means, spread
 
 
 @pytest.mark.parametrize(

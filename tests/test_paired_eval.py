@@ -15,8 +15,8 @@ from pathlib import Path
 from _tiny_agent import OPEN_TASK, TASK
 
 from rewardkit.loop.lockstep import episode_seed, turn_seed
-from rewardkit.runs.evaluation import evaluate_run
-from rewardkit.runs.spec import RunSpec
+from rewardkit.runs.episodes.evaluation import evaluate_run
+from rewardkit.runs.episodes.spec import RunSpec
 
 
 def test_seeds_are_per_task_trial_and_turn_and_stable() -> None:

@@ -129,7 +129,7 @@ def test_a_judge_keeps_its_reason_and_whose_fault() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["rewardkit.loop.roles", "rewardkit.loop.judge", "rewardkit.envs.memory", "rewardkit.runs.blueprints"]
+    "name", ["rewardkit.loop.roles", "rewardkit.loop.judge", "rewardkit.envs.memory", "rewardkit.runs.tasks.blueprints"]
 )
 def test_the_docstring_examples_of_the_b1_modules_hold(name: str) -> None:
     module = importlib.import_module(name)

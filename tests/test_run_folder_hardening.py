@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from rewardkit.cli import main
 from rewardkit.files.jsonl import loads_strict
-from rewardkit.runs.viewer import MARKER, embed, render
+from rewardkit.runs.viewer.page import MARKER, embed, render
 
 ARGS = {"reward_funcs": ["json_valid", "expert_match"], "reward_weights": [1.0, 0.5], "num_generations": 2}
 TABLE = {
@@ -172,7 +172,7 @@ def test_non_finite_rewards_and_empty_logs_are_one_line(tmp_path: Path, capsys, 
 
 
 def test_nan_is_how_ms_swift_logs_a_none_reward(tmp_path: Path) -> None:
-    from rewardkit.runs.audit import load_run
+    from rewardkit.runs.training.audit import load_run
 
     nan = run_folder(tmp_path / "nan", raw=json.dumps(TABLE).replace("null", "NaN") + "\n")
     null = run_folder(tmp_path / "null")

@@ -15,8 +15,8 @@ from sim_server import SimServer, free_port
 
 from rewardkit.cli import main
 from rewardkit.loop.endpoint import check_model
-from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.spec import RunSpec, build_plan
+from rewardkit.runs.episodes.episode_log import RunError
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
 
 GOLD = {"domain": "retail", "agent": "gold", "split": "train", "tasks": ("50",)}
 

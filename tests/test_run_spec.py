@@ -16,7 +16,7 @@ from rewardkit.cli import build_parser, main
 from rewardkit.cli.synth import _run_spec
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.recipes import recipe_path
-from rewardkit.runs.spec import RunSpec
+from rewardkit.runs.episodes.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 HINT = "episode(s) hit an infrastructure error; rerun with --resume to retry them"
@@ -90,7 +90,7 @@ def test_tasks_are_split_on_commas_and_none_means_all(tasks: str, expected: tupl
 # "" and "," once meant the whole split, silently; an option that names no task is now an error.
 @pytest.mark.parametrize("tasks", ["", ",", " , ", "\t"])
 def test_a_tasks_option_without_ids_is_an_error(tasks: str) -> None:
-    from rewardkit.runs.episode_log import RunError
+    from rewardkit.runs.episodes.episode_log import RunError
 
     with pytest.raises(RunError, match=r"^--tasks .* names no task id; give comma-separated ids"):
         parsed("synth", "--agent", "gold", "--tasks", tasks)
@@ -203,7 +203,7 @@ def test_the_agent_data_stage_synthesises_in_process(tmp_path: Path) -> None:
 
 
 def build_plan_meta(spec: RunSpec) -> dict:
-    from rewardkit.runs.spec import build_plan
+    from rewardkit.runs.episodes.spec import build_plan
 
     return build_plan(spec)[1]
 
@@ -224,7 +224,7 @@ def test_runs_and_pipelines_never_import_argparse(folder: str) -> None:
 @pytest.fixture
 def unreachable_tools(monkeypatch: pytest.MonkeyPatch) -> None:
     """The retail domain with a tools' server that cannot be reached: every episode ends in env_error."""
-    import rewardkit.runs.spec as spec_module
+    import rewardkit.runs.episodes.spec as spec_module
 
     def unreachable(db_path: object) -> object:
         raise ConnectionError("tools' server at 127.0.0.1:1 refused the connection")
@@ -259,7 +259,7 @@ def test_an_env_error_episode_earns_the_resume_hint(
 
 
 def test_every_excluded_ending_counts_as_infrastructure() -> None:
-    from rewardkit.runs.synthesis import infrastructure_errors
+    from rewardkit.runs.episodes.synthesis import infrastructure_errors
 
     rejected = {t.value: 1 for t in EXCLUDED} | {"task_failed": 5, "duplicate": 2}
     assert infrastructure_errors({"rejected": rejected}) == len(EXCLUDED) == 4  # user, agent, env, tool simulator

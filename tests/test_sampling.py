@@ -10,8 +10,8 @@ import torch
 from scipy.stats import chisquare
 
 from rewardkit.loop.sampling import TRANSFORMERS_TOP_K, Sampling, SeededSampler, rollout_sampling
-from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.spec import RunSpec, build_plan
+from rewardkit.runs.episodes.episode_log import RunError
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
 
 # (recipe keys, how its rollouts sample). ms-swift's GRPO defaults: temperature 0.9, top_k -1, top_p 1.0.
 RECIPES = [

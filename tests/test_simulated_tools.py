@@ -23,10 +23,10 @@ from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule, contradicti
 from rewardkit.envs.spec_domain import held_out, load_spec
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.tool_sim import MemoryWriter, ToolModel, simulated_domain
-from rewardkit.runs.domain_check import check_domain
-from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.spec import RunSpec
-from rewardkit.runs.synthesis import synthesize_run
+from rewardkit.runs.domains.domain_check import check_domain
+from rewardkit.runs.episodes.episode_log import RunError
+from rewardkit.runs.episodes.spec import RunSpec
+from rewardkit.runs.episodes.synthesis import synthesize_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "merchant_spec"

@@ -20,8 +20,8 @@ import pytest
 from rewardkit.cli import main
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.spec_domain import load_spec
-from rewardkit.runs.domain_check import check_domain
-from rewardkit.runs.domain_data_check import splits_check
+from rewardkit.runs.domains.domain_check import check_domain
+from rewardkit.runs.domains.domain_data_check import splits_check
 
 ITEM_ID = {"type": "string", "pattern": "^I[0-9]{2}$"}
 KEY = {"type": "string", "minLength": 1}

@@ -24,7 +24,7 @@ from test_spec_hardening import SPEC, write_spec
 from rewardkit.envs import registry
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.spec_domain import load_spec
-from rewardkit.runs.domain_check import check_domain
+from rewardkit.runs.domains.domain_check import check_domain
 
 
 def _paths(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:

@@ -1,4 +1,4 @@
-"""rewardkit.runs.step_check: did each GRPO update make its favoured rollouts more likely?
+"""rewardkit.runs.training.step_check: did each GRPO update make its favoured rollouts more likely?
 
 End to end: real `swift rlhf` on the tiny model with a reward that always varies within a group (the share of the
 letter e in the completion), a checkpoint after every step. Trained on it, the updates follow the reward; trained on
@@ -18,9 +18,9 @@ import pytest
 from test_e2e_grpo import CPU_FLAGS, EXAMPLES, ROOT, SWIFT, tiny_model  # noqa: F401 (a fixture)
 
 from rewardkit.pipelines.tiny_model import offline_env
-from rewardkit.runs.audit import AuditError, Run, Step, load_run
-from rewardkit.runs.audit_report import write_audit
-from rewardkit.runs.step_check import (
+from rewardkit.runs.training.audit import AuditError, Run, Step, load_run
+from rewardkit.runs.training.audit_report import write_audit
+from rewardkit.runs.training.step_check import (
     advantage_rule,
     per_sequence_mean,
     policy_text,

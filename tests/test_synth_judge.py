@@ -19,9 +19,9 @@ from rewardkit.cli import main
 from rewardkit.data_builders import trajectories
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.loop.judge import Verdict
-from rewardkit.runs import synthesis
-from rewardkit.runs.faults import FAULTS, PARTIES, fault_of
-from rewardkit.runs.synthesis import select
+from rewardkit.runs.episodes import synthesis
+from rewardkit.runs.episodes.faults import FAULTS, PARTIES, fault_of
+from rewardkit.runs.episodes.synthesis import select
 
 ACCEPT = '{"verdict": "accept", "reason": "policy followed", "fault": null}'
 GARBAGE = "I think this trajectory is fine."  # no JSON: refused, asked again

@@ -19,11 +19,11 @@ from rewardkit.cli import main
 from rewardkit.envs import get_domain
 from rewardkit.envs.registry import new_domain
 from rewardkit.loop.roles import JsonRole
-from rewardkit.runs.domain_check import check_domain
-from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.spec import RunSpec, build_plan
-from rewardkit.runs.task_checks import Seen, rejection
-from rewardkit.runs.task_gen import generate, to_task
+from rewardkit.runs.domains.domain_check import check_domain
+from rewardkit.runs.episodes.episode_log import RunError
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
+from rewardkit.runs.tasks.task_checks import Seen, rejection
+from rewardkit.runs.tasks.task_gen import generate, to_task
 
 ACCEPT = '{"verdict": "accept", "reason": "realistic and solvable", "fault": null}'
 REJECT = '{"verdict": "reject", "reason": "the member never said which copy", "fault": "user"}'

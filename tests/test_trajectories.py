@@ -11,7 +11,7 @@ import pytest
 from rewardkit.data_builders.trajectories import EMPTY_TURN, MALFORMED, NO_AGENT_TURN, sft_row
 from rewardkit.envs import get_domain
 from rewardkit.loop.gold import hermes_call
-from rewardkit.runs.synthesis import select
+from rewardkit.runs.episodes.synthesis import select
 
 TOOLS_JSON = json.dumps(get_domain("retail").tool_specs(), ensure_ascii=False)
 SYSTEM = {"role": "system", "content": "policy"}

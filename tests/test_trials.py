@@ -22,9 +22,9 @@ from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_sim.base import Progress, SimulatorError, Turn
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
-from rewardkit.runs.episode_log import EpisodeLog, RunError
-from rewardkit.runs.selection import select_tasks
-from rewardkit.runs.trials import TrialPlan, run_trials
+from rewardkit.runs.episodes.episode_log import EpisodeLog, RunError
+from rewardkit.runs.episodes.selection import select_tasks
+from rewardkit.runs.episodes.trials import TrialPlan, run_trials
 
 DOMAIN = get_domain("retail")
 RUN = "run-a"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rewardkit.cli import main
-from rewardkit.runs.synthesis import select
-from rewardkit.runs.viewer import ViewerError, read_verdicts, render, state_diff
+from rewardkit.runs.episodes.synthesis import select
+from rewardkit.runs.viewer.page import ViewerError, read_verdicts, render, state_diff
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,8 @@ LAYERS: tuple[tuple[Package, ...], ...] = (
         Package(
             "rewardkit.runs",
             "src/rewardkit/runs",
-            "runs of the loop and the rewards: run spec, episode log, synthesis, evaluation, metrics, plots, scoring",
+            "runs of the loop and the rewards, a folder per family: episodes (synth, eval), stats, training (audit), "
+            "viewer, tasks, domains",
         ),
     ),
     (

@@ -72,7 +72,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     from rewardkit.files.jsonl import read_rows
     from rewardkit.rewards import REWARDS, MissingColumnError
-    from rewardkit.runs.scoring import score_rows
+    from rewardkit.runs.stats.scoring import score_rows
 
     path = Path(args.data)
     rows = read_rows(path, "--data", required=("completion",))

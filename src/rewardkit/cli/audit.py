@@ -46,7 +46,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _weights(text: str) -> list[float]:
-    from rewardkit.runs.audit import MAX_WEIGHT, weight
+    from rewardkit.runs.training.audit import MAX_WEIGHT, weight
 
     values = [weight(part) for part in text.split(",")]
     if None in values:
@@ -62,7 +62,7 @@ def _step_weights(text: str) -> list[float] | str:
 
 def _one_per_reward(flag: str, weights: list[float] | None, names: tuple[str, ...]) -> None:
     """A weights flag holds one weight per reward of the run, in its order."""
-    from rewardkit.runs.audit import AuditError
+    from rewardkit.runs.training.audit import AuditError
 
     if weights is not None and len(weights) != len(names):
         raise AuditError(f"{flag}: {len(weights)} weights for the run's {len(names)} rewards {names}")
@@ -72,8 +72,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import numpy as np
 
     from rewardkit.files.outputs import check_outputs
-    from rewardkit.runs.audit import find_run, load_run, reweigh, run_inputs
-    from rewardkit.runs.audit_report import write_audit
+    from rewardkit.runs.training.audit import find_run, load_run, reweigh, run_inputs
+    from rewardkit.runs.training.audit_report import write_audit
 
     folder = find_run(args.run)
     out = args.out if args.out is not None else folder / "audit"
@@ -89,7 +89,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         weights = None if args.weights is None else np.array(args.weights)
         extra["plan"] = {"weights": args.weights, "normalize": args.normalize, **reweigh(run, weights, args.normalize)}
     if args.step_check is not None:
-        from rewardkit.runs.step_check import step_check
+        from rewardkit.runs.training.step_check import step_check
 
         chosen = None if args.step_check == "run" else args.step_check
         _one_per_reward("--step-check", chosen, run.names)

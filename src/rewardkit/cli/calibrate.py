@@ -33,7 +33,7 @@ def cmd_calibrate_think(args: argparse.Namespace) -> int:
     from rewardkit.files.outputs import OutputSet, check_outputs
     from rewardkit.rewards.config import load_config
     from rewardkit.rewards.think_length import ThinkLengthConfig
-    from rewardkit.runs.calibrate import calibrate, plot
+    from rewardkit.runs.training.calibrate import calibrate, plot
 
     given = [(flag, path) for flag, path in (("--plot", args.plot), ("--json", args.json)) if path is not None]
     check_outputs([("DATA", args.data), *([("--config", args.config)] if args.config else [])], given)

@@ -225,8 +225,8 @@ def cmd_env_check(args: argparse.Namespace) -> int:
 
     from rewardkit.envs import get_domain
     from rewardkit.lint.render import checks_table
-    from rewardkit.runs.domain_check import check_domain
-    from rewardkit.runs.task_file import read_tasks
+    from rewardkit.runs.domains.domain_check import check_domain
+    from rewardkit.runs.tasks.task_file import read_tasks
     from rewardkit.testing.report import safe_text
 
     domain = get_domain(args.domain)  # DomainError: one line, exit 2

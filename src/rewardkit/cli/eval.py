@@ -17,9 +17,9 @@ from rewardkit.cli.synth import _add_run_options, _resume_hint, _retry_hint, _ru
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet, check_outputs
 from rewardkit.loop.ledger import ledger_lines
-from rewardkit.runs.evaluation import FILES, evaluate_run, headline
-from rewardkit.runs.metrics import EvalError, compare
-from rewardkit.runs.tables import read_run
+from rewardkit.runs.episodes.evaluation import FILES, evaluate_run, headline
+from rewardkit.runs.stats.metrics import EvalError, compare
+from rewardkit.runs.stats.tables import read_run
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -106,7 +106,7 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     text = dumps(result, indent=2, allow_nan=False) + "\n"  # NaN here is a bug
     png = None
     if args.png:  # drawn before anything is written: --out and --png land together or not at all
-        from rewardkit.runs.plots import render_compare
+        from rewardkit.runs.stats.plots import render_compare
 
         png = render_compare(result, f"{b_path} against {a_path}", (a_path.name, b_path.name), f"--png {args.png}")
     with OutputSet() as staged:

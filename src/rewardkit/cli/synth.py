@@ -2,7 +2,7 @@
 
 ``add_parsers(sub)`` adds ``synth``; its handler is ``cmd_synth_agent``. The run options it shares with
 ``eval agent`` are declared here once (``_add_run_options``) and mapped onto a
-:class:`~rewardkit.runs.spec.RunSpec` (``_run_spec``); ``rewardkit.cli.eval`` uses both.
+:class:`~rewardkit.runs.episodes.spec.RunSpec` (``_run_spec``); ``rewardkit.cli.eval`` uses both.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from rewardkit.files.outputs import check_outputs
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.ledger import ledger_lines
 from rewardkit.loop.user_sim.config import UserSimConfig
-from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.spec import RULES, RunSpec, task_ids
-from rewardkit.runs.trials import resume_hint
+from rewardkit.runs.episodes.episode_log import RunError
+from rewardkit.runs.episodes.spec import RULES, RunSpec, task_ids
+from rewardkit.runs.episodes.trials import resume_hint
 
 if TYPE_CHECKING:
-    from rewardkit.runs.judging import JudgeOptions
+    from rewardkit.runs.episodes.judging import JudgeOptions
 
 
 def _add_sampling(who: argparse._ArgumentGroup) -> None:
@@ -264,15 +264,15 @@ def _judge_options(args: argparse.Namespace) -> JudgeOptions | None:
         if given:
             raise RunError(f"--{given[0].replace('_', '-')} configures the judge: add --judge URL")
         return None
-    from rewardkit.runs.judging import JudgeOptions
+    from rewardkit.runs.episodes.judging import JudgeOptions
 
     retries = JudgeOptions.retries if args.judge_retries is None else args.judge_retries
     return JudgeOptions(args.judge, args.judge_model, args.judge_cache, retries)
 
 
 def cmd_synth_agent(args: argparse.Namespace) -> int:
-    from rewardkit.runs.judging import judge_errors
-    from rewardkit.runs.synthesis import headline, infrastructure_errors, synthesize_run
+    from rewardkit.runs.episodes.judging import judge_errors
+    from rewardkit.runs.episodes.synthesis import headline, infrastructure_errors, synthesize_run
 
     judge = _judge_options(args)
     inputs = _run_inputs(args) + ([("--verdicts", args.verdicts)] if args.verdicts else [])

@@ -75,7 +75,7 @@ def cmd_tasks_generate(args: argparse.Namespace) -> int:
     from rewardkit.loop.ledger import ledger_lines
     from rewardkit.loop.replies import ReplyStore
     from rewardkit.loop.roles import JsonRole
-    from rewardkit.runs.task_gen import PROMPT_VERSION, generate, headline
+    from rewardkit.runs.tasks.task_gen import PROMPT_VERSION, generate, headline
 
     n, attempts, workers = (_count(args, f) for f in ("n", "attempts", "workers"))
     if args.judge_model is not None and args.judge is None:

@@ -28,8 +28,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from rewardkit.files.outputs import check_outputs
-    from rewardkit.runs.audit import find_run, load_run, run_inputs
-    from rewardkit.runs.viewer import build, build_grpo, log_domain, read_log
+    from rewardkit.runs.training.audit import find_run, load_run, run_inputs
+    from rewardkit.runs.viewer.page import build, build_grpo, log_domain, read_log
 
     if args.log.is_dir() and not (args.log / "episodes.jsonl").is_file():  # a swift rlhf output folder
         run = find_run(args.log)
@@ -46,7 +46,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 def _write(out: Path, view: dict) -> int:
     from rewardkit.files.outputs import OutputSet
-    from rewardkit.runs.viewer import render
+    from rewardkit.runs.viewer.page import render
 
     with OutputSet() as outputs:
         outputs.write_text(out, render(view), "--out")

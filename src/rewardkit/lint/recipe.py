@@ -26,7 +26,7 @@ from rewardkit.config import ENV_VAR
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import kind
 from rewardkit.recipes.schedule import DEFAULT_GENERATIONS
-from rewardkit.runs.audit import MAX_WEIGHT
+from rewardkit.runs.training.audit import MAX_WEIGHT
 
 
 class RecipeError(UserError, ValueError):

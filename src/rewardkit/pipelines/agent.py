@@ -39,7 +39,7 @@ from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_p
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
 from rewardkit.recipes import recipe_path
-from rewardkit.runs.spec import RunSpec
+from rewardkit.runs.episodes.spec import RunSpec
 
 MAX_POSITIONS = 4096  # the tiny model's: multi-turn conversations are longer than planning's prompts
 DOMAIN_FIELD = "{domain}"  # in a preset's system prompt file: replaced by the domain's name
@@ -188,7 +188,7 @@ class AgentPipeline(Chain):
         (:func:`~rewardkit.envs.tasks.scripted_actions`), or with the fewest any of them has when that is more. A task
         that an episode doing nothing completes is left out (:meth:`paid_for_nothing`), named on ``ctx``'s data
         stage."""
-        from rewardkit.runs.selection import select_tasks
+        from rewardkit.runs.episodes.selection import select_tasks
 
         usable, _ = select_tasks(self.domain, "train", None, None)
         paid = self.paid_for_nothing(usable)
@@ -207,7 +207,7 @@ class AgentPipeline(Chain):
         """The ids of ``tasks`` that ``task_completion`` pays an episode with no tool call for (``env check``'s
         ``do_nothing``): the reward cannot tell them done, and GRPO would teach the policy to do nothing."""
         from rewardkit.rewards import TaskCompletion
-        from rewardkit.runs.domain_check import episode_checks
+        from rewardkit.runs.domains.domain_check import episode_checks
 
         reward = TaskCompletion()
         return [str(t["id"]) for t in tasks if not episode_checks(reward, self.ref, t["id"], t, False)[0].passed]
@@ -237,7 +237,7 @@ class AgentPipeline(Chain):
         from rewardkit.data_builders import write_jsonl
         from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
         from rewardkit.files.outputs import atomic_write_text, atomic_writer
-        from rewardkit.runs.synthesis import headline, synthesize_run
+        from rewardkit.runs.episodes.synthesis import headline, synthesize_run
 
         out = ctx.workdir / "data"
         tasks = self.train_tasks(ctx)
@@ -268,7 +268,7 @@ class AgentPipeline(Chain):
         from rewardkit.data_builders import write_jsonl
         from rewardkit.files.jsonl import read_jsonl
         from rewardkit.files.outputs import atomic_writer
-        from rewardkit.runs.evaluation import evaluate_run
+        from rewardkit.runs.episodes.evaluation import evaluate_run
 
         low, high = self.band or (0.0, 1.0)
         out = ctx.workdir / "select"
@@ -328,7 +328,7 @@ class AgentPipeline(Chain):
         def run(ctx: Context) -> dict[str, Any]:
             # In-process (`rewardkit eval agent`'s own code): one interpreter start instead of one per split.
             from rewardkit.pipelines.agent_report import MODES, SPLITS
-            from rewardkit.runs.evaluation import evaluate_run, headline
+            from rewardkit.runs.episodes.evaluation import evaluate_run, headline
 
             user = self.opts.eval_user or self.opts.user
             limits = {"train": self.opts.eval_train_tasks, "test": self.opts.eval_tasks}

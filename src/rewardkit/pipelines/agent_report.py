@@ -12,7 +12,7 @@ from rewardkit.files.jsonl import dumps, read_jsonl
 from rewardkit.files.outputs import atomic_write_text
 from rewardkit.pipelines import evidence
 from rewardkit.pipelines.stages import Context
-from rewardkit.runs.metrics import episodes, task_order, task_stats
+from rewardkit.runs.stats.metrics import episodes, task_order, task_stats
 
 BAD_CALLS = ("SCHEMA_VIOLATION", "UNKNOWN_TOOL")  # a call the harness could not even run
 SPLITS = ("train", "test")  # the training tasks and the held-out split

@@ -216,8 +216,8 @@ class Chain:
 
     def audit(self, ctx: Context, run_dir: Path) -> Path:
         """``rewardkit audit`` of a finished GRPO run, into ``RUN_DIR/audit`` (summary, dashboard and JSON)."""
-        from rewardkit.runs.audit import load_run
-        from rewardkit.runs.audit_report import write_audit
+        from rewardkit.runs.training.audit import load_run
+        from rewardkit.runs.training.audit_report import write_audit
 
         out = run_dir / "audit"
         write_audit(load_run(run_dir), out, self.grpo_config(ctx), json_path=out / "audit.json")

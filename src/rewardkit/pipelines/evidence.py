@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.pipelines.chain import GrpoRun
-from rewardkit.runs.paired import paired_items, spread
+from rewardkit.runs.stats.paired import paired_items, spread
 
 KINDS = ("base", "sft", "grpo", "control", "inverted")
 LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO", "control": "control (lr 1e-12)", "inverted": "inverted reward"}
@@ -67,7 +67,7 @@ def direction(diff: float) -> str:
 
 def sign_test(grpo: Mapping[str, Any], inverted: Mapping[str, Any], metric: str) -> dict[str, Any]:
     """The normal run against the control and the inverted run against the control, on one metric (two
-    :func:`rewardkit.runs.paired.paired_items` results). The gradient path is right when the normal run
+    :func:`rewardkit.runs.stats.paired.paired_items` results). The gradient path is right when the normal run
     moves the metric up and the inverted run moves it down; both the same way means it is broken."""
     keep = ("diff", "ci", "items", "up", "down")
     moves = {"grpo": direction(grpo["diff"]), "inverted": direction(inverted["diff"])}

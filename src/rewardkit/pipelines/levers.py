@@ -32,8 +32,8 @@ def training_record(run_dir: Path, rewards: Sequence[str]) -> dict[str, Any]:
     """A finished lever run: the rollouts' mean ``rewards`` (ms-swift's columns, ``reward`` the weighted total) in
     the first and last quarter of its steps, the mean share of groups with no reward variance (no gradient), and
     the step check's verdicts and mean update cosine."""
-    from rewardkit.runs.audit import load_run
-    from rewardkit.runs.step_check import step_check
+    from rewardkit.runs.training.audit import load_run
+    from rewardkit.runs.training.step_check import step_check
 
     steps = summarize_steps(grpo_steps(run_dir / "logging.jsonl"))
     shares = [s for s in steps["zero_std_share"] if s is not None]

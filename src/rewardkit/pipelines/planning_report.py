@@ -22,7 +22,7 @@ from rewardkit.files.outputs import atomic_write_text, atomic_writer
 from rewardkit.pipelines import evidence
 from rewardkit.pipelines.stages import Context
 from rewardkit.rewards.answers import parse
-from rewardkit.runs.scoring import score_rows
+from rewardkit.runs.stats.scoring import score_rows
 
 if TYPE_CHECKING:
     from rewardkit.loop.sampling import Sampling

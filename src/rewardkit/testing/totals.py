@@ -3,7 +3,7 @@
 ms-swift turns a reward's None into NaN, multiplies each reward's scores by its weight and sums with
 ``torch.nansum``: a None or NaN score adds 0 to the completion's total. Infinite scores count 0 here too: the
 kit's ``values`` check rejects them, and a sum with one in it says nothing about the others. ``rewardkit score``
-(:mod:`rewardkit.runs.scoring`) and ``rewardkit lint RECIPE`` (:mod:`rewardkit.lint.samples`) both add with
+(:mod:`rewardkit.runs.stats.scoring`) and ``rewardkit lint RECIPE`` (:mod:`rewardkit.lint.samples`) both add with
 :func:`weighted_total`, so their totals are the same for the same scores.
 """
 

@@ -32,8 +32,8 @@ from rewardkit.loop.ledger import cost
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.config import load_config
 from rewardkit.rewards.think_length import ThinkLengthConfig
-from rewardkit.runs.audit import COUNTS, Run, read_rollouts, step_figures
-from rewardkit.runs.plots import _png, _pyplot
+from rewardkit.runs.stats.plots import _png, _pyplot
+from rewardkit.runs.training.audit import COUNTS, Run, read_rollouts, step_figures
 
 ZERO_VARIANCE_FLAG = 0.4
 DRIVER_FLAG = 0.8

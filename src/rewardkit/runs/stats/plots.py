@@ -18,7 +18,7 @@ import numpy as np
 
 from rewardkit.errors import UserError
 from rewardkit.files.outputs import OutputSet
-from rewardkit.runs.metrics import TaskStats
+from rewardkit.runs.stats.metrics import TaskStats
 
 
 class PlotError(UserError, ValueError):

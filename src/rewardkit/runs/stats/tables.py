@@ -15,8 +15,8 @@ from typing import Any
 
 from rewardkit.files.jsonl import kind, read_jsonl
 from rewardkit.files.outputs import OutputSet
-from rewardkit.runs.metrics import TABLE_COLUMNS, EvalError, TaskStats
-from rewardkit.runs.records import is_number, record_problem
+from rewardkit.runs.episodes.records import is_number, record_problem
+from rewardkit.runs.stats.metrics import TABLE_COLUMNS, EvalError, TaskStats
 
 
 def _line_number(path: Path, index: int) -> int:

@@ -1,5 +1,5 @@
 """The checks of ``rewardkit env check`` on a domain's data as a whole: its task ids, its splits, its policy and its
-user simulator's guidelines (the per-task and per-tool checks are in :mod:`rewardkit.runs.domain_check`).
+user simulator's guidelines (the per-task and per-tool checks are in :mod:`rewardkit.runs.domains.domain_check`).
 
 A finding says how to fix it where the domain declares it: a domain given as a spec (:func:`is_spec`) by the keys of
 its ``domain.json``, whose author writes no Python; any other domain by the arguments of its ``Domain``."""

@@ -1,8 +1,8 @@
 """K trials of every task through the shared agent <-> user <-> database loop, into an episode log.
 
 The engine under ``rewardkit synth`` and ``rewardkit eval``: :func:`run_trials` runs every (task, trial)
-of a :class:`TrialPlan` that the log lacks, scores each finished episode (:mod:`rewardkit.runs.scorer`)
-and appends it to the log (:mod:`rewardkit.runs.episode_log`) as soon as it ends. A run stopped by an
+of a :class:`TrialPlan` that the log lacks, scores each finished episode (:mod:`rewardkit.runs.episodes.scorer`)
+and appends it to the log (:mod:`rewardkit.runs.episodes.episode_log`) as soon as it ends. A run stopped by an
 interrupt or a fault carries a hint saying how to resume it (:func:`resume_hint`).
 """
 
@@ -21,9 +21,9 @@ from rewardkit.loop.endpoint import EndpointConfigError
 from rewardkit.loop.ledger import Ledger
 from rewardkit.loop.lockstep import episode_seed, run_lockstep
 from rewardkit.loop.user_sim.base import UserSimulator
-from rewardkit.runs.episode_log import EpisodeLog
-from rewardkit.runs.progress import ProgressBar
-from rewardkit.runs.scorer import Scorer
+from rewardkit.runs.episodes.episode_log import EpisodeLog
+from rewardkit.runs.episodes.progress import ProgressBar
+from rewardkit.runs.episodes.scorer import Scorer
 
 HINT = "rewardkit_resume_hint"  # the attribute of an exception that stopped run_trials: how to resume
 

@@ -23,7 +23,7 @@ from rewardkit.errors import UserError
 from rewardkit.files.jsonl import json_problem, kind, lines
 from rewardkit.loop.rollouts import FILE
 from rewardkit.rewards.groups import TOL, group_shares, totals
-from rewardkit.runs.records import is_count, is_counts, is_number
+from rewardkit.runs.episodes.records import is_count, is_counts, is_number
 
 
 class AuditError(UserError, ValueError):

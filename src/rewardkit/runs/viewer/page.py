@@ -35,8 +35,8 @@ from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import json_problem, kind, lines
 from rewardkit.rewards.groups import TOL, totals
-from rewardkit.runs.audit import Run
-from rewardkit.runs.records import record_problem
+from rewardkit.runs.episodes.records import record_problem
+from rewardkit.runs.training.audit import Run
 
 MARKER = "/*__EPISODES__*/null"  # where the page's data goes
 # Placeholders of the template, each replaced once, in one pass: nothing substituted in is read again.
@@ -280,7 +280,7 @@ def _page(
 def render(view: Mapping[str, Any]) -> str:
     """The self-contained page: the template with the data embedded inert (:func:`embed`), the title escaped, and
     the content security policy naming the SHA-256 of the page's own script and style, so that nothing else runs."""
-    page = resources.files("rewardkit.runs").joinpath("viewer.html").read_text(encoding="utf-8")
+    page = resources.files("rewardkit.runs.viewer").joinpath("viewer.html").read_text(encoding="utf-8")
     slots = {
         MARKER: embed(view),
         "__TITLE__": _escape(str(view["title"])),

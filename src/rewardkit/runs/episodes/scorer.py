@@ -2,7 +2,7 @@
 
 The same rewards GRPO trains with (``TaskCompletion``, ``TaskCompletionRate``); an episode that ended
 on an infrastructure error is recorded ``infra_error`` and left unscored. The record's fields are
-listed in :mod:`rewardkit.runs.episode_log`.
+listed in :mod:`rewardkit.runs.episodes.episode_log`.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ from typing import Any
 
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet
-from rewardkit.runs.episode_log import EpisodeLog
-from rewardkit.runs.metrics import summarize_episodes, task_stats
-from rewardkit.runs.spec import RunSpec, build_plan
-from rewardkit.runs.tables import write_task_table
-from rewardkit.runs.trials import TrialPlan, run_trials
+from rewardkit.runs.episodes.episode_log import EpisodeLog
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
+from rewardkit.runs.episodes.trials import TrialPlan, run_trials
+from rewardkit.runs.stats.metrics import summarize_episodes, task_stats
+from rewardkit.runs.stats.tables import write_task_table
 
 FILES = ("episodes.jsonl", "tasks.jsonl", "tasks.csv", "summary.json", "eval.png")
 
@@ -37,7 +37,7 @@ def evaluate(
     title: str = "agent evaluation",
 ) -> dict[str, Any]:
     """Run the plan's missing episodes, then write the tables, the summary and the plot, all or none."""
-    from rewardkit.runs.plots import render_eval
+    from rewardkit.runs.stats.plots import render_eval
 
     records = run_trials(plan, log, progress=progress, label="evaluation")
     stats = task_stats(records)

@@ -21,7 +21,7 @@ from rewardkit.errors import UserError
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.think_length import CURVES, ThinkLengthConfig, width
-from rewardkit.runs.plots import _png, _pyplot, _write
+from rewardkit.runs.stats.plots import _png, _pyplot, _write
 
 ANSWER_FIELDS = ("output", "response", "completion")
 

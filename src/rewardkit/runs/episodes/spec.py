@@ -22,9 +22,9 @@ from rewardkit.loop.config import load_run_config
 from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.sampling import Sampling, problem
 from rewardkit.loop.user_sim.config import make_simulator
-from rewardkit.runs.episode_log import RunError, fingerprint
-from rewardkit.runs.selection import select_tasks
-from rewardkit.runs.trials import TrialPlan
+from rewardkit.runs.episodes.episode_log import RunError, fingerprint
+from rewardkit.runs.episodes.selection import select_tasks
+from rewardkit.runs.episodes.trials import TrialPlan
 
 RULES = ("tau2", "mua-rl")  # task completion: tau2 (state and outputs) or mua-rl (state only)
 
@@ -255,7 +255,7 @@ def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
     _check_models(spec, cfg)
     domain = _domain(spec)
     if spec.task_file is not None:
-        from rewardkit.runs.task_file import with_task_file
+        from rewardkit.runs.tasks.task_file import with_task_file
 
         domain, task_file_sha256 = with_task_file(domain, spec.task_file)
     system = _system_prompt(spec.system_prompt)

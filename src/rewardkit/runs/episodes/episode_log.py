@@ -1,7 +1,7 @@
 """The resumable episode log: one JSONL file of episode records, one writer at a time.
 
-Each finished episode is appended as soon as it ends (``rewardkit.runs.trials`` runs them, and
-``rewardkit.runs.scorer`` builds each record). A rerun with ``resume=True`` skips every (task, trial)
+Each finished episode is appended as soon as it ends (``rewardkit.runs.episodes.trials`` runs them, and
+``rewardkit.runs.episodes.scorer`` builds each record). A rerun with ``resume=True`` skips every (task, trial)
 the log already holds with status ``ok`` and runs the rest again, infrastructure failures included,
 so killing a run (or its simulator) loses at most the episodes in flight.
 
@@ -41,7 +41,7 @@ from typing import Any
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import BOM, dumps, json_problem, kind
 from rewardkit.files.lock import WriterLock
-from rewardkit.runs.records import record_problem
+from rewardkit.runs.episodes.records import record_problem
 
 
 class RunError(UserError, ValueError):

@@ -1,6 +1,6 @@
 """Whose fault each rejected synthesis episode is: the agent's, the simulated user's, the tools', or nobody's.
 
-One declared mapping, :data:`FAULTS`, from every reason :func:`rewardkit.runs.synthesis.select` can reject an
+One declared mapping, :data:`FAULTS`, from every reason :func:`rewardkit.runs.episodes.synthesis.select` can reject an
 episode for to the party at fault; a key ``reason/ending`` (a failed task that the user ended out of scope)
 wins over the reason alone. A judge's rejection is the fault the judge named (the agent's when it named none).
 ``none`` is a rejection that blames nobody: a duplicate, a person's or a judge's missing verdict, a person's no.
@@ -40,7 +40,9 @@ def fault_of(reason: str, ending: str, judged: str | None = None) -> str:
         return judged
     found = FAULTS.get(f"{reason}/{ending}", FAULTS.get(reason))
     if found is None:
-        raise ValueError(f"no fault label for the rejection reason {reason!r}; add it to rewardkit.runs.faults.FAULTS")
+        raise ValueError(
+            f"no fault label for the rejection reason {reason!r}; add it to rewardkit.runs.episodes.faults.FAULTS"
+        )
     return found
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.envs import Domain
-from rewardkit.runs.episode_log import RunError
+from rewardkit.runs.episodes.episode_log import RunError
 
 SPLIT = "all"  # the one split of a tasks file
 

@@ -38,7 +38,7 @@ import numpy as np
 from safetensors import safe_open
 
 from rewardkit.rewards.groups import totals
-from rewardkit.runs.audit import AuditError, Run, Step
+from rewardkit.runs.training.audit import AuditError, Run, Step
 
 ASSISTANT = re.compile(r"<\|im_start\|>assistant\n(.*?)(?:<\|im_end\|>|$)", re.S)  # ChatML's assistant turns
 STD_EPS = 1e-4  # ms-swift's: (r - mean) / (std + 1e-4), std the sample standard deviation (torch's)

@@ -7,7 +7,7 @@ write), ``no_evidence`` (a gold that changes nothing and names nothing an episod
 transfer, a declined write), ``outputs_unsupported`` and ``do_nothing_passes`` (``rewardkit env check``'s outputs and
 episode checks, on every task) and
 ``duplicate`` (the same gold as a domain task or an earlier kept one, or a near-same request with the same tools).
-It scores with the rewards, so it lives in ``rewardkit.runs``, like :mod:`rewardkit.runs.domain_check`.
+It scores with the rewards, so it lives in ``rewardkit.runs``, like :mod:`rewardkit.runs.domains.domain_check`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from rewardkit.envs.tasks import (
 )
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
-from rewardkit.runs.domain_check import Gold, episode_checks, outputs_check, words_fall_short
+from rewardkit.runs.domains.domain_check import Gold, episode_checks, outputs_check, words_fall_short
 
 SIMILAR = 92  # rapidfuzz token_set_ratio of two reasons for calling, on the same calls but for numbers: a duplicate
 WRITING_KINDS = ("plain", "gated")  # kinds whose gold must write

@@ -2,7 +2,8 @@
 
 The blueprint-then-verify idea is APIGen-MT's (Prabhakar et al., 2025, arXiv:2504.03601): a model drafts what the
 user wants and the gold tool calls; the calls are replayed on the environment, and only blueprints that hold up
-(:mod:`rewardkit.runs.task_checks`) and, with a judge, that it accepts become tau2 tasks. One blueprint per request:
+(:mod:`rewardkit.runs.tasks.task_checks`) and, with a judge, that it accepts become tau2 tasks. One blueprint per
+request:
 
     {"kind": "plain" | "gated" | "adversarial",
      "user_scenario": {"reason_for_call": str, "known_info": str, "approval": "approve" | "decline"},
@@ -26,8 +27,8 @@ from rewardkit.envs import Domain
 from rewardkit.envs.tasks import reason_for_call
 from rewardkit.loop.judge import Judge
 from rewardkit.loop.roles import Check, JsonRole, RoleError
-from rewardkit.runs.blueprints import sample_blueprint, value_pools
-from rewardkit.runs.task_checks import Seen, rejection, seen_from
+from rewardkit.runs.tasks.blueprints import sample_blueprint, value_pools
+from rewardkit.runs.tasks.task_checks import Seen, rejection, seen_from
 
 PROMPT_VERSION = 1
 KINDS = ("plain", "gated", "adversarial")
@@ -215,7 +216,7 @@ def generate(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``n`` proposals on ``domain`` (``ref``: how the reward finds it), checked in request order: the tasks kept and
     the report (``requested == kept + sum(rejected)``). With no ``proposer``, blueprints sampled by rule
-    (:func:`~rewardkit.runs.blueprints.sample_blueprint`, kind plain, deterministic in ``seed``)."""
+    (:func:`~rewardkit.runs.tasks.blueprints.sample_blueprint`, kind plain, deterministic in ``seed``)."""
     kinds = kinds_for(domain) if proposer is not None else KINDS[:1]
     data = _export(domain)
     sample, pools = _sample(data), value_pools(data) if proposer is None else {}

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from rewardkit.envs import Domain
 from rewardkit.envs.outcomes import task_check
-from rewardkit.runs.episode_log import RunError
+from rewardkit.runs.episodes.episode_log import RunError
 
 
 def select_tasks(

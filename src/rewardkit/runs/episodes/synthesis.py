@@ -12,14 +12,14 @@ episode that is not kept is counted under one reason, so ``read == kept + sum(re
 - ``malformed_tool_call`` / ``empty_assistant_turn``: complete, but not something to teach;
 - ``no_agent_turn``: the conversation holds no assistant turn at all (the simulated user stopped at once),
   so there is nothing to train on;
-- with a judge (``--judge``, :mod:`rewardkit.runs.judging`): ``judge_rejected``, a trajectory that passed every rule
-  above but the judge rejected, and ``judge_error``, one the judge gave no valid verdict on (infrastructure:
+- with a judge (``--judge``, :mod:`rewardkit.runs.episodes.judging`): ``judge_rejected``, a trajectory that passed
+  every rule above but the judge rejected, and ``judge_error``, one the judge gave no valid verdict on (infrastructure:
   ``--resume`` judges it again); every verdict is in the report (``judged``);
 - with a verdicts file (``--verdicts``, saved by the episode viewer): ``reviewer_rejected``, a trajectory that
   passed every rule above (and the judge) but a person rejected, and ``unreviewed``, one that nobody judged.
 
 Each rejection is also counted under whose fault it is (``faults``: agent, user, tool or none;
-:mod:`rewardkit.runs.faults`), overall and per task, summing to the rejections.
+:mod:`rewardkit.runs.episodes.faults`), overall and per task, summing to the rejections.
 """
 
 from __future__ import annotations
@@ -36,13 +36,20 @@ from rewardkit.envs.termination import EXCLUDED
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet
 from rewardkit.loop.judge import Judge, Verdict
-from rewardkit.runs.episode_log import EpisodeLog
-from rewardkit.runs.faults import fault_of, tally
-from rewardkit.runs.judging import JUDGE_ERROR, JUDGE_REJECTED, JudgeOptions, as_report, judge_trajectories, make_judge
-from rewardkit.runs.metrics import task_order
-from rewardkit.runs.spec import RunSpec, build_plan
-from rewardkit.runs.trials import HINT, TrialPlan, run_trials
-from rewardkit.runs.viewer import episode_id, read_verdicts
+from rewardkit.runs.episodes.episode_log import EpisodeLog
+from rewardkit.runs.episodes.faults import fault_of, tally
+from rewardkit.runs.episodes.judging import (
+    JUDGE_ERROR,
+    JUDGE_REJECTED,
+    JudgeOptions,
+    as_report,
+    judge_trajectories,
+    make_judge,
+)
+from rewardkit.runs.episodes.spec import RunSpec, build_plan
+from rewardkit.runs.episodes.trials import HINT, TrialPlan, run_trials
+from rewardkit.runs.stats.metrics import task_order
+from rewardkit.runs.viewer.page import episode_id, read_verdicts
 
 TASK_FAILED = "task_failed"
 DUPLICATE = "duplicate"

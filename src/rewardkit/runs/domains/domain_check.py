@@ -40,7 +40,7 @@ from rewardkit.envs.tasks import (
 )
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
-from rewardkit.runs.domain_data_check import guidelines_check, ids_check, is_spec, policy_check, splits_check
+from rewardkit.runs.domains.domain_data_check import guidelines_check, ids_check, is_spec, policy_check, splits_check
 from rewardkit.testing.probes import REFUSAL
 from rewardkit.testing.report import Check, safe_text
 

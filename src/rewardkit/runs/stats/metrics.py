@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from rewardkit.runs.paired import PairingError, bootstrap
-from rewardkit.runs.records import record_problem
+from rewardkit.runs.episodes.records import record_problem
+from rewardkit.runs.stats.paired import PairingError, bootstrap
 
 SUCCESS = 1.0 - 1e-6  # a reward this high is a success (tau-bench's tolerance around 1.0)
 TABLE_COLUMNS = ("task_id", "trials", "successes", "infra_errors", "pass1", "mean_tcr", "mean_turns", "mean_tool_calls")

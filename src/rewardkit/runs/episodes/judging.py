@@ -1,14 +1,13 @@
 """Judged verification of synthesised trajectories: a model's verdict after the rules (``synth agent --judge``).
 
-The rules (:func:`rewardkit.runs.synthesis.select`) pass an episode that scored 1.0 and makes a clean row; the judge
-then reads the task's criteria (the user's scenario, the gold actions, the outputs the agent had to say, the natural
-language assertions) and the transcript, and answers ``{"verdict": "accept" | "reject", "reason": ..., "fault":
-"agent" | "user" | "tool" | null}`` (:mod:`rewardkit.loop.judge`). Every trajectory that passed the rules is judged
-once per distinct conversation, ``workers`` at a time; what is decided from the verdicts stays in the rules' order. A
-judge that never answers validly (down, or refusing the schema after its attempts) gives an error string, not a
-verdict: ``judge_error``, infrastructure, judged again by the next run (``--resume``; ``--judge-cache`` replays the
-verdicts already given).
-"""
+The rules (:func:`rewardkit.runs.episodes.synthesis.select`) pass an episode that scored 1.0 and makes a clean row; the
+judge then reads the task's criteria (the user's scenario, the gold actions, the outputs the agent had to say, the
+natural language assertions) and the transcript, and answers ``{"verdict": "accept" | "reject", "reason": ..., "fault":
+"agent" | "user" | "tool" | null}`` (:mod:`rewardkit.loop.judge`). Every trajectory that passed the rules is judged once
+per distinct conversation, ``workers`` at a time; what is decided from the verdicts stays in the rules' order. A judge
+that never answers validly (down, or refusing the schema after its attempts) gives an error string, not a verdict:
+``judge_error``, infrastructure, judged again by the next run (``--resume``; ``--judge-cache`` replays the verdicts
+already given)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ from rewardkit.data_builders.trajectories import trajectory_key
 from rewardkit.envs.tasks import expected_outputs, gold_actions, instructions, scripted_actions
 from rewardkit.loop.judge import PROMPT_VERSION, Judge, Verdict
 from rewardkit.loop.roles import RoleError
-from rewardkit.runs.episode_log import RunError
-from rewardkit.runs.viewer import episode_id
+from rewardkit.runs.episodes.episode_log import RunError
+from rewardkit.runs.viewer.page import episode_id
 
 JUDGE_REJECTED = "judge_rejected"
 JUDGE_ERROR = "judge_error"
