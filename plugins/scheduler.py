@@ -23,12 +23,13 @@ from typing import Any
 from swift.rollout.multi_turn import MultiTurnScheduler
 from swift.utils import get_logger
 
+from rewardkit.config.origin import sources_line
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.outcomes import checked_task, task_goal
 from rewardkit.envs.registry import CONFIG_KEY, load_configured
 from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
-from rewardkit.loop.config import RolloutLimits, describe_sources, load_run_config
+from rewardkit.loop.config import RolloutLimits, load_run_config
 from rewardkit.loop.episode import Episode
 from rewardkit.loop.user_sim import UserSimulator, make_simulator
 from rewardkit.plugins.tokens import (
@@ -64,7 +65,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         super().__init__(infer_engine, max_turns, *args, **kwargs)
         # ms-swift stops the loop at --max_turns itself, when set: the flag wins, and that ending is labelled the same
         cfg = load_run_config(flags={"rollout.max_turns": ("--max_turns", max_turns)} if max_turns else None)
-        logger.info(f"simulated_user config: {describe_sources(cfg, 'user_sim', 'rollout')}")
+        logger.info(f"simulated_user config: {sources_line(cfg, 'user_sim', 'rollout')}")
         self.limits = dataclasses.replace(limits, max_turns=max_turns or limits.max_turns) if limits else cfg.rollout
         self.max_turns = self.limits.max_turns
         sim_config = cfg.user_sim

@@ -2,8 +2,9 @@
 
 One rule merges the sources, later wins: the declared defaults, then the file (``path`` or ``$REWARDKIT_CONFIG``),
 then a caller's ``overrides``, then the command-line flags the user gave. :class:`~rewardkit.config.load.Config`
-keeps the source of every setting by its dotted key (``cfg.origin("user_sim.timeout_s")``); :func:`provenance`
-is what a run's report writes.
+keeps the source of every setting by its dotted key (``cfg.origin("user_sim.timeout_s")``). This module renders it,
+the one place that does: :func:`provenance` for a run's report, :func:`sources_line` for a log, :func:`named` for
+an error message.
 """
 
 from __future__ import annotations
@@ -41,3 +42,16 @@ def provenance(cfg: Any, *sections: str) -> dict[str, dict[str, Any]]:
     """Every setting of ``sections`` (keys of ``cfg``) by dotted key: its value and where it came from."""
     data = {section: plain(getattr(cfg, section)) for section in sections}
     return {key: {"value": value, "from": cfg.origin(key)} for key, value in items(data)}
+
+
+def sources_line(cfg: Any, *sections: str) -> str:
+    """One line for a log: each setting of ``sections`` that is not a default as ``key=value (source)``."""
+    found = provenance(cfg, *sections).items()
+    given = [f"{key}={v['value']!r} ({v['from']})" for key, v in found if v["from"] != "default"]
+    return "; ".join([*given, "every other setting: default"])
+
+
+def named(cfg: Any, key: str) -> str:
+    """How a message names where ``key``'s value came from: the flag, ``key (FILE)``, or the key (a default)."""
+    origin = cfg.origin(key)
+    return origin if origin.startswith("--") else key if origin == "default" else f"{key} ({origin})"

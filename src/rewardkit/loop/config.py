@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.config import Config, ConfigSchema, config_section, setting
-from rewardkit.config.origin import provenance
 from rewardkit.loop.user_sim.config import UserSimConfig
 from rewardkit.rewards.config import REFERENCE
 from rewardkit.rewards.registry import config_schema
@@ -88,10 +87,3 @@ def load_run_config(
     value): the options a user gave, which win), every section checked: ``cfg.user_sim``, ``cfg.rollout`` and the
     rewards' sections; ``cfg.origin(key)`` names each value's source."""
     return RUN_SCHEMA.load(overrides, path, flags=flags)
-
-
-def describe_sources(cfg: Config, *sections: str) -> str:
-    """One line for a log: each setting of ``sections`` that is not a default as ``key=value (source)``."""
-    found = provenance(cfg, *sections).items()
-    given = [f"{key}={v['value']!r} ({v['from']})" for key, v in found if v["from"] != "default"]
-    return "; ".join([*given, "every other setting: default"])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardkit.config import Config
-from rewardkit.config.origin import provenance
+from rewardkit.config.origin import named, provenance
 from rewardkit.envs import Domain, get_domain, portable_ref
 from rewardkit.loop.agents import AGENT_SETTINGS, AgentError, make_agent_factory
 from rewardkit.loop.config import load_run_config
@@ -231,7 +231,7 @@ def _check_models(spec: RunSpec, cfg: Config) -> None:
     user = cfg.user_sim
     endpoints = [(spec.agent, spec.agent_model, "agent endpoint", "--agent-model", spec.agent_timeout)]
     if user.kind == "openai" and cfg.origin("user_sim.model") != "--user":  # not the one model it serves
-        where, fix = where_from(cfg, "user_sim.base_url"), where_from(cfg, "user_sim.model")
+        where, fix = named(cfg, "user_sim.base_url"), named(cfg, "user_sim.model")
         endpoints.append((user.base_url, user.model, where, fix, user.timeout_s))
     for url, model, who, flag, timeout in endpoints:
         if model is not None and url is not None and url.startswith(("http://", "https://")):
@@ -377,9 +377,3 @@ def _only_model(base_url: str) -> str:
         return only_model(base_url, "pass --user-model")
     except ValueError as exc:
         raise RunError(f"--user {base_url}: {exc}") from exc
-
-
-def where_from(cfg: Config, key: str) -> str:
-    """How a message names where ``key``'s value came from: the flag, ``key (FILE)``, or the key (a default)."""
-    origin = cfg.origin(key)
-    return origin if origin.startswith("--") else key if origin == "default" else f"{key} ({origin})"
