@@ -22,12 +22,13 @@ from rewardkit.runs.training.audit import AuditError, Run, Step, load_run
 from rewardkit.runs.training.audit_report import write_audit
 from rewardkit.runs.training.step_check import (
     advantage_rule,
+    momentum,
     per_sequence_mean,
     policy_text,
     reward_advantages,
     step_check,
     step_signs,
-    update_cosine,
+    update_cosines,
 )
 
 LETTER_E = """
@@ -198,15 +199,25 @@ def test_update_cosine_reads_every_tensor_of_three_checkpoints(
     folders = [
         _checkpoint(tmp_path / str(i), {"a": w[0], "b": w[1]}, shards) for i, w in enumerate((before, middle, after))
     ]
-    got = update_cosine(*folders)
+    got = update_cosines(folders)[0]
     assert got == (None if cosine is None else pytest.approx(cosine, abs=1e-9))
+
+
+def test_every_consecutive_triple_is_read_in_one_pass(tmp_path: Path) -> None:
+    # Steps 1-4 and 6-8 saved, 5 missing: updates 1->2->3->4 give cosines at steps 3 and 4, 6->7->8 at step 8.
+    # Weights along one line (1, 2, 3, 4) then back (4, 3 at 6 and 7) and on (8 at 8): each update against the last.
+    weights = {1: 0.0, 2: 1.0, 3: 2.0, 4: 4.0, 6: 4.0, 7: 3.0, 8: 5.0}
+    saved = {n: _checkpoint(tmp_path / str(n), {"a": [w]}) for n, w in weights.items()}
+    # 3: (+1) after (+1) -> 1; 4: (+2) after (+1) -> 1; 8: (+2) after (-1) -> -1; 5, 6 and 7 lack two predecessors
+    assert momentum(saved) == {3: 1.0, 4: 1.0, 8: -1.0}
+    assert update_cosines([saved[1], saved[2], saved[3], saved[4]]) == [1.0, 1.0]
 
 
 def test_a_checkpoint_without_safetensors_is_named(tmp_path: Path) -> None:
     ok = [_checkpoint(tmp_path / str(i), {"a": [float(i)]}) for i in range(2)]
     (tmp_path / "bin").mkdir()
     with pytest.raises(AuditError, match=r"bin: no model.safetensors.*--save_safetensors true"):
-        update_cosine(*ok, tmp_path / "bin")
+        update_cosines([*ok, tmp_path / "bin"])
 
 
 def _train(model: Path, out: Path, weight: str) -> Path:

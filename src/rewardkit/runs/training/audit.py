@@ -12,6 +12,7 @@ come from :func:`reweigh`, without a relaunch.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ class AuditError(UserError, ValueError):
 
 
 RUN_FILES = ("args.json", "logging.jsonl", "completions.jsonl", FILE)  # what ms-swift and the diagnostics write
+GDPO_EPS = 1e-8  # ms-swift's, for GDPO's per-reward and batch standard deviations
 MAX_WEIGHT = 1e6  # |a reward weight| at most this (audit, lint RECIPE): weight x score and their sums stay finite
 COUNTS = ("requests", "retries", "failures", "cache_hits", "errors", "prompt_tokens", "completion_tokens")
 _BAD = object()  # a cell that is not what its column holds
@@ -299,7 +301,7 @@ def reweigh(run: Run, weights: np.ndarray | None = None, normalize: bool = False
     for step in run.steps:
         for group in step.groups(run.group_size):
             old = totals(group, run.weights)
-            scored = _normalized(group) if normalize else group
+            scored = gdpo_normalised(group) if normalize else group
             new = totals(scored, new_w)
             flips = _flipped_pairs(old, new)
             counts["groups"] += 1
@@ -311,12 +313,16 @@ def reweigh(run: Run, weights: np.ndarray | None = None, normalize: bool = False
     return counts
 
 
-def _normalized(group: np.ndarray) -> np.ndarray:
-    """Each reward standardised within the group, (r - mean) / std; a constant reward (or all None) becomes 0."""
-    mean, std = np.nanmean(group, axis=0), np.nanstd(group, axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = (group - mean) / std
-    return np.where(std > TOL, out, 0.0)
+@np.errstate(invalid="ignore", divide="ignore")  # a reward all None in a group: its term is 0
+def gdpo_normalised(groups: np.ndarray) -> np.ndarray:
+    """GDPO's first step as ms-swift computes it: each reward standardised within its group, (r - mean) / (sample
+    std + 1e-8); a constant reward, a None and a group of one count 0. ``groups``: (size, rewards) for one group,
+    or (groups, size, rewards)."""
+    with warnings.catch_warnings():  # numpy warns of a reward with fewer than two scores in a group: it counts 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = np.nanstd(groups, axis=-2, ddof=1, keepdims=True) + GDPO_EPS
+        mean = np.nanmean(groups, axis=-2, keepdims=True)
+    return np.nan_to_num((groups - mean) / spread)
 
 
 def _flipped_pairs(old: np.ndarray, new: np.ndarray) -> int:

@@ -38,7 +38,7 @@ import numpy as np
 from safetensors import safe_open
 
 from rewardkit.rewards.groups import totals
-from rewardkit.runs.training.audit import AuditError, Run, Step
+from rewardkit.runs.training.audit import GDPO_EPS, AuditError, Run, Step, gdpo_normalised
 
 ASSISTANT = re.compile(r"<\|im_start\|>assistant\n(.*?)(?:<\|im_end\|>|$)", re.S)  # ChatML's assistant turns
 STD_EPS = 1e-4  # ms-swift's: (r - mean) / (std + 1e-4), std the sample standard deviation (torch's)
@@ -48,7 +48,6 @@ PER_TOKEN = ("bnpo", "dr_grpo", "dapo", "cispo", "fipo")
 # ms-swift's advantage estimators, each with the reward scaling it takes when scale_rewards is unset
 DEFAULT_SCALE = {"grpo": "group", "rloo": "none", "reinforce_plus_plus": "batch"}
 SCALES = ("group", "batch", "none", "gdpo")
-GDPO_EPS = 1e-8  # ms-swift's, for GDPO's per-reward and batch standard deviations
 
 
 def per_sequence_mean(run: Run) -> bool:
@@ -107,25 +106,49 @@ def weight_tensors(folder: Path) -> dict[str, Path]:
         return {name: single for name in f.keys()}  # noqa: SIM118 (safe_open has no iteration)
 
 
-def update_cosine(before: Path, middle: Path, after: Path) -> float | None:
-    """The cosine between the update ``middle -> after`` and the one before it, ``before -> middle``, over the
-    tensors the three checkpoints share (None when either update is zero)."""
-    maps = [weight_tensors(folder) for folder in (before, middle, after)]
-    shared = sorted(set(maps[0]) & set(maps[1]) & set(maps[2]))
+def update_cosines(folders: Sequence[Path]) -> list[float | None]:
+    """For consecutive checkpoints, the cosine between each update and the one before it (``folders[i] ->
+    folders[i + 1]`` against ``folders[i - 1] -> folders[i]``), over the tensors they all share; None where either
+    update is zero. Each tensor of each checkpoint is read once, one tensor name at a time: two of its versions and
+    one update in memory."""
+    maps = [weight_tensors(folder) for folder in folders]
+    shared = sorted(set.intersection(*(set(m) for m in maps)))
     if not shared:
-        raise AuditError(f"{before}, {middle}, {after}: no tensor name in common; the checkpoints are not one model")
-    dot = last = this = 0.0
+        raise AuditError(f"{', '.join(map(str, folders))}: no tensor name in common; the checkpoints are not one model")
+    pairs = len(folders) - 2
+    dot, norm = np.zeros(max(pairs, 0)), np.zeros(len(folders) - 1)  # norm[i]: the squared size of update i
     with ExitStack() as stack:  # each file opened once, its tensors read one at a time
         files = {
             path: stack.enter_context(safe_open(str(path), framework="pt")) for m in maps for path in set(m.values())
         }
         for name in shared:
             # numpy cannot hold bfloat16: through torch, as float64
-            w0, w1, w2 = (files[m[name]].get_tensor(name).double().numpy().reshape(-1) for m in maps)
-            dot += float(np.dot(w1 - w0, w2 - w1))
-            last += float(np.dot(w1 - w0, w1 - w0))
-            this += float(np.dot(w2 - w1, w2 - w1))
-    return dot / (last * this) ** 0.5 if last > 0 and this > 0 else None
+            weight, update = files[maps[0][name]].get_tensor(name).double().numpy().reshape(-1), None
+            for i, m in enumerate(maps[1:]):
+                after = files[m[name]].get_tensor(name).double().numpy().reshape(-1)
+                step = after - weight
+                norm[i] += float(np.dot(step, step))
+                if update is not None:
+                    dot[i - 1] += float(np.dot(update, step))
+                weight, update = after, step
+    return [
+        float(dot[i] / (norm[i] * norm[i + 1]) ** 0.5) if norm[i] > 0 and norm[i + 1] > 0 else None
+        for i in range(pairs)
+    ]
+
+
+def momentum(saved: Mapping[int, Path]) -> dict[int, float | None]:
+    """Step -> the cosine between its update and the one before it, for every step saved with its two predecessors;
+    each run of consecutive checkpoints is read in one pass (:func:`update_cosines`)."""
+    numbers, out = sorted(saved), {}
+    start = 0
+    for end in range(1, len(numbers) + 1):
+        if end == len(numbers) or numbers[end] != numbers[end - 1] + 1:
+            chain = numbers[start:end]
+            if len(chain) >= 3:
+                out.update(zip(chain[2:], update_cosines([saved[n] for n in chain]), strict=True))
+            start = end
+    return out
 
 
 @np.errstate(invalid="ignore", divide="ignore")  # a group whose reward is all None: its GDPO term is 0
@@ -144,10 +167,7 @@ def reward_advantages(
     if estimator == "rloo" and size > 1:
         centred = centred * size / (size - 1)
     if scale == "gdpo" and estimator != "reinforce_plus_plus":
-        per_reward = step.groups(size)
-        spread = np.nanstd(per_reward, axis=1, ddof=1, keepdims=True) + GDPO_EPS
-        normalised = np.nan_to_num((per_reward - np.nanmean(per_reward, axis=1, keepdims=True)) / spread)
-        summed = (normalised * weights).sum(axis=2).reshape(-1)
+        summed = (gdpo_normalised(step.groups(size)) * weights).sum(axis=2).reshape(-1)
         return (summed - summed.mean()) / (summed.std(ddof=1) + GDPO_EPS)
     if scale not in ("group", "batch"):
         return centred.reshape(-1)
@@ -224,6 +244,7 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
 
     weights = run.weights if weights is None else weights
     saved, mean, rule = checkpoints(run), per_sequence_mean(run), advantage_rule(run)
+    cosines_by_step = momentum(saved)
     held: dict[int, tuple[Any, Any]] = {}  # the checkpoints in memory: a step's "after" is the next step's "before"
 
     def policy(number: int) -> tuple[Any, Any]:
@@ -242,8 +263,8 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
         change = policy_logprobs(policy(step.step), texts, mean) - policy_logprobs(policy(step.step - 1), texts, mean)
         advantages = reward_advantages(step, weights, run.group_size, rule)
         row = {"step": step.step, "reward": step_signs(advantages, change, run.group_size)}
-        if step.step - 2 in saved:
-            row["momentum"] = update_cosine(saved[step.step - 2], saved[step.step - 1], saved[step.step])
+        if step.step in cosines_by_step:
+            row["momentum"] = cosines_by_step[step.step]
         if step.advantages is not None:
             row["logged"] = step_signs(step.advantages, change, run.group_size)
         steps.append(row)
