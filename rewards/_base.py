@@ -133,6 +133,11 @@ def known_gaps(reason: str, *probes: str, also: Mapping[str, str] | None = None)
     return MappingProxyType({**dict.fromkeys(probes, reason), **(also or {})})
 
 
+# What a layout reward (StrictFormat, AnswerFormat) knowingly lets through: well-formed answers that say nothing or
+# the wrong thing.
+FORMAT_GAPS = known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT)
+
+
 class MissingColumnError(UserError, KeyError):
     """A reward needs a dataset column that the batch does not carry."""
 

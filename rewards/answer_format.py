@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps, reward
+from rewardkit.rewards._base import FORMAT_GAPS, PlanningReward, reward
 from rewardkit.rewards.strict_format import _SUFFIX, _body_ends
 
 ANSWER_ONLY_PATTERN = re.compile(r"^<answer>\n.*?\n</answer>$", re.DOTALL)
@@ -39,7 +39,7 @@ def answer_format(completions: list[str]) -> list[float]:
 AnswerFormat = reward(
     answer_format,
     sets={"planner_no_think": 0.1},
-    gameable=known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT),
+    gameable=FORMAT_GAPS,
     order=10,
     base=PlanningReward,
 )

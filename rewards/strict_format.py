@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rewardkit.rewards._base import CONTENT, FORMAT_ONLY, PlanningReward, known_gaps, reward
+from rewardkit.rewards._base import FORMAT_GAPS, PlanningReward, reward
 
 # The planner's layout as one regex: the definition the linear check reproduces (see the equivalence tests).
 REFERENCE_PATTERN = re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.DOTALL)
@@ -66,7 +66,7 @@ def strict_format(completions: list[str]) -> list[float]:
 StrictFormat = reward(
     strict_format,
     sets={"planner": 0.1},
-    gameable=known_gaps(FORMAT_ONLY, "tags_only", "repeated", *CONTENT),
+    gameable=FORMAT_GAPS,
     order=10,
     base=PlanningReward,
 )
