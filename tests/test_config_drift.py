@@ -1,5 +1,5 @@
 """Each config section is the one source: defaults, validation, the example file and the key table of docs/config.md
-are derived from it, and this file fails when any of them drifts (issue 11, "Each reward owns its config")."""
+are derived from it, and this file fails when any of them drifts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A config that cannot mean anything fails when the reward is built, naming the file and the key (issue 10, item 3)."""
+"""A config that cannot mean anything fails when the reward is built, naming the file and the key."""
 
 from __future__ import annotations
 

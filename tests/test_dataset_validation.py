@@ -1,4 +1,4 @@
-"""A dataset bug surfaces on the first batch, whatever the model wrote (issue 10, item 4).
+"""A dataset bug surfaces on the first batch, whatever the model wrote.
 
 Every case puts a good row first and the bad one at row 1, scored against a garbage completion:
 the error must name the column and row 1 and say how to fix it.

@@ -1,4 +1,4 @@
-"""Model-shaped garbage in ``messages`` scores 0.0 and never raises (issue 10, item 5, reward side).
+"""Model-shaped garbage in ``messages`` scores 0.0 and never raises (the reward side).
 
 ``messages`` is what the policy wrote. Whatever its tool calls look like, ``tool_calls`` returns
 calls (malformed ones with ``error`` set, which the environment answers with SCHEMA_VIOLATION) and the

@@ -1,7 +1,7 @@
 """rewardkit's rewards under TRL's GRPOTrainer: conversational completions, ``__name__``, constructor keywords.
 
 TRL (unlike ms-swift) takes reward instances, names them by ``reward_func.__name__`` and, on a
-conversational dataset, passes each completion as a list of messages (issue 11).
+conversational dataset, passes each completion as a list of messages.
 """
 
 from __future__ import annotations
