@@ -1,7 +1,7 @@
 """Arbitrary mutations of a valid ``domain.json``: each spec loads and ``env check`` runs to a report, or it is
 refused with one :class:`DomainDataError` line naming a file of the spec, and nothing is written anywhere.
 
-The spec is tests/test_spec_hardening.py's small one; a mutation drops a key, puts arbitrary JSON at any path
+The spec is tests/test_spec_errors.py's small one; a mutation drops a key, puts arbitrary JSON at any path
 (integers past 2**63, strings with a lone surrogate, file names that leave the folder, lists, objects, null,
 floats), adds a key, or repeats a tool. Each example gets a folder of its own and an empty domain registry, since a
 process loads each path, and registers each name, once.
@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_spec_hardening import SPEC, write_spec
+from test_spec_errors import SPEC, write_spec
 
 from rewardkit.envs import registry
 from rewardkit.envs.domain import DomainDataError

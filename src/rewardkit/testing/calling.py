@@ -22,7 +22,7 @@ from rewardkit.testing.content import ALL_PROBES
 Row = Mapping[str, Any]
 DEFAULT_RANGE = (0.0, 1.0)
 # What ms-swift and TRL pass as ``trainer_state`` with every batch: one ``transformers.TrainerState``, here
-# mid-training. The same fields (tests/test_kit_regressions.py compares them with the real class), without
+# mid-training. The same fields (tests/test_kit_false_passes.py compares them with the real class), without
 # importing torch.
 TRAINER_STATE = SimpleNamespace(
     epoch=0.5,

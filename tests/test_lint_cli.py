@@ -234,8 +234,8 @@ def test_a_lone_surrogate_in_an_error_still_prints_the_table(
 
 
 def test_no_isolate_runs_a_reward_that_cannot_fork(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # test_kit_regressions.BackgroundLock: a child forked while its thread holds the lock waits for it forever.
-    spec = f"{Path(__file__).with_name('test_kit_regressions.py')}:BackgroundLock"
+    # test_kit_false_passes.BackgroundLock: a child forked while its thread holds the lock waits for it forever.
+    spec = f"{Path(__file__).with_name('test_kit_false_passes.py')}:BackgroundLock"
     args = ["reward", spec, "--data", rows_file(tmp_path), "--time-limit", "1", "--skip", "threads"]
     code, out, _ = lint(capsys, *args, "--no-isolate")
     assert code == 0, out
