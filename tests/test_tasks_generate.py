@@ -267,67 +267,21 @@ def test_a_rejection_names_the_entry_by_its_index(first: dict[str, Any], reason:
     assert rejected is not None and rejected[0] == reason and fragment in rejected[1], rejected
 
 
-def test_judge_without_url_and_bad_counts_are_one_line_errors(tmp_path: Path, starter: str, capsys) -> None:
-    assert (
-        main(
-            [
-                "tasks",
-                "generate",
-                "--domain",
-                starter,
-                "--model",
-                "http://127.0.0.1:9/v1",
-                "--n",
-                "0",
-                "--out",
-                str(tmp_path / "o.json"),
-            ]
-        )
-        == 2
-    )
-    assert "--n must be at least 1" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "tasks",
-                "generate",
-                "--domain",
-                starter,
-                "--model",
-                "ftp://x",
-                "--model-name",
-                "m",
-                "--n",
-                "1",
-                "--out",
-                str(tmp_path / "o.json"),
-            ]
-        )
-        == 2
-    )
-    assert "--model 'ftp://x'" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "tasks",
-                "generate",
-                "--domain",
-                starter,
-                "--model",
-                "http://127.0.0.1:9/v1",
-                "--model-name",
-                "m",
-                "--n",
-                "1",
-                "--judge-model",
-                "j",
-                "--out",
-                str(tmp_path / "o.json"),
-            ]
-        )
-        == 2
-    )
-    assert "add --judge URL" in capsys.readouterr().err
+# (the flags after --domain, what the one stderr line says)
+ONE_LINE_ERRORS = [
+    (["--model", "http://127.0.0.1:9/v1", "--n", "0"], "--n must be at least 1"),
+    (["--model", "ftp://x", "--model-name", "m", "--n", "1"], "--model 'ftp://x'"),
+    (["--model", "http://127.0.0.1:9/v1", "--model-name", "m", "--n", "1", "--judge-model", "j"], "add --judge URL"),
+]
+
+
+@pytest.mark.parametrize(("flags", "fragment"), ONE_LINE_ERRORS, ids=["zero-tasks", "not-http", "judge-without-url"])
+def test_judge_without_url_and_bad_counts_are_one_line_errors(
+    tmp_path: Path, starter: str, capsys, flags: list[str], fragment: str
+) -> None:
+    argv = ["tasks", "generate", "--domain", starter, *flags, "--out", str(tmp_path / "o.json")]
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err
 
 
 def test_sampled_blueprints_go_through_the_same_checks(tmp_path: Path, starter: str) -> None:
