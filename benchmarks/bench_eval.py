@@ -87,7 +87,7 @@ def main() -> None:
             start = time.perf_counter()
             results = run()
             wall = time.perf_counter() - start
-            turns = sum(r.infos["turns"] for r in results)
+            turns = sum(r.infos.turns for r in results)
             rows.append((name, wall, sum(spent), len(spent), turns))
     print(f"$ python benchmarks/bench_eval.py{' --quick' if quick else ''}")
     print(f"{len(tasks)} episodes ({n_tasks} tasks x {trials} trials), sampled at temperature 1.0, scripted user\n")

@@ -105,7 +105,7 @@ def gold_throughput(limit: int | None) -> None:
             rollout_infos=[r.infos for r in results],
         )
         assert scores == [1.0] * len(tasks)  # the loop measured is a correct one
-        turns = sum(r.infos["turns"] for r in results)
+        turns = sum(r.infos.turns for r in results)
         print(f"| {workers} | {wall:.2f} | {len(tasks) / wall:.1f} | {turns / wall:.0f} |")
 
 
@@ -156,7 +156,7 @@ def _loop(server: Any, tasks: list[dict[str, Any]], workers: int) -> tuple[float
     start = time.perf_counter()
     results = run_episodes(RETAIL, tasks, TwoTexts, sim, RolloutLimits(), workers=workers)
     wall = time.perf_counter() - start
-    assert all(r.infos["termination"] == "user_stop" and r.infos["turns"] == 3 for r in results), results[0].infos
+    assert all(r.infos.termination == "user_stop" and r.infos.turns == 3 for r in results), results[0].infos
     return wall, results
 
 
