@@ -66,7 +66,11 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         # ms-swift stops the loop at --max_turns itself, when set: the flag wins, and that ending is labelled the same
         cfg = load_run_config(flags={"rollout.max_turns": ("--max_turns", max_turns)} if max_turns else None)
         logger.info(f"simulated_user config: {sources_line(cfg, 'user_sim', 'rollout')}")
-        self.limits = dataclasses.replace(limits, max_turns=max_turns or limits.max_turns) if limits else cfg.rollout
+        limits = limits or cfg.rollout
+        # Training: a flagged episode is left out of the advantages unless the config says otherwise.
+        self.limits = dataclasses.replace(
+            limits, max_turns=max_turns or limits.max_turns, user_review=limits.user_review or "exclude"
+        )
         self.max_turns = self.limits.max_turns
         sim_config = cfg.user_sim
         self.sim_config, self.given = sim_config, simulator

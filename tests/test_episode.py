@@ -299,6 +299,7 @@ class TestInfos:
             "transcript",
             "user_sim",
             "error",
+            "user_flags",
         }
         assert (infos["termination"], infos["turns"], infos["tool_calls"], infos["tool_errors"]) == (
             "user_stop",

@@ -80,6 +80,7 @@ def test_an_unstarted_episode_records_its_ending_and_error_and_nothing_else() ->
         "transcript": "",
         "user_sim": "llm",
         "error": "the server is unreachable",
+        "user_flags": [],
     }
 
 

@@ -262,5 +262,6 @@ def test_every_excluded_ending_counts_as_infrastructure() -> None:
     from rewardkit.runs.episodes.synthesis import infrastructure_errors
 
     rejected = {t.value: 1 for t in EXCLUDED} | {"task_failed": 5, "duplicate": 2}
-    assert infrastructure_errors({"rejected": rejected}) == len(EXCLUDED) == 4  # user, agent, env, tool simulator
+    # the user simulator's failure and its flagged mistake, the agent's endpoint, the tools' server, a simulated tool
+    assert infrastructure_errors({"rejected": rejected}) == len(EXCLUDED) == 5
     assert infrastructure_errors({"rejected": {"task_failed": 5}}) == 0

@@ -33,8 +33,11 @@ def choice(text: str, finish_reason: str = "stop") -> Any:
 
 
 def scheduler(simulator: Any, **limits: Any) -> Any:
+    """The scheduler under test. The stub simulator's reply, "My email is a@b.c", is a fact no task gives it, which
+    the user review flags: these tests count the flags (``user_review: count``) unless they test the review."""
     from rewardkit.plugins.scheduler import SimulatedUserScheduler
 
+    limits = {"user_review": "count", **limits}
     return SimulatedUserScheduler(max_turns=4, simulator=simulator, limits=RolloutLimits(**limits))
 
 
@@ -77,6 +80,39 @@ class TestSimulatorFaults:
             rollout_infos=infos,
         )
         assert scores == [None, None]  # left out of training, never a 0
+
+
+class TestUserReview:
+    def test_training_leaves_out_an_episode_whose_user_invents_a_fact(self) -> None:
+        from rewardkit.plugins.scheduler import SimulatedUserScheduler
+
+        with SimServer() as endpoint:  # it answers "My email is a@b.c": an e-mail the task never gave the user
+            sched = SimulatedUserScheduler(max_turns=2, simulator=sim(endpoint.base_url), limits=RolloutLimits())
+            [req] = requests(1)
+            hook(sched.on_trajectory_start([req]))
+            req.messages.append({"role": "assistant", "content": "Your e-mail, please?"})
+            assert hook(sched.on_turn_end(req, choice("Your e-mail, please?"), 1)) == {"done": False}
+            sched.step(req, choice("Your e-mail, please?"), 1)
+            final = hook(sched.on_turn_end(req, choice("Thanks."), 2))  # max_turns = 2
+        infos = final["rollout_infos"]
+        assert infos["termination"] == "user_sim_mistake"  # the default in training: exclude
+        assert {(f["kind"], f["evidence"]) for f in infos["user_flags"]} == {("unseen_fact", "a@b.c")}
+        row = req.data_dict
+        reward = TaskCompletion()([""], messages=[req.messages], task=[row["task"]], domain=["retail"])
+        assert reward != [None]  # offline the same messages score; live, the record leaves the episode out:
+        live = TaskCompletion()(
+            [""], messages=[req.messages], task=[row["task"]], domain=["retail"], rollout_infos=[infos]
+        )
+        assert live == [None]
+
+    def test_count_keeps_the_ending_and_records_the_flag(self) -> None:
+        with SimServer() as endpoint:
+            sched = scheduler(sim(endpoint.base_url))  # user_review: count
+            [req] = requests(1)
+            hook(sched.on_trajectory_start([req]))
+            final = hook(sched.on_turn_end(req, choice("Anything else?"), 4))
+        infos = final["rollout_infos"]
+        assert infos["termination"] == "max_turns" and [f["kind"] for f in infos["user_flags"]] == ["unseen_fact"]
 
 
 class TestConversation:

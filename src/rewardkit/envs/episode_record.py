@@ -63,6 +63,7 @@ class EpisodeRecord:
     transcript: str = ""  # the conversation as the simulated user saw it
     user_sim: str = ""  # the simulator's name
     error: str | None = None  # why an infrastructure ending happened
+    user_flags: tuple[Mapping[str, Any], ...] = ()  # the user review's flags: {"kind", "turn", "evidence"} each
 
     @classmethod
     def unstarted(cls, error: str, user_sim: str, ending: Termination = Termination.ENV_ERROR) -> EpisodeRecord:
@@ -85,6 +86,7 @@ class EpisodeRecord:
         out = dataclasses.asdict(self)
         out["audit"] = None if self.audit is None else [dict(row) for row in self.audit]
         out["agent_said"] = None if self.agent_said is None else list(self.agent_said)
+        out["user_flags"] = [dict(flag) for flag in self.user_flags]
         return out
 
     @classmethod
@@ -108,4 +110,5 @@ class EpisodeRecord:
             transcript=_text(value.get("transcript")) or "",
             user_sim=_text(value.get("user_sim")) or "",
             error=_text(value.get("error")),
+            user_flags=_rows(value.get("user_flags")) or (),
         )

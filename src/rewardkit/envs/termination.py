@@ -20,6 +20,7 @@ class Termination(str, Enum):  # str: stored as JSON in rollout_infos and report
     AGENT_ERROR = "agent_error"  # the agent's endpoint failed (synthesis, evaluation): not the policy's fault either
     ENV_ERROR = "env_error"  # the tools' server was unreachable or went away mid-episode (MCP): infrastructure too
     TOOL_SIM_ERROR = "tool_sim_error"  # a simulated tool gave no usable answer after its retries (B1): the same
+    USER_SIM_MISTAKE = "user_sim_mistake"  # the user review flagged the simulated user (rollout.user_review: exclude)
 
 
 # Endings that are the conversation's own; tau2-bench scores every other ending 0.
@@ -34,5 +35,11 @@ NATURAL = frozenset(
 )
 # Endings caused by infrastructure: left out of training and of metrics, never scored 0.
 EXCLUDED = frozenset(
-    {Termination.USER_SIM_ERROR, Termination.AGENT_ERROR, Termination.ENV_ERROR, Termination.TOOL_SIM_ERROR}
+    {
+        Termination.USER_SIM_ERROR,
+        Termination.USER_SIM_MISTAKE,
+        Termination.AGENT_ERROR,
+        Termination.ENV_ERROR,
+        Termination.TOOL_SIM_ERROR,
+    }
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from rewardkit.config import Config, ConfigSchema, config_section, setting
 from rewardkit.loop.user_sim.config import UserSimConfig
@@ -31,6 +31,13 @@ class RolloutLimits:
     token_budget: int = setting(16384, "Tokens the policy may sample over the whole episode.", minimum=1)
     error_budget: int = setting(
         10, "Tool results with an error code (schema violations included) per episode.", minimum=1
+    )
+    user_review: Literal["exclude", "count", "off"] | None = setting(
+        None,
+        "What an episode the user review flags does (a premature stop, a fact the user was never given, a role "
+        "break, an approval against its scenario, the wrong language): `exclude` ends it as `user_sim_mistake`, left "
+        "out of training like a simulator failure; `count` keeps it scored and records its flags; `off` reviews "
+        "nothing; null: `exclude` in training, `count` in synthesis and evaluation.",
     )
     max_failed_share: float = setting(
         0.5,

@@ -35,9 +35,10 @@ from rewardkit.envs.harness import CallingEnvironment
 from rewardkit.envs.outcomes import Goal, Outcome, recorded_outcome
 from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.tasks import communicated_texts
-from rewardkit.envs.termination import Termination
+from rewardkit.envs.termination import EXCLUDED, Termination
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.user_review import UserFlag, review
 from rewardkit.loop.user_sim.base import (
     GREETING,
     OUT_OF_SCOPE,
@@ -109,6 +110,7 @@ class Episode:
         self.turns = self.tool_calls = self.tool_errors = self.policy_tokens = 0
         self.termination: Termination | None = None
         self.error: str | None = None
+        self.user_flags: tuple[UserFlag, ...] = ()
 
     # --- the two steps -------------------------------------------------------------
 
@@ -267,6 +269,7 @@ class Episode:
             transcript="\n".join(self.transcript),
             user_sim=self.simulator.name,
             error=self.error,
+            user_flags=tuple(flag.to_json() for flag in self.user_flags),
         )
 
     def close(self) -> None:
@@ -308,6 +311,28 @@ class Episode:
             self.transcript.append(f"user action {decision} {request['id']}: {result.code.value}")
 
     def _end(self, reason: Termination) -> bool:
+        """End the episode (the first reason stays), then review the simulated user's part in it."""
         if self.termination is None:
             self.termination = reason
+            self._review()
         return False
+
+    def _review(self) -> None:
+        """The user review (:mod:`rewardkit.loop.user_review`) of the finished dialogue: its flags are recorded, and
+        with ``rollout.user_review: exclude`` (the training scheduler's default) a flagged episode ends as
+        ``user_sim_mistake``."""
+        mode = self.limits.user_review or "count"  # the trainer's scheduler makes its own default `exclude`
+        if mode == "off" or self.termination in EXCLUDED:
+            return
+        seen = [line for line in self.transcript if line.startswith("tool ")]
+        goal = self.goal
+        reached = None if goal is None else partial(goal.reached, self.agent_said, self._outcome)
+        try:
+            self.user_flags = review(
+                self.task, self.dialogue, language=self.domain.language, tool_texts=seen, reached=reached
+            )
+        except _EnvGone:  # the state could not be read to tell a premature stop: the episode ended as env_error
+            return
+        if self.user_flags and mode == "exclude":
+            self.termination = Termination.USER_SIM_MISTAKE
+            self.error = "the user review flagged " + "; ".join(f"{f.kind} ({f.evidence})" for f in self.user_flags)

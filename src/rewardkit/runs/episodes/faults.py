@@ -15,6 +15,7 @@ PARTIES = ("agent", "user", "tool", "none")
 FAULTS: Mapping[str, str] = {
     # infrastructure endings (rewardkit.envs.termination.EXCLUDED): the endpoint or server that failed
     "user_sim_error": "user",
+    "user_sim_mistake": "user",
     "agent_error": "agent",
     "env_error": "tool",
     "tool_sim_error": "tool",

@@ -1,0 +1,253 @@
+"""The user review: the simulated user's own mistakes, found by rule in each finished episode.
+
+A simulator that fails (an endpoint down) ends its episode as ``user_sim_error``. One that answers, but answers
+wrong, would otherwise have the agent scored for the user's mistake: tau2-bench's analysis of its retail domain
+found the user simulator behind up to 30% of failed trajectories. Each rule reads the episode as the user lived it
+(the visible dialogue, the task's scenario, the texts the agent and its tools produced) and returns a flag with its
+evidence:
+
+- ``premature_stop``: the user ends the conversation right after the agent asked it to confirm an action, or
+  announced one, while its stop message agrees to it and the task is not done: the write it confirmed never ran
+  (tau2-bench issue #297);
+- ``unseen_fact``: an identifier, an e-mail address or a number of three or more digits in the user's messages that
+  appears neither in its scenario nor in anything the agent or the tools said;
+- ``role_break``: the user writes a tool call, speaks as the agent, names its scenario's fields, or quotes the
+  instructions on how to behave;
+- ``wrong_approval``: the user approves what its scenario declines, or the reverse;
+- ``wrong_language``: a user message in another language than the domain's.
+
+What the rules cannot see: a user who invents a plausible fact without an identifier (a wrong reason, a made-up
+preference), one who stops early without agreeing to anything, or a paraphrase of its instructions. An LLM reviewer
+is the way to those; the rules are cheap enough to run on every rollout.
+
+>>> from rewardkit.loop.user_sim.base import Turn
+>>> task = {"user_scenario": {"instructions": {"reason_for_call": "Cancel order #W1234567.", "approval": "approve"}}}
+>>> dialogue = [Turn("agent", "Hi! How can I help you today?"), Turn("user", "Cancel #W1234567 and #W7654321.")]
+>>> [(f.kind, f.evidence) for f in review(task, dialogue, language="en")]
+[('unseen_fact', '#W7654321')]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rewardkit.envs.approvals import user_decision
+from rewardkit.envs.tasks import approves, instructions
+from rewardkit.loop.user_sim.base import STOP, Turn
+
+KINDS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
+
+
+@dataclass(frozen=True)
+class UserFlag:
+    """One mistake of the simulated user: its kind, the index of the user's message in the dialogue, the evidence."""
+
+    kind: str
+    turn: int
+    evidence: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "turn": self.turn, "evidence": self.evidence}
+
+
+# --- what the user may say --------------------------------------------------------------------------------------
+
+# Order ids (#W6779827), item and product ids, user ids (mia_li_3668), e-mail addresses, numbers of 3+ digits.
+# The edges are ASCII: in Chinese text an identifier sits right beside the characters around it ("打开R101的").
+_EMAIL = re.compile(r"[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_HASH_ID = re.compile(r"#[A-Za-z]*\d{3,}")
+_USER_ID = re.compile(r"(?<![A-Za-z0-9_])[a-z]+(?:_[a-z]+)+_\d{3,}(?![A-Za-z0-9_])")
+_CODE = re.compile(r"(?<![A-Za-z0-9_])[A-Z]{1,4}\d{3,}(?![A-Za-z0-9_])")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.#])\d{3,}(?:[.,]\d+)?(?![A-Za-z0-9_])")
+_DIGIT_RUN = re.compile(r"\d[\d.,]*")
+
+
+def facts(text: str) -> list[str]:
+    """The checkable facts of a message: identifiers, e-mail addresses and numbers of three or more digits.
+
+    >>> facts("Order #W6779827 for mia_li_3668 (mia.li@example.com), item 1586641416, $466.75, SKU SP002.")
+    ['mia.li@example.com', '#W6779827', 'mia_li_3668', 'SP002', '1586641416', '466.75']
+    """
+    found: list[str] = []
+    rest = text
+    for pattern in (_EMAIL, _HASH_ID, _USER_ID, _CODE, _NUMBER):
+        for match in pattern.finditer(rest):
+            found.append(match.group(0))
+        rest = pattern.sub(" ", rest)  # a fact is counted once, by its most specific pattern
+    return found
+
+
+def _known(fact: str, seen: str) -> bool:
+    """A fact is known when it appears in what the user saw, or its digits appear in one number there (an order id
+    without its ``#``, a price with another separator)."""
+    if fact in seen:
+        return True
+    digits = re.sub(r"\D", "", fact)
+    return len(digits) >= 3 and any(digits in re.sub(r"\D", "", run) for run in _DIGIT_RUN.findall(seen))
+
+
+# --- how an agent asks to act, and how a user agrees ------------------------------------------------------------
+
+_ASKS_TO_ACT = re.compile(
+    r"\b(?:confirm\w*|shall I|should I|would you like me to|do you want me to|may I|can I go ahead|proceed)\b"
+    r"|是否确认|确认一下|请确认|要不要|可以吗|好吗|我(?:将|来|这就|现在)(?:为您|帮您)?",
+    re.IGNORECASE,
+)
+_ANNOUNCES = re.compile(
+    r"\b(?:I will|I'll|I am going to|I'm going to|let me (?!know))\b|正在为您|马上为您", re.IGNORECASE
+)
+_CLOSING = re.compile(r"\b(?:anything|something) else\b|还有(?:什么|其他|别的)|其他(?:问题|需要)", re.IGNORECASE)
+_AGREES = re.compile(
+    r"\b(?:yes|yeah|yep|sure|confirm(?:ed)?|go ahead|please do|do it|proceed|ok(?:ay)?)\b"
+    r"|是的|好的|确认|可以|没问题|行|对的",
+    re.IGNORECASE,
+)
+
+# --- how the agent speaks, which the user must not ----------------------------------------------------------------
+
+_AGENT_VOICE = re.compile(
+    r"\bhow (?:can|may) I (?:help|assist) you\b|\bI have (?:cancelled|canceled|processed|updated|modified|refunded)\b"
+    r"|\bas (?:an|your) (?:agent|assistant)\b|请问有什么可以帮您|我已(?:为您|帮您)",
+    re.IGNORECASE,
+)
+_INSTRUCTION_WORDS = re.compile(r"\b(?:known_info|unknown_info|reason_for_call|task_instructions|user_scenario)\b")
+QUOTE_WORDS = 12  # a run of this many words of the user's behaviour instructions, verbatim, is a quote
+QUOTE_CHARS = 12  # the same for Chinese, which has no spaces: this many characters
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+_MARKERS = re.compile(r"###[A-Z-]+###")
+
+
+def _user_turns(dialogue: Sequence[Turn]) -> list[tuple[int, str]]:
+    return [(i, t.text) for i, t in enumerate(dialogue) if t.role == "user"]
+
+
+def _scenario_text(task: Mapping[str, Any]) -> str:
+    scenario = task.get("user_scenario")
+    return json.dumps(scenario, ensure_ascii=False) if scenario is not None else ""
+
+
+def _behaviour(task: Mapping[str, Any]) -> str | None:
+    """How the user is told to behave (``task_instructions``): text it follows, never says. What it wants and what
+    it knows (``reason_for_call``, ``known_info``) it is meant to say, often word for word."""
+    found = instructions(task)
+    text = found.get("task_instructions") if isinstance(found, Mapping) else None
+    return text if isinstance(text, str) else None
+
+
+def premature_stop(dialogue: Sequence[Turn], reached: Callable[[], bool] | None = None) -> list[UserFlag]:
+    """The user's last message stops the conversation (``###STOP###``) and agrees to what the agent's message before
+    it asked to confirm, or announced, while the task is not done (``reached``, when the episode can tell): the agent
+    had no turn left to run it. A closing question ("anything else?") asks nothing to confirm."""
+    if len(dialogue) < 2 or dialogue[-1].role != "user" or dialogue[-2].role != "agent":
+        return []
+    last, before = dialogue[-1].text, dialogue[-2].text
+    if STOP not in last or _CLOSING.search(before):
+        return []
+    said = _MARKERS.sub(" ", last)
+    asked = _ASKS_TO_ACT.search(before) or _ANNOUNCES.search(before)
+    if asked and _AGREES.search(said) and not (reached is not None and reached()):
+        return [UserFlag("premature_stop", len(dialogue) - 1, f"agent: {before[-160:]!r}; user: {last[:160]!r}")]
+    return []
+
+
+def unseen_facts(task: Mapping[str, Any], dialogue: Sequence[Turn], tool_texts: Iterable[str] = ()) -> list[UserFlag]:
+    """Every fact of a user message that its scenario, the agent and the tools never gave it (each named once)."""
+    seen = _scenario_text(task) + "\n" + "\n".join(tool_texts)
+    flags, named = [], set()
+    for i, turn in enumerate(dialogue):
+        if turn.role == "agent":
+            seen += "\n" + turn.text
+            continue
+        for fact in facts(_MARKERS.sub(" ", turn.text)):
+            if fact not in named and not _known(fact, seen):
+                named.add(fact)
+                flags.append(UserFlag("unseen_fact", i, fact))
+        seen += "\n" + turn.text  # what the user said once, it may repeat
+    return flags
+
+
+def _quotes(text: str, source: str) -> str | None:
+    """A verbatim run of ``source`` in ``text``: :data:`QUOTE_WORDS` words, or :data:`QUOTE_CHARS` characters of a
+    text without spaces."""
+    if _CJK.search(source):
+        compact, squeezed = re.sub(r"\s+", "", source), re.sub(r"\s+", "", text)
+        runs = (compact[start : start + QUOTE_CHARS] for start in range(len(compact) - QUOTE_CHARS + 1))
+    else:
+        words = source.split()
+        runs = (" ".join(words[start : start + QUOTE_WORDS]) for start in range(len(words) - QUOTE_WORDS + 1))
+        squeezed = text
+    return next((run for run in runs if run in squeezed), None)
+
+
+def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
+    """A user message that writes a tool call, speaks as the agent, names its scenario's fields or quotes its
+    behaviour instructions."""
+    behaviour = _behaviour(task)
+    flags = []
+    for i, text in _user_turns(dialogue):
+        evidence = None
+        if "<tool_call>" in text or '"arguments"' in text:
+            evidence = "a tool call"
+        elif found := _AGENT_VOICE.search(text) or _INSTRUCTION_WORDS.search(text):
+            evidence = found.group(0)
+        else:
+            evidence = _quotes(text, behaviour) if behaviour else None
+        if evidence is not None:
+            flags.append(UserFlag("role_break", i, evidence))
+    return flags
+
+
+def wrong_approvals(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
+    """A decision (``###APPROVE###`` or ``###DECLINE###``) against the scenario's ``approval`` (absent: decline)."""
+    wanted = "approve_request" if approves(task) else "decline_request"
+    return [
+        UserFlag("wrong_approval", i, f"{decision} where the scenario says {wanted.split('_')[0]}")
+        for i, text in _user_turns(dialogue)
+        if (decision := user_decision(text)) is not None and decision != wanted
+    ]
+
+
+def wrong_language(dialogue: Sequence[Turn], language: str) -> list[UserFlag]:
+    """A user message in the other language: no Chinese character in a ``zh`` domain, or more Chinese characters
+    than Latin letters in an ``en`` one (markers, identifiers and numbers do not count)."""
+    flags = []
+    for i, text in _user_turns(dialogue):
+        words = _MARKERS.sub(" ", text)
+        for fact in facts(words):
+            words = words.replace(fact, " ")
+        cjk, latin = len(_CJK.findall(words)), len(_LATIN.findall(words))
+        wrong = (language == "zh" and cjk == 0 and latin >= 3) or (language == "en" and cjk > latin)
+        if wrong:
+            flags.append(UserFlag("wrong_language", i, words.strip()[:80]))
+    return flags
+
+
+def review(
+    task: Mapping[str, Any],
+    dialogue: Sequence[Turn],
+    *,
+    language: str,
+    tool_texts: Iterable[str] = (),
+    kinds: Iterable[str] = KINDS,
+    reached: Callable[[], bool] | None = None,
+) -> tuple[UserFlag, ...]:
+    """Every flag of the rules in ``kinds``, in dialogue order. ``reached``: whether the task is done (asked only
+    when a stop looks premature)."""
+    wanted = set(kinds)
+    found: list[UserFlag] = []
+    if "premature_stop" in wanted:
+        found += premature_stop(dialogue, reached)
+    if "unseen_fact" in wanted:
+        found += unseen_facts(task, dialogue, tool_texts)
+    if "role_break" in wanted:
+        found += role_breaks(task, dialogue)
+    if "wrong_approval" in wanted:
+        found += wrong_approvals(task, dialogue)
+    if "wrong_language" in wanted:
+        found += wrong_language(dialogue, language)
+    return tuple(sorted(found, key=lambda f: (f.turn, KINDS.index(f.kind))))

@@ -1,0 +1,113 @@
+"""A user simulator that makes known mistakes at a known rate: the labelled episodes that measure the user review.
+
+It wraps another simulator and, on each reply where a mistake of a chosen kind can be made, makes it with
+probability ``rate`` (seeded by the task and the dialogue, so a rerun makes the same mistakes). What it did is kept
+in ``injected`` (task id -> the kinds), the labels the review's flags are scored against. Each mistake is the kind
+:mod:`rewardkit.loop.user_review` names, in the domain's language (English and Chinese):
+
+- ``premature_stop``: where the agent asks to confirm an action, the user agrees and stops in the same breath;
+- ``unseen_fact``: the reply carries an order number the user was never given;
+- ``role_break``: the user answers as the agent would;
+- ``wrong_approval``: an approval request answered against the scenario;
+- ``wrong_language``: the reply in the other language.
+
+Each episode gets at most one mistake, so its label is one kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardkit.envs.approvals import APPROVE, DECLINE
+from rewardkit.envs.tasks import approves
+from rewardkit.loop.user_sim.base import STOP, Progress, Turn, UserSimulator
+
+FAULTS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
+_CONFIRM = {
+    "en": re.compile(r"\b(?:confirm\w*|shall I|should I|would you like me to|do you want me to|proceed)\b", re.I),
+    "zh": re.compile(r"是否确认|请确认|确认一下|要不要|可以吗|好吗"),
+}
+LINES = {
+    "en": {
+        "premature_stop": f"Yes, go ahead. {STOP}",
+        "unseen_fact": "Also, please check my other order #W9999917 while you are at it.",
+        "role_break": "How can I help you today? I have processed your request.",
+        "other_language": "好的，请继续处理。",
+        "approve": f"Yes, I approve that. {APPROVE}",
+        "decline": f"No, I do not approve that. {DECLINE}",
+    },
+    "zh": {
+        "premature_stop": f"是的，确认。{STOP}",
+        "unseen_fact": "另外帮我看看订单 #W9999917。",
+        "role_break": "请问有什么可以帮您？我已为您处理好了。",
+        "other_language": "Okay, please go on with it.",
+        "approve": f"同意。{APPROVE}",
+        "decline": f"不同意。{DECLINE}",
+    },
+}
+
+
+class FaultySimulator:
+    """``inner``'s replies, with one mistake of ``kinds`` made in an episode at rate ``rate`` where one can be."""
+
+    def __init__(self, inner: UserSimulator, kinds: Sequence[str] = FAULTS, rate: float = 0.2, seed: int = 0) -> None:
+        unknown = [k for k in kinds if k not in FAULTS]
+        if unknown or not 0 <= rate <= 1:
+            raise ValueError(
+                f"FaultySimulator: kinds from {', '.join(FAULTS)} and a rate in [0, 1]; got {unknown}, {rate}"
+            )
+        self.inner, self.kinds, self.rate, self.seed = inner, tuple(kinds), rate, seed
+        self.name = f"faulty({inner.name})"
+        self.injected: dict[str, str] = {}  # task id -> the kind of the mistake made in its episode
+        self._lock = threading.Lock()
+
+    def fingerprint(self) -> str:
+        spec = f"faulty:{self.inner.fingerprint()}:{','.join(self.kinds)}:{self.rate}:{self.seed}"
+        return hashlib.sha256(spec.encode()).hexdigest()
+
+    def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
+        task_id = str(task.get("id"))
+        with self._lock:
+            done = task_id in self.injected
+        honest = self.inner.reply(task, dialogue, progress)
+        if done or not any(t.role == "user" for t in dialogue):  # one mistake an episode, never in the opening
+            return honest
+        lines = LINES.get(progress.language, LINES["en"])
+        draw = random.Random(f"{self.seed}:{task_id}:{len(dialogue)}")
+        for kind in draw.sample(self.kinds, len(self.kinds)):
+            made = self._make(kind, task, dialogue, progress, honest, lines)
+            if made is not None and draw.random() < self.rate:
+                with self._lock:
+                    self.injected[task_id] = kind
+                return made
+        return honest
+
+    @staticmethod
+    def _make(
+        kind: str,
+        task: Mapping[str, Any],
+        dialogue: Sequence[Turn],
+        progress: Progress,
+        honest: str,
+        lines: Mapping[str, str],
+    ) -> str | None:
+        """The mistaken reply of ``kind`` here, or None where it cannot be made."""
+        asks = _CONFIRM.get(progress.language, _CONFIRM["en"]).search(dialogue[-1].text)
+        if kind == "premature_stop":
+            return lines["premature_stop"] if asks and not progress.requests and STOP not in honest else None
+        if kind == "wrong_approval":
+            if not progress.requests:
+                return None
+            return lines["decline"] if approves(task) else lines["approve"]
+        if STOP in honest or progress.requests:  # the honest reply ends or decides: leave those to their own kinds
+            return None
+        if kind == "unseen_fact":
+            return f"{honest} {lines['unseen_fact']}"
+        if kind == "role_break":
+            return lines["role_break"]
+        return lines["other_language"]  # wrong_language

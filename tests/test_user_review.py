@@ -1,0 +1,154 @@
+"""The user review: each rule on dialogues that carry its mistake and on the clean dialogues beside them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rewardkit.loop.user_review import KINDS, facts, review
+from rewardkit.loop.user_sim.base import GREETING, Turn
+
+RETAIL = {
+    "user_scenario": {
+        "instructions": {
+            "reason_for_call": "You want to cancel order #W6779827 because you no longer need it.",
+            "known_info": "You are Mia Li, zip code 78705, email mia.li3818@example.com.",
+            "task_instructions": "You are polite but brief. If the agent asks for confirmation, you give it.",
+            "approval": "approve",
+        }
+    }
+}
+LIVESTREAM = {
+    "user_scenario": {
+        "instructions": {
+            "reason_for_call": "我是主播小鹿，帮我把直播间R101的智能标题打开。",
+            "task_instructions": "你说话干脆，事情办完就结束对话。",
+            "approval": "decline",
+        }
+    }
+}
+
+
+def talk(*lines: str) -> list[Turn]:
+    """A dialogue from alternating lines, the user first (after the agent's greeting)."""
+    return [Turn("agent", GREETING), *(Turn("user" if i % 2 == 0 else "agent", t) for i, t in enumerate(lines))]
+
+
+# (task, language, dialogue, the flags as (kind, turn, evidence))
+CASES = [
+    # clean: the user gives what it was given, agrees, and stops after the agent says it is done
+    (
+        RETAIL,
+        "en",
+        talk(
+            "Hi, I want to cancel order #W6779827.",
+            "Can you confirm the order id and the reason?",
+            "Yes, #W6779827, I no longer need it.",
+            "Done: the order is cancelled and refunded. Anything else?",
+            "No, thanks. ###STOP###",
+        ),
+        [],
+    ),
+    # the order id the agent read out, repeated by the user: seen
+    (
+        RETAIL,
+        "en",
+        talk("Cancel my last order.", "Your last order is #W1234567 for 466.75.", "Yes, cancel #W1234567."),
+        [],
+    ),
+    # premature stop: the agent asks to confirm, the user agrees and stops in the same message (turn 3)
+    (
+        RETAIL,
+        "en",
+        talk("Cancel order #W6779827.", "Shall I cancel it now?", "Yes, go ahead. ###STOP###"),
+        [("premature_stop", 3, None)],
+    ),
+    # ... and after an announcement; "let me know" announces nothing
+    (RETAIL, "en", talk("Cancel #W6779827.", "I'll cancel it now.", "Ok ###STOP###"), [("premature_stop", 3, None)]),
+    (RETAIL, "en", talk("Cancel #W6779827.", "Cancelled. Let me know if you need more.", "Ok ###STOP###"), []),
+    # declining and stopping is the user's right
+    (RETAIL, "en", talk("Cancel #W6779827.", "Shall I cancel it now?", "No, leave it. ###STOP###"), []),
+    # an unseen fact: an order id, a number and an e-mail the user was never given (each once)
+    (
+        RETAIL,
+        "en",
+        talk(
+            "Cancel #W6779827 and #W7654321.",
+            "Which e-mail is on the account?",
+            "It is mia@other.org, and my zip is 90210. Also #W7654321.",
+        ),
+        [("unseen_fact", 1, "#W7654321"), ("unseen_fact", 3, "mia@other.org"), ("unseen_fact", 3, "90210")],
+    ),
+    # its own scenario's zip code and e-mail are known
+    (RETAIL, "en", talk("I'm Mia Li, zip 78705, mia.li3818@example.com; cancel #W6779827."), []),
+    # role breaks: a tool call, the agent's voice, a field name, a quote of the instructions
+    (RETAIL, "en", talk('<tool_call>{"name": "cancel_pending_order"}</tool_call>'), [("role_break", 1, "a tool call")]),
+    (RETAIL, "en", talk("How can I help you with the order?"), [("role_break", 1, "How can I help you")]),
+    (RETAIL, "en", talk("My known_info says I am Mia."), [("role_break", 1, "known_info")]),
+    (
+        RETAIL,
+        "en",
+        talk("You are polite but brief. If the agent asks for confirmation, you give it. Cancel it."),
+        [("role_break", 1, "You are polite but brief. If the agent asks for confirmation, you")],
+    ),
+    # approvals: the scenario approves, so a decline is wrong; the live-stream one declines
+    (RETAIL, "en", talk("###DECLINE###"), [("wrong_approval", 1, "decline_request where the scenario says approve")]),
+    (RETAIL, "en", talk("###APPROVE###"), []),
+    (
+        LIVESTREAM,
+        "zh",
+        talk("帮我打开R101的智能标题。", "需要您批准。", "###APPROVE###"),
+        [("wrong_approval", 3, "approve_request where the scenario says decline")],
+    ),
+    # language: English in a Chinese domain, Chinese in an English one; identifiers and markers do not count
+    (LIVESTREAM, "zh", talk("Please turn on the smart title for R101."), [("wrong_language", 1, None)]),
+    (LIVESTREAM, "zh", talk("帮我打开R101的智能标题。", "好的，已打开。", "OK ###STOP###"), []),
+    (RETAIL, "en", talk("请取消我的订单 #W6779827。"), [("wrong_language", 1, None)]),
+    # a Chinese quote of how it must behave: 12 characters in a row; its reason for calling, said word for word, is
+    # what it is there to say
+    (
+        LIVESTREAM,
+        "zh",
+        talk("我是主播小鹿。你说话干脆，事情办完就结束对话。"),
+        [("role_break", 1, "你说话干脆，事情办完就结")],
+    ),
+    (LIVESTREAM, "zh", talk("我是主播小鹿，帮我把直播间R101的智能标题打开。"), []),
+]
+
+
+@pytest.mark.parametrize(("task", "language", "dialogue", "expected"), CASES)
+def test_each_rule_flags_its_mistake_and_nothing_else(
+    task: dict[str, Any], language: str, dialogue: list[Turn], expected: list[tuple[str, int, str | None]]
+) -> None:
+    found = review(task, dialogue, language=language)
+    assert [(f.kind, f.turn) for f in found] == [(k, t) for k, t, _ in expected]
+    for flag, (_, _, evidence) in zip(found, expected, strict=True):
+        assert evidence is None or flag.evidence == evidence
+
+
+def test_tool_results_count_as_seen() -> None:
+    dialogue = talk("Cancel the order with item 1586641416.")
+    assert [f.kind for f in review(RETAIL, dialogue, language="en")] == ["unseen_fact"]
+    assert review(RETAIL, dialogue, language="en", tool_texts=['{"item_id": "1586641416"}']) == ()
+
+
+def test_only_the_wanted_kinds_run() -> None:
+    dialogue = talk("###DECLINE### and cancel #W7654321.")
+    assert [f.kind for f in review(RETAIL, dialogue, language="en")] == ["unseen_fact", "wrong_approval"]
+    assert [f.kind for f in review(RETAIL, dialogue, language="en", kinds=["wrong_approval"])] == ["wrong_approval"]
+    assert set(KINDS) == {"premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language"}
+
+
+# (text, its facts): the most specific pattern wins, each fact once
+FACTS = [
+    ("Order #W6779827, user mia_li_3668.", ["#W6779827", "mia_li_3668"]),
+    ("Write to a.b@example.com about SKU SP002.", ["a.b@example.com", "SP002"]),
+    ("It cost $1,234.56 and 99 cents.", ["234.56"]),  # "1," and "99" are too short to check; the rest is a number
+    ("No facts here, just 42 words.", []),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), FACTS)
+def test_facts(text: str, expected: list[str]) -> None:
+    assert facts(text) == expected
