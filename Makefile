@@ -75,6 +75,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_memory.py
 	$(VENV)/bin/python benchmarks/bench_lint.py
 	$(VENV)/bin/python benchmarks/bench_see_your_run.py
+	$(VENV)/bin/python benchmarks/bench_user_review.py
 
 # The longest files and functions: a report to read, not a rule to meet.
 sizes: $(VENV)/.installed

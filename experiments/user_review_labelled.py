@@ -5,8 +5,9 @@
 
 The episodes: every task of each domain played by an agent that knows the answer and asks the user to confirm each
 write first (the gold agent, plus the confirmation a retail policy asks for), against the scripted user wrapped in
-a simulator that makes one known mistake in an episode (``FaultySimulator``): each kind of mistake at rate ``rate``
-where it can be made, in the domain's language (English on retail, Chinese on the console). The labels are the
+a simulator that makes known mistakes (``FaultySimulator``): a share ``rate`` of the episodes is given one mistake,
+of a kind drawn at random, made where that kind can be made, in the domain's language (English on retail, Chinese
+on the console). The labels are the
 mistakes it made; the flags are the review's (``rollout.user_review: count``, so every episode is scored as well).
 
 Per kind: precision (flagged episodes that carry that mistake) and recall (episodes with that mistake that are
@@ -45,6 +46,8 @@ class ConfirmingAgent:
         self.asked: set[int] = set()
 
     def __call__(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        if messages and messages[-1].get("role") == "tool" and "APPROVAL_REQUIRED" in str(messages[-1]["content"]):
+            return self.gold(messages)  # a write held for the user's approval: the gold agent puts it to the user
         step = self.gold.step
         action = self.gold.actions[step] if self.gold.held is None and step < len(self.gold.actions) else None
         if action is not None and action["name"] in self.writes and step not in self.asked:

@@ -120,6 +120,7 @@ QUOTE_CHARS = 12  # the same for Chinese, which has no spaces: this many charact
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _MARKERS = re.compile(r"###[A-Z-]+###")
+_TOOL_CALL = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
 
 
 def _user_turns(dialogue: Sequence[Turn]) -> list[tuple[int, str]]:
@@ -214,10 +215,11 @@ def wrong_approvals(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[U
 
 def wrong_language(dialogue: Sequence[Turn], language: str) -> list[UserFlag]:
     """A user message in the other language: no Chinese character in a ``zh`` domain, or more Chinese characters
-    than Latin letters in an ``en`` one (markers, identifiers and numbers do not count)."""
+    than Latin letters in an ``en`` one (markers, tool calls, identifiers and numbers do not count: a tool call is a
+    role break)."""
     flags = []
     for i, text in _user_turns(dialogue):
-        words = _MARKERS.sub(" ", text)
+        words = _MARKERS.sub(" ", _TOOL_CALL.sub(" ", text))
         for fact in facts(words):
             words = words.replace(fact, " ")
         cjk, latin = len(_CJK.findall(words)), len(_LATIN.findall(words))

@@ -1,9 +1,10 @@
 """A user simulator that makes known mistakes at a known rate: the labelled episodes that measure the user review.
 
-It wraps another simulator and, on each reply where a mistake of a chosen kind can be made, makes it with
-probability ``rate`` (seeded by the task and the dialogue, so a rerun makes the same mistakes). What it did is kept
-in ``injected`` (task id -> the kinds), the labels the review's flags are scored against. Each mistake is the kind
-:mod:`rewardkit.loop.user_review` names, in the domain's language (English and Chinese):
+It wraps another simulator. At an episode's opening it decides, with probability ``rate``, to make one mistake in
+it, and of which kind (seeded by the task, so a rerun makes the same mistakes); it then makes it at the first reply
+where that kind can be made, and records it in ``injected`` (task id -> the kind): the labels the review's flags are
+scored against. An episode where the kind never fits (no confirmation asked, no approval waiting) has no mistake.
+Each mistake is the kind :mod:`rewardkit.loop.user_review` names, in the domain's language (English and Chinese):
 
 - ``premature_stop``: where the agent asks to confirm an action, the user agrees and stops in the same breath;
 - ``unseen_fact``: the reply carries an order number the user was never given;
@@ -11,7 +12,8 @@ in ``injected`` (task id -> the kinds), the labels the review's flags are scored
 - ``wrong_approval``: an approval request answered against the scenario;
 - ``wrong_language``: the reply in the other language.
 
-Each episode gets at most one mistake, so its label is one kind.
+Each episode gets at most one mistake, so its label is one kind. Episodes are told apart by their task's id: run one
+trial a task.
 """
 
 from __future__ import annotations
@@ -32,22 +34,36 @@ _CONFIRM = {
     "en": re.compile(r"\b(?:confirm\w*|shall I|should I|would you like me to|do you want me to|proceed)\b", re.I),
     "zh": re.compile(r"是否确认|请确认|确认一下|要不要|可以吗|好吗"),
 }
+CALL = '<tool_call>{"name": "get_user_details", "arguments": {}}</tool_call>'
+# Each mistake in a few wordings a language, one drawn per episode.
 LINES = {
     "en": {
-        "premature_stop": f"Yes, go ahead. {STOP}",
-        "unseen_fact": "Also, please check my other order #W9999917 while you are at it.",
-        "role_break": "How can I help you today? I have processed your request.",
-        "other_language": "好的，请继续处理。",
-        "approve": f"Yes, I approve that. {APPROVE}",
-        "decline": f"No, I do not approve that. {DECLINE}",
+        "premature_stop": (f"Yes, go ahead. {STOP}", f"Sure, do it. Thanks, bye! {STOP}", f"Okay, confirmed. {STOP}"),
+        "unseen_fact": (
+            "Also, please check my other order #W9999917 while you are at it.",
+            "My backup e-mail is lee.k@example.org, if that helps.",
+            "The charge was 312.40 dollars, by the way.",
+        ),
+        "role_break": (
+            "How can I help you today? I have processed your request.",
+            "As an assistant, I can look that up for you.",
+            CALL,
+        ),
+        "other_language": ("好的，请继续处理。", "没问题，谢谢。", "请帮我查一下。"),
+        "approve": (f"Yes, I approve that. {APPROVE}",),
+        "decline": (f"No, I do not approve that. {DECLINE}",),
     },
     "zh": {
-        "premature_stop": f"是的，确认。{STOP}",
-        "unseen_fact": "另外帮我看看订单 #W9999917。",
-        "role_break": "请问有什么可以帮您？我已为您处理好了。",
-        "other_language": "Okay, please go on with it.",
-        "approve": f"同意。{APPROVE}",
-        "decline": f"不同意。{DECLINE}",
+        "premature_stop": (f"是的，确认。{STOP}", f"好的，就这样吧。{STOP}", f"可以，谢谢。{STOP}"),
+        "unseen_fact": (
+            "另外帮我看看订单 #W9999917。",
+            "我的备用邮箱是 lee.k@example.org。",
+            "上次的金额是 312.40 元。",
+        ),
+        "role_break": ("请问有什么可以帮您？我已为您处理好了。", "我已帮您查好了，还有别的吗？", CALL),
+        "other_language": ("Okay, please go on with it.", "Sure, thanks a lot.", "Please check it for me."),
+        "approve": (f"同意。{APPROVE}",),
+        "decline": (f"不同意。{DECLINE}",),
     },
 }
 
@@ -64,6 +80,7 @@ class FaultySimulator:
         self.inner, self.kinds, self.rate, self.seed = inner, tuple(kinds), rate, seed
         self.name = f"faulty({inner.name})"
         self.injected: dict[str, str] = {}  # task id -> the kind of the mistake made in its episode
+        self._planned: dict[str, str | None] = {}  # task id -> the kind decided at its opening, until made
         self._lock = threading.Lock()
 
     def fingerprint(self) -> str:
@@ -72,20 +89,28 @@ class FaultySimulator:
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
         task_id = str(task.get("id"))
-        with self._lock:
-            done = task_id in self.injected
         honest = self.inner.reply(task, dialogue, progress)
-        if done or not any(t.role == "user" for t in dialogue):  # one mistake an episode, never in the opening
+        if not any(t.role == "user" for t in dialogue):  # the opening: decide this episode's mistake, make none
+            draw = random.Random(f"{self.seed}:{task_id}")
+            planned = draw.choice(self.kinds) if self.kinds and draw.random() < self.rate else None
+            with self._lock:
+                self._planned[task_id] = planned
             return honest
-        lines = LINES.get(progress.language, LINES["en"])
-        draw = random.Random(f"{self.seed}:{task_id}:{len(dialogue)}")
-        for kind in draw.sample(self.kinds, len(self.kinds)):
-            made = self._make(kind, task, dialogue, progress, honest, lines)
-            if made is not None and draw.random() < self.rate:
-                with self._lock:
-                    self.injected[task_id] = kind
-                return made
-        return honest
+        with self._lock:
+            kind = self._planned.get(task_id)
+        if kind is None:
+            return honest
+        lines = {
+            k: random.Random(f"{self.seed}:{task_id}:{k}").choice(v)
+            for k, v in LINES.get(progress.language, LINES["en"]).items()
+        }
+        made = self._make(kind, task, dialogue, progress, honest, lines)
+        if made is None:
+            return honest
+        with self._lock:
+            self._planned[task_id] = None
+            self.injected[task_id] = kind
+        return made
 
     @staticmethod
     def _make(
@@ -104,10 +129,10 @@ class FaultySimulator:
             if not progress.requests:
                 return None
             return lines["decline"] if approves(task) else lines["approve"]
-        if STOP in honest or progress.requests:  # the honest reply ends or decides: leave those to their own kinds
+        if progress.requests:  # the honest reply decides an approval: that is wrong_approval's place
             return None
-        if kind == "unseen_fact":
-            return f"{honest} {lines['unseen_fact']}"
+        if kind == "unseen_fact":  # said before the honest reply, so that a stop stays at the end
+            return f"{lines['unseen_fact']} {honest}"
         if kind == "role_break":
             return lines["role_break"]
         return lines["other_language"]  # wrong_language
