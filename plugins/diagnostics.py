@@ -13,7 +13,8 @@ TensorBoard and wandb as its own do:
 - ``rewardkit/<Reward>/none_rate`` and ``rewardkit/<Reward>/latency_ms``: per reward, per call;
 - ``rewardkit/diagnostics/ms``: what the end-of-step figures cost, per step;
 - in multi-turn runs, from the episodes' ``rollout_infos`` (which every reward receives):
-  ``rewardkit/episodes/excluded`` and ``rewardkit/episodes/max_turns`` (shares of the step's episodes) and
+  ``rewardkit/episodes/excluded``, ``rewardkit/episodes/max_turns`` and ``rewardkit/episodes/user_flagged`` (the
+  user review's flags: :mod:`rewardkit.loop.user_review`) as shares of the step's episodes, and
   ``rewardkit/episodes/tool_errors`` (per episode); each step's whole summary (turns, endings, calls and errors
   per tool, policy tokens: :mod:`rewardkit.loop.rollouts`) is appended to ``rollouts.jsonl`` in the output
   folder, where ``rewardkit audit`` reads it, with the step's calls of each model endpoint of the process (the
@@ -132,6 +133,7 @@ class Diagnostics(TrainerCallback):
             return
         metrics[f"{PREFIX}/episodes/excluded"].append(summary["excluded"] / n)
         metrics[f"{PREFIX}/episodes/max_turns"].append(summary["terminations"].get("max_turns", 0) / n)
+        metrics[f"{PREFIX}/episodes/user_flagged"].append(summary["user_flagged"] / n)
         metrics[f"{PREFIX}/episodes/tool_errors"].append(summary["tool_errors"] / n)
         if self.trainer.accelerator.is_main_process:
             with open(Path(self.args.output_dir) / FILE, "a", encoding="utf-8") as f:

@@ -194,3 +194,21 @@ def test_the_rollouts_summary_example_holds() -> None:
 
     result = doctest.testmod(rewardkit.loop.rollouts)
     assert (result.attempted, result.failed) == (3, 0)
+
+
+def test_the_rollouts_summary_counts_the_user_reviews_flags() -> None:
+    from rewardkit.loop.rollouts import summarize_rollouts
+
+    flag = {"kind": "unseen_fact", "turn": 1, "evidence": "#W1"}
+    infos = [
+        {"termination": "user_sim_mistake", "user_flags": [flag, {**flag, "kind": "role_break"}]},  # excluded
+        {"termination": "user_stop", "user_flags": [flag]},  # counted (rollout.user_review: count)
+        {"termination": "user_stop"},
+    ]
+    summary = summarize_rollouts(infos)
+    # two flagged episodes, three flags; only the user_sim_mistake one is excluded
+    assert (summary["user_flagged"], summary["user_flags"], summary["excluded"]) == (
+        2,
+        {"unseen_fact": 2, "role_break": 1},
+        1,
+    )

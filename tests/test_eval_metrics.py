@@ -113,6 +113,18 @@ def test_infra_errors_are_excluded_and_counted_and_short_tasks_skipped() -> None
     assert len(summarize_episodes(records)["pass_hat_k"]) == 4  # default: the most valid trials of any task
 
 
+def test_the_user_reviews_flags_are_counted_and_pass_k_given_without_them() -> None:
+    # Task "1": trials 0 and 1 succeed, trial 2 fails with a flagged user. Task "2": one failure, its user flagged.
+    flag = [{"kind": "premature_stop", "turn": 5, "evidence": "..."}]
+    records = [ep("1", 0), ep("1", 1), ep("1", 2, 0.0, user_flags=flag), ep("2", 0, 0.0, user_flags=flag * 2)]
+    review = summarize_episodes(records, trials=1)["user_review"]
+    assert (review["flagged"], review["kinds"]) == (2, {"premature_stop": 3})
+    # without the flagged episodes: task "1" is 2 of 2 (pass^1 = 1), task "2" has no trial left (skipped)
+    [k1] = review["pass_hat_k_without_flagged"]
+    assert (k1["value"], k1["tasks"], k1["skipped"]) == (1.0, 1, 0)
+    assert summarize_episodes(records, trials=1)["pass_hat_k"][0]["value"] == pytest.approx((2 / 3 + 0) / 2)
+
+
 def test_a_task_with_only_infra_errors_has_no_valid_trial() -> None:
     summary = summarize_episodes([ep("1", 0), ep("2", 0, status="infra_error")])
     assert summary["tasks"] == {"total": 2, "no_valid_trial": 1}

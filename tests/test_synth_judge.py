@@ -252,6 +252,7 @@ def test_every_rejection_reason_has_a_fault_label() -> None:
         {t.value for t in EXCLUDED}
         | {trajectories.MALFORMED, trajectories.EMPTY_TURN, trajectories.NO_AGENT_TURN}
         | {
+            synthesis.USER_FLAGGED,
             synthesis.TASK_FAILED,
             synthesis.DUPLICATE,
             synthesis.REVIEWER_REJECTED,
@@ -334,3 +335,15 @@ def test_select_labels_every_rejection_and_the_labels_reconcile() -> None:
     }
     assert report["judged"]["5/0"] == {"verdict": "error", "reason": "judge http://j: down", "fault": None}
     assert "3/1" not in report["judged"]  # a duplicate of a kept row is not the judge's to decide
+
+
+def test_an_episode_whose_user_the_review_flagged_is_not_taught_whatever_it_scored() -> None:
+    flag = {"kind": "unseen_fact", "turn": 1, "evidence": "#W9999917"}
+    records = [
+        {**rec("1", 0, said(1)), "user_flags": [flag]},  # scored 1.0, but its user invented an order
+        {**rec("1", 1, said(1), reward=0.0), "user_flags": [flag]},  # failed, and its user erred: the user's fault
+        rec("1", 2, said(1, "Done, again.")),  # clean: kept
+    ]
+    rows, report = select(records, None)
+    assert (report["kept"], report["rejected"], report["faults"]["user"]) == (1, {"user_flagged": 2}, 2)
+    assert len(rows) == 1

@@ -50,6 +50,7 @@ RECORD_KEYS = {
     "error",
     "state_hash",
     "messages",
+    "user_flags",
 }
 
 

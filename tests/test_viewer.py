@@ -12,7 +12,7 @@ import pytest
 
 from rewardkit.cli import main
 from rewardkit.runs.episodes.synthesis import select
-from rewardkit.runs.viewer.page import ViewerError, read_verdicts, render, state_diff
+from rewardkit.runs.viewer.page import ViewerError, build, read_verdicts, render, state_diff
 
 
 @pytest.mark.parametrize(
@@ -142,3 +142,13 @@ def test_a_bad_verdicts_file_is_named(tmp_path: Path, content: dict, message: st
     path.write_text(json.dumps(content), encoding="utf-8")
     with pytest.raises(ViewerError, match=message):
         read_verdicts(path, "r1")
+
+
+def test_an_episode_shows_the_user_reviews_flags() -> None:
+    from rewardkit.envs import get_domain
+
+    flag = {"kind": "unseen_fact", "turn": 1, "evidence": "#W9999917"}
+    records = _records()
+    records[1]["user_flags"] = [flag, "not a flag"]  # a record from elsewhere: only objects are shown
+    data = build(records, get_domain("retail"), "t")
+    assert [e["user_flags"] for e in data["episodes"]] == [[], [flag], []]

@@ -43,5 +43,8 @@ def summarize_rollouts(infos: Sequence[Any]) -> dict[str, Any]:
         "turns": [r.turns for r in episodes],
         "tools": dict(sorted(tools.items())),
         "tool_errors": sum(r.tool_errors for r in episodes),
+        # the episodes the user review flagged (excluded as user_sim_mistake, or counted), by the kind of mistake
+        "user_flagged": sum(bool(r.user_flags) for r in episodes),
+        "user_flags": dict(Counter(str(f.get("kind")) for r in episodes for f in r.user_flags)),
         "policy_tokens": {"mean": sum(tokens) / len(tokens) if tokens else None, "max": max(tokens, default=None)},
     }

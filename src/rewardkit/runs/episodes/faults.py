@@ -20,6 +20,7 @@ FAULTS: Mapping[str, str] = {
     "env_error": "tool",
     "tool_sim_error": "tool",
     # the rules
+    "user_flagged": "user",  # the user review flagged the simulated user's part
     "task_failed": "agent",
     "task_failed/user_out_of_scope": "user",  # the simulated user left the scenario: the simulation's gap
     "malformed_tool_call": "agent",

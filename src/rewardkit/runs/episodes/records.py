@@ -11,7 +11,8 @@ What a field must be (``None`` allowed only where written):
 - ``reward``: a finite number in [0, 1], ``None`` only for ``infra_error``; ``tcr``: the same, or ``None``;
 - ``turns``, ``tool_calls``, ``tool_errors``: integers from 0 to 2^53 (or ``None``); ``tools``, ``call_codes``,
   ``gates`` (optional): objects of such integers; ``termination``: a non-empty string; ``error``, ``state_hash``:
-  a string or ``None``; ``messages``: a list of objects, each with a string ``role``.
+  a string or ``None``; ``messages``: a list of objects, each with a string ``role``; ``user_flags`` (optional):
+  a list of objects, each with a string ``kind``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ def _messages(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value)
 
 
+def _flags(value: Any) -> bool:  # optional: logs written before the user review lack it
+    return isinstance(value, list) and all(isinstance(f, dict) and isinstance(f.get("kind"), str) for f in value)
+
+
 def _text(value: Any) -> bool:
     return isinstance(value, str) and bool(value)
 
@@ -83,6 +88,7 @@ _CHECKS: dict[str, tuple[Any, str, bool]] = {
     "tools": (is_counts, "an object of integer counts from 0 to 2^53", True),
     "call_codes": (is_counts, "an object of integer counts from 0 to 2^53", True),
     "gates": (is_counts, "an object of integer counts from 0 to 2^53", True),  # optional: logs before gates lack it
+    "user_flags": (_flags, "a list of the user review's flags, each an object with a string 'kind'", False),
     "error": (lambda v: isinstance(v, str), "a string or null", True),
     "state_hash": (lambda v: isinstance(v, str), "a string or null", True),
     "messages": (_messages, "a list of messages, each an object with a string 'role'", False),

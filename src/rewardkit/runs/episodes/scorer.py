@@ -49,5 +49,6 @@ class Scorer:
             "gates": gate_counts(infos.audit or ()),
             "error": infos.error,
             "state_hash": infos.state_hash,
+            "user_flags": [dict(flag) for flag in infos.user_flags],  # the user review's (rollout.user_review: count)
             "messages": result.messages,
         }

@@ -4,6 +4,9 @@ An episode is kept when ``TaskCompletion`` scores it 1.0, the rule GRPO is train
 written as an ms-swift agent-format row (:mod:`rewardkit.data_builders.trajectories`). Every
 episode that is not kept is counted under one reason, so ``read == kept + sum(rejected)``:
 
+- ``user_flagged``: the user review flagged the simulated user's part (a premature stop, a fact it was never given,
+  a role break, an approval against its scenario, the wrong language: :mod:`rewardkit.loop.user_review`), whatever
+  the episode scored;
 - ``task_failed``: the episode ran to an ending and did not complete the task;
 - ``user_sim_error`` / ``agent_error`` / ``env_error``: the simulator, the agent endpoint or the tools'
   server failed (infrastructure, :data:`~rewardkit.envs.termination.EXCLUDED`, never a failed task;
@@ -52,6 +55,7 @@ from rewardkit.runs.stats.metrics import task_order
 from rewardkit.runs.viewer.page import episode_id, read_verdicts
 
 TASK_FAILED = "task_failed"
+USER_FLAGGED = "user_flagged"
 DUPLICATE = "duplicate"
 REVIEWER_REJECTED = "reviewer_rejected"
 UNREVIEWED = "unreviewed"
@@ -123,6 +127,8 @@ def _rules(record: Mapping[str, Any], tools_json: str | None) -> dict[str, Any] 
     """The episode's row, or the rule it breaks: an infrastructure ending, a failed task, a row not to teach."""
     if record["status"] != "ok":
         return str(record["termination"])  # an EXCLUDED ending: infrastructure, counted as such
+    if record.get("user_flags"):  # the simulated user erred (its review): not a conversation to teach from
+        return USER_FLAGGED
     if record["reward"] != 1.0:
         return TASK_FAILED
     return sft_row(record["messages"], tools_json)

@@ -12,6 +12,7 @@ Pure functions over episode records, one per (task, trial), as ``rewardkit eval 
      "tools": {tool_name: count},     # calls per tool in this episode
      "call_codes": {code: count},     # the agent's calls per result code (OK, HARD_GATE, ...)
      "gates": {"requested", "approved", "declined", "hard_gate": int},  # approval traffic (optional)
+     "user_flags": [{"kind": str, "turn": int, "evidence": str}],  # the user review's flags (optional)
      "error": str | None, ...}        # any other key (messages, ...) is ignored
 
 An ``infra_error`` episode says nothing about the agent: it is left out of every metric and only counted
@@ -177,6 +178,18 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
         },
         "termination": dict(Counter(str(r.get("termination") or "unknown") for r in kept).most_common()),
         "tools": _tool_use(valid),
+        "user_review": _user_review(kept, valid, trials),
+    }
+
+
+def _user_review(kept: Sequence[dict[str, Any]], valid: Sequence[dict[str, Any]], trials: int | None) -> dict[str, Any]:
+    """The valid episodes the user review flagged (``rollout.user_review: count``), by kind, and pass^k without
+    them: what the agent scores once the simulated user's mistakes are left out."""
+    flagged = [r for r in valid if r.get("user_flags")]
+    return {
+        "flagged": len(flagged),
+        "kinds": dict(Counter(str(f.get("kind")) for r in flagged for f in r["user_flags"]).most_common()),
+        "pass_hat_k_without_flagged": _pass_k(task_stats([r for r in kept if not r.get("user_flags")]), trials),
     }
 
 

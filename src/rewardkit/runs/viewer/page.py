@@ -202,6 +202,7 @@ def _episode(
         "excluded": record.get("termination") in EXCLUDED or record.get("status") != "ok",
         "turns": record.get("turns"),
         "gates": record.get("gates") or {},
+        "user_flags": [f for f in record.get("user_flags") or [] if isinstance(f, Mapping)],  # the user review's
         "messages": _turns(messages, systems),
         "diff": diff,
     }
