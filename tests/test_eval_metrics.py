@@ -123,6 +123,12 @@ def test_the_user_reviews_flags_are_counted_and_pass_k_given_without_them() -> N
     [k1] = review["pass_hat_k_without_flagged"]
     assert (k1["value"], k1["tasks"], k1["skipped"]) == (1.0, 1, 0)
     assert summarize_episodes(records, trials=1)["pass_hat_k"][0]["value"] == pytest.approx((2 / 3 + 0) / 2)
+    from rewardkit.runs.episodes.evaluation import headline
+
+    assert headline(summarize_episodes(records, trials=1)).endswith(
+        "user review: 2 flagged (pass^1 1.000 without them)"
+    )
+    assert "user review" not in headline(summarize_episodes(records[:2], trials=1))  # none flagged: not mentioned
 
 
 def test_a_task_with_only_infra_errors_has_no_valid_trial() -> None:

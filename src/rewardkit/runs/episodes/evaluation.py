@@ -63,8 +63,8 @@ def evaluate_run(
 
 
 def headline(summary: Mapping[str, Any]) -> str:
-    """One line: pass^k, TCR, turns, the share of calls that succeeded, the gates (when any was met) and what was
-    excluded."""
+    """One line: pass^k, TCR, turns, the share of calls that succeeded, the gates (when any was met), what was
+    excluded, and the episodes whose simulated user the review flagged with pass^1 without them (when any was)."""
     passes = "  ".join(
         f"pass^{p['k']} {p['value']:.3f}" if p["value"] is not None else f"pass^{p['k']} -"
         for p in summary["pass_hat_k"]
@@ -80,7 +80,13 @@ def headline(summary: Mapping[str, Any]) -> str:
         if gates["requested"] or gates["hard_gate"]
         else ""
     )
+    review = summary.get("user_review") or {}
+    flagged = ""
+    if review.get("flagged"):
+        without = next(iter(review["pass_hat_k_without_flagged"]), {}).get("value")
+        shown = "-" if without is None else f"{without:.3f}"
+        flagged = f"  user review: {review['flagged']} flagged (pass^1 {shown} without them)"
     return (
         f"{passes}  TCR {tcr}  turns {turns}  calls ok {rate}{gated}  episodes {episodes['valid']} valid, "
-        f"{episodes['infra_error']} infrastructure errors excluded"
+        f"{episodes['infra_error']} infrastructure errors excluded{flagged}"
     )
