@@ -70,3 +70,18 @@ def test_the_same_seed_makes_the_same_mistakes() -> None:
 def test_a_kind_it_does_not_know_or_a_rate_outside_0_1_is_refused(kinds: list[str], rate: float) -> None:
     with pytest.raises(ValueError, match="kinds from premature_stop"):
         FaultySimulator(ScriptedSimulator(), kinds=kinds, rate=rate)
+
+
+def test_the_config_wraps_the_simulator_only_with_a_fault_rate() -> None:
+    from rewardkit.config import ConfigError
+    from rewardkit.loop.user_sim.config import UserSimConfig, load_user_sim_config, make_simulator
+
+    assert make_simulator(UserSimConfig(), RETAIL).name == "scripted"
+    faulty = make_simulator(UserSimConfig(fault_rate=0.2, fault_seed=4), RETAIL)
+    assert isinstance(faulty, FaultySimulator) and (faulty.rate, faulty.seed, faulty.name) == (
+        0.2,
+        4,
+        "faulty(scripted)",
+    )
+    with pytest.raises(ConfigError, match="fault_rate"):
+        load_user_sim_config({"fault_rate": 1.5}, "test")

@@ -19,6 +19,7 @@ from rewardkit.config import ConfigError, ConfigSchema, config_section, setting
 from rewardkit.envs import Domain
 from rewardkit.loop.user_sim.base import UserSimulator
 from rewardkit.loop.user_sim.cache import CachedSimulator
+from rewardkit.loop.user_sim.faulty import FaultySimulator
 from rewardkit.loop.user_sim.scripted import PHRASES, ScriptedSimulator
 from rewardkit.rewards.config import REFERENCE
 
@@ -59,6 +60,16 @@ class UserSimConfig:
         None,
         "How the cache is used: `replay` needs an existing cache; null = `read_write` if `cache` is set, else `off`.",
     )
+
+    fault_rate: float = setting(
+        0.0,
+        "For measuring the user review on your own setup only: the share of episodes whose simulated user makes one "
+        "known mistake (a premature stop, a made-up fact, a role break, a wrong approval, the wrong language); 0 in "
+        "real runs.",
+        minimum=0,
+        maximum=1,
+    )
+    fault_seed: int = setting(0, "Which episodes get a mistake, and of which kind, when fault_rate is above 0.")
 
     def __post_init__(self) -> None:
         if self.cache_mode is None:  # resolved here so direct construction gets the same default
@@ -145,4 +156,6 @@ def make_simulator(cfg: UserSimConfig, domain: Domain) -> UserSimulator:
         sim = ScriptedSimulator()
     if cfg.cache is not None and cfg.cache_mode != "off":
         sim = CachedSimulator(sim, cfg.cache, cfg.cache_mode)  # type: ignore[arg-type]
+    if cfg.fault_rate > 0:  # outside the cache: a cached honest reply can still be made wrong
+        sim = FaultySimulator(sim, rate=cfg.fault_rate, seed=cfg.fault_seed)
     return sim
