@@ -173,6 +173,7 @@ def test_the_live_diagnostics_episodes_join_their_steps(tmp_path: Path) -> None:
             "episodes": 3,
             "terminations": {"max_turns": 2, "user_sim_error": 1},
             "excluded": 1,
+            "user_flagged": 1,
             "turns": [5, 5, 1],
             "tools": {"get_order": {"calls": 3, "errors": 0}},
             "tool_errors": 0,
@@ -185,6 +186,13 @@ def test_the_live_diagnostics_episodes_join_their_steps(tmp_path: Path) -> None:
     found = {(f["flag"], f["step"]) for f in report["flags"]}
     # 2 of 3 episodes ran out of turns at step 2 (>= 0.5); 1 call per episode against 2 at step 1 (<= half).
     assert {("max_turns", 2), ("tools_skipped", 2)} <= found
+    from rewardkit.runs.training.audit_report import markdown
+
+    rows = [line for line in markdown(report).splitlines() if line.startswith(("| 1 | 3 |", "| 2 | 3 |"))]
+    assert rows[-2:] == [  # step 1's summary is from before the user review: no flagged count, shown as "-"
+        "| 1 | 3 | 0 | - | 6 | 1 | user_stop 3 |",
+        "| 2 | 3 | 1 | 1 | 3 | 0 | max_turns 2, user_sim_error 1 |",
+    ]
 
 
 def test_the_rollouts_summary_example_holds() -> None:

@@ -260,14 +260,16 @@ def _episode_rows(steps: Sequence[Mapping[str, Any]]) -> list[str]:
         "",
         "## Episodes",
         "",
-        "| step | episodes | excluded | tool calls | tool errors | endings |",
-        "| ---: | ---: | ---: | ---: | ---: | --- |",
+        "| step | episodes | excluded | user flagged | tool calls | tool errors | endings |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for s in logged:
         e = s["episodes"]
         endings = ", ".join(f"{k} {v}" for k, v in e["terminations"].items())
         calls = sum(t["calls"] for t in e["tools"].values())
-        out.append(f"| {s['step']} | {e['episodes']} | {e['excluded']} | {calls} | {e['tool_errors']} | {endings} |")
+        flagged = e.get("user_flagged", "-")  # runs from before the user review have no count
+        cells = [s["step"], e["episodes"], e["excluded"], flagged, calls, e["tool_errors"], endings]
+        out.append("| " + " | ".join(map(str, cells)) + " |")
     return out
 
 
