@@ -37,7 +37,7 @@ from typing import Any
 
 from rewardkit.envs.approvals import user_decision
 from rewardkit.envs.tasks import approves, instructions
-from rewardkit.loop.user_sim.base import STOP, Turn
+from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Turn
 
 KINDS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
 
@@ -92,13 +92,10 @@ def _known(fact: str, seen: str) -> bool:
 
 # --- how an agent asks to act, and how a user agrees ------------------------------------------------------------
 
-_ASKS_TO_ACT = re.compile(
-    r"\b(?:confirm\w*|shall I|should I|would you like me to|do you want me to|may I|can I go ahead|proceed)\b"
-    r"|是否确认|确认一下|请确认|要不要|可以吗|好吗|我(?:将|来|这就|现在)(?:为您|帮您)?",
-    re.IGNORECASE,
-)
 _ANNOUNCES = re.compile(
-    r"\b(?:I will|I'll|I am going to|I'm going to|let me (?!know))\b|正在为您|马上为您", re.IGNORECASE
+    r"\b(?:I will|I'll|I am going to|I'm going to|let me (?!know))\b"
+    r"|正在为您|马上为您|我(?:将|来|这就|现在)(?:为您|帮您)",
+    re.IGNORECASE,
 )
 _CLOSING = re.compile(r"\b(?:anything|something) else\b|还有(?:什么|其他|别的)|其他(?:问题|需要)", re.IGNORECASE)
 _AGREES = re.compile(
@@ -150,7 +147,7 @@ def premature_stop(dialogue: Sequence[Turn], reached: Callable[[], bool] | None 
     if STOP not in last or _CLOSING.search(before):
         return []
     said = _MARKERS.sub(" ", last)
-    asked = _ASKS_TO_ACT.search(before) or _ANNOUNCES.search(before)
+    asked = any(p.search(before) for p in CONFIRMATION_REQUEST.values()) or _ANNOUNCES.search(before)
     if asked and _AGREES.search(said) and not (reached is not None and reached()):
         return [UserFlag("premature_stop", len(dialogue) - 1, f"agent: {before[-160:]!r}; user: {last[:160]!r}")]
     return []

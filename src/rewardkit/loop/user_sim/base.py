@@ -8,6 +8,7 @@ many of them at once in worker threads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -18,6 +19,16 @@ TRANSFER = "###TRANSFER###"
 OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
 # The agent's opening line in tau2-bench; the simulator's history starts with it.
 GREETING = "Hi! How can I help you today?"
+# How an agent asks the user to confirm an action, by language: what the scripted user says yes to, what the user
+# review reads in the agent's message before a stop, where the faulty simulator stops too early.
+CONFIRMATION_REQUEST = {
+    "en": re.compile(
+        r"\b(?:confirm\w*|proceed|shall i|should i|would you like me to|do you want me to|go ahead)\b"
+        r"|\byes\s*/\s*no\b",
+        re.IGNORECASE,
+    ),
+    "zh": re.compile(r"确认|是否|要不要|可以吗|好吗|同意|批准|审批|继续"),
+}
 
 
 class SimulatorError(RuntimeError):

@@ -20,20 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.envs.tasks import approves
-from rewardkit.loop.user_sim.base import STOP, Progress, Turn, UserSimulator
+from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Progress, Turn, UserSimulator
 
 FAULTS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
-_CONFIRM = {
-    "en": re.compile(r"\b(?:confirm\w*|shall I|should I|would you like me to|do you want me to|proceed)\b", re.I),
-    "zh": re.compile(r"是否确认|请确认|确认一下|要不要|可以吗|好吗"),
-}
 CALL = '<tool_call>{"name": "get_user_details", "arguments": {}}</tool_call>'
 # Each mistake in a few wordings a language, one drawn per episode.
 LINES = {
@@ -122,7 +117,7 @@ class FaultySimulator:
         lines: Mapping[str, str],
     ) -> str | None:
         """The mistaken reply of ``kind`` here, or None where it cannot be made."""
-        asks = _CONFIRM.get(progress.language, _CONFIRM["en"]).search(dialogue[-1].text)
+        asks = CONFIRMATION_REQUEST.get(progress.language, CONFIRMATION_REQUEST["en"]).search(dialogue[-1].text)
         if kind == "premature_stop":
             return lines["premature_stop"] if asks and not progress.requests and STOP not in honest else None
         if kind == "wrong_approval":

@@ -19,7 +19,7 @@ from typing import Any
 from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.envs.scenario import first_person, request_only
 from rewardkit.envs.tasks import approves, instructions, known_info, reason_for_call
-from rewardkit.loop.user_sim.base import STOP, TRANSFER, Progress, Turn
+from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, TRANSFER, Progress, Turn
 
 VERSION = 2  # bump when a rule changes: cached scripted replies must not survive it
 
@@ -48,11 +48,7 @@ PHRASES = {
             r"|\blocate your account\b",
             re.IGNORECASE,
         ),
-        asks_confirmation=re.compile(
-            r"\b(?:confirm\w*|proceed|shall i|should i|would you like me to|do you want me to|go ahead)\b"
-            r"|\byes\s*/\s*no\b",
-            re.IGNORECASE,
-        ),
+        asks_confirmation=CONFIRMATION_REQUEST["en"],
         transfers=re.compile(
             r"\btransferr?(?:ed|ing)?\b.*\b(?:human|live|representative|specialist|supervisor|agent)\b", re.IGNORECASE
         ),
@@ -68,7 +64,7 @@ PHRASES = {
     "zh": Phrases(
         # A question about specifics: which, how much, what.
         asks_identity=re.compile(r"请问|哪[个一款场些位]|多少|什么|具体|几[个场号点]"),
-        asks_confirmation=re.compile(r"确认|是否|要不要|可以吗|好吗|同意|批准|审批|继续"),
+        asks_confirmation=CONFIRMATION_REQUEST["zh"],
         transfers=re.compile(r"转[接给交].*(?:人工|客服|专员|同事)"),
         sentence=re.compile(r"[^。！？!?]+[。！？!?]*"),
         thanks=f"好的，谢谢，就这些了。{STOP}",
