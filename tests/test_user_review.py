@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rewardkit.loop.user_review import KINDS, facts, review
 from rewardkit.loop.user_sim.base import GREETING, Turn
@@ -152,3 +154,26 @@ FACTS = [
 @pytest.mark.parametrize(("text", "expected"), FACTS)
 def test_facts(text: str, expected: list[str]) -> None:
     assert facts(text) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet=st.characters(codec="utf-8"), max_size=300), min_size=1, max_size=6),
+    language=st.sampled_from(["en", "zh"]),
+)
+def test_any_dialogue_is_reviewed_and_never_raises(texts: list[str], language: str) -> None:
+    # A simulated user (and the agent) may write anything: the review answers with well-formed flags, never an error.
+    dialogue = talk(*texts)
+    for flag in review(RETAIL, dialogue, language=language, tool_texts=texts):
+        assert flag.kind in KINDS and 0 < flag.turn < len(dialogue) and isinstance(flag.evidence, str)
+
+
+def test_a_page_of_garbage_is_read_to_the_end() -> None:
+    # Every fact pattern starts only where a run of its characters starts: a 100,000-character reply of numbers,
+    # e-mail fragments and letters is read in linear time (quadratic patterns took minutes on it), and its unseen
+    # facts are named, at most MAX_UNSEEN of them for the message.
+    from rewardkit.loop.user_review import MAX_UNSEEN
+
+    garbage = " ".join(f"{100 + i} a@b.c{i} x_y_{i:03d}" for i in range(4000))
+    flags = review(RETAIL, talk(garbage), language="en")
+    assert [f.kind for f in flags] == ["unseen_fact"] * MAX_UNSEEN

@@ -57,13 +57,17 @@ class UserFlag:
 # --- what the user may say --------------------------------------------------------------------------------------
 
 # Order ids (#W6779827), item and product ids, user ids (mia_li_3668), e-mail addresses, numbers of 3+ digits.
-# The edges are ASCII: in Chinese text an identifier sits right beside the characters around it ("打开R101的").
-_EMAIL = re.compile(r"[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+# The edges are ASCII: in Chinese text an identifier sits right beside the characters around it ("打开R101的"). Each
+# pattern starts only where a run of its characters starts and never backtracks into it, so a message of any length
+# is read in linear time (a simulated user may answer with a page of garbage).
+_EMAIL = re.compile(r"(?<![A-Za-z0-9_.+-])[A-Za-z0-9_.+-]++@[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)+")
 _HASH_ID = re.compile(r"#[A-Za-z]*\d{3,}")
 _USER_ID = re.compile(r"(?<![A-Za-z0-9_])[a-z]+(?:_[a-z]+)+_\d{3,}(?![A-Za-z0-9_])")
 _CODE = re.compile(r"(?<![A-Za-z0-9_])[A-Z]{1,4}\d{3,}(?![A-Za-z0-9_])")
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.#])\d{3,}(?:[.,]\d+)?(?![A-Za-z0-9_])")
 _DIGIT_RUN = re.compile(r"\d[\d.,]*")
+_FACTS = (_EMAIL, _HASH_ID, _USER_ID, _CODE, _NUMBER)  # most specific first
+_ANY_FACT = re.compile("|".join(f"(?:{p.pattern})" for p in _FACTS))
 
 
 def facts(text: str) -> list[str]:
@@ -74,20 +78,37 @@ def facts(text: str) -> list[str]:
     """
     found: list[str] = []
     rest = text
-    for pattern in (_EMAIL, _HASH_ID, _USER_ID, _CODE, _NUMBER):
+    for pattern in _FACTS:
         for match in pattern.finditer(rest):
             found.append(match.group(0))
         rest = pattern.sub(" ", rest)  # a fact is counted once, by its most specific pattern
     return found
 
 
-def _known(fact: str, seen: str) -> bool:
-    """A fact is known when it appears in what the user saw, or its digits appear in one number there (an order id
-    without its ``#``, a price with another separator)."""
-    if fact in seen:
-        return True
-    digits = re.sub(r"\D", "", fact)
-    return len(digits) >= 3 and any(digits in re.sub(r"\D", "", run) for run in _DIGIT_RUN.findall(seen))
+# A message is checked for at most MAX_FACTS facts, and read no further once MAX_UNSEEN were found unseen: a message
+# with more is garbage already, and the check stays linear in the dialogue's length.
+MAX_FACTS = 256
+MAX_UNSEEN = 8
+
+
+class _Seen:
+    """What the user saw; its numbers as digits alone are read out only when a fact is not in the text itself."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._numbers: str | None = None
+
+    def knows(self, fact: str) -> bool:
+        """The fact itself was seen, or its digits are (part of) a number seen: an order id without its ``#``, a
+        price with another separator."""
+        if fact in self.text:
+            return True
+        digits = re.sub(r"\D", "", fact)
+        if len(digits) < 3:
+            return False
+        if self._numbers is None:
+            self._numbers = "\n".join(re.sub(r"\D", "", run) for run in _DIGIT_RUN.findall(self.text))
+        return digits in self._numbers
 
 
 # --- how an agent asks to act, and how a user agrees ------------------------------------------------------------
@@ -161,10 +182,14 @@ def unseen_facts(task: Mapping[str, Any], dialogue: Sequence[Turn], tool_texts: 
         if turn.role == "agent":
             seen += "\n" + turn.text
             continue
-        for fact in facts(_MARKERS.sub(" ", turn.text)):
-            if fact not in named and not _known(fact, seen):
+        index, unseen = _Seen(seen), 0
+        for fact in facts(_MARKERS.sub(" ", turn.text))[:MAX_FACTS]:
+            if fact not in named and not index.knows(fact):
                 named.add(fact)
                 flags.append(UserFlag("unseen_fact", i, fact))
+                unseen += 1
+                if unseen == MAX_UNSEEN:
+                    break
         seen += "\n" + turn.text  # what the user said once, it may repeat
     return flags
 
@@ -216,9 +241,7 @@ def wrong_language(dialogue: Sequence[Turn], language: str) -> list[UserFlag]:
     role break)."""
     flags = []
     for i, text in _user_turns(dialogue):
-        words = _MARKERS.sub(" ", _TOOL_CALL.sub(" ", text))
-        for fact in facts(words):
-            words = words.replace(fact, " ")
+        words = _ANY_FACT.sub(" ", _MARKERS.sub(" ", _TOOL_CALL.sub(" ", text)))
         cjk, latin = len(_CJK.findall(words)), len(_LATIN.findall(words))
         wrong = (language == "zh" and cjk == 0 and latin >= 3) or (language == "en" and cjk > latin)
         if wrong:
