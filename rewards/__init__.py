@@ -5,8 +5,7 @@ or a small class when it holds state (see :mod:`rewardkit.rewards.registry`). Th
 type checkers; at run time ``from rewardkit.rewards import ThinkLength`` imports ``think_length.py`` alone, and
 :data:`REWARDS` imports each module when first asked for it (an installed package's rewards, the
 ``rewardkit.rewards`` entry points, likewise). Importing this package has no side effects and does not import
-ms-swift. The keys reach ms-swift's ``orms``
-in one of three ways, each ending in :func:`register`:
+ms-swift. The keys reach ms-swift's ``orms`` in one of three ways, each ending in :func:`register`:
 
 - ``import rewardkit.rewards`` then ``rewardkit.rewards.register()`` (from your own code or plugin file);
 - ``swift rlhf --external_plugins rewards/`` (ms-swift <= 4.4 imports the folder as a top-level package named

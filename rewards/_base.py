@@ -287,12 +287,12 @@ def reward(
     (:class:`PlanningReward` for a reward of a planning answer against its gold).
     """
     where = f"{function.__module__}.{function.__qualname__}"
-    base = base or (PlanningReward if SCHEMA in inspect.signature(function).parameters else Reward)
+    params = inspect.signature(function).parameters
+    base = base or (PlanningReward if SCHEMA in params else Reward)
     try:
         hints = typing.get_type_hints(function)
     except NameError as exc:
         raise RegistryError(f"{where}: an annotation cannot be resolved ({exc}); import what it names") from exc
-    params = inspect.signature(function).parameters
     if COMPLETIONS not in params:
         raise RegistryError(f"{where}: a reward function takes the completions first, as `completions: list[str]`")
     section = hints.get(SETTINGS) if SETTINGS in params else None
