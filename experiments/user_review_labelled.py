@@ -1,7 +1,7 @@
 """The user review on labelled episodes: each rule's precision and recall, and what the review does to the reward.
 
     python experiments/user_review_labelled.py                 # retail and the live-stream console, rates 0 and 0.2
-    python experiments/user_review_labelled.py --seeds 3 --json runs/user-review.json
+    python experiments/user_review_labelled.py --seeds 10 --json runs/user-review.json
 
 The episodes: every task of each domain played by an agent that knows the answer and asks the user to confirm each
 write first (the gold agent, plus the confirmation a retail policy asks for), against the scripted user wrapped in
@@ -81,7 +81,7 @@ def episodes(domain_name: str, rate: float, seed: int) -> list[dict[str, Any]]:
         out.append(
             {
                 "task": str(task["id"]),
-                "injected": simulator.injected.get(str(task["id"])),
+                "injected": result.infos.user_sim_fault,
                 "flags": flags,
                 "termination": result.infos.termination,
                 "reward": score[0],

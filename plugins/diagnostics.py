@@ -14,13 +14,15 @@ TensorBoard and wandb as its own do:
 - ``rewardkit/diagnostics/ms``: what the end-of-step figures cost, per step;
 - in multi-turn runs, from the episodes' ``rollout_infos`` (which every reward receives):
   ``rewardkit/episodes/excluded``, ``rewardkit/episodes/max_turns`` and ``rewardkit/episodes/user_flagged`` (the
-  user review's flags: :mod:`rewardkit.loop.user_review`) as shares of the step's episodes, and
-  ``rewardkit/episodes/tool_errors`` (per episode); each step's whole summary (turns, endings, calls and errors
-  per tool, policy tokens: :mod:`rewardkit.loop.rollouts`) is appended to ``rollouts.jsonl`` in the output
-  folder, where ``rewardkit audit`` reads it, with the step's calls of each model endpoint of the process (the
-  user simulator's ledger, :mod:`rewardkit.loop.ledger`; metrics ``rewardkit/user/requests``, ``.../failures``,
-  ``.../cache_hits``, ``.../prompt_tokens``, ``.../completion_tokens``, ``.../latency_p50_s``). A rollout server in
-  another process keeps its own ledger: only colocated simulators are seen here.
+  user review's flags: :mod:`rewardkit.loop.user_review`) as shares of the step's episodes, with a simulator that
+  errs on purpose (``user_sim.fault_rate``) ``rewardkit/episodes/user_sim_wrong_zero`` (its mistakes left in the
+  advantages and scored 0 by the first reward), and ``rewardkit/episodes/tool_errors`` (per episode); each
+  step's whole summary (turns, endings, calls and errors per tool, policy tokens, a faulty simulator's labels:
+  :mod:`rewardkit.loop.rollouts`) is appended to ``rollouts.jsonl`` in the output folder, where
+  ``rewardkit audit`` reads it, with the step's calls of each model endpoint of the process (the user simulator's
+  ledger, :mod:`rewardkit.loop.ledger`; metrics ``rewardkit/user/requests``, ``.../failures``, ``.../cache_hits``,
+  ``.../prompt_tokens``, ``.../completion_tokens``, ``.../latency_p50_s``). A rollout server in another process
+  keeps its own ledger: only colocated simulators are seen here.
 
 Thresholds come from the ``diagnostics:`` section of ``$REWARDKIT_CONFIG``: above a ``*_warn`` share a warning is
 logged; above a ``*_stop`` share ``patience`` steps in a row the run stops with :class:`DiagnosticsStop`, whose
@@ -62,19 +64,19 @@ class Timed:
         func: Callable[..., Any],
         name: str,
         metrics: Callable[[], dict[str, list[float]]],
-        episodes: Callable[[Any], None] | None = None,
+        episodes: Callable[[Any, list[Any]], None] | None = None,
     ) -> None:
         self.func, self.name, self.metrics, self.episodes = func, name, metrics, episodes
         self.__name__ = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.episodes is not None and kwargs.get("rollout_infos"):
-            self.episodes(kwargs["rollout_infos"])
         start = time.perf_counter()
         scores = self.func(*args, **kwargs)
         metrics = self.metrics()
         metrics[f"{PREFIX}/{self.name}/latency_ms"].append((time.perf_counter() - start) * 1000)
         values = list(scores)
+        if self.episodes is not None and kwargs.get("rollout_infos"):
+            self.episodes(kwargs["rollout_infos"], values)
         metrics[f"{PREFIX}/{self.name}/none_rate"].append(sum(v is None for v in values) / max(len(values), 1))
         return scores
 
@@ -90,6 +92,7 @@ class Diagnostics(TrainerCallback):
         self.limits = load_run_config().section(DiagnosticsLimits)
         self.over: dict[str, list[int]] = {}  # threshold -> the steps in a row above it
         self.infos: list[Any] = []  # the step's episodes, as the first reward saw them
+        self.scores: list[Any] = []  # and its scores of them
         self.marks: dict[Ledger, Mark] = {}  # where each model endpoint's ledger stood at the last step's end
 
     def _metrics(self) -> dict[str, list[float]]:
@@ -101,7 +104,11 @@ class Diagnostics(TrainerCallback):
             is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
             wrappable = callable(func) and not is_async
             if wrappable and not isinstance(func, Timed) and not hasattr(func, "parameters"):  # not a reward model
-                funcs[i] = Timed(func, name, self._metrics, self.infos.extend if i == 0 else None)
+                funcs[i] = Timed(func, name, self._metrics, self._seen if i == 0 else None)
+
+    def _seen(self, infos: Any, scores: list[Any]) -> None:
+        self.infos.extend(infos)
+        self.scores.extend(scores)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         start = time.perf_counter()
@@ -125,8 +132,9 @@ class Diagnostics(TrainerCallback):
         self._check(step, shares["zero_variance"], none)
 
     def _episodes(self, step: int, metrics: dict[str, list[float]]) -> None:
-        summary = summarize_rollouts(self.infos)
+        summary = summarize_rollouts(self.infos, self.scores if len(self.scores) == len(self.infos) else None)
         self.infos.clear()
+        self.scores.clear()
         summary["ledger"] = self._ledger(metrics)
         n = summary["episodes"]
         if not n:
@@ -134,6 +142,9 @@ class Diagnostics(TrainerCallback):
         metrics[f"{PREFIX}/episodes/excluded"].append(summary["excluded"] / n)
         metrics[f"{PREFIX}/episodes/max_turns"].append(summary["terminations"].get("max_turns", 0) / n)
         metrics[f"{PREFIX}/episodes/user_flagged"].append(summary["user_flagged"] / n)
+        faults = summary.get("user_sim_faults")
+        if faults and faults["trained_zero"] is not None:  # a simulator that errs on purpose: its mistakes scored 0
+            metrics[f"{PREFIX}/episodes/user_sim_wrong_zero"].append(faults["trained_zero"] / n)
         metrics[f"{PREFIX}/episodes/tool_errors"].append(summary["tool_errors"] / n)
         if self.trainer.accelerator.is_main_process:
             with open(Path(self.args.output_dir) / FILE, "a", encoding="utf-8") as f:

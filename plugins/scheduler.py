@@ -31,6 +31,7 @@ from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_run_config
 from rewardkit.loop.episode import Episode
+from rewardkit.loop.user_review import make_reviewer
 from rewardkit.loop.user_sim import UserSimulator, make_simulator
 from rewardkit.plugins.tokens import (
     NATIVE_TOKEN_IDS,
@@ -75,6 +76,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         sim_config = cfg.user_sim
         self.sim_config, self.given = sim_config, simulator
         self.simulators: dict[str, UserSimulator] = {}  # domain name -> the simulator of its users
+        self.reviewer = make_reviewer(sim_config)  # the model reviewer of the user after the rules, if configured
         if cfg.domain is not None:  # the recipe's domain: one that does not load fails here, not later
             self._simulator(load_configured(cfg.domain, cfg.origin(CONFIG_KEY)))
         # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
@@ -120,12 +122,15 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         message = response_choice.message
         ids = list(response_choice.token_ids or [])
         native = getattr(message, "tool_calls", None)
-        if ep.agent_turn(message.content, response_choice.finish_reason, len(ids), native):
-            await asyncio.get_running_loop().run_in_executor(self.pool, ep.user_turn)
-            if ep.termination is Termination.USER_SIM_ERROR:
-                self._failed(ep)
+        # In the pool, as the user's turn is: an episode that ends here is reviewed, and a model reviewer blocks.
+        loop = asyncio.get_running_loop()
+        finish, ended = response_choice.finish_reason, ep.done
+        if await loop.run_in_executor(self.pool, ep.agent_turn, message.content, finish, len(ids), native):
+            await loop.run_in_executor(self.pool, ep.user_turn)
         if not ep.done and current_turn >= self.max_turns:
-            ep.end(Termination.MAX_TURNS)
+            await loop.run_in_executor(self.pool, ep.end, Termination.MAX_TURNS)
+        if not ended and ep.termination is Termination.USER_SIM_ERROR:  # the simulator, or its reviewer, failed
+            self._failed(ep)
         if not ep.done:
             return {"done": False}
         infos = ep.infos().to_json()
@@ -166,7 +171,8 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         # Gold actions must name the domain's tools and fit their schemas, the gold writes must succeed, and a gold
         # that changes nothing must name what an episode shows instead (the goal then judges it, as the reward does).
         task = checked_task(row["task"], "column 'task'", domain.name)
-        episode = Episode(domain, task, self._simulator(domain), self.limits, goal=task_goal(domain.name, task))
+        goal = task_goal(domain.name, task)
+        episode = Episode(domain, task, self._simulator(domain), self.limits, goal=goal, reviewer=self.reviewer)
         old = self.episodes.pop(req.uuid, None)
         if old is not None:  # a rollout restarted under the same id: drop the stale copy
             old.close()
@@ -179,7 +185,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         if self.batch_failed > share * max(self.batch_size, 1):
             raise SimulatorUnavailable(
                 f"{self.batch_failed} of {self.batch_size} episodes in this batch lost the user simulator "
-                f"{ep.simulator.name} (rollout.max_failed_share = {share}); last error: {ep.error}. "
+                f"{ep.simulator.name} or its reviewer (rollout.max_failed_share = {share}); last error: {ep.error}. "
                 "Check that the endpoint is up and reachable, or raise its timeout_s/retries."
             )
 

@@ -220,3 +220,32 @@ def test_the_rollouts_summary_counts_the_user_reviews_flags() -> None:
         {"unseen_fact": 2, "role_break": 1},
         1,
     )
+
+
+# (the first reward's scores or None, what the summary says of a simulator's labelled mistakes)
+LABELLED = [
+    # four episodes, three with a mistake: one excluded by the review, two left in (one scored 0, one 1)
+    ([0.0, 1.0, None, 0.0], {"made": {"role_break": 2, "unseen_fact": 1}, "trained": 2, "trained_zero": 1}),
+    (None, {"made": {"role_break": 2, "unseen_fact": 1}, "trained": 2, "trained_zero": None}),  # no scores given
+]
+
+
+@pytest.mark.parametrize(("scores", "expected"), LABELLED)
+def test_the_rollouts_summary_counts_a_faulty_simulators_mistakes_left_in_training(
+    scores: list[float | None] | None, expected: dict[str, object]
+) -> None:
+    from rewardkit.loop.rollouts import summarize_rollouts
+
+    infos = [
+        {"termination": "user_stop", "user_sim_fault": "role_break"},  # missed by the review: trained, scored 0
+        {"termination": "user_stop", "user_sim_fault": "unseen_fact"},  # trained, scored 1: not wrongly zero
+        {"termination": "user_sim_mistake", "user_sim_fault": "role_break"},  # flagged and excluded
+        {"termination": "user_stop"},  # an honest episode scored 0: the agent's own failure
+    ]
+    assert summarize_rollouts(infos, scores)["user_sim_faults"] == expected
+
+
+def test_the_rollouts_summary_says_nothing_of_faults_where_the_simulator_made_none() -> None:
+    from rewardkit.loop.rollouts import summarize_rollouts
+
+    assert "user_sim_faults" not in summarize_rollouts([{"termination": "user_stop"}], [0.0])

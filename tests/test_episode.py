@@ -300,6 +300,7 @@ class TestInfos:
             "user_sim",
             "error",
             "user_flags",
+            "user_sim_fault",
         }
         assert (infos["termination"], infos["turns"], infos["tool_calls"], infos["tool_errors"]) == (
             "user_stop",

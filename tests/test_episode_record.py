@@ -81,6 +81,7 @@ def test_an_unstarted_episode_records_its_ending_and_error_and_nothing_else() ->
         "user_sim": "llm",
         "error": "the server is unreachable",
         "user_flags": [],
+        "user_sim_fault": None,
     }
 
 

@@ -82,6 +82,18 @@ class TestSimulatorFaults:
         assert scores == [None, None]  # left out of training, never a 0
 
 
+# (the model reviewer's answer, the episode's ending, the flags' kinds): the scripted user, clean to the rules
+REVIEWED = [
+    ('{"verdict": "accept", "reason": "fine"}', "max_turns", []),
+    (
+        '{"verdict": "reject", "reason": "it made up a reason", "fault": "user"}',
+        "user_sim_mistake",
+        ["model_review"],
+    ),
+    ("no JSON at all", "user_sim_error", []),  # a reviewer that cannot answer: infrastructure, left out
+]
+
+
 class TestUserReview:
     def test_training_leaves_out_an_episode_whose_user_invents_a_fact(self) -> None:
         from rewardkit.plugins.scheduler import SimulatedUserScheduler
@@ -113,6 +125,26 @@ class TestUserReview:
             final = hook(sched.on_turn_end(req, choice("Anything else?"), 4))
         infos = final["rollout_infos"]
         assert infos["termination"] == "max_turns" and [f["kind"] for f in infos["user_flags"]] == ["unseen_fact"]
+
+    @pytest.mark.parametrize(("answer", "ending", "kinds"), REVIEWED)
+    def test_a_configured_model_reviewer_reads_what_the_rules_passed(
+        self, answer: str, ending: str, kinds: list[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+        from rewardkit.plugins.scheduler import SimulatedUserScheduler
+
+        with SimServer(reply=answer) as reviewer:
+            config = tmp_path / "config.yaml"
+            config.write_text(f"user_sim:\n  review_url: {reviewer.base_url}\n  review_model: m\n  retries: 0\n")
+            monkeypatch.setenv("REWARDKIT_CONFIG", str(config))
+            limits = RolloutLimits(max_failed_share=1.0)  # one failed episode of one: counted, not a stopped run
+            sched = SimulatedUserScheduler(max_turns=1, simulator=ScriptedSimulator(), limits=limits)
+            [req] = requests(1)
+            hook(sched.on_trajectory_start([req]))
+            final = hook(sched.on_turn_end(req, choice("Let me look into that."), 1))  # max_turns = 1: it ends
+        infos = final["rollout_infos"]
+        assert (infos["termination"], [f["kind"] for f in infos["user_flags"]]) == (ending, kinds)
+        assert reviewer.requests  # asked once per attempt (three for the answer that is not JSON)
 
 
 class TestConversation:

@@ -177,3 +177,66 @@ def test_a_page_of_garbage_is_read_to_the_end() -> None:
     garbage = " ".join(f"{100 + i} a@b.c{i} x_y_{i:03d}" for i in range(4000))
     flags = review(RETAIL, talk(garbage), language="en")
     assert [f.kind for f in flags] == ["unseen_fact"] * MAX_UNSEEN
+
+
+# --- the model reviewer: a real HTTP endpoint answering the judge's JSON ------------------------------------------
+
+
+def model_reviewer(server: Any) -> Any:
+    from rewardkit.loop.user_review import make_reviewer
+    from rewardkit.loop.user_sim.config import UserSimConfig
+
+    return make_reviewer(UserSimConfig(review_url=server.base_url, review_model="m", retries=0, backoff_s=0.0))
+
+
+CLEAN = talk("Hi, I want to cancel order #W6779827.", "Done, it is cancelled.", "Thanks. ###STOP###")
+# (the reviewer's answer, the flags it gives as (kind, turn, evidence))
+VERDICTS = [
+    ('{"verdict": "accept", "reason": "the user kept to its scenario"}', []),
+    (  # the user's fault: one flag at its last message (turn 3), the reason as evidence
+        '{"verdict": "reject", "reason": "it asked for a refund to a card it was never given", "fault": "user"}',
+        [("model_review", 3, "it asked for a refund to a card it was never given")],
+    ),
+    (
+        '{"verdict": "reject", "reason": "no reason given for whose fault", "fault": null}',
+        [("model_review", 3, "no reason given for whose fault")],
+    ),
+    ('{"verdict": "reject", "reason": "the agent skipped authentication", "fault": "agent"}', []),  # not the user's
+]
+
+
+@pytest.mark.parametrize(("answer", "expected"), VERDICTS)
+def test_the_model_reviewer_flags_the_users_fault_only(answer: str, expected: list[tuple[str, int, str]]) -> None:
+    from sim_server import SimServer
+
+    with SimServer(reply=answer) as server:
+        flags = model_reviewer(server).review(RETAIL, CLEAN, language="en", tool_texts=["tool get_order: {}"])
+        [request] = server.requests
+    assert [(f.kind, f.turn, f.evidence) for f in flags] == expected
+    subject = request["messages"][-1]["content"]  # the scenario, the dialogue and the tool results, in one message
+    assert "#W6779827" in subject and "user: Thanks. ###STOP###" in subject and "tool get_order" in subject
+
+
+def test_a_reviewer_that_never_answers_in_json_is_a_role_error_after_its_attempts() -> None:
+    from sim_server import SimServer
+
+    from rewardkit.loop.roles import RoleError
+
+    with SimServer(reply="I think the user was fine.") as server, pytest.raises(RoleError, match="user_review"):
+        model_reviewer(server).review(RETAIL, CLEAN, language="en")
+    assert len(server.requests) == 3  # the judge's three attempts, each told what was wrong
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"review_url": "http://127.0.0.1:1/v1"}, "review_model"),  # a reviewer needs its model
+        ({"review_url": "127.0.0.1:8001", "review_model": "m"}, "review_url"),  # not an http(s) URL
+    ],
+)
+def test_a_reviewer_misconfigured_is_refused_naming_the_key(raw: dict[str, Any], key: str) -> None:
+    from rewardkit.config import ConfigError
+    from rewardkit.loop.user_sim.config import load_user_sim_config
+
+    with pytest.raises(ConfigError, match=f"user_sim.{key}"):
+        load_user_sim_config(raw, "test")

@@ -29,7 +29,7 @@ def test_rate_zero_is_the_honest_simulator() -> None:
 
 # (the one kind it may make, what the review records), with rate 1: every episode gets its mistake where it fits
 MADE = [
-    ("unseen_fact", "lee.k@example.org"),  # the wording seed 3 draws
+    ("unseen_fact", "312.40"),  # the wording seed 3 draws
     ("role_break", None),
     ("wrong_language", None),
 ]
@@ -39,7 +39,7 @@ MADE = [
 def test_each_mistake_is_made_recorded_and_flagged(kind: str, evidence: str | None) -> None:
     simulator = FaultySimulator(ScriptedSimulator(), kinds=[kind], rate=1.0, seed=3)
     result = play(simulator, "count")
-    assert simulator.injected == {"0": kind}
+    assert result.infos.user_sim_fault == kind
     flags = [f for f in result.infos.user_flags if f["kind"] == kind]
     assert flags and (evidence is None or flags[0]["evidence"] == evidence)
 
@@ -61,9 +61,22 @@ def test_the_same_seed_makes_the_same_mistakes() -> None:
     made = []
     for _ in range(2):
         simulator = FaultySimulator(ScriptedSimulator(), rate=0.5, seed=7)
-        run_episodes(RETAIL, tasks, GoldAgent, simulator, RolloutLimits(user_review="count"), workers=4)
-        made.append(simulator.injected)
-    assert made[0] == made[1] and 0 < len(made[0]) < 12  # about half of the 12 episodes, never none or all here
+        results = run_episodes(RETAIL, tasks, GoldAgent, simulator, RolloutLimits(user_review="count"), workers=4)
+        made.append({t["id"]: r.infos.user_sim_fault for t, r in zip(tasks, results, strict=True)})
+    mistakes = sum(kind is not None for kind in made[0].values())
+    assert made[0] == made[1] and 0 < mistakes < 12  # about half of the 12 episodes, never none or all here
+
+
+def test_the_rollouts_of_one_task_run_at_once_each_get_their_own_mistake() -> None:
+    # A GRPO group: 16 rollouts of one task at once on 8 workers. Rate 0.5: each draws its own plan (its task's
+    # nth opening), and each label is the mistake made in that episode, not in another rollout of its task.
+    simulator = FaultySimulator(ScriptedSimulator(), kinds=["role_break"], rate=0.5, seed=1)
+    results = run_episodes(RETAIL, [TASK] * 16, GoldAgent, simulator, RolloutLimits(user_review="count"), workers=8)
+    labelled = [r for r in results if r.infos.user_sim_fault == "role_break"]
+    assert 0 < len(labelled) < 16
+    # a label is where the mistake is: every labelled episode is flagged for it, and no other episode is
+    assert all(any(f["kind"] == "role_break" for f in r.infos.user_flags) for r in labelled)
+    assert not any(r.infos.user_flags for r in results if r.infos.user_sim_fault is None)
 
 
 @pytest.mark.parametrize(("kinds", "rate"), [(["typo"], 0.2), (list(FAULTS), 1.5)])

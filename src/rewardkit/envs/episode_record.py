@@ -64,6 +64,7 @@ class EpisodeRecord:
     user_sim: str = ""  # the simulator's name
     error: str | None = None  # why an infrastructure ending happened
     user_flags: tuple[Mapping[str, Any], ...] = ()  # the user review's flags: {"kind", "turn", "evidence"} each
+    user_sim_fault: str | None = None  # the mistake a simulator made on purpose (user_sim.fault_rate): its label
 
     @classmethod
     def unstarted(cls, error: str, user_sim: str, ending: Termination = Termination.ENV_ERROR) -> EpisodeRecord:
@@ -111,4 +112,5 @@ class EpisodeRecord:
             user_sim=_text(value.get("user_sim")) or "",
             error=_text(value.get("error")),
             user_flags=_rows(value.get("user_flags")) or (),
+            user_sim_fault=_text(value.get("user_sim_fault")),
         )

@@ -21,6 +21,7 @@ model that gave no usable answer as ``tool_sim_error``, instead of escaping into
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import threading
@@ -38,7 +39,8 @@ from rewardkit.envs.tasks import communicated_texts
 from rewardkit.envs.termination import EXCLUDED, Termination
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 from rewardkit.loop.config import RolloutLimits
-from rewardkit.loop.user_review import UserFlag, review
+from rewardkit.loop.roles import RoleError
+from rewardkit.loop.user_review import ModelReviewer, UserFlag, review
 from rewardkit.loop.user_sim.base import (
     GREETING,
     OUT_OF_SCOPE,
@@ -56,6 +58,7 @@ _USER_STOPS += ((OUT_OF_SCOPE, Termination.USER_OUT_OF_SCOPE),)
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 T = TypeVar("T")
+_NUMBERS = itertools.count(1)  # each episode of the process its own number (Progress.episode)
 
 
 # What an environment raises when the infrastructure under it fails (never the policy's doing), and the ending
@@ -92,8 +95,10 @@ class Episode:
         simulator: UserSimulator,
         limits: RolloutLimits,
         goal: Goal | None = None,
+        reviewer: ModelReviewer | None = None,
     ) -> None:
         self.domain, self.task, self.simulator, self.limits = domain, task, simulator, limits
+        self.reviewer = reviewer  # the model reviewer of the user, after the rules (user_sim.review_url)
         # A database domain's copy waits until the opening is asked for (a fresh copy's approval requests are its
         # template's): the rollouts of a batch then copy while their openings are in flight (``prepare``). Any
         # other environment (an MCP session, a simulated one) opens here, so a failure to open shows at once.
@@ -111,6 +116,8 @@ class Episode:
         self.termination: Termination | None = None
         self.error: str | None = None
         self.user_flags: tuple[UserFlag, ...] = ()
+        self.number = next(_NUMBERS)
+        self.user_sim_fault: str | None = None  # the mistake a simulator made on purpose (Progress.mistake)
 
     # --- the two steps -------------------------------------------------------------
 
@@ -174,6 +181,7 @@ class Episode:
             self.error = str(exc)
             self._end(Termination.USER_SIM_ERROR)
             return
+        self.user_sim_fault = self.user_sim_fault or progress.mistake
         self.dialogue.append(Turn("user", reply))
         self.transcript.append(f"user: {reply}")
         decision = user_decision(reply)
@@ -231,11 +239,11 @@ class Episode:
         language = self.domain.language
         goal = self.goal
         if goal is None:
-            return Progress(requests=requests, language=language)
+            return Progress(requests=requests, language=language, episode=self.number)
         said = all(communicated_texts(self.agent_said, goal.outputs))
         # The task-completion rule itself (TaskCompletion's): a transfer task is not done before the transfer.
         done = partial(goal.reached, self.agent_said, self._outcome)
-        return Progress(state_done=done, outputs_said=said, requests=requests, language=language)
+        return Progress(state_done=done, outputs_said=said, requests=requests, language=language, episode=self.number)
 
     def _outcome(self) -> Outcome:
         """The episode's outcome so far: the state hash, and the audit's calls where the goal reads them."""
@@ -270,6 +278,7 @@ class Episode:
             user_sim=self.simulator.name,
             error=self.error,
             user_flags=tuple(flag.to_json() for flag in self.user_flags),
+            user_sim_fault=self.user_sim_fault,
         )
 
     def close(self) -> None:
@@ -320,18 +329,23 @@ class Episode:
     def _review(self) -> None:
         """The user review (:mod:`rewardkit.loop.user_review`) of the finished dialogue: its flags are recorded, and
         with ``rollout.user_review: exclude`` (the training scheduler's default) a flagged episode ends as
-        ``user_sim_mistake``."""
+        ``user_sim_mistake``. The rules first; the model reviewer, if any, reads what they passed. A reviewer that
+        cannot answer is the simulator side's infrastructure failing: the episode ends as ``user_sim_error``."""
         mode = self.limits.user_review or "count"  # the trainer's scheduler makes its own default `exclude`
         if mode == "off" or self.termination in EXCLUDED:
             return
         seen = [line for line in self.transcript if line.startswith("tool ")]
         goal = self.goal
         reached = None if goal is None else partial(goal.reached, self.agent_said, self._outcome)
+        language = self.domain.language
         try:
-            self.user_flags = review(
-                self.task, self.dialogue, language=self.domain.language, tool_texts=seen, reached=reached
-            )
+            self.user_flags = review(self.task, self.dialogue, language=language, tool_texts=seen, reached=reached)
+            if not self.user_flags and self.reviewer is not None:
+                self.user_flags = self.reviewer.review(self.task, self.dialogue, language=language, tool_texts=seen)
         except _EnvGone:  # the state could not be read to tell a premature stop: the episode ended as env_error
+            return
+        except RoleError as exc:
+            self.termination, self.error = Termination.USER_SIM_ERROR, f"the user reviewer: {exc}"
             return
         if self.user_flags and mode == "exclude":
             self.termination = Termination.USER_SIM_MISTAKE

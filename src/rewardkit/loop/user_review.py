@@ -17,8 +17,11 @@ evidence:
 - ``wrong_language``: a user message in another language than the domain's.
 
 What the rules cannot see: a user who invents a plausible fact without an identifier (a wrong reason, a made-up
-preference), one who stops early without agreeing to anything, or a paraphrase of its instructions. An LLM reviewer
-is the way to those; the rules are cheap enough to run on every rollout.
+preference), one who stops early without agreeing to anything, or a paraphrase of its instructions. A model reviewer
+(:class:`ModelReviewer`, ``user_sim.review_url``) reads the episodes the rules passed for those, through the judge
+role (:mod:`rewardkit.loop.judge`: the same endpoint client, retries, breaker, reply cache and ledger as every model
+role), and flags ``model_review`` with its reason. The rules are cheap enough to run on every rollout; the reviewer
+costs one model call per episode they pass.
 
 >>> from rewardkit.loop.user_sim.base import Turn
 >>> task = {"user_scenario": {"instructions": {"reason_for_call": "Cancel order #W1234567.", "approval": "approve"}}}
@@ -33,13 +36,19 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewardkit.envs.approvals import user_decision
 from rewardkit.envs.tasks import approves, instructions
+from rewardkit.loop.judge import PROMPT_VERSION, Judge
+from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Turn
 
 KINDS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
+MODEL_REVIEW = "model_review"  # the kind of a model reviewer's flag
+
+if TYPE_CHECKING:
+    from rewardkit.loop.user_sim.config import UserSimConfig
 
 
 @dataclass(frozen=True)
@@ -273,3 +282,50 @@ def review(
     if "wrong_language" in wanted:
         found += wrong_language(dialogue, language)
     return tuple(sorted(found, key=lambda f: (f.turn, KINDS.index(f.kind))))
+
+
+# --- the model reviewer -----------------------------------------------------------------------------------------
+
+REVIEW_INSTRUCTIONS = """\
+You review a simulated customer, not the agent. A language model played the customer in a conversation with a
+customer-service agent, following the scenario below; the agent's mistakes are not your concern. Reject (fault
+"user") if the customer: said something its scenario does not support and no one told it (a fact, a reason, a
+preference, an identifier); acted as the agent or quoted its own instructions; approved or declined against its
+scenario; ended the conversation before what it asked for was done; or wrote in another language than {language}.
+Accept otherwise, even when the agent failed. Your reason quotes the customer's words at fault."""
+REVIEW_VERSION = PROMPT_VERSION * 100 + 1  # the judge's answer format, then this prompt's wording
+MAX_MESSAGE = 2000  # characters of each message shown to the reviewer: one long reply cannot crowd out the rest
+
+
+class ModelReviewer:
+    """A model's review of the simulated user's part in an episode, through ``judge`` (thread-safe; blocks)."""
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge, self.name = judge, judge.name
+
+    def review(
+        self, task: Mapping[str, Any], dialogue: Sequence[Turn], *, language: str, tool_texts: Iterable[str] = ()
+    ) -> tuple[UserFlag, ...]:
+        """One ``model_review`` flag (at the user's last message, its evidence the reviewer's reason) when the
+        reviewer rejects the user, else none. A reviewer that cannot answer raises the judge's ``RoleError``."""
+        scenario = instructions(task)
+        lines = [f"Scenario: {json.dumps(scenario, ensure_ascii=False)}", "", "Conversation:"]
+        lines += [f"{t.role}: {t.text[:MAX_MESSAGE]}" for t in dialogue]
+        tools = [text[:MAX_MESSAGE] for text in tool_texts]
+        lines += ["", "What the tools returned to the agent (it may have told the customer):", *tools] if tools else []
+        verdict = self.judge.judge(REVIEW_INSTRUCTIONS.format(language=language), "\n".join(lines))
+        if verdict.accept or verdict.fault not in (None, "user"):  # the agent's or a tool's fault: not the user's
+            return ()
+        last = max((i for i, _ in _user_turns(dialogue)), default=0)
+        return (UserFlag(MODEL_REVIEW, last, verdict.reason[:200]),)
+
+
+def make_reviewer(cfg: UserSimConfig) -> ModelReviewer | None:
+    """The model reviewer ``cfg`` names (``user_sim.review_url``), or None: the rules only. It is called as the
+    simulator is (the key, timeout, retries, backoff and concurrency of ``cfg``)."""
+    if cfg.review_url is None:
+        return None
+    if cfg.review_model is None:
+        raise ValueError("user_sim.review_url needs user_sim.review_model: set the model the endpoint serves")
+    role = JsonRole("user_review", cfg.review_url, cfg.review_model, settings=cfg.endpoint(), version=REVIEW_VERSION)
+    return ModelReviewer(Judge(role))

@@ -59,13 +59,17 @@ class Progress:
     (both read by the scripted simulator only). ``requests``: the agent's soft-gated calls waiting for the
     user's approval, as the harness worded them (the approval card a real user would see); a reply carrying
     ``###APPROVE###`` or ``###DECLINE###`` decides them all. ``language``: the domain's (``Domain.language``).
+    ``episode``: the episode's number in this process, for a simulator that keeps state per episode (several
+    rollouts of one task run at once). ``mistake``: written by a simulator that errs on purpose
+    (:class:`~rewardkit.loop.user_sim.faulty.FaultySimulator`): the kind of mistake its reply makes, the label the
+    user review is measured against; the episode records it.
 
     ``state_done`` may be given as a function: it is then called once, when first read. Comparing the state
     hashes the whole database, and a simulator that never reads it (an LLM's, which sees the dialogue) should
     not pay for it on every turn of every rollout.
     """
 
-    __slots__ = ("_state", "language", "outputs_said", "requests")
+    __slots__ = ("_state", "episode", "language", "mistake", "outputs_said", "requests")
 
     def __init__(
         self,
@@ -73,8 +77,11 @@ class Progress:
         outputs_said: bool = False,
         requests: tuple[str, ...] = (),
         language: str = "en",
+        episode: int = 0,
     ) -> None:
         self._state, self.outputs_said, self.requests, self.language = state_done, outputs_said, requests, language
+        self.episode = episode
+        self.mistake: str | None = None
 
     @property
     def state_done(self) -> bool:
@@ -86,7 +93,7 @@ class Progress:
         state = "unread" if callable(self._state) else self._state
         return (
             f"Progress(state_done={state}, outputs_said={self.outputs_said}, requests={self.requests!r}, "
-            f"language={self.language!r})"
+            f"language={self.language!r}, episode={self.episode})"
         )
 
 

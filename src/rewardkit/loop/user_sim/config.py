@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rewardkit.loop.endpoint import EndpointSettings
 
 SECTION = "user_sim"
-_STRINGS = ("base_url", "model", "api_key_env", "cache")
+_STRINGS = ("base_url", "model", "api_key_env", "cache", "review_url", "review_model")
 
 
 @config_section(SECTION)
@@ -60,6 +60,14 @@ class UserSimConfig:
         None,
         "How the cache is used: `replay` needs an existing cache; null = `read_write` if `cache` is set, else `off`.",
     )
+
+    review_url: str | None = setting(
+        None,
+        "An OpenAI-compatible endpoint whose model reviews the simulated user after the rules, in training (one "
+        "call per episode the rules pass; it flags `model_review` with its reason); null: the rules only.",
+        min_length=1,
+    )
+    review_model: str | None = setting(None, "The model name review_url serves.", min_length=1)
 
     fault_rate: float = setting(
         0.0,
@@ -100,6 +108,11 @@ class UserSimConfig:
                     return key, f"required when kind is 'openai'; set user_sim.{key}"
             if not raw["base_url"].startswith(("http://", "https://")):
                 return "base_url", f"not an http(s) URL: {raw['base_url']!r}; e.g. http://127.0.0.1:8000/v1"
+        if raw.get("review_url") is not None:
+            if raw.get("review_model") is None:
+                return "review_model", "required with review_url; set user_sim.review_model"
+            if not raw["review_url"].startswith(("http://", "https://")):
+                return "review_url", f"not an http(s) URL: {raw['review_url']!r}; e.g. http://127.0.0.1:8001/v1"
         name = raw.get("api_key_env")
         if name is not None and name not in os.environ:
             return "api_key_env", (

@@ -1,8 +1,9 @@
 """A user simulator that makes known mistakes at a known rate: the labelled episodes that measure the user review.
 
 It wraps another simulator. At an episode's opening it decides, with probability ``rate``, to make one mistake in
-it, and of which kind (seeded by the task, so a rerun makes the same mistakes); it then makes it at the first reply
-where that kind can be made, and records it in ``injected`` (task id -> the kind): the labels the review's flags are
+it, and of which kind (seeded by the task and how many episodes of it came before, so a rerun makes the same
+mistakes); it then makes it at the first reply where that kind can be made, and names it in the reply's
+``Progress.mistake``, which the episode records (``EpisodeRecord.user_sim_fault``): the label the review's flags are
 scored against. An episode where the kind never fits (no confirmation asked, no approval waiting) has no mistake.
 Each mistake is the kind :mod:`rewardkit.loop.user_review` names, in the domain's language (English and Chinese):
 
@@ -12,8 +13,8 @@ Each mistake is the kind :mod:`rewardkit.loop.user_review` names, in the domain'
 - ``wrong_approval``: an approval request answered against the scenario;
 - ``wrong_language``: the reply in the other language.
 
-Each episode gets at most one mistake, so its label is one kind. Episodes are told apart by their task's id: run one
-trial a task.
+Each episode gets at most one mistake, so its label is one kind. The rollouts of one task may run at once (a GRPO
+group): the simulator tells them apart by ``Progress.episode``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,6 +30,7 @@ from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.envs.tasks import approves
 from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Progress, Turn, UserSimulator
 
+MAX_PLANNED = 65_536  # episodes whose mistake is still to be made, at most (the oldest plans are forgotten)
 FAULTS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
 CALL = '<tool_call>{"name": "get_user_details", "arguments": {}}</tool_call>'
 # Each mistake in a few wordings a language, one drawn per episode.
@@ -74,8 +77,9 @@ class FaultySimulator:
             )
         self.inner, self.kinds, self.rate, self.seed = inner, tuple(kinds), rate, seed
         self.name = f"faulty({inner.name})"
-        self.injected: dict[str, str] = {}  # task id -> the kind of the mistake made in its episode
-        self._planned: dict[str, str | None] = {}  # task id -> the kind decided at its opening, until made
+        # episode number -> the kind decided at its opening and its wordings, until the mistake is made
+        self._planned: dict[int, tuple[str, dict[str, str]]] = {}
+        self._openings: Counter[str] = Counter()  # task id -> the episodes of it opened so far
         self._lock = threading.Lock()
 
     def fingerprint(self) -> str:
@@ -83,29 +87,36 @@ class FaultySimulator:
         return hashlib.sha256(spec.encode()).hexdigest()
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
-        task_id = str(task.get("id"))
         honest = self.inner.reply(task, dialogue, progress)
         if not any(t.role == "user" for t in dialogue):  # the opening: decide this episode's mistake, make none
-            draw = random.Random(f"{self.seed}:{task_id}")
-            planned = draw.choice(self.kinds) if self.kinds and draw.random() < self.rate else None
-            with self._lock:
-                self._planned[task_id] = planned
+            self._plan(str(task.get("id")), progress)
             return honest
         with self._lock:
-            kind = self._planned.get(task_id)
-        if kind is None:
+            planned = self._planned.get(progress.episode)
+        if planned is None:
             return honest
-        lines = {
-            k: random.Random(f"{self.seed}:{task_id}:{k}").choice(v)
-            for k, v in LINES.get(progress.language, LINES["en"]).items()
-        }
+        kind, lines = planned
         made = self._make(kind, task, dialogue, progress, honest, lines)
         if made is None:
             return honest
         with self._lock:
-            self._planned[task_id] = None
-            self.injected[task_id] = kind
+            self._planned.pop(progress.episode, None)
+        progress.mistake = kind
         return made
+
+    def _plan(self, task_id: str, progress: Progress) -> None:
+        with self._lock:
+            nth = self._openings[task_id]
+            self._openings[task_id] += 1
+        draw = random.Random(f"{self.seed}:{task_id}:{nth}")
+        if not self.kinds or draw.random() >= self.rate:
+            return
+        kind = draw.choice(self.kinds)
+        lines = {k: draw.choice(v) for k, v in LINES.get(progress.language, LINES["en"]).items()}
+        with self._lock:
+            self._planned[progress.episode] = (kind, lines)
+            if len(self._planned) > MAX_PLANNED:  # an episode whose kind never fitted: forget the oldest
+                del self._planned[next(iter(self._planned))]
 
     @staticmethod
     def _make(
