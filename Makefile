@@ -7,6 +7,8 @@ VENV ?= .venv
 LOCK ?= constraints/default.txt
 VENV46 ?= .venv-swift46
 LOCK46 ?= constraints/swift-4.6.txt
+VENVOE ?= .venv-openenv
+LOCKOE ?= constraints/openenv.txt
 PYTEST_ARGS ?=
 # The suite runs on every core: pytest-xdist, a test file to a worker, one torch thread per process (two torch
 # processes with a thread per core each would oversubscribe the cores). WORKERS=0 runs it in this process.
@@ -19,7 +21,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo demo-agent test test-compat lint bench sizes lock clean
+.PHONY: demo demo-agent test test-compat test-openenv lint bench sizes lock clean
 
 # $(1) = venv dir, $(2) = lock file. torch goes first so that nothing pulls a CUDA build. pip compiles every module
 # at install on purpose: where $PYTHONDONTWRITEBYTECODE is set (CI sets it) an uncompiled venv recompiles torch and
@@ -37,6 +39,15 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 
 $(VENV46)/.installed: pyproject.toml $(LOCK46)
 	$(call make_venv,$(VENV46),$(LOCK46))
+
+# OpenEnv and TRL without ms-swift: the lock is the whole stack, and rewardkit goes in without its dependencies.
+$(VENVOE)/.installed: pyproject.toml $(LOCKOE)
+	test -x $(VENVOE)/bin/python || $(PY) -m venv $(VENVOE)
+	$(VENVOE)/bin/python -m pip install -q --upgrade "pip>=24"
+	$(VENVOE)/bin/pip install -q -c $(LOCKOE) torch==2.13.0
+	$(VENVOE)/bin/pip install -q -r $(LOCKOE)
+	$(VENVOE)/bin/pip install -q --no-deps -e .
+	touch $(VENVOE)/.installed
 
 # Score the bundled completions, then the CPU preset: build -> SFT -> GRPO (+ GRPO from the
 # untrained model for comparison) on the tiny local model. Resumable; rm -r runs/demo to redo.
@@ -57,6 +68,10 @@ test: $(VENV)/.installed
 # Plugin loading and end-to-end GRPO against ms-swift 4.6.0 (`rewards/__init__.py` form).
 test-compat: $(VENV46)/.installed
 	$(call PYTEST,$(VENV46)) -m compat $(PYTEST_ARGS)
+
+# A domain served over OpenEnv and trained from TRL, against openenv-core's own client.
+test-openenv: $(VENVOE)/.installed
+	$(call PYTEST,$(VENVOE)) -m openenv tests/test_openenv.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
@@ -86,4 +101,4 @@ lock: $(VENV)/.installed
 	$(VENV)/bin/pip freeze --exclude-editable | grep -v -E '^-e |^#|rewardkit| @ |file:' > $(LOCK)
 
 clean:
-	rm -rf $(VENV) $(VENV46) build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV46) $(VENVOE) build *.egg-info .pytest_cache .ruff_cache .hypothesis

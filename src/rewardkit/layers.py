@@ -68,6 +68,11 @@ LAYERS: tuple[tuple[Package, ...], ...] = (
             "what ms-swift loads besides rewards: the multi-turn scheduler, its token ids, the advantage exclusion",
         ),
         Package(
+            "rewardkit.serve",
+            "src/rewardkit/serve",
+            "a domain served to any trainer, whole episodes at a time: the OpenEnv server",
+        ),
+        Package(
             "rewardkit.runs",
             "src/rewardkit/runs",
             "runs of the loop and the rewards, a folder per family: episodes (synth, eval), stats, training (audit), "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sqlite3
 import sys
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputError, atomic_write_text, check_outputs
 
@@ -42,17 +44,30 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("--db", type=Path, help="database JSON to start from (default: the vendored db.json)")
     replay.add_argument("--export", type=Path, required=True, metavar="OUT.json", help="write the final state here")
     replay.set_defaults(func=cmd_env_replay)
-    serve = actions.add_parser("serve", help="serve a domain's tools to agents (one private database per session)")
+    serve = actions.add_parser("serve", help="serve a domain to agents and trainers (one private database per session)")
     serve.add_argument("--domain", default="retail", help=DOMAIN_HELP)
-    mcp_help = "serve over the Model Context Protocol (required: the only protocol served for now)"
-    serve.add_argument("--mcp", action="store_true", required=True, help=mcp_help)
-    serve.add_argument(
-        "--transport", choices=("stdio", "http"), default="stdio", help="stdio (default) or streamable HTTP"
+    protocol = serve.add_mutually_exclusive_group(required=True)
+    protocol.add_argument("--mcp", action="store_true", help="its tools over the Model Context Protocol")
+    protocol.add_argument(
+        "--openenv",
+        action="store_true",
+        help="whole episodes (the simulated user, the reward) as an OpenEnv environment (needs openenv-core)",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP only: the address to listen on (default 127.0.0.1)")
     serve.add_argument(
-        "--port", type=_port, default=8765, help="HTTP only: the port (default 8765); the URL ends in /mcp"
+        "--transport", choices=("stdio", "http"), default="stdio", help="MCP only: stdio (default) or streamable HTTP"
     )
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP: the address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=_port, default=None, help="HTTP: the port (default 8765 for MCP, its URL ending in /mcp; 8000)"
+    )
+    serve.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"HTTP: required of every request (Bearer header or /TOKEN/ path prefix), and for any non-loopback "
+        f"--host (default ${TOKEN_ENV})",
+    )
+    serve.add_argument("--max-sessions", type=int, default=None, help="OpenEnv: sessions at once (default 64)")
+    serve.add_argument("--idle-s", type=float, default=None, help="OpenEnv: close a session idle this long (600)")
     serve.set_defaults(func=cmd_env_serve)
     check = actions.add_parser("check", help="check a domain before training on it: exit 0 all pass, 1 one fails")
     check.add_argument("domain", metavar="DOMAIN", help=DOMAIN_HELP)
@@ -196,7 +211,10 @@ def cmd_env_replay(args: argparse.Namespace) -> int:
 
 def cmd_env_serve(args: argparse.Namespace) -> int:
     from rewardkit.envs import get_domain
+    from rewardkit.envs.access import check_bind
 
+    if args.openenv:
+        return _serve_openenv(args)
     try:
         from rewardkit.envs.mcp_server import serve
     except ModuleNotFoundError as exc:
@@ -206,10 +224,37 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
             "rewardkit env serve: the MCP server needs the mcp package: pip install 'rewardkit[mcp]'", file=sys.stderr
         )
         return 2
+    if args.transport == "http":
+        check_bind(args.host, args.token)  # before the domain loads: a refused bind says so at once
     try:
-        serve(get_domain(args.domain), args.transport, args.host, args.port)
+        serve(get_domain(args.domain), args.transport, args.host, args.port or 8765, args.token)
     except KeyboardInterrupt:
         return 130  # stopped by the user: no traceback
+    return 0
+
+
+def _serve_openenv(args: argparse.Namespace) -> int:
+    from rewardkit.envs.access import TokenGate, check_bind
+
+    check_bind(args.host, args.token)
+    try:
+        import uvicorn
+
+        from rewardkit.serve.openenv_server import IDLE_S, MAX_SESSIONS, create_app
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("openenv", "uvicorn", "fastapi"):
+            raise
+        print("rewardkit env serve --openenv: needs openenv-core: pip install 'rewardkit[openenv]'", file=sys.stderr)
+        return 2
+    app = create_app(args.domain, args.max_sessions or MAX_SESSIONS, args.idle_s or IDLE_S)
+    if args.token is not None:
+        app = TokenGate(app, args.token)
+    port = args.port or 8000
+    print(f"serving {args.domain} as an OpenEnv environment at http://{args.host}:{port} (ws: /ws)", file=sys.stderr)
+    try:
+        uvicorn.run(app, host=args.host, port=port, log_level="warning", access_log=False)
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

@@ -34,6 +34,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND
 
+from rewardkit.envs.access import TokenGate, check_bind
 from rewardkit.envs.domain import Domain
 from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.tool import ResultCode, ToolResult, ToolSpec
@@ -248,9 +249,16 @@ def http_app(domain: Domain, host: str = "127.0.0.1", path: str = "/mcp") -> tup
 
 
 def serve(
-    domain: Domain, transport: Literal["stdio", "http"] = "stdio", host: str = "127.0.0.1", port: int = 8765
+    domain: Domain,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
 ) -> None:
-    """Serve ``domain`` until stdin closes (stdio) or the process is stopped (HTTP)."""
+    """Serve ``domain`` until stdin closes (stdio) or the process is stopped (HTTP). Over HTTP a non-loopback
+    ``host`` needs a ``token``, which every request must then carry (:mod:`rewardkit.envs.access`)."""
+    if transport == "http":
+        check_bind(host, token)
     if transport == "stdio":
         sessions = Sessions(domain)
         server = build_server(domain, sessions)
@@ -267,6 +275,8 @@ def serve(
     import uvicorn
 
     app, sessions = http_app(domain, host)
+    if token is not None:
+        app = TokenGate(app, token)
     # stdout is free on HTTP, but status goes to stderr like the other rewardkit diagnostics.
     print(f"serving {domain.name} over MCP at http://{host}:{port}/mcp (one database per session)", file=sys.stderr)
     try:

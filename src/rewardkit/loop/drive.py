@@ -20,6 +20,7 @@ from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.episode import ENV_FAILURES, Episode, env_ending
+from rewardkit.loop.user_review import ModelReviewer
 from rewardkit.loop.user_sim.base import UserSimulator
 
 
@@ -63,11 +64,14 @@ class Conversation:
         simulator: UserSimulator,
         limits: RolloutLimits,
         system: str | None = None,
+        reviewer: ModelReviewer | None = None,
     ) -> Conversation:
         """The episode opened: its environment, the system prompt (``system``, else the domain's policy) and the
-        user's opening. The simulator's opening is its first reply, so a failure there ends the episode."""
+        user's opening. The simulator's opening is its first reply, so a failure there ends the episode.
+        ``reviewer``: the model reviewer of the user, after the rules."""
         try:
-            episode = Episode(domain, task, simulator, limits, goal=task_goal(domain.name, task))
+            goal = task_goal(domain.name, task)
+            episode = Episode(domain, task, simulator, limits, goal=goal, reviewer=reviewer)
         except ENV_FAILURES as exc:  # the environment could not even be opened (nor the gold replayed on it)
             return cls(task, None, [], EpisodeRecord.unstarted(str(exc), simulator.name, env_ending(exc)))
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]

@@ -1,0 +1,8 @@
+"""Domains served to trainers over a network protocol, whole episodes at a time.
+
+- ``openenv_server.py``: a domain as an OpenEnv environment (``rewardkit env serve --openenv``): one episode per
+  WebSocket session, the simulated user and the task-completion reward on the server.
+
+Its modules import their protocol's package (``openenv-core``) at module level: import them only where it is
+installed (``pip install 'rewardkit[openenv]'``).
+"""
