@@ -46,9 +46,7 @@ def is_loopback(host: str) -> bool:
 def check_bind(host: str, token: str | None) -> None:
     """Refuse a non-loopback ``host`` without a ``token``, and any token shorter than :data:`MIN_TOKEN`."""
     if token is not None and len(token) < MIN_TOKEN:
-        raise BindError(
-            f"--token has {len(token)} characters; use at least {MIN_TOKEN} (e.g. `openssl rand -hex 16`)"
-        )
+        raise BindError(f"--token has {len(token)} characters; use at least {MIN_TOKEN} (e.g. `openssl rand -hex 16`)")
     if token is None and not is_loopback(host):
         raise BindError(
             f"--host {host} is not a loopback address: anyone who reaches it could open sessions on the domain's "
