@@ -1,0 +1,149 @@
+"""A served domain as TRL's ``environment_factory``: GRPOTrainer trains on it through the OpenEnv server.
+
+    from rewardkit.serve.trl_env import environment_factory, task_completion
+    trainer = GRPOTrainer(model=..., train_dataset=rows, reward_funcs=[task_completion],
+                          environment_factory=environment_factory("http://127.0.0.1:8000", "retail"))
+
+TRL (0.29) builds one environment per rollout, calls ``reset(**row)`` before generating, exposes every other public
+method as a tool, runs the tool calls the policy writes, appends their results as ``tool`` messages and trains on
+the policy's tokens only (each result is masked out of the loss). Each environment here is one OpenEnv session on
+a ``rewardkit env serve --openenv`` server (openenv-core's client):
+
+- ``reset(task_id=...)`` opens the row's task (its ``task_id`` column) and returns the simulated user's opening,
+  which TRL appends to the prompt's last user message;
+- one method per domain tool, with the tool's parameters and description: it sends the call and returns the
+  tool's result, as the harness wrote it (gates and approvals included);
+- ``send_message(message)`` says something to the customer and returns the customer's reply: the simulated user
+  answers through this tool, since TRL's loop ends at the first message without a tool call. (Every other public
+  method would be a tool too: the session's own helpers are private.)
+
+The policy's last message (no tool call) ends the conversation: :func:`task_completion` sends it to the server as
+the agent's closing words and returns the task-completion reward the server scored (None where the server left the
+episode out of training: a simulator failure, a flagged user mistake).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from openenv.core.generic_client import GenericEnvClient
+
+from rewardkit.envs import get_domain
+from rewardkit.loop.user_sim import STOP
+
+JSON_TYPES: Mapping[str, type] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+ENDED = "(the conversation has ended)"
+
+
+class ServedEpisode:
+    """One rollout's OpenEnv session; the domain's tools are added as methods by :func:`environment_factory`."""
+
+    url: str = ""
+
+    def __init__(self) -> None:
+        self._client: Any = None
+        self.done = False
+        self.reward: float | None = None
+        self.record: Mapping[str, Any] | None = None
+
+    def reset(self, task_id: str | None = None, **row: Any) -> str:
+        """Open the row's task on the server; the user's opening, for the prompt."""
+        if self._client is None:
+            self._client = GenericEnvClient(base_url=self.url).sync()
+            self._client.connect()
+        result = self._client.reset(task_id=None if task_id is None else str(task_id))
+        self.done, self.reward, self.record = False, None, None
+        self._settle(result)
+        user = [m["content"] for m in result.observation["messages"] if m["role"] == "user"]
+        return user[-1] if user else ""
+
+    def send_message(self, message: str) -> str:
+        """Say something to the customer and read their reply.
+
+        Args:
+            message: What to tell or ask the customer.
+        """
+        return self._send({"content": message}, "user")
+
+    def _finish(self, closing: str) -> float | None:
+        """End the conversation with the policy's last message (if it is still open); the server's reward."""
+        if not self.done:
+            self._send({"content": f"{closing}\n{STOP}"}, "user")
+        return self.reward
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        call = {"name": name, "arguments": {k: v for k, v in arguments.items() if v is not None}}
+        return self._send({"content": "", "tool_calls": [call]}, "tool")
+
+    def _send(self, action: Mapping[str, Any], role: str) -> str:
+        if self.done:
+            return ENDED
+        result = self._client.step(dict(action))
+        self._settle(result)
+        texts = [str(m["content"]) for m in result.observation["messages"] if m["role"] == role]
+        return "\n".join(texts) if texts else ENDED
+
+    def _settle(self, result: Any) -> None:
+        if result.done:
+            self.done, self.reward, self.record = True, result.reward, result.observation.get("record")
+
+
+def _tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
+    """A method named and typed as the tool ``spec`` (an OpenAI function spec), its docstring TRL's description."""
+    function = spec["function"]
+    name, schema = function["name"], function.get("parameters") or {}
+    required = set(schema.get("required") or ())
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {"return": str}
+    lines = [(function.get("description") or name).strip(), "", "Args:"]
+    for arg, prop in (schema.get("properties") or {}).items():
+        kind = JSON_TYPES.get(str(prop.get("type")), str)
+        default = inspect.Parameter.empty if arg in required else None
+        annotations[arg] = kind if arg in required else kind | None
+        params.append(inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+        lines.append(f"    {arg}: {' '.join(str(prop.get('description') or arg).split())}")
+
+    def method(self: ServedEpisode, **arguments: Any) -> str:
+        return self._call(name, arguments)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = "\n".join(lines if len(lines) > 3 else lines[:1])
+    method.__annotations__ = annotations
+    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    return method
+
+
+def environment_factory(url: str, domain: str) -> type[ServedEpisode]:
+    """The class TRL instantiates per rollout: sessions on the server at ``url`` serving ``domain`` (whose tools
+    become its methods; the domain is loaded here for their specs)."""
+    specs = get_domain(domain).tool_specs()
+    methods: dict[str, Any] = {spec["function"]["name"]: _tool_method(spec) for spec in specs}
+    clash = sorted(set(methods) & {"reset", "send_message"})
+    if clash:
+        raise ValueError(f"domain {domain!r}: tools {clash} clash with the session's own methods; rename them")
+    return type(f"Served{domain.capitalize()}", (ServedEpisode,), {"url": url, **methods})
+
+
+def task_completion(
+    completions: Sequence[Any], environments: Sequence[ServedEpisode], **kwargs: Any
+) -> list[float | None]:
+    """TRL reward: each rollout's episode closed with its last message, scored by the server (task completion)."""
+    return [env._finish(_last_text(c)) for c, env in zip(completions, environments, strict=True)]
+
+
+def _last_text(completion: Any) -> str:
+    if isinstance(completion, str):
+        return completion
+    for message in reversed(list(completion)):
+        if message.get("role") == "assistant" and isinstance(message.get("content"), str):
+            return message["content"]
+    return ""
