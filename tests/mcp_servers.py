@@ -6,14 +6,14 @@ import contextlib
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from sim_server import wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "rewardkit.cli", "env", "serve", "--domain", "retail", "--mcp"]
@@ -28,15 +28,7 @@ def http_process(port: int, log: Path, domain: str = "retail") -> Iterator[tuple
         cmd[cmd.index("retail")] = domain
         proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"the server exited: {log.read_text()}"
-            assert time.monotonic() < deadline, f"the server did not listen: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_listening(proc, port, log)
         yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         proc.terminate()

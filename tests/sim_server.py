@@ -69,6 +69,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_listening(proc: Any, port: int, log: Any, timeout_s: float = 60.0) -> None:
+    """Return once a server process (``subprocess.Popen``) listens on ``port``; fail with its ``log`` (a Path) if
+    it exits or stays silent for ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, f"the server exited: {log.read_text()}"
+        assert time.monotonic() < deadline, f"the server did not listen: {log.read_text()}"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 2048  # uvicorn's backlog: 5 or 128 drops a batch's simultaneous connects (1 s retries)

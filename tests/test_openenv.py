@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import pytest
 pytest.importorskip("openenv")  # the optional extra: rewardkit[openenv], in its own stack (constraints/openenv.txt)
 
 from openenv.core.generic_client import GenericEnvClient
-from sim_server import free_port
+from sim_server import free_port, wait_listening
 
 from rewardkit.cli import main
 from rewardkit.envs import get_domain
@@ -46,15 +45,7 @@ def served(tmp: Path, domain: str = "retail", *flags: str) -> Iterator[tuple[str
     with log.open("w") as err:
         proc = subprocess.Popen([*cmd, "--port", str(port), *flags], cwd=ROOT, stdout=err, stderr=err)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, f"the server exited: {log.read_text()}"
-            assert time.monotonic() < deadline, f"the server did not listen: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_listening(proc, port, log, timeout_s=120)
         yield f"http://127.0.0.1:{port}", proc
     finally:
         proc.terminate()
