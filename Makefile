@@ -69,16 +69,18 @@ test: $(VENV)/.installed
 test-compat: $(VENV46)/.installed
 	$(call PYTEST,$(VENV46)) -m compat $(PYTEST_ARGS)
 
-# A domain served over OpenEnv and trained from TRL, against openenv-core's own client.
-test-openenv: $(VENVOE)/.installed
+# A domain served over OpenEnv: openenv-core's own client and TRL in the OpenEnv stack, then ms-swift's GRPO (this
+# suite's stack) with its episodes on a server of the OpenEnv stack.
+test-openenv: $(VENVOE)/.installed $(VENV)/.installed
 	$(call PYTEST,$(VENVOE)) -m openenv tests/test_openenv.py $(PYTEST_ARGS)
+	REWARDKIT_OPENENV_PYTHON=$(abspath $(VENVOE))/bin/python $(call PYTEST,$(VENV)) -m openenv tests/test_e2e_remote_env.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
 # Every benchmark at full size (CI runs each with --quick: tests/test_benchmarks.py).
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(VENVOE)/.installed
 	$(VENV)/bin/python benchmarks/bench_rewards.py
 	$(VENV)/bin/python benchmarks/bench_reward_stack.py
 	$(VENV)/bin/python benchmarks/bench_retail_copy.py
@@ -91,6 +93,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_lint.py
 	$(VENV)/bin/python benchmarks/bench_see_your_run.py
 	$(VENV)/bin/python benchmarks/bench_user_review.py
+	REWARDKIT_OPENENV_PYTHON=$(abspath $(VENVOE))/bin/python $(VENV)/bin/python benchmarks/bench_remote_env.py
 
 # The longest files and functions: a report to read, not a rule to meet.
 sizes: $(VENV)/.installed

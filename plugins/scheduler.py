@@ -10,13 +10,16 @@ transfer tool, ``###STOP###`` from the agent, ``max_turns``, the token or error 
 state hash, audit, termination, counts and transcript for the rewards.
 
 Works in colocate mode (vLLM or the transformers engine) and with a ``swift rollout``
-server, the scheduler staying on the ``swift rlhf`` side (one plugin for both).
+server, the scheduler staying on the ``swift rlhf`` side (one plugin for both). With ``rollout.env_servers`` the
+episodes run on ``rewardkit env serve --openenv`` servers instead, spread over them in turn
+(:mod:`rewardkit.loop.remote_env`); nothing else in the recipe changes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +34,7 @@ from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_run_config
 from rewardkit.loop.episode import Episode
+from rewardkit.loop.remote_env import RemoteEpisode
 from rewardkit.loop.user_review import make_reviewer
 from rewardkit.loop.user_sim import UserSimulator, make_simulator
 from rewardkit.plugins.tokens import (
@@ -77,13 +81,15 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         self.sim_config, self.given = sim_config, simulator
         self.simulators: dict[str, UserSimulator] = {}  # domain name -> the simulator of its users
         self.reviewer = make_reviewer(sim_config)  # the model reviewer of the user after the rules, if configured
+        servers = self.limits.env_servers
+        self.servers = itertools.cycle(servers) if servers else None  # remote episodes, spread over the servers
         if cfg.domain is not None:  # the recipe's domain: one that does not load fails here, not later
             self._simulator(load_configured(cfg.domain, cfg.origin(CONFIG_KEY)))
         # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
         # replies then really run `concurrency` at a time. A thread pool outlives ms-swift's per-hook event loops.
         workers = concurrency or sim_config.concurrency
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="user-sim")
-        self.episodes: dict[str, Episode] = {}
+        self.episodes: dict[str, Episode | RemoteEpisode] = {}
         self.exact: dict[str, ExactTurns] = {}
         self.batch_size = self.batch_failed = 0
         self._prefix: list[int] | None = None
@@ -159,7 +165,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
 
     # --- internals -------------------------------------------------------------------
 
-    def _start(self, req: Any) -> Episode:
+    def _start(self, req: Any) -> Episode | RemoteEpisode:
         row = req.data_dict or {}
         missing = [c for c in ("task", "domain") if c not in row]
         if missing:
@@ -171,15 +177,19 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         # Gold actions must name the domain's tools and fit their schemas, the gold writes must succeed, and a gold
         # that changes nothing must name what an episode shows instead (the goal then judges it, as the reward does).
         task = checked_task(row["task"], "column 'task'", domain.name)
-        goal = task_goal(domain.name, task)
-        episode = Episode(domain, task, self._simulator(domain), self.limits, goal=goal, reviewer=self.reviewer)
+        episode: Episode | RemoteEpisode
+        if self.servers is not None:  # rollout.env_servers: the episode runs on a server, the next in turn
+            episode = RemoteEpisode(next(self.servers), task, self.max_turns)
+        else:
+            goal = task_goal(domain.name, task)
+            episode = Episode(domain, task, self._simulator(domain), self.limits, goal=goal, reviewer=self.reviewer)
         old = self.episodes.pop(req.uuid, None)
         if old is not None:  # a rollout restarted under the same id: drop the stale copy
             old.close()
         self.episodes[req.uuid] = episode
         return episode
 
-    def _failed(self, ep: Episode) -> None:
+    def _failed(self, ep: Episode | RemoteEpisode) -> None:
         self.batch_failed += 1
         share = self.limits.max_failed_share
         if self.batch_failed > share * max(self.batch_size, 1):

@@ -28,6 +28,7 @@ from rewardkit.loop.agents import as_reply
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episode
 from rewardkit.loop.gold import GoldAgent
+from rewardkit.loop.remote_env import RemoteEpisode
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
 
@@ -261,3 +262,49 @@ def test_trl_grpo_trains_on_the_served_domain_with_the_loss_on_the_policys_token
     trained = [tokenizer.decode([t for t, k in tokens if k]) for tokens in seen]
     assert any("e-mail" in text or "email" in text or "zip" in text for text in masked), masked
     assert all("send_message" in text for text in trained) and not any("<tool_response>" in t for t in trained)
+
+
+# --- ms-swift's scheduler apart from the environment: the remote episode ------------------------------------------
+
+
+def remote_play(url: str, task: Mapping[str, Any], max_turns: int = 30) -> RemoteEpisode:
+    """The gold agent through a :class:`RemoteEpisode`, stepped as the ``simulated_user`` scheduler steps one."""
+    agent, episode = GoldAgent(task), RemoteEpisode(url, task, max_turns)
+    opening = episode.open()
+    messages = [{"role": "user", "content": opening}] if opening is not None else []
+    while not episode.done:
+        reply = as_reply(agent(messages))
+        messages.append({"role": "assistant", "content": reply.text})
+        assert episode.agent_turn(reply.text, n_tokens=5) is False  # the server's user has answered already
+        messages += episode.take_pending()
+    episode.close()
+    return episode
+
+
+def test_a_remote_episode_reaches_the_gold_state_as_the_in_process_one(retail: str) -> None:
+    gold = in_process("retail")
+    tasks = get_domain("retail").tasks()
+    picked = ["0", "59", "10"]  # an exchange; a cancel and an address change; a transfer to a human
+    with ThreadPoolExecutor(3) as pool:
+        episodes = dict(zip(picked, pool.map(lambda tid: remote_play(retail, tasks[tid]), picked), strict=True))
+    for tid in picked:
+        record = episodes[tid].infos()
+        assert record.natural and record.state_hash == gold[tid], f"task {tid}: {record.termination}"
+
+
+def test_the_trainers_turn_limit_ends_the_remote_episode_there(retail: str) -> None:
+    episode = remote_play(retail, get_domain("retail").tasks()["0"], max_turns=2)
+    assert (episode.infos().termination, episode.infos().turns) == ("max_turns", 2)
+
+
+def test_an_unreachable_or_gated_server_ends_the_episode_as_env_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = get_domain("retail").tasks()["0"]
+    down = RemoteEpisode(f"http://127.0.0.1:{free_port()}", task, 30)
+    assert down.open() is None and down.infos().termination == "env_error" and down.infos().excluded
+    with served(tmp_path, "retail", "--token", TOKEN) as (url, _):
+        refused = RemoteEpisode(url, task, 30)
+        assert refused.open() is None and refused.infos().termination == "env_error"
+        monkeypatch.setenv("REWARDKIT_SERVE_TOKEN", TOKEN)  # the trainer's side: the same variable as the server's
+        assert remote_play(url, task).infos().natural

@@ -147,6 +147,24 @@ class TestUserReview:
         assert reviewer.requests  # asked once per attempt (three for the answer that is not JSON)
 
 
+class TestRemoteEpisodes:
+    def test_env_servers_spread_the_episodes_over_them_in_turn(self, tmp_path: Any, monkeypatch: Any) -> None:
+        # Two servers that are down: each episode still goes to the next in turn, and ends as env_error naming it.
+        from rewardkit.plugins.scheduler import SimulatedUserScheduler
+
+        urls = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+        config = tmp_path / "config.yaml"
+        config.write_text("rollout:\n  env_servers: [" + ", ".join(urls) + "]\n")
+        monkeypatch.setenv("REWARDKIT_CONFIG", str(config))
+        sched = SimulatedUserScheduler(max_turns=4)
+        batch = requests(4)
+        hook(sched.on_trajectory_start(batch))
+        got = [sched.episodes[req.uuid] for req in batch]
+        assert [ep.simulator.name for ep in got] == [urls[0], urls[1], urls[0], urls[1]]
+        infos = [hook(sched.on_turn_end(req, choice("Hello"), 1))["rollout_infos"] for req in batch]
+        assert all(i["termination"] == "env_error" and i["error"].startswith("opening a session on") for i in infos)
+
+
 class TestConversation:
     def test_openings_of_a_batch_run_concurrently(self) -> None:
         # Each reply waits (up to 10 s) until 16 requests are in flight: they all are only if none waits on another.

@@ -46,6 +46,13 @@ class RolloutLimits:
         minimum=0,
         maximum=1,
     )
+    env_servers: tuple[str, ...] = setting(
+        (),
+        "Base URLs of `rewardkit env serve --openenv` servers: the training scheduler runs each episode on one of "
+        "them, in turn, instead of in its own process (their token, if any, from $REWARDKIT_SERVE_TOKEN); empty: "
+        "in process.",
+        item_min_length=1,
+    )
 
 
 @config_section("diagnostics")

@@ -27,7 +27,7 @@ import dataclasses
 import random
 import uuid
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
 from pydantic import Field
@@ -36,6 +36,7 @@ from rewardkit.envs import Domain
 from rewardkit.envs.outcomes import checked_task, task_check
 from rewardkit.envs.registry import get_domain
 from rewardkit.envs.tasks import TaskError
+from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import AgentReply
 from rewardkit.loop.config import RolloutLimits, load_run_config
 from rewardkit.loop.drive import Conversation
@@ -48,10 +49,16 @@ IDLE_S = 600.0
 
 
 class AgentTurn(Action):
-    """The agent's message: its text (Hermes ``<tool_call>`` blocks included) and any OpenAI-shaped tool calls."""
+    """The agent's message: its text (Hermes ``<tool_call>`` blocks included) and any OpenAI-shaped tool calls; how
+    its generation finished (``length``: cut off, its calls not run) and its token count (the token budget). ``end``:
+    an ending the trainer imposes (``max_turns``, its own turn limit; ``agent_error``, its endpoint failed), applied
+    after the message if the episode is still open; with no content and no calls, applied at once."""
 
     content: str = ""
     tool_calls: list[dict[str, Any]] | None = None
+    finish_reason: str | None = None
+    n_tokens: int = 0
+    end: Literal["max_turns", "agent_error"] | None = None
 
 
 class EpisodeObservation(Observation):
@@ -139,9 +146,15 @@ class DomainEnvironment(Environment[AgentTurn, EpisodeObservation, EpisodeState]
         if conversation is None or conversation.done:
             raise RuntimeError("no episode is open in this session: reset first (an ended episode needs a reset)")
         seen = len(conversation.messages)
-        conversation.step(AgentReply(action.content, action.tool_calls or None))
+        if action.content or action.tool_calls or action.end is None:  # an ending alone takes no turn
+            reply = AgentReply(action.content, action.tool_calls or None, action.finish_reason, action.n_tokens)
+            conversation.step(reply)
+            seen += 1  # the agent's own message is the caller's: only what answers it goes back
+        if action.end is not None and not conversation.done:
+            assert conversation.episode is not None  # an open conversation has its episode
+            conversation.episode.end(Termination(action.end))
         self._state.step_count += 1
-        observation = EpisodeObservation(messages=conversation.messages[seen + 1 :], task_id=self._state.task_id)
+        observation = EpisodeObservation(messages=conversation.messages[seen:], task_id=self._state.task_id)
         return self._ended(observation) if conversation.done else observation
 
     def _ended(self, observation: EpisodeObservation) -> EpisodeObservation:

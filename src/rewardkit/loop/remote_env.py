@@ -1,0 +1,181 @@
+"""An episode run by a remote ``rewardkit env serve --openenv`` server, stepped as the scheduler steps an Episode.
+
+    rollout:
+      env_servers: [http://10.0.0.5:8000, http://10.0.0.6:8000]     # sessions spread over them, in turn
+
+With ``rollout.env_servers`` set, the ``simulated_user`` scheduler (and nothing else in a recipe) runs each episode
+on one of those servers instead of in its own process: the database copy, the tool calls, the simulated user and
+the user review all happen there, and the trainer only sends the policy's messages and reads back what answers
+them. The server speaks OpenEnv's WebSocket protocol (``/ws``: ``reset``, ``step``, ``close`` messages); this client
+needs only the ``websockets`` package, not openenv-core (whose stack ms-swift's does not allow). A token for the
+servers (``$REWARDKIT_SERVE_TOKEN``) goes in an ``Authorization`` header.
+
+The episode keeps the :class:`~rewardkit.loop.episode.Episode` surface the scheduler uses (``open``, ``agent_turn``,
+``user_turn``, ``end``, ``take_pending``, ``infos``, ``close``); the user has already answered by the time
+``agent_turn`` returns, so it never asks for a user turn. A server that cannot be reached, or that drops the session,
+ends the episode as ``env_error``: infrastructure, left out of training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewardkit.envs.access import TOKEN_ENV
+from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.termination import Termination
+
+_OUTSIDE = {Termination.MAX_TURNS: "max_turns", Termination.AGENT_ERROR: "agent_error"}  # endings a trainer imposes
+
+
+class RemoteError(ConnectionError):
+    """The server answered with an error, or the session was lost."""
+
+
+class _Endpoint:
+    """Where the episode runs, named as a simulator is (the scheduler's messages name ``ep.simulator.name``)."""
+
+    def __init__(self, url: str) -> None:
+        self.name = url
+
+
+class RemoteEpisode:
+    """One episode of ``task`` on the server at ``url``; ``max_turns``: the trainer's turn limit, sent with the
+    turn that reaches it so that the server ends the episode there."""
+
+    def __init__(self, url: str, task: Mapping[str, Any], max_turns: int, timeout_s: float = 120.0) -> None:
+        self.url, self.task, self.max_turns, self.timeout_s = url.rstrip("/"), task, max_turns, timeout_s
+        self.simulator = _Endpoint(self.url)
+        self.termination: Termination | None = None
+        self.error: str | None = None
+        self.turns = 0
+        self.pending: list[dict[str, str]] = []
+        self._record: EpisodeRecord | None = None
+        self._ws: Any = None
+
+    # --- the scheduler's surface ---------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Nothing to prepare here: the server copies the database at reset."""
+
+    def open(self) -> str | None:
+        """The user's opening, or None if the episode could not start (the server unreachable or refusing)."""
+        from websockets.exceptions import WebSocketException
+        from websockets.sync.client import connect
+
+        try:
+            token = os.environ.get(TOKEN_ENV)
+            headers = {"Authorization": f"Bearer {token}"} if token else None
+            ws_url = "ws" + self.url[len("http") :] if self.url.startswith("http") else self.url
+            self._ws = connect(f"{ws_url}/ws", additional_headers=headers, open_timeout=self.timeout_s)
+            data = self._ask("reset", {"task_id": str(self.task.get("id"))})
+        except (OSError, RemoteError, WebSocketException) as exc:
+            self._fail(f"opening a session on {self.url}: {exc}")
+            return None
+        users = [m for m in data["observation"].get("messages", ()) if m.get("role") == "user"]
+        if data.get("done"):
+            return None
+        return str(users[-1]["content"]) if users else None
+
+    def agent_turn(
+        self, text: str | None, finish_reason: str | None = None, n_tokens: int = 0, native: Any = None
+    ) -> bool:
+        """Send the policy's message; what answers it waits in :meth:`take_pending`. Never asks for a user turn:
+        the server's user has answered already."""
+        if self.termination is not None:
+            return False
+        self.turns += 1
+        action: dict[str, Any] = {
+            "content": text if isinstance(text, str) else "",
+            "tool_calls": _calls(native),
+            "finish_reason": finish_reason,
+            "n_tokens": n_tokens,
+        }
+        if self.turns >= self.max_turns:
+            action["end"] = "max_turns"
+        self._step(action)
+        return False
+
+    def user_turn(self) -> None:
+        """The server's user answers within the step: nothing to do here."""
+
+    def end(self, reason: Termination, error: str | None = None) -> None:
+        """End from outside: the server ends its episode with ``reason`` where it can take it, else here."""
+        if self.termination is not None:
+            return
+        if reason in _OUTSIDE and self._ws is not None:
+            self._step({"content": "", "end": _OUTSIDE[reason]})
+        if self.termination is None:
+            self._fail(error or f"ended by the trainer: {reason.value}", reason)
+
+    @property
+    def done(self) -> bool:
+        return self.termination is not None
+
+    def take_pending(self) -> list[dict[str, str]]:
+        out, self.pending = self.pending, []
+        return out
+
+    def infos(self) -> EpisodeRecord:
+        if self._record is not None:
+            return self._record
+        ending = self.termination or Termination.ENV_ERROR
+        return EpisodeRecord.unstarted(self.error or "no record from the server", self.url, ending)
+
+    def close(self) -> None:
+        if self._ws is None:
+            return
+        with contextlib.suppress(OSError):  # the session is gone already: nothing to release
+            self._ws.send(json.dumps({"type": "close"}))
+        self._ws.close()
+        self._ws = None
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _ask(self, kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import WebSocketException
+
+        try:
+            self._ws.send(json.dumps({"type": kind, "data": dict(data)}))
+            answer = json.loads(self._ws.recv(timeout=self.timeout_s))
+        except (WebSocketException, TimeoutError, ValueError) as exc:
+            raise RemoteError(f"{kind}: {exc}") from exc
+        if answer.get("type") != "observation":
+            raise RemoteError(f"{kind}: {answer.get('data', {}).get('message', answer)}")
+        return dict(answer["data"])
+
+    def _step(self, action: Mapping[str, Any]) -> None:
+        try:
+            data = self._ask("step", action)
+        except (OSError, RemoteError) as exc:
+            self._fail(f"step on {self.url}: {exc}")
+            return
+        observation = data["observation"]
+        self.pending += [
+            {"role": str(m["role"]), "content": str(m["content"])} for m in observation.get("messages", ())
+        ]
+        if data.get("done"):
+            record = EpisodeRecord.read(observation.get("record"))
+            self._record = record
+            self.termination = Termination(record.termination) if record and record.termination else None
+            if self.termination is None:
+                self._fail(f"the server ended the episode without a record: {observation}")
+
+    def _fail(self, error: str, ending: Termination = Termination.ENV_ERROR) -> None:
+        self.termination, self.error = ending, error
+        self._record = None
+
+
+def _calls(native: Any) -> list[dict[str, Any]] | None:
+    """The engine's parsed tool calls as OpenAI-shaped dicts (the server parses them as the in-process loop does)."""
+    if not native:
+        return None
+    out = []
+    for call in native if isinstance(native, Sequence) else [native]:
+        dumped = call.model_dump() if hasattr(call, "model_dump") else call
+        if isinstance(dumped, Mapping):
+            out.append(dict(dumped))
+    return out or None
