@@ -34,7 +34,7 @@ from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_run_config
 from rewardkit.loop.episode import Episode
-from rewardkit.loop.remote_env import RemoteEpisode
+from rewardkit.loop.remote_env import RemoteEpisode, require_client
 from rewardkit.loop.user_review import make_reviewer
 from rewardkit.loop.user_sim import UserSimulator, make_simulator
 from rewardkit.plugins.tokens import (
@@ -82,6 +82,8 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         self.simulators: dict[str, UserSimulator] = {}  # domain name -> the simulator of its users
         self.reviewer = make_reviewer(sim_config)  # the model reviewer of the user after the rules, if configured
         servers = self.limits.env_servers
+        if servers:
+            require_client()
         self.servers = itertools.cycle(servers) if servers else None  # remote episodes, spread over the servers
         if cfg.domain is not None:  # the recipe's domain: one that does not load fails here, not later
             self._simulator(load_configured(cfg.domain, cfg.origin(CONFIG_KEY)))

@@ -27,8 +27,19 @@ from typing import Any
 from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.termination import Termination
+from rewardkit.errors import UserError
 
 _OUTSIDE = {Termination.MAX_TURNS: "max_turns", Termination.AGENT_ERROR: "agent_error"}  # endings a trainer imposes
+
+
+def require_client() -> None:
+    """Fail at once, naming the fix, where the WebSocket client is not installed (not at the first episode)."""
+    try:
+        import websockets.sync.client  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise UserError(
+            "rollout.env_servers needs the websockets package on the trainer's side: pip install 'rewardkit[remote]'"
+        ) from exc
 
 
 class RemoteError(ConnectionError):
