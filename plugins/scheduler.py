@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,7 +33,7 @@ from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_run_config
 from rewardkit.loop.episode import Episode
-from rewardkit.loop.remote_env import RemoteEpisode, require_client
+from rewardkit.loop.remote_env import RemoteEpisode, pick_server, require_client
 from rewardkit.loop.user_review import make_reviewer
 from rewardkit.loop.user_sim import UserSimulator, make_simulator
 from rewardkit.plugins.tokens import (
@@ -84,7 +83,6 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         servers = self.limits.env_servers
         if servers:
             require_client()
-        self.servers = itertools.cycle(servers) if servers else None  # remote episodes, spread over the servers
         if cfg.domain is not None:  # the recipe's domain: one that does not load fails here, not later
             self._simulator(load_configured(cfg.domain, cfg.origin(CONFIG_KEY)))
         # Simulator calls run in this pool, not asyncio's default one (min(32, cpus + 4) threads): a batch's
@@ -180,8 +178,8 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         # that changes nothing must name what an episode shows instead (the goal then judges it, as the reward does).
         task = checked_task(row["task"], "column 'task'", domain.name)
         episode: Episode | RemoteEpisode
-        if self.servers is not None:  # rollout.env_servers: the episode runs on a server, the next in turn
-            episode = RemoteEpisode(next(self.servers), task, self.max_turns)
+        if self.limits.env_servers:  # the episode runs on a server, the next in turn
+            episode = RemoteEpisode(pick_server(self.limits.env_servers), task, self.max_turns)
         else:
             goal = task_goal(domain.name, task)
             episode = Episode(domain, task, self._simulator(domain), self.limits, goal=goal, reviewer=self.reviewer)

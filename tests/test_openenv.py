@@ -26,7 +26,7 @@ from rewardkit.envs import get_domain
 from rewardkit.envs.outcomes import task_check
 from rewardkit.loop.agents import as_reply
 from rewardkit.loop.config import RolloutLimits
-from rewardkit.loop.drive import run_episode
+from rewardkit.loop.drive import run_episode, run_episodes
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.remote_env import RemoteEpisode
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
@@ -308,3 +308,13 @@ def test_an_unreachable_or_gated_server_ends_the_episode_as_env_error(
         assert refused.open() is None and refused.infos().termination == "env_error"
         monkeypatch.setenv("REWARDKIT_SERVE_TOKEN", TOKEN)  # the trainer's side: the same variable as the server's
         assert remote_play(url, task).infos().natural
+
+
+def test_synthesis_and_evaluations_loop_runs_its_episodes_on_the_servers_too(retail: str) -> None:
+    # run_episodes (synth agent, eval agent) with rollout.env_servers: the gold agent reaches the gold state there.
+    gold = in_process("retail")
+    tasks = [get_domain("retail").tasks()[tid] for tid in ("0", "59")]
+    limits = RolloutLimits(env_servers=(retail,))
+    results = run_episodes(get_domain("retail"), tasks, GoldAgent, ScriptedSimulator(), limits, workers=2)
+    assert [r.infos.state_hash for r in results] == [gold["0"], gold["59"]]
+    assert all(r.infos.natural and r.messages[0]["role"] == "system" for r in results)

@@ -159,8 +159,8 @@ class TestRemoteEpisodes:
         sched = SimulatedUserScheduler(max_turns=4)
         batch = requests(4)
         hook(sched.on_trajectory_start(batch))
-        got = [sched.episodes[req.uuid] for req in batch]
-        assert [ep.simulator.name for ep in got] == [urls[0], urls[1], urls[0], urls[1]]
+        names = [sched.episodes[req.uuid].simulator.name for req in batch]
+        assert set(names) == set(urls) and names[:2] == names[2:]  # in turn: a, b, a, b (from wherever it stood)
         infos = [hook(sched.on_turn_end(req, choice("Hello"), 1))["rollout_infos"] for req in batch]
         assert all(i["termination"] == "env_error" and i["error"].startswith("opening a session on") for i in infos)
 

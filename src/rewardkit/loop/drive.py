@@ -20,6 +20,7 @@ from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.episode import ENV_FAILURES, Episode, env_ending
+from rewardkit.loop.remote_env import RemoteEpisode, pick_server
 from rewardkit.loop.user_review import ModelReviewer
 from rewardkit.loop.user_sim.base import UserSimulator
 
@@ -50,7 +51,7 @@ class Conversation:
     def __init__(
         self,
         task: Mapping[str, Any],
-        episode: Episode | None,
+        episode: Episode | RemoteEpisode | None,
         messages: list[dict[str, Any]],
         unstarted: EpisodeRecord | None = None,
     ) -> None:
@@ -68,10 +69,15 @@ class Conversation:
     ) -> Conversation:
         """The episode opened: its environment, the system prompt (``system``, else the domain's policy) and the
         user's opening. The simulator's opening is its first reply, so a failure there ends the episode.
-        ``reviewer``: the model reviewer of the user, after the rules."""
+        ``reviewer``: the model reviewer of the user, after the rules. With ``limits.env_servers`` the episode runs
+        on one of those servers (:mod:`rewardkit.loop.remote_env`: their simulator and reviewer, not these)."""
+        episode: Episode | RemoteEpisode
         try:
-            goal = task_goal(domain.name, task)
-            episode = Episode(domain, task, simulator, limits, goal=goal, reviewer=reviewer)
+            if limits.env_servers:
+                episode = RemoteEpisode(pick_server(limits.env_servers), task, limits.max_turns)
+            else:
+                goal = task_goal(domain.name, task)
+                episode = Episode(domain, task, simulator, limits, goal=goal, reviewer=reviewer)
         except ENV_FAILURES as exc:  # the environment could not even be opened (nor the gold replayed on it)
             return cls(task, None, [], EpisodeRecord.unstarted(str(exc), simulator.name, env_ending(exc)))
         messages: list[dict[str, Any]] = [{"role": "system", "content": domain.policy() if system is None else system}]

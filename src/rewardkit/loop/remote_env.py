@@ -3,8 +3,9 @@
     rollout:
       env_servers: [http://10.0.0.5:8000, http://10.0.0.6:8000]     # sessions spread over them, in turn
 
-With ``rollout.env_servers`` set, the ``simulated_user`` scheduler (and nothing else in a recipe) runs each episode
-on one of those servers instead of in its own process: the database copy, the tool calls, the simulated user and
+With ``rollout.env_servers`` set, the ``simulated_user`` scheduler (and ``synth agent`` and ``eval agent``, whose
+loop is the same; nothing else in a recipe changes) runs each episode on one of those servers, in turn, instead of
+in its own process: the database copy, the tool calls, the simulated user and
 the user review all happen there, and the trainer only sends the policy's messages and reads back what answers
 them. The server speaks OpenEnv's WebSocket protocol (``/ws``: ``reset``, ``step``, ``close`` messages); this client
 needs only the ``websockets`` package, not openenv-core (whose stack ms-swift's does not allow). A token for the
@@ -19,6 +20,7 @@ ends the episode as ``env_error``: infrastructure, left out of training.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -30,6 +32,14 @@ from rewardkit.envs.termination import Termination
 from rewardkit.errors import UserError
 
 _OUTSIDE = {Termination.MAX_TURNS: "max_turns", Termination.AGENT_ERROR: "agent_error"}  # endings a trainer imposes
+
+
+_TURN = itertools.count()  # one rotation for the process: the scheduler, synthesis and evaluation alike
+
+
+def pick_server(servers: Sequence[str]) -> str:
+    """The next of ``servers`` in turn: a process's episodes are spread over them evenly."""
+    return servers[next(_TURN) % len(servers)]
 
 
 def require_client() -> None:

@@ -190,7 +190,8 @@ def environment_class(ref: str) -> type[DomainEnvironment]:
     limits from ``$REWARDKIT_CONFIG``: a bad config or domain fails here, before the server listens."""
     cfg = load_run_config()
     domain = get_domain(ref)
-    limits = dataclasses.replace(cfg.rollout, user_review=cfg.rollout.user_review or "exclude")
+    # The episodes run here: a server never forwards them to other servers (rollout.env_servers is the trainer's).
+    limits = dataclasses.replace(cfg.rollout, user_review=cfg.rollout.user_review or "exclude", env_servers=())
     playable = frozenset(tid for tid, task in domain.tasks().items() if task_check(task, ref) is None)
     simulator, reviewer = make_simulator(cfg.user_sim, domain), make_reviewer(cfg.user_sim)
     served = Served(ref, domain, simulator, reviewer, limits, playable)
