@@ -85,7 +85,23 @@ def _native_calls(native: Any) -> list[ToolCall]:
     return tool_calls([{"role": "assistant", "content": None, "tool_calls": items}])
 
 
-class Episode:
+class Turns:
+    """What the scheduler and the drivers read of any episode, here or on a server (:mod:`rewardkit.loop.remote_env`):
+    how it ended (None while it runs) and the messages waiting to be shown to the policy."""
+
+    termination: Termination | None
+    pending: list[dict[str, str]]
+
+    @property
+    def done(self) -> bool:
+        return self.termination is not None
+
+    def take_pending(self) -> list[dict[str, str]]:
+        out, self.pending = self.pending, []
+        return out
+
+
+class Episode(Turns):
     """A conversation on a private copy of ``domain``'s database about ``task``."""
 
     def __init__(
@@ -203,14 +219,6 @@ class Episode:
         self._end(reason)
 
     # --- state ---------------------------------------------------------------------
-
-    @property
-    def done(self) -> bool:
-        return self.termination is not None
-
-    def take_pending(self) -> list[dict[str, str]]:
-        out, self.pending = self.pending, []
-        return out
 
     @property
     def env(self) -> CallingEnvironment:

@@ -30,6 +30,7 @@ from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.termination import Termination
 from rewardkit.errors import UserError
+from rewardkit.loop.episode import Turns
 
 _OUTSIDE = {Termination.MAX_TURNS: "max_turns", Termination.AGENT_ERROR: "agent_error"}  # endings a trainer imposes
 
@@ -63,7 +64,7 @@ class _Endpoint:
         self.name = url
 
 
-class RemoteEpisode:
+class RemoteEpisode(Turns):
     """One episode of ``task`` on the server at ``url``; ``max_turns``: the trainer's turn limit, sent with the
     turn that reaches it so that the server ends the episode there."""
 
@@ -131,14 +132,6 @@ class RemoteEpisode:
             self._step({"content": "", "end": _OUTSIDE[reason]})
         if self.termination is None:
             self._fail(error or f"ended by the trainer: {reason.value}", reason)
-
-    @property
-    def done(self) -> bool:
-        return self.termination is not None
-
-    def take_pending(self) -> list[dict[str, str]]:
-        out, self.pending = self.pending, []
-        return out
 
     def infos(self) -> EpisodeRecord:
         if self._record is not None:
