@@ -86,6 +86,11 @@ def test_the_page_carries_the_logs_counts_and_diffs(tmp_path: Path, capsys) -> N
         assert shown["diff"] == [] if shown["reward"] == 1.0 else True, shown["id"]
         assert shown["reward"] == 0.0 if shown["diff"] else True, shown["id"]
     assert any(shown["diff"] for shown in data["episodes"])  # cut at two turns, some writes never happened
+    for shown in data["episodes"]:  # the checks are the reward's: all met exactly where it paid, on a natural ending
+        natural = shown["termination"] in ("user_stop", "agent_stop", "user_transfer", "agent_transfer")
+        if shown["checks"] is not None and natural:
+            assert all(c["passed"] for c in shown["checks"]) == (shown["reward"] == 1.0), shown["id"]
+        assert shown["why"].startswith("complete" if shown["reward"] == 1.0 else ("not complete", "no credit")), shown
     assert "http" not in page.split("<script", 1)[0].replace("http-equiv", "")  # nothing loads from a network
     assert f"{out / 'view.html'}: 8 episodes of 4 tasks" in capsys.readouterr().out
 
@@ -152,3 +157,32 @@ def test_an_episode_shows_the_user_reviews_flags() -> None:
     records[1]["user_flags"] = [flag, "not a flag"]  # a record from elsewhere: only objects are shown
     data = build(records, get_domain("retail"), "t")
     assert [e["user_flags"] for e in data["episodes"]] == [[], [flag], []]
+
+
+OK = {"status": "ok", "termination": "user_stop"}
+# (the record, the reward's checks, the line the page puts at the top of the episode)
+WHY = [
+    ({**OK, "reward": 1.0}, [("the final database equals the gold state", True)], "complete: every check passed"),
+    (  # the database right, an expected output never said: the first check not met names it
+        {**OK, "reward": 0.0},
+        [("said '466.75'", False), ("said 'refunded'", False), ("the final database equals the gold state", True)],
+        "not complete: said '466.75': not met (and 1 more)",
+    ),
+    (
+        {"status": "ok", "termination": "max_turns", "reward": 0.0},
+        [("the final database equals the gold state", True)],
+        "no credit: it ended as max_turns; only a stop or a transfer earns credit",
+    ),
+    (
+        {"status": "infra_error", "termination": "user_sim_error", "reward": None},
+        None,
+        "left out of training: it ended as user_sim_error, the infrastructure's doing, not the agent's",
+    ),
+]
+
+
+@pytest.mark.parametrize(("record", "checks", "line"), WHY)
+def test_every_episode_says_why_it_scored_what_it_did_in_one_line(record: dict, checks: list | None, line: str) -> None:
+    from rewardkit.runs.viewer.page import why
+
+    assert why(record, checks) == line

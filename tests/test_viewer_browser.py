@@ -259,3 +259,49 @@ def test_hostile_text_in_any_field_hides_nothing_and_runs_nothing(browser: Any, 
     assert page.text_content("#reviewed") == f"1 of {len(lines)} reviewed"
     assert page.evaluate("typeof window.pwned") == "undefined"
     assert page.evaluate("window.violations") == [] and errors == []
+
+
+def gold_eval(out: Path, domain: str, max_turns: int) -> list[dict[str, Any]]:
+    """``eval agent --agent gold`` cut at ``max_turns`` on four held-out tasks, two trials each, and its page."""
+    argv = ["eval", "agent", "--agent", "gold", "--domain", domain, "--split", "test", "--limit", "4"]
+    argv += ["--trials", "2", "--max-turns", str(max_turns), "--out-dir", str(out), "--no-progress"]
+    assert main(argv) == 0 and main(["view", str(out)]) == 0
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    return [r for r in records if "task_id" in r]
+
+
+@pytest.mark.parametrize(("domain", "lang"), [("retail", "en"), ("livestream", "zh")])
+def test_every_episode_that_scored_0_says_why_in_one_line_at_its_top(
+    browser: Any, tmp_path: Path, domain: str, lang: str
+) -> None:
+    episodes = gold_eval(tmp_path / "eval", domain, max_turns=4)  # cut short: some episodes score 0
+    zero = [r for r in episodes if r["reward"] == 0.0]
+    assert zero, [r["termination"] for r in episodes]
+    page, errors = open_page(browser, tmp_path / "eval" / "view.html")
+    assert page.get_attribute("html", "lang") == lang  # the domain's language: the browser picks its fonts by it
+    for record in zero:
+        page.click(f'tr.episode[data-id="{record["task_id"]}/{record["trial"]}"]')
+        why = page.text_content("#why") or ""
+        assert why.startswith(("not complete: ", "no credit: ")) and "\n" not in why, why
+        # at the top: before the checks, the diff and the transcript
+        order = page.evaluate(
+            "['#why', '#checks', '#diff', '#transcript'].map((s) => document.querySelector(s))"
+            ".every((e, i, all) => i === 0 || all[i - 1].compareDocumentPosition(e) & Node.DOCUMENT_POSITION_FOLLOWING)"
+        )
+        assert order
+    assert errors == []
+
+
+def test_a_chinese_episode_renders_its_glyphs_not_boxes(browser: Any, tmp_path: Path) -> None:
+    # Two different Chinese words drawn in the page's own font: with no CJK font installed both come out as the same
+    # row of missing-glyph boxes, so their screenshots are identical.
+    gold_eval(tmp_path / "eval", "livestream", max_turns=4)
+    page, errors = open_page(browser, tmp_path / "eval" / "view.html")
+    page.click("tr.episode")
+    shots = []
+    for word in ("直播间标题", "商品库存表"):
+        page.evaluate("(w) => { document.querySelector('#episode h2').textContent = w; }", word)
+        shots.append(page.locator("#episode h2").screenshot())
+    assert shots[0] != shots[1]
+    (tmp_path / "episode.png").write_bytes(page.screenshot(full_page=False))  # kept with the test's files
+    assert errors == []

@@ -296,14 +296,37 @@ class Goal:
         return any(call.ok and call.name in self.stray_stops for call in agent.calls)
 
     def reached(self, said: Sequence[str], agent: Callable[[], Outcome], require_outputs: bool = True) -> bool:
-        """The completion rule: every expected output said (unless not ``require_outputs``, MUA-RL's rule, which
-        presumes a write: a task whose gold changes nothing always needs them), the final state the gold's, no stop
-        tool called that the script does not call, and every evidence item shown. ``agent`` gives the episode's
-        outcome, asked for only when the outputs were said (it may hash the database)."""
+        """The completion rule: every check of :meth:`checks` passes. ``agent`` gives the episode's outcome, asked for
+        only when the outputs were said (it may hash the database)."""
         if (require_outputs or self.evidence) and not all(communicated_texts(said, self.outputs)):
             return False
-        found = agent()
-        return found.state_hash == self.state_hash and not self.stopped_early(found) and all(self.shown(said, found))
+        return all(passed for _, passed in self.checks(said, agent(), require_outputs))
+
+    def checks(self, said: Sequence[str], agent: Outcome, require_outputs: bool = True) -> list[tuple[str, bool]]:
+        """Each check of the completion rule, named, with whether the episode passed it: every expected output said
+        (unless not ``require_outputs``, MUA-RL's rule, which presumes a write: a task whose gold changes nothing
+        always needs them), the final state the gold's, no stop tool called that the script does not call, and every
+        evidence item shown. The task is complete when all pass."""
+        out = []
+        if require_outputs or self.evidence:
+            outputs = communicated_texts(said, self.outputs)
+            out += [(f"said {text!r}", ok) for text, ok in zip(self.outputs, outputs, strict=True)]
+        out.append(("the final database equals the gold state", agent.state_hash == self.state_hash))
+        if self.stray_stops:
+            out.append((f"no call of {', '.join(sorted(self.stray_stops))}", not self.stopped_early(agent)))
+        shown = self.shown(said, agent)
+        out += [(_evidence_name(item), ok) for item, ok in zip(self.evidence, shown, strict=True)]
+        return out
+
+
+def _evidence_name(item: Evidence) -> str:
+    value = item.value if item.kind == "output" else item.value.get("name") if isinstance(item.value, Mapping) else ""
+    return {
+        "output": f"said {value!r}",
+        "call": f"called {value}",
+        "declined": f"proposed {value} and the user declined it",
+        "refused": f"did not call {value}",
+    }.get(item.kind, f"{item.kind} {value}")
 
 
 def _shown(item: Evidence, said: Sequence[str], agent: Outcome) -> bool:

@@ -29,18 +29,21 @@ from typing import Any
 import numpy as np
 
 from rewardkit.envs import Domain, DomainError, get_domain
-from rewardkit.envs.outcomes import gold_outcome, replay_conversation, replay_gold, task_check
+from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.outcomes import Outcome, replay_conversation, replay_gold, task_check, task_goal
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import json_problem, kind, lines
+from rewardkit.rewards import TaskCompletion
+from rewardkit.rewards._episodes import said_texts
 from rewardkit.rewards.groups import TOL, totals
 from rewardkit.runs.episodes.records import record_problem
 from rewardkit.runs.training.audit import Run
 
 MARKER = "/*__EPISODES__*/null"  # where the page's data goes
 # Placeholders of the template, each replaced once, in one pass: nothing substituted in is read again.
-_SLOTS = re.compile(re.escape(MARKER) + "|__TITLE__|__SCRIPT_SHA256__|__STYLE_SHA256__")
+_SLOTS = re.compile(re.escape(MARKER) + "|__TITLE__|__LANG__|__SCRIPT_SHA256__|__STYLE_SHA256__")
 # Characters that could end the data's script, start a comment or markup in it, or cannot be written as UTF-8.
 _INERT = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 
@@ -178,20 +181,33 @@ def _text(content: Any) -> str:
 
 
 def _episode(
-    record: Mapping[str, Any], domain: Domain, tasks: Mapping[str, Any], golds: dict[str, Any], systems: dict[str, int]
+    record: Mapping[str, Any],
+    domain: Domain,
+    tasks: Mapping[str, Any],
+    golds: dict[str, Any],
+    systems: dict[str, int],
+    require_outputs: bool,
 ) -> dict[str, Any]:
     messages = record.get("messages") or []
     task_id = str(record["task_id"])
     task = tasks.get(task_id)
     diff: list[dict[str, Any]] | None = None
+    checks: list[tuple[str, bool]] | None = None
     if task is not None and record.get("status") == "ok" and task_check(task, domain.name) is None:
-        if record.get("state_hash") == gold_outcome(domain.name, task).state_hash:
-            diff = []  # the episode's own hash says it ended in the gold state: nothing to replay
+        goal = task_goal(domain.name, task)
+        at_gold = record.get("state_hash") == goal.state_hash  # its own hash says so: the state needs no replay
+        replayed = None
+        if not at_gold or goal.needs_calls:
+            replayed = replay_conversation(domain.name, messages, export=not at_gold, task=task)
+        if at_gold:
+            diff = []
         else:
             if task_id not in golds:
                 golds[task_id] = replay_gold(domain.name, task, export=True).state
-            agent = replay_conversation(domain.name, messages, export=True, task=task)
-            diff = state_diff(agent.state, golds[task_id])
+            assert replayed is not None
+            diff = state_diff(replayed.state, golds[task_id])
+        outcome = replayed or Outcome(goal.state_hash, ())
+        checks = goal.checks(said_texts(messages), outcome, require_outputs)
     return {
         "id": episode_id(record),
         "task": str(record["task_id"]),
@@ -203,9 +219,27 @@ def _episode(
         "turns": record.get("turns"),
         "gates": record.get("gates") or {},
         "user_flags": [f for f in record.get("user_flags") or [] if isinstance(f, Mapping)],  # the user review's
+        "checks": None if checks is None else [{"check": name, "passed": ok} for name, ok in checks],
+        "why": why(record, checks),
         "messages": _turns(messages, systems),
         "diff": diff,
     }
+
+
+def why(record: Mapping[str, Any], checks: Sequence[tuple[str, bool]] | None) -> str:
+    """One line: why the episode scored what it did (its first check not met, or its ending)."""
+    ending = str(record.get("termination") or record.get("status"))
+    if record.get("termination") in EXCLUDED or record.get("status") != "ok":
+        return f"left out of training: it ended as {ending}, the infrastructure's doing, not the agent's"
+    if record.get("reward") == 1.0:
+        return "complete: every check passed"
+    if not EpisodeRecord(termination=ending).natural:
+        return f"no credit: it ended as {ending}; only a stop or a transfer earns credit"
+    missed = [name for name, ok in checks or () if not ok]
+    if missed:
+        more = f" (and {len(missed) - 1} more)" if len(missed) > 1 else ""
+        return f"not complete: {missed[0]}: not met{more}"
+    return f"scored {record.get('reward')}"
 
 
 def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, review: bool = False) -> dict[str, Any]:
@@ -214,8 +248,10 @@ def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, revi
     if not episodes:
         raise ViewerError("the log holds no episodes")
     tasks, golds, systems = domain.tasks(), {}, {}
-    shown = [_episode(r, domain, tasks, golds, systems) for r in episodes]
-    return _page(title, str(episodes[0].get("run", "")), domain.name, review, shown, systems)
+    require = TaskCompletion().require_outputs  # the reward's own setting ($REWARDKIT_CONFIG): its checks are these
+    shown = [_episode(r, domain, tasks, golds, systems, require) for r in episodes]
+    view = _page(title, str(episodes[0].get("run", "")), domain.name, review, shown, systems)
+    return {**view, "language": domain.language}
 
 
 def build_grpo(run: Run, title: str) -> dict[str, Any]:
@@ -285,6 +321,7 @@ def render(view: Mapping[str, Any]) -> str:
     slots = {
         MARKER: embed(view),
         "__TITLE__": _escape(str(view["title"])),
+        "__LANG__": "zh" if view.get("language") == "zh" else "en",  # the domain's: the browser picks fonts by it
         "__SCRIPT_SHA256__": _sha256(re.search(r"<script>(.*?)</script>", page, re.DOTALL).group(1)),
         "__STYLE_SHA256__": _sha256(re.search(r"<style>(.*?)</style>", page, re.DOTALL).group(1)),
     }
