@@ -178,3 +178,29 @@ def test_tiny_model_from_an_empty_directory_has_the_full_vocabulary(tmp_path: Pa
     config = json.loads((empty / "m" / "config.json").read_text())
     assert config["vocab_size"] == TINY_MODEL["vocab_size"] == 2048  # 261 (bytes + specials) from no corpus
     assert capsys.readouterr().out.strip() == "m"
+
+
+GRPO_LINE = (
+    "{'rewardkit/TaskCompletion/latency_ms': '1.794', 'loss': '-3e-08', 'grad_norm': '0.3907', 'reward': '0.5625', "
+    "'rewards/TaskCompletion/mean': '0.5625', 'global_step/max_steps': '1/40', 'elapsed_time': '17s', "
+    "'remaining_time': '10m 45s', 'train_speed(s/it)': '16.54'}\n"
+)
+# (a line of a stage's output, what the console shows of it: None is nothing, the whole line stays in the log)
+PROGRESS = [
+    (GRPO_LINE, "step 1/40 · reward 0.5625 · 17s elapsed, 10m 45s left"),  # the diagnostics' keys first: no matter
+    (
+        "{'loss': '7.157', 'token_acc': '0.02083', 'global_step/max_steps': '1/80', 'elapsed_time': '1s', "
+        "'remaining_time': '1m 39s'}",
+        "step 1/80 · loss 7.157 · token_acc 0.02083 · 1s elapsed, 1m 39s left",  # SFT: no reward, its loss
+    ),
+    ("{'train_runtime': '420.1', 'train_loss': '1e-08'}", None),  # the closing summary: not a step
+    ("{'global_step/max_steps': '1/40', 'loss': ", None),  # a line cut short: not shown, not an error
+    ("[INFO:swift] loading the model", None),
+]
+
+
+@pytest.mark.parametrize(("line", "shown"), PROGRESS)
+def test_a_stage_shows_each_trainer_step_as_one_line(line: str, shown: str | None) -> None:
+    from rewardkit.pipelines.stages import progress_line
+
+    assert progress_line(line) == shown

@@ -8,6 +8,7 @@ is broken now, reruns that stage and every stage after it, since their inputs ch
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -85,16 +86,39 @@ class Context:
             assert proc.stdout is not None
             for line in proc.stdout:
                 out.write(line)
-                if _progress(line):
-                    print(f"[{stage}] {line.rstrip()[:200]}", file=self.echo, flush=True)
+                shown = progress_line(line)
+                if shown is None and ("Error" in line or line.startswith("Traceback")):
+                    shown = line.rstrip()  # a failure shows whole; the traceback is in the stage's log
+                if shown is not None:
+                    print(f"[{stage}] {shown}", file=self.echo, flush=True)
             code = proc.wait()
         if code != 0:
             raise StageError(f"stage {stage!r} failed (exit {code}); log: {log}")
 
 
-def _progress(line: str) -> bool:
-    # ms-swift logs one dict per logging step; errors should surface too.
-    return line.startswith("{'loss'") or "'reward'" in line or "Error" in line or line.startswith("Traceback")
+def progress_line(line: str) -> str | None:
+    """One of ms-swift's logged steps (a dict of strings, in whatever key order the callbacks left it) as one line a
+    person can follow: the step of steps, the headline (GRPO's total reward, else the loss and token accuracy) and
+    the time left; None for any other line. The full line stays in the stage's log.
+
+    >>> progress_line("{'loss': '0.2079', 'token_acc': '0.966', 'global_step/max_steps': '60/80', "
+    ...               "'elapsed_time': '33s', 'remaining_time': '11s'}")
+    'step 60/80 · loss 0.2079 · token_acc 0.966 · 33s elapsed, 11s left'
+    """
+    text = line.strip()
+    if not text.startswith("{") or "'global_step/max_steps'" not in text:
+        return None
+    try:
+        row = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(row, dict):
+        return None
+    keys = ("reward",) if "reward" in row else ("loss", "token_acc")
+    parts = [f"step {row['global_step/max_steps']}", *(f"{k} {row[k]}" for k in keys if k in row)]
+    if "elapsed_time" in row and "remaining_time" in row:
+        parts.append(f"{row['elapsed_time']} elapsed, {row['remaining_time']} left")
+    return " · ".join(parts)
 
 
 def _no_check(ctx: Context, result: Mapping[str, Any]) -> None:
