@@ -66,7 +66,7 @@ def server(python: str, log: Path) -> Iterator[str]:
 
 def remote_episode(url: str, task: Mapping[str, Any]) -> str:
     """The gold agent through a remote episode, as the scheduler steps one; how it ended."""
-    agent, episode = GoldAgent(task), RemoteEpisode(url, task, max_turns=30)
+    agent, episode = GoldAgent(task), RemoteEpisode(url, task, RolloutLimits(), "exclude")
     opening = episode.open()
     messages = [{"role": "user", "content": opening}] if opening is not None else []
     while not episode.done:

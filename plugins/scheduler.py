@@ -51,6 +51,14 @@ class SimulatorUnavailable(RuntimeError):
     """Too many episodes of one batch lost their user simulator: stop training rather than learn from noise."""
 
 
+def _lost(ep: Episode | RemoteEpisode) -> bool:
+    """The episode was lost to the simulator side: its simulator or reviewer failed, or its remote server did (the
+    failures ``rollout.max_failed_share`` counts)."""
+    if ep.termination is Termination.USER_SIM_ERROR:
+        return True
+    return isinstance(ep, RemoteEpisode) and ep.termination is Termination.ENV_ERROR
+
+
 class SimulatedUserScheduler(MultiTurnScheduler):
     """ms-swift ``MultiTurnScheduler`` for rows of ``build tau2-grpo --multi-turn`` (``messages``, ``task``,
     ``domain``). ``simulator`` (tests, benchmarks) plays the user of every domain; else each domain gets the
@@ -109,7 +117,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         openings = await asyncio.gather(*asked)
         for req, ep, opening in zip(requests, episodes, openings, strict=True):
             if opening is None:  # the episode already ended: keep the row's user turn as the first prompt
-                if ep.termination is Termination.USER_SIM_ERROR:
+                if _lost(ep):
                     self._failed(ep)
                 continue
             user = next((m for m in reversed(req.messages) if m.get("role") == "user"), None)
@@ -135,7 +143,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
             await loop.run_in_executor(self.pool, ep.user_turn)
         if not ep.done and current_turn >= self.max_turns:
             await loop.run_in_executor(self.pool, ep.end, Termination.MAX_TURNS)
-        if not ended and ep.termination is Termination.USER_SIM_ERROR:  # the simulator, or its reviewer, failed
+        if not ended and _lost(ep):
             self._failed(ep)
         if not ep.done:
             return {"done": False}
@@ -179,7 +187,8 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         task = checked_task(row["task"], "column 'task'", domain.name)
         episode: Episode | RemoteEpisode
         if self.limits.env_servers:  # the episode runs on a server, the next in turn
-            episode = RemoteEpisode(pick_server(self.limits.env_servers), task, self.max_turns)
+            limits = self.limits  # its max_turns is ms-swift's; its review mode the trainer's (exclude unless told)
+            episode = RemoteEpisode(pick_server(limits.env_servers), task, limits, str(limits.user_review))
         else:
             goal = task_goal(domain.name, task)
             episode = Episode(domain, task, self._simulator(domain), self.limits, goal=goal, reviewer=self.reviewer)
@@ -194,9 +203,9 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         share = self.limits.max_failed_share
         if self.batch_failed > share * max(self.batch_size, 1):
             raise SimulatorUnavailable(
-                f"{self.batch_failed} of {self.batch_size} episodes in this batch lost the user simulator "
-                f"{ep.simulator.name} or its reviewer (rollout.max_failed_share = {share}); last error: {ep.error}. "
-                "Check that the endpoint is up and reachable, or raise its timeout_s/retries."
+                f"{self.batch_failed} of {self.batch_size} episodes in this batch lost {ep.simulator.name} (the user "
+                f"simulator, its reviewer or the environment server; rollout.max_failed_share = {share}); last "
+                f"error: {ep.error}. Check that the endpoint is up and reachable, or raise its timeout_s/retries."
             )
 
     def _simulator(self, domain: Domain) -> UserSimulator:

@@ -270,7 +270,7 @@ def test_trl_grpo_trains_on_the_served_domain_with_the_loss_on_the_policys_token
 
 def remote_play(url: str, task: Mapping[str, Any], max_turns: int = 30) -> RemoteEpisode:
     """The gold agent through a :class:`RemoteEpisode`, stepped as the ``simulated_user`` scheduler steps one."""
-    agent, episode = GoldAgent(task), RemoteEpisode(url, task, max_turns)
+    agent, episode = GoldAgent(task), RemoteEpisode(url, task, RolloutLimits(max_turns=max_turns), "exclude")
     opening = episode.open()
     messages = [{"role": "user", "content": opening}] if opening is not None else []
     while not episode.done:
@@ -302,10 +302,10 @@ def test_an_unreachable_or_gated_server_ends_the_episode_as_env_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     task = get_domain("retail").tasks()["0"]
-    down = RemoteEpisode(f"http://127.0.0.1:{free_port()}", task, 30)
+    down = RemoteEpisode(f"http://127.0.0.1:{free_port()}", task, RolloutLimits(), "exclude")
     assert down.open() is None and down.infos().termination == "env_error" and down.infos().excluded
     with served(tmp_path, "retail", "--token", TOKEN) as (url, _):
-        refused = RemoteEpisode(url, task, 30)
+        refused = RemoteEpisode(url, task, RolloutLimits(), "exclude")
         assert refused.open() is None and refused.infos().termination == "env_error"
         monkeypatch.setenv("REWARDKIT_SERVE_TOKEN", TOKEN)  # the trainer's side: the same variable as the server's
         assert remote_play(url, task).infos().natural

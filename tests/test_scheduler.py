@@ -154,7 +154,8 @@ class TestRemoteEpisodes:
 
         urls = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
         config = tmp_path / "config.yaml"
-        config.write_text("rollout:\n  env_servers: [" + ", ".join(urls) + "]\n")
+        servers = ", ".join(urls)
+        config.write_text(f"rollout:\n  env_servers: [{servers}]\n  max_failed_share: 1.0\n")
         monkeypatch.setenv("REWARDKIT_CONFIG", str(config))
         sched = SimulatedUserScheduler(max_turns=4)
         batch = requests(4)
@@ -163,6 +164,17 @@ class TestRemoteEpisodes:
         assert set(names) == set(urls) and names[:2] == names[2:]  # in turn: a, b, a, b (from wherever it stood)
         infos = [hook(sched.on_turn_end(req, choice("Hello"), 1))["rollout_infos"] for req in batch]
         assert all(i["termination"] == "env_error" and i["error"].startswith("opening a session on") for i in infos)
+
+    def test_servers_that_are_down_stop_the_run_naming_one(self, tmp_path: Any, monkeypatch: Any) -> None:
+        # The failure breaker counts a lost server as it counts a lost simulator: 4 of 4 > 0.5, training stops.
+        from rewardkit.plugins.scheduler import SimulatedUserScheduler, SimulatorUnavailable
+
+        url = f"http://127.0.0.1:{free_port()}"
+        config = tmp_path / "config.yaml"
+        config.write_text(f"rollout:\n  env_servers: [{url}]\n")
+        monkeypatch.setenv("REWARDKIT_CONFIG", str(config))
+        with pytest.raises(SimulatorUnavailable, match=url.replace(".", r"\.")):
+            hook(SimulatedUserScheduler(max_turns=4).on_trajectory_start(requests(4)))
 
 
 class TestConversation:

@@ -53,6 +53,13 @@ class RolloutLimits:
         "in process.",
         item_min_length=1,
     )
+    env_timeout_s: float = setting(
+        600.0,
+        "Seconds a remote environment server may take to answer one step (its simulator's and reviewer's calls "
+        "included: the simulator's timeout times its attempts, at least); a server slower than this ends the "
+        "episode as env_error.",
+        exclusive_minimum=0,
+    )
 
 
 @config_section("diagnostics")

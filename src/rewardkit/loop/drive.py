@@ -74,7 +74,8 @@ class Conversation:
         episode: Episode | RemoteEpisode
         try:
             if limits.env_servers:
-                episode = RemoteEpisode(pick_server(limits.env_servers), task, limits.max_turns)
+                review = limits.user_review or "count"  # synthesis and evaluation count flags unless told
+                episode = RemoteEpisode(pick_server(limits.env_servers), task, limits, review)
             else:
                 goal = task_goal(domain.name, task)
                 episode = Episode(domain, task, simulator, limits, goal=goal, reviewer=reviewer)

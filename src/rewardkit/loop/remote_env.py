@@ -30,6 +30,7 @@ from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.termination import Termination
 from rewardkit.errors import UserError
+from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.episode import Turns
 
 _OUTSIDE = {Termination.MAX_TURNS: "max_turns", Termination.AGENT_ERROR: "agent_error"}  # endings a trainer imposes
@@ -65,11 +66,13 @@ class _Endpoint:
 
 
 class RemoteEpisode(Turns):
-    """One episode of ``task`` on the server at ``url``; ``max_turns``: the trainer's turn limit, sent with the
-    turn that reaches it so that the server ends the episode there."""
+    """One episode of ``task`` on the server at ``url``. ``limits``: the trainer's turn limit (sent with the turn
+    that reaches it, so that the server ends the episode there), the review mode the episode runs under (the
+    caller's: ``exclude`` in training, ``count`` in synthesis and evaluation), and how long one answer may take."""
 
-    def __init__(self, url: str, task: Mapping[str, Any], max_turns: int, timeout_s: float = 120.0) -> None:
-        self.url, self.task, self.max_turns, self.timeout_s = url.rstrip("/"), task, max_turns, timeout_s
+    def __init__(self, url: str, task: Mapping[str, Any], limits: RolloutLimits, review: str) -> None:
+        self.url, self.task, self.review = url.rstrip("/"), task, review
+        self.max_turns, self.timeout_s = limits.max_turns, limits.env_timeout_s
         self.simulator = _Endpoint(self.url)
         self.termination: Termination | None = None
         self.error: str | None = None
@@ -93,14 +96,13 @@ class RemoteEpisode(Turns):
             headers = {"Authorization": f"Bearer {token}"} if token else None
             ws_url = "ws" + self.url[len("http") :] if self.url.startswith("http") else self.url
             self._ws = connect(f"{ws_url}/ws", additional_headers=headers, open_timeout=self.timeout_s)
-            data = self._ask("reset", {"task_id": str(self.task.get("id"))})
+            data = self._ask("reset", {"task_id": str(self.task.get("id")), "user_review": self.review})
         except (OSError, RemoteError, WebSocketException) as exc:
             self._fail(f"opening a session on {self.url}: {exc}")
             return None
         users = [m for m in data["observation"].get("messages", ()) if m.get("role") == "user"]
-        if data.get("done"):
-            return None
-        return str(users[-1]["content"]) if users else None
+        self._settle(data)  # an episode can end at its opening (the simulator failed, or stopped at once)
+        return None if self.done or not users else str(users[-1]["content"])
 
     def agent_turn(
         self, text: str | None, finish_reason: str | None = None, n_tokens: int = 0, native: Any = None
@@ -142,10 +144,14 @@ class RemoteEpisode(Turns):
     def close(self) -> None:
         if self._ws is None:
             return
-        with contextlib.suppress(OSError):  # the session is gone already: nothing to release
-            self._ws.send(json.dumps({"type": "close"}))
-        self._ws.close()
-        self._ws = None
+        from websockets.exceptions import WebSocketException
+
+        try:
+            with contextlib.suppress(OSError, WebSocketException):  # the session is gone already: nothing to release
+                self._ws.send(json.dumps({"type": "close"}))
+                self._ws.close()
+        finally:
+            self._ws = None
 
     # --- internals -------------------------------------------------------------------------------
 
@@ -171,6 +177,11 @@ class RemoteEpisode(Turns):
         self.pending += [
             {"role": str(m["role"]), "content": str(m["content"])} for m in observation.get("messages", ())
         ]
+        self._settle(data)
+
+    def _settle(self, data: Mapping[str, Any]) -> None:
+        """An ended episode's record, as the server wrote it."""
+        observation = data["observation"]
         if data.get("done"):
             record = EpisodeRecord.read(observation.get("record"))
             self._record = record

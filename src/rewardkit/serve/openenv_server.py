@@ -126,13 +126,19 @@ class DomainEnvironment(Environment[AgentTurn, EpisodeObservation, EpisodeState]
         episode_id: str | None = None,
         task_id: str | None = None,
         split: str | None = None,
+        user_review: Literal["exclude", "count", "off"] | None = None,
         **kwargs: Any,
     ) -> EpisodeObservation:
+        """``user_review``: what a flagged episode does here (the caller's mode: a trainer excludes, an evaluation
+        counts); default the server's ``rollout.user_review``, else ``exclude``."""
         self.close()
         served = self.served
+        if user_review not in (None, "exclude", "count", "off"):
+            raise ValueError(f"reset: user_review must be exclude, count or off, got {user_review!r}")
+        limits = served.limits if user_review is None else dataclasses.replace(served.limits, user_review=user_review)
         self._task = served.task(task_id, split, seed)
         self._conversation = Conversation.start(
-            served.domain, self._task, served.simulator, served.limits, reviewer=served.reviewer
+            served.domain, self._task, served.simulator, limits, reviewer=served.reviewer
         )
         tid = str(self._task.get("id"))
         self._state = EpisodeState(episode_id=episode_id or uuid.uuid4().hex, step_count=0, task_id=tid)
@@ -204,4 +210,8 @@ def create_app(ref: str, max_sessions: int = MAX_SESSIONS, idle_s: float = IDLE_
     from openenv.core.env_server.types import ConcurrencyConfig
 
     config = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_s)
-    return create_fastapi_app(environment_class(ref), AgentTurn, EpisodeObservation, concurrency_config=config)
+    app = create_fastapi_app(environment_class(ref), AgentTurn, EpisodeObservation, concurrency_config=config)
+    # An episode is a session (/ws): the stateless HTTP routes would build a database copy per request, outside the
+    # session cap, and throw it away.
+    app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) not in ("/reset", "/step", "/state")]
+    return app

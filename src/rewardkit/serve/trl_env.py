@@ -24,11 +24,13 @@ episode out of training: a simulator failure, a flagged user mistake).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from openenv.core.generic_client import GenericEnvClient
+from websockets.exceptions import WebSocketException
 
 from rewardkit.envs import get_domain
 from rewardkit.loop.user_sim import STOP
@@ -42,6 +44,7 @@ JSON_TYPES: Mapping[str, type] = {
     "object": dict,
 }
 ENDED = "(the conversation has ended)"
+TIMEOUT_S = 600.0  # one step's answer may wait on the simulator's retries and the reviewer
 
 
 class ServedEpisode:
@@ -57,8 +60,8 @@ class ServedEpisode:
 
     def reset(self, task_id: str | None = None, **row: Any) -> str:
         """Open the row's task on the server; the user's opening, for the prompt."""
-        if self._client is None:
-            self._client = GenericEnvClient(base_url=self.url).sync()
+        if self._client is None:  # one session for the run: TRL keeps its environments and resets them
+            self._client = GenericEnvClient(base_url=self.url, message_timeout_s=TIMEOUT_S).sync()
             self._client.connect()
         result = self._client.reset(task_id=None if task_id is None else str(task_id))
         self.done, self.reward, self.record = False, None, None
@@ -87,10 +90,23 @@ class ServedEpisode:
     def _send(self, action: Mapping[str, Any], role: str) -> str:
         if self.done:
             return ENDED
-        result = self._client.step(dict(action))
+        try:
+            result = self._client.step(dict(action))
+        except (RuntimeError, TimeoutError, OSError, WebSocketException) as exc:
+            # The session is lost, or out of step with its answers: the rollout ends unscored (None, left out of
+            # the advantages, as the server leaves infrastructure failures), and the next reset opens a new one.
+            self._drop()
+            self.done, self.reward, self.record = True, None, {"termination": "env_error", "error": str(exc)}
+            return ENDED
         self._settle(result)
         texts = [str(m["content"]) for m in result.observation["messages"] if m["role"] == role]
         return "\n".join(texts) if texts else ENDED
+
+    def _drop(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):  # a client whose connection already failed: nothing to release
+                client.close()
 
     def _settle(self, result: Any) -> None:
         if result.done:
