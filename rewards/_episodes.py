@@ -17,7 +17,6 @@ from rewardkit.envs import get_domain
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import Outcome, checked_task, recorded_outcome, replay_conversation
 from rewardkit.envs.tasks import TaskError
-from rewardkit.envs.tool_calls import user_facing_texts
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
 from rewardkit.rewards._rows import RowCache, cells_key
@@ -58,14 +57,6 @@ def read_messages(cell: Any, row: int) -> list[Any]:
     if not isinstance(cell, (list, tuple)):
         raise DatasetError(f"{where('messages', row)}: must be a list of chat messages; got {cell!r:.80}")
     return list(cell)
-
-
-def said_texts(messages: Sequence[Mapping[str, Any]], record: EpisodeRecord | None = None) -> list[str]:
-    """What the agent said to the user, message by message. A live rollout's ``agent_said`` is used when recorded
-    (on ms-swift >= 4.6 ``messages`` may hold assistant turns as token ids)."""
-    if record is not None and record.agent_said is not None:
-        return list(record.agent_said)
-    return [t for t in user_facing_texts(messages) if isinstance(t, str)]
 
 
 def agent_outcome(

@@ -9,9 +9,9 @@ from types import MappingProxyType
 from typing import Any
 
 from rewardkit.config import config_section, setting
-from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.episode_record import EpisodeRecord, said_texts
 from rewardkit.envs.outcomes import task_goal
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, said_texts
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome
 from rewardkit.rewards.config import RewardConfig, load_section
 
 

@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.episode_record import EpisodeRecord, said_texts
 from rewardkit.envs.outcomes import gold_outcome, matches, task_goal
 from rewardkit.envs.tasks import communicated_texts, gold_actions
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, said_texts, write_tools
+from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, write_tools
 
 
 class TaskCompletionRate(EpisodeReward):

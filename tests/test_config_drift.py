@@ -257,7 +257,7 @@ class TestDerivedValidation:
             ({"token_budget": "lots"}, r"rollout\.token_budget: 'lots' is not of type 'integer'"),
             ({"max_failed_share": 1.5}, r"rollout\.max_failed_share: .*expected number in \[0, 1\]"),
             ({"max_failed_share": float("nan")}, r"rollout\.max_failed_share: nan is not a finite number"),
-            ({"max_turn": 3}, r"rollout\.max_turn: unknown key; valid keys here are \['env_servers', 'error_budget'"),
+            ({"max_turn": 3}, r"rollout\.max_turn: unknown key; valid keys here are \['env_servers', 'env_timeout_s'"),
             ([3], r"rollout: \[3\] is not of type 'object'; expected mapping of max_turns, token_budget"),
         ],
     )

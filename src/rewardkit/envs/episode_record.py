@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewardkit.envs.termination import EXCLUDED, NATURAL, Termination
+from rewardkit.envs.tool_calls import user_facing_texts
 
 
 def _count(value: Any) -> int:
@@ -114,3 +115,11 @@ class EpisodeRecord:
             user_flags=_rows(value.get("user_flags")) or (),
             user_sim_fault=_text(value.get("user_sim_fault")),
         )
+
+
+def said_texts(messages: Sequence[Mapping[str, Any]], record: EpisodeRecord | None = None) -> list[str]:
+    """What the agent said to the user, message by message. A live rollout's ``agent_said`` is used when recorded
+    (on ms-swift >= 4.6 ``messages`` may hold assistant turns as token ids)."""
+    if record is not None and record.agent_said is not None:
+        return list(record.agent_said)
+    return [t for t in user_facing_texts(messages) if isinstance(t, str)]

@@ -29,14 +29,13 @@ from typing import Any
 import numpy as np
 
 from rewardkit.envs import Domain, DomainError, get_domain
-from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.episode_record import EpisodeRecord, said_texts
 from rewardkit.envs.outcomes import Outcome, replay_conversation, replay_gold, task_check, task_goal
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import json_problem, kind, lines
 from rewardkit.rewards import TaskCompletion
-from rewardkit.rewards._episodes import said_texts
 from rewardkit.rewards.groups import TOL, totals
 from rewardkit.runs.episodes.records import record_problem
 from rewardkit.runs.training.audit import Run
