@@ -72,7 +72,7 @@ test-compat: $(VENV46)/.installed
 # A domain served over OpenEnv: openenv-core's own client and TRL in the OpenEnv stack, then ms-swift's GRPO (this
 # suite's stack) with its episodes on a server of the OpenEnv stack.
 test-openenv: $(VENVOE)/.installed $(VENV)/.installed
-	$(call PYTEST,$(VENVOE)) -m openenv tests/test_openenv.py $(PYTEST_ARGS)
+	$(call PYTEST,$(VENVOE)) -m openenv tests/test_openenv.py tests/test_openenv_trl.py $(PYTEST_ARGS)
 	REWARDKIT_OPENENV_PYTHON=$(abspath $(VENVOE))/bin/python $(call PYTEST,$(VENV)) -m openenv tests/test_e2e_remote_env.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
