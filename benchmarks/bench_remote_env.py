@@ -20,62 +20,29 @@ share: what moves off the trainer's cores). The servers run in the OpenEnv stack
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 from _timing import quick_flag
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.outcomes import task_check
 from rewardkit.envs.termination import NATURAL
-from rewardkit.loop.agents import as_reply
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episodes
 from rewardkit.loop.gold import GoldAgent
-from rewardkit.loop.remote_env import RemoteEpisode
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from sim_server import free_port, wait_listening  # the tests' helpers: a free port, a server that listens
+from openenv_servers import remote_play, served  # the tests' helpers: a server process, the gold agent on it
 
-ROOT = Path(__file__).resolve().parent.parent
 COMMAND = "python benchmarks/bench_remote_env.py"
 RETAIL = get_domain("retail")
 REPEAT = 3
-
-
-@contextmanager
-def server(python: str, log: Path) -> Iterator[str]:
-    port = free_port()
-    cmd = [python, "-m", "rewardkit.cli", "env", "serve", "--openenv", "--port", str(port), "--max-sessions", "512"]
-    with log.open("w") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=err, stderr=err)
-    try:
-        wait_listening(proc, port, log, timeout_s=120)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def remote_episode(url: str, task: Mapping[str, Any]) -> str:
-    """The gold agent through a remote episode, as the scheduler steps one; how it ended."""
-    agent, episode = GoldAgent(task), RemoteEpisode(url, task, RolloutLimits(), "exclude")
-    opening = episode.open()
-    messages = [{"role": "user", "content": opening}] if opening is not None else []
-    while not episode.done:
-        reply = as_reply(agent(messages))
-        messages.append({"role": "assistant", "content": reply.text})
-        episode.agent_turn(reply.text)
-        messages += episode.take_pending()
-    episode.close()
-    return str(episode.infos().termination)
 
 
 def timed(batch: Callable[[], Sequence[str]]) -> tuple[float, float, list[str]]:
@@ -108,12 +75,14 @@ def main() -> None:
     rows = [("in process", timed(in_process))]
     logs = Path(os.environ.get("TMPDIR", "/tmp"))
     with ExitStack() as stack:
-        urls = [stack.enter_context(server(python, logs / f"bench-remote-{i}.log")) for i in range(2)]
+        flags = ("--max-sessions", "512")
+        urls = [stack.enter_context(served(logs, "retail", *flags, python=python))[0] for _ in range(2)]
         for n in (1, 2):
 
             def remote(n: int = n) -> list[str]:
                 with ThreadPoolExecutor(episodes) as pool:  # one thread an episode, as the scheduler's hooks
-                    return list(pool.map(lambda i: remote_episode(urls[i % n], tasks[i]), range(episodes)))
+                    played = pool.map(lambda i: remote_play(urls[i % n], tasks[i]), range(episodes))
+                    return [str(episode.infos().termination) for episode in played]
 
             remote()  # warm-up: each server's template and gold outcomes
             rows.append((f"on {n} server process{'es' if n > 1 else ''}", timed(remote)))

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("openenv")  # the optional extra: rewardkit[openenv], in its own stack (constraints/openenv.txt)
 
 from openenv.core.generic_client import GenericEnvClient
-from openenv_servers import served
+from openenv_servers import remote_play, served
 from sim_server import free_port
 
 from rewardkit.cli import main
@@ -154,20 +154,6 @@ def test_sessions_over_the_cap_are_refused_and_an_idle_one_expires(tmp_path: Pat
 
 
 # --- ms-swift's scheduler apart from the environment: the remote episode ------------------------------------------
-
-
-def remote_play(url: str, task: Mapping[str, Any], max_turns: int = 30) -> RemoteEpisode:
-    """The gold agent through a :class:`RemoteEpisode`, stepped as the ``simulated_user`` scheduler steps one."""
-    agent, episode = GoldAgent(task), RemoteEpisode(url, task, RolloutLimits(max_turns=max_turns), "exclude")
-    opening = episode.open()
-    messages = [{"role": "user", "content": opening}] if opening is not None else []
-    while not episode.done:
-        reply = as_reply(agent(messages))
-        messages.append({"role": "assistant", "content": reply.text})
-        assert episode.agent_turn(reply.text, n_tokens=5) is False  # the server's user has answered already
-        messages += episode.take_pending()
-    episode.close()
-    return episode
 
 
 def test_a_remote_episode_reaches_the_gold_state_as_the_in_process_one(retail: str) -> None:
