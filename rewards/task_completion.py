@@ -109,3 +109,12 @@ class TaskCompletion(EpisodeReward):
         # The calls are read only where the goal judges them (evidence, a stray transfer), else the hash alone.
         agent = partial(agent_outcome, domain, messages, infos, goal.needs_calls, task)
         return float(goal.reached(said_texts(messages, infos), agent, self.require_outputs))
+
+    def checks(
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
+    ) -> list[tuple[str, bool]]:
+        """This reward's checks of one episode, named, each passed or not (``Goal.checks``): a checked task scores 1.0
+        when all pass and its episode ended by a stop. What the episode log and the viewer show beside the score."""
+        goal = task_goal(domain, task)
+        agent = agent_outcome(domain, messages, infos, goal.needs_calls, task)
+        return goal.checks(said_texts(messages, infos), agent, self.require_outputs)

@@ -51,6 +51,8 @@ RECORD_KEYS = {
     "state_hash",
     "messages",
     "user_flags",
+    "checks",
+    "diff",
 }
 
 
@@ -104,6 +106,7 @@ def test_gold_records_have_the_documented_schema(tmp_path: Path) -> None:
         assert r["messages"][0] == {"role": "system", "content": DOMAIN.policy()}
         assert [m["role"] for m in r["messages"]].count("tool") == len(actions)
         assert isinstance(r["state_hash"], str) and r["state_hash"]
+        assert r["diff"] == [] and r["checks"] and all(c["passed"] for c in r["checks"])  # the gold: why it is 1.0
     # Every record is on disk, one line each, and equal to what run_trials returned.
     on_disk = [json.loads(line) for line in log.path.read_text(encoding="utf-8").splitlines()]
     assert sorted(on_disk, key=lambda r: (r["task_id"], r["trial"])) == sorted(

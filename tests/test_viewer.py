@@ -1,4 +1,4 @@
-"""The episode viewer's data: database diffs against the gold, per-task counts, the verdicts file, and the page.
+"""The episode viewer's data: the diffs and checks the run recorded, per-task counts, the verdicts file, and the page.
 
 The page itself is tested in a real browser in tests/test_viewer_browser.py.
 """
@@ -12,39 +12,7 @@ import pytest
 
 from rewardkit.cli import main
 from rewardkit.runs.episodes.synthesis import select
-from rewardkit.runs.viewer.page import ViewerError, build, read_verdicts, render, state_diff
-
-
-@pytest.mark.parametrize(
-    ("agent", "gold", "expected"),
-    [
-        ({"orders": {"#1": {"status": "pending"}}}, {"orders": {"#1": {"status": "pending"}}}, []),
-        # One field changed: table, row key, field, both values.
-        (
-            {"orders": {"#1": {"status": "pending"}}},
-            {"orders": {"#1": {"status": "cancelled"}}},
-            [{"table": "orders", "row": "#1", "field": "status", "agent": "pending", "gold": "cancelled"}],
-        ),
-        # A row only the gold has: each of its fields, the agent's side None.
-        (
-            {"users": {}},
-            {"users": {"u": {"zip": "1", "name": "A"}}},
-            [
-                {"table": "users", "row": "u", "field": "name", "agent": None, "gold": "A"},
-                {"table": "users", "row": "u", "field": "zip", "agent": None, "gold": "1"},
-            ],
-        ),
-        # Nested fields and lists are dotted paths under the row.
-        (
-            {"orders": {"#1": {"items": [{"id": "a"}]}}},
-            {"orders": {"#1": {"items": [{"id": "b"}]}}},
-            [{"table": "orders", "row": "#1", "field": "items.0.id", "agent": "a", "gold": "b"}],
-        ),
-    ],
-    ids=["equal", "changed-field", "missing-row", "nested"],
-)
-def test_state_diff(agent: dict, gold: dict, expected: list) -> None:
-    assert state_diff(agent, gold) == expected
+from rewardkit.runs.viewer.page import ViewerError, build, read_verdicts, render
 
 
 def eval_run(tmp_path: Path) -> Path:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from rewardkit.envs import approvals
 from rewardkit.envs.schemas import not_json, unencodable
+from rewardkit.envs.state_diff import units
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode, ToolError, ToolResult, ToolSpec, canonical
 from rewardkit.envs.tool_calls import ToolCall
 
@@ -108,6 +109,11 @@ class StatefulEnvironment(ABC):
 
     @abstractmethod
     def export(self) -> dict[str, Any]: ...
+
+    def changes(self) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """What may differ from the fresh state, unit by unit (:mod:`rewardkit.envs.state_diff`): here the whole
+        export; an environment that tracks its writes names only the units they touched."""
+        return units(self.export())
 
     def close(self) -> None:  # noqa: B027 - optional: environments holding connections or sessions release them
         """Release what the environment holds (a database connection, a server session)."""

@@ -21,6 +21,7 @@ from typing import Any
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.approvals import agent_rows, decided_rows, gate_counts, user_decision
 from rewardkit.envs.simulated import ToolSimError
+from rewardkit.envs.state_diff import Changes
 from rewardkit.envs.tasks import (
     Evidence,
     approves,
@@ -53,7 +54,7 @@ class Outcome:
     state_hash: str
     calls: tuple[Call, ...]
     approvals: int = 0  # requests the user approved on the way (a single-turn completion can hold none)
-    state: Mapping[str, Any] | None = field(default=None, compare=False)  # the exported database, when asked for
+    changes: Changes | None = field(default=None, compare=False)  # what differs from the fresh state, when asked for
     declined: tuple[Call, ...] = ()  # the agent's calls held for approval whose request the user declined
     fresh_hash: str | None = field(default=None, compare=False)  # the state before the calls, when asked for
 
@@ -101,14 +102,14 @@ def replay(
     domain: str,
     calls: Sequence[Any],
     approve: bool = False,
-    export: bool = False,
+    changes: bool = False,
     task: Mapping[str, Any] | None = None,
     fresh: bool = False,
 ) -> Outcome:
     """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database (``task``'s
     memory, on a simulated domain); with ``approve``, each call held for approval is approved as its user would and
-    sent again (``harness.replay``); with ``export``, the outcome keeps the final database too; with ``fresh``, the
-    state hash before the calls."""
+    sent again (``harness.replay``); with ``changes``, the outcome keeps what differs from the fresh state
+    (:mod:`rewardkit.envs.state_diff`); with ``fresh``, the state hash before the calls."""
     with get_domain(domain).env_for(task) as env:
         before = env.state_hash() if fresh else None
         if approve:  # a held call leaves its refusal and the user's approval first: keep each call's last row
@@ -120,18 +121,18 @@ def replay(
             results = env.replay(calls)
             pairs = list(zip(env.audit(), results, strict=True))
         approved = gate_counts(env.audit())["approved"] if approve else 0
-        state = env.export() if export else None
-        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, state, fresh_hash=before)
+        changed = env.changes() if changes else None
+        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, changed, fresh_hash=before)
 
 
 def replay_conversation(
-    domain: str, messages: Sequence[Any], export: bool = False, task: Mapping[str, Any] | None = None
+    domain: str, messages: Sequence[Any], changes: bool = False, task: Mapping[str, Any] | None = None
 ) -> Outcome:
     """The agent's calls in ``messages`` on a fresh copy (``task``'s memory, on a simulated domain), in order, each
     user turn's decision (its ``###APPROVE###`` or ``###DECLINE###``) taken on the requests waiting at that point, as
     the live episode took it."""
     if not any(_decision(m) for m in messages):  # nothing decided: the calls alone
-        return replay(domain, tool_calls(messages), export=export, task=task)
+        return replay(domain, tool_calls(messages), changes=changes, task=task)
     with get_domain(domain).env_for(task) as env:
         results = []
         for message in messages:
@@ -141,9 +142,9 @@ def replay_conversation(
             results += env.replay(tool_calls([message]))
         audit = env.audit()
         pairs = zip(agent_rows(audit), results, strict=True)
-        state = env.export() if export else None
+        changed = env.changes() if changes else None
         calls = tuple(_call(a, r) for a, r in pairs)
-        return Outcome(env.state_hash(), calls, state=state, declined=declined_calls(audit))
+        return Outcome(env.state_hash(), calls, changes=changed, declined=declined_calls(audit))
 
 
 def _call(row: Mapping[str, Any], result: Any) -> Call:
@@ -163,6 +164,7 @@ def _decision(message: Any) -> str | None:
 # and their arguments, typically a few KB, so the count is what binds; the bytes guard against unusual data.
 GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
 SCRIPT_CODES = ByteLRU(SMALL_BUDGET, maxsize=4096)  # the same keys, for the scripted actions' result codes
+GOLD_CHANGES = ByteLRU(SMALL_BUDGET, maxsize=4096)  # the same keys, for what the gold changed (the viewer's diff)
 
 
 def _replay_key(domain: str, task: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
@@ -203,10 +205,19 @@ def gold_changes_state(domain: str, task: Mapping[str, Any]) -> bool:
     return gold.state_hash != gold.fresh_hash
 
 
-def replay_gold(domain: str, task: Mapping[str, Any], export: bool = False) -> Outcome:
+def replay_gold(domain: str, task: Mapping[str, Any], changes: bool = False) -> Outcome:
     """``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved when its user
-    approves (not cached; with ``export``, the final database too: the episode viewer's diff)."""
-    return replay(domain, gold_actions(task), approves(task), export=export, task=task, fresh=True)
+    approves (not cached; with ``changes``, what they changed too)."""
+    return replay(domain, gold_actions(task), approves(task), changes=changes, task=task, fresh=True)
+
+
+def gold_changes(domain: str, task: Mapping[str, Any]) -> Changes:
+    """What ``task``'s gold actions change on a fresh copy of ``domain``'s database: the other side of an episode's
+    diff (cached per process, as :func:`gold_outcome`)."""
+    key = _replay_key(domain, task, gold_actions(task))
+    found = GOLD_CHANGES.get(key, lambda: replay_gold(domain, task, changes=True).changes)
+    assert found is not None  # asked for
+    return found
 
 
 def run_gold(domain: Domain, task: Mapping[str, Any]) -> tuple[list[Any], bool]:

@@ -154,6 +154,10 @@ class _Snapshot:
         return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _parsed(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
 def _row_text(row: sqlite3.Row) -> str:
     columns = dict(row)
     columns.pop(ROWID, None)  # the rowid depends on insertion order, not on the state
@@ -291,6 +295,18 @@ class Tables:
             changed.setdefault(kind, {})[key] = text
         return snapshot.digest(changed)
 
+    def changes(self, conn: sqlite3.Connection, seed_file: str | None = None) -> dict[str, dict[str, tuple[Any, Any]]]:
+        """Each unit the writes touched since the copy was made and left different, by kind and key: (its value in the
+        template, its value now), None where there is none; as the hash reads them (nulls dropped)."""
+        _, snapshot = self.template(seed_file)
+        out: dict[str, dict[str, tuple[Any, Any]]] = {}
+        for kind, unit in conn.execute(f"SELECT kind, id FROM {DIRTY}"):
+            key, text = self._unit(conn, kind, unit)
+            before = snapshot.units.get(kind, {}).get(key)
+            if text != before:
+                out.setdefault(kind, {})[str(key)] = (_parsed(before), _parsed(text))
+        return out
+
     def full_hash(self, conn: sqlite3.Connection) -> str:
         """The same hash from every row of ``conn`` (the reference :meth:`state_hash` is checked against)."""
         return self._snapshot(conn).digest({})
@@ -330,6 +346,10 @@ def environment(tables: Tables, tools: Mapping[str, ToolSpec]) -> Callable[[str 
         def state_hash(self) -> str:
             with self.lock:
                 return tables.state_hash(self.conn, self._seed_file)
+
+        def changes(self) -> dict[str, dict[str, tuple[Any, Any]]]:
+            with self.lock:
+                return tables.changes(self.conn, self._seed_file)
 
     TablesEnvironment.tools = tools
     return TablesEnvironment

@@ -108,10 +108,15 @@ def tool_calls(messages: Iterable[Any]) -> list[ToolCall]:
     return calls
 
 
+def without_calls(text: str) -> str:
+    """An assistant message's text with its ``<tool_call>`` blocks taken out: what it says to the user."""
+    return _HERMES.sub(" ", text)
+
+
 def user_facing_texts(messages: Iterable[Any]) -> list[str]:
     """The assistant's messages to the user, one string each, tool-call blocks removed."""
     return [
-        _HERMES.sub(" ", m["content"])
+        without_calls(m["content"])
         for m in messages
         if isinstance(m, Mapping) and m.get("role") == "assistant" and isinstance(m.get("content"), str)
     ]

@@ -14,6 +14,8 @@ Episode record (one JSON object per line)::
      "termination": "user_stop", "turns": 4, "tool_calls": 3, "tool_errors": 0,
      "tools": {"find_user_id_by_email": 1, …}, "call_codes": {"OK": 3}, "gates": {"requested": 0, …},
      "error": None, "state_hash": "…",
+     "checks": [{"check": "the final database equals the gold state", "passed": True}, …],  # the reward's
+     "diff": [{"table": "orders", "row": "#W1", "field": "status", "agent": "pending", "gold": "cancelled"}],
      "messages": [...]}                # the conversation as the agent saw it
 
 ``run`` fingerprints what makes episodes comparable (agent, user simulator, tasks' domain,

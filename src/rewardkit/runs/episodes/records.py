@@ -12,7 +12,9 @@ What a field must be (``None`` allowed only where written):
 - ``turns``, ``tool_calls``, ``tool_errors``: integers from 0 to 2^53 (or ``None``); ``tools``, ``call_codes``,
   ``gates`` (optional): objects of such integers; ``termination``: a non-empty string; ``error``, ``state_hash``:
   a string or ``None``; ``messages``: a list of objects, each with a string ``role``; ``user_flags`` (optional):
-  a list of objects, each with a string ``kind``.
+  a list of objects, each with a string ``kind``; ``checks`` (optional): a list of objects, each a string ``check``
+  and a boolean ``passed``, or ``None``; ``diff`` (optional): a list of objects, each with string ``table``, ``row``
+  and ``field``, or ``None``.
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ def _flags(value: Any) -> bool:  # optional: logs written before the user review
     return isinstance(value, list) and all(isinstance(f, dict) and isinstance(f.get("kind"), str) for f in value)
 
 
+def _checks(value: Any) -> bool:  # optional, as the diff: logs written before the viewer read them lack both
+    return isinstance(value, list) and all(
+        isinstance(c, dict) and isinstance(c.get("check"), str) and isinstance(c.get("passed"), bool) for c in value
+    )
+
+
+def _diff(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(d, dict) and all(isinstance(d.get(k), str) for k in ("table", "row", "field")) for d in value
+    )
+
+
 def _text(value: Any) -> bool:
     return isinstance(value, str) and bool(value)
 
@@ -91,6 +105,8 @@ _CHECKS: dict[str, tuple[Any, str, bool]] = {
     "user_flags": (_flags, "a list of the user review's flags, each an object with a string 'kind'", False),
     "error": (lambda v: isinstance(v, str), "a string or null", True),
     "state_hash": (lambda v: isinstance(v, str), "a string or null", True),
+    "checks": (_checks, "a list of checks, each an object with a string 'check' and a boolean 'passed'", True),
+    "diff": (_diff, "a list of differences, each an object with string 'table', 'row' and 'field'", True),
     "messages": (_messages, "a list of messages, each an object with a string 'role'", False),
 }
 

@@ -1,18 +1,23 @@
 """The scorer: the training rewards applied to one finished episode, giving its episode-log record.
 
 The same rewards GRPO trains with (``TaskCompletion``, ``TaskCompletionRate``); an episode that ended
-on an infrastructure error is recorded ``infra_error`` and left unscored. The record's fields are
-listed in :mod:`rewardkit.runs.episodes.episode_log`.
+on an infrastructure error is recorded ``infra_error`` and left unscored. Beside the score it records why: the
+reward's checks, each passed or not, and the final database against the gold's, field by field (:meth:`Scorer.explain`,
+what the viewer shows without replaying anything). The record's fields are listed in
+:mod:`rewardkit.runs.episodes.episode_log`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewardkit.envs.approvals import agent_rows, gate_counts
+from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.outcomes import gold_changes, replay_conversation, task_goal
+from rewardkit.envs.state_diff import state_diff
 from rewardkit.loop.drive import EpisodeResult
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 
@@ -33,6 +38,7 @@ class Scorer:
         reward = None if excluded else self.completion([""], **columns)[0]
         tcr = None if excluded else self.rate([""], **columns)[0]
         tcr = tcr if tcr is None or math.isfinite(tcr) else None  # an undefined rate is null, never NaN
+        checks, diff = (None, None) if excluded else self.explain(result.messages, task, infos)
         return {
             "run": run,
             "task_id": result.task_id,
@@ -50,5 +56,24 @@ class Scorer:
             "error": infos.error,
             "state_hash": infos.state_hash,
             "user_flags": [dict(flag) for flag in infos.user_flags],  # the user review's (rollout.user_review: count)
+            "checks": checks,
+            "diff": diff,
             "messages": result.messages,
         }
+
+    def explain(
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], infos: EpisodeRecord | None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Why an episode scored what it did: the reward's checks (``{"check", "passed"}`` each) and where its final
+        database differs from the gold's (:func:`~rewardkit.envs.state_diff.state_diff`; empty at the gold state).
+        The checks read the episode's own record; the diff replays its calls on a fresh copy, only when its state is
+        not the gold's, against the gold's changes replayed once per task."""
+        checks = [
+            {"check": name, "passed": ok} for name, ok in self.completion.checks(messages, task, self.domain, infos)
+        ]
+        hash_ = infos.state_hash if infos is not None else None
+        if hash_ is not None and hash_ == task_goal(self.domain, task).state_hash:
+            return checks, []
+        mine = replay_conversation(self.domain, messages, changes=True, task=task).changes
+        assert mine is not None  # asked for
+        return checks, state_diff(mine, gold_changes(self.domain, task))

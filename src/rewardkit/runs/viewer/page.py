@@ -21,7 +21,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,20 +29,24 @@ from typing import Any
 import numpy as np
 
 from rewardkit.envs import Domain, DomainError, get_domain
-from rewardkit.envs.episode_record import EpisodeRecord, said_texts
-from rewardkit.envs.outcomes import Outcome, replay_conversation, replay_gold, task_check, task_goal
+from rewardkit.envs.approvals import user_decision
+from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.outcomes import task_check
 from rewardkit.envs.termination import EXCLUDED
-from rewardkit.envs.tool_calls import tool_calls
+from rewardkit.envs.tool import ResultCode
+from rewardkit.envs.tool_calls import ToolCall, tool_calls, without_calls
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import json_problem, kind, lines
 from rewardkit.rewards import TaskCompletion
 from rewardkit.rewards.groups import TOL, totals
 from rewardkit.runs.episodes.records import record_problem
+from rewardkit.runs.episodes.scorer import Scorer
 from rewardkit.runs.training.audit import Run
 
 MARKER = "/*__EPISODES__*/null"  # where the page's data goes
 # Placeholders of the template, each replaced once, in one pass: nothing substituted in is read again.
 _SLOTS = re.compile(re.escape(MARKER) + "|__TITLE__|__LANG__|__SCRIPT_SHA256__|__STYLE_SHA256__")
+GATE_CODES = frozenset({ResultCode.APPROVAL_REQUIRED.value, ResultCode.HARD_GATE.value})  # a gate's, not a failure
 # Characters that could end the data's script, start a comment or markup in it, or cannot be written as UTF-8.
 _INERT = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 
@@ -111,68 +115,50 @@ def log_domain(log: Path, name: str | None) -> Domain:
         raise ViewerError(f"{summary}: the run's domain: {exc}; name it with --domain PATH") from None
 
 
-def leaves(value: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
-    """Every scalar of an exported database by its path (table, row key, field, ...); an empty table or list has
-    none."""
-    if isinstance(value, Mapping):
-        items = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return {path: value}
-    out: dict[tuple[str, ...], Any] = {}
-    for key, item in items:
-        out.update(leaves(item, (*path, str(key))))
-    return out
-
-
-def state_diff(agent: Any, gold: Any) -> list[dict[str, Any]]:
-    """Where the agent's final database differs from the gold's: one entry per field (``table``, ``row``,
-    ``field``, the two values; a missing side is None), in path order. Rows are compared whole first, so only the
-    rows that differ are taken apart."""
-    out = []
-    for table, row, a_row, g_row in _differing_rows(agent, gold):
-        mine, theirs = leaves(a_row, (table, row)), leaves(g_row, (table, row))
-        for path in sorted(set(mine) | set(theirs)):
-            a, g = mine.get(path), theirs.get(path)
-            if a != g:
-                out.append({"table": table, "row": row, "field": ".".join(path[2:]), "agent": a, "gold": g})
-    return out
-
-
-def _differing_rows(agent: Any, gold: Any) -> list[tuple[str, str, Any, Any]]:
-    """(table, row key, the agent's row, the gold's) for each row that is not equal on both sides."""
-    out = []
-    tables = _items(agent), _items(gold)
-    for table in sorted(set(tables[0]) | set(tables[1])):
-        rows = _items(tables[0].get(table)), _items(tables[1].get(table))
-        for key in sorted(set(rows[0]) | set(rows[1])):
-            a, g = rows[0].get(key), rows[1].get(key)
-            if a != g:
-                out.append((table, key, a, g))
-    return out
-
-
-def _items(value: Any) -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        return {str(k): v for k, v in value.items()}
-    return {str(i): v for i, v in enumerate(value)} if isinstance(value, list) else {}
-
-
 def _turns(messages: Sequence[Mapping[str, Any]], systems: dict[str, int]) -> list[dict[str, Any]]:
-    """The messages as the page shows them; a system prompt is stored once in ``systems`` (text -> index), as every
-    episode of a run repeats it."""
+    """The messages as the page shows them: each call once (parsed, its raw text taken out of the message), a tool
+    error or gate marked on the message where it happened, and a system prompt stored once in ``systems`` (text ->
+    index), as every episode of a run repeats it."""
     out = []
     for message in messages:
         if not isinstance(message, Mapping):
             continue
-        calls = [{"name": c.name, "arguments": c.arguments} for c in tool_calls([message])]
         role, text = str(message.get("role")), _text(message.get("content"))
+        calls = [_call(c) for c in tool_calls([message])]
+        turn: dict[str, Any] = {"role": role, "calls": calls}
         if role == "system":
-            out.append({"role": role, "system": systems.setdefault(text, len(systems)), "calls": calls})
+            turn["system"] = systems.setdefault(text, len(systems))
+        elif role == "assistant":
+            turn["content"] = without_calls(text).strip()
         else:
-            out.append({"role": role, "content": text, "calls": calls})
+            turn["content"] = "" if role == "tool_call" else text  # ms-swift's call message: the call is shown
+        mark = _mark(role, text)
+        if mark is not None:
+            turn["mark"] = mark
+        out.append(turn)
     return out
+
+
+def _call(call: ToolCall) -> dict[str, Any]:
+    return {"name": call.name, "arguments": call.arguments, **({"error": call.error} if call.error else {})}
+
+
+def _mark(role: str, text: str) -> str | None:
+    """What happened at this message: a tool's error code (``error NOT_FOUND``), a gate's refusal (``gate
+    APPROVAL_REQUIRED``, ``gate HARD_GATE``) or the user's decision on a held call (``gate approve_request``)."""
+    if role == "user":
+        decision = user_decision(text)
+        return None if decision is None else f"gate {decision}"
+    if role != "tool" or not text.startswith("{"):
+        return None
+    try:
+        error = json.loads(text).get("error")
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    code = error.get("code") if isinstance(error, Mapping) else None
+    if not isinstance(code, str):
+        return None
+    return f"gate {code}" if code in GATE_CODES else f"error {code}"
 
 
 def _text(content: Any) -> str:
@@ -180,33 +166,12 @@ def _text(content: Any) -> str:
 
 
 def _episode(
-    record: Mapping[str, Any],
-    domain: Domain,
-    tasks: Mapping[str, Any],
-    golds: dict[str, Any],
-    systems: dict[str, int],
-    require_outputs: bool,
+    record: Mapping[str, Any], explain: Callable[[Mapping[str, Any]], tuple[Any, Any]], systems: dict[str, int]
 ) -> dict[str, Any]:
     messages = record.get("messages") or []
-    task_id = str(record["task_id"])
-    task = tasks.get(task_id)
-    diff: list[dict[str, Any]] | None = None
-    checks: list[tuple[str, bool]] | None = None
-    if task is not None and record.get("status") == "ok" and task_check(task, domain.name) is None:
-        goal = task_goal(domain.name, task)
-        at_gold = record.get("state_hash") == goal.state_hash  # its own hash says so: the state needs no replay
-        replayed = None
-        if not at_gold or goal.needs_calls:
-            replayed = replay_conversation(domain.name, messages, export=not at_gold, task=task)
-        if at_gold:
-            diff = []
-        else:
-            if task_id not in golds:
-                golds[task_id] = replay_gold(domain.name, task, export=True).state
-            assert replayed is not None
-            diff = state_diff(replayed.state, golds[task_id])
-        outcome = replayed or Outcome(goal.state_hash, ())
-        checks = goal.checks(said_texts(messages), outcome, require_outputs)
+    checks, diff = record.get("checks"), record.get("diff")
+    if "checks" not in record and record.get("status") == "ok":  # a log from before runs recorded why: replay it
+        checks, diff = explain(record)
     return {
         "id": episode_id(record),
         "task": str(record["task_id"]),
@@ -218,11 +183,20 @@ def _episode(
         "turns": record.get("turns"),
         "gates": record.get("gates") or {},
         "user_flags": [f for f in record.get("user_flags") or [] if isinstance(f, Mapping)],  # the user review's
-        "checks": None if checks is None else [{"check": name, "passed": ok} for name, ok in checks],
-        "why": why(record, checks),
+        "checks": checks,
+        "why": why(record, None if checks is None else [(c["check"], c["passed"]) for c in checks]),
         "messages": _turns(messages, systems),
         "diff": diff,
     }
+
+
+def _explained(record: Mapping[str, Any], tasks: Mapping[str, Any], scorer: Scorer) -> tuple[Any, Any]:
+    """The checks and the diff of a record that lacks them, replayed as the run would have recorded them; none for a
+    task the domain no longer holds or whose gold fails."""
+    task = tasks.get(str(record["task_id"]))
+    if task is None or task_check(task, scorer.domain) is not None:
+        return None, None
+    return scorer.explain(record.get("messages") or [], task, EpisodeRecord.read(record))
 
 
 def why(record: Mapping[str, Any], checks: Sequence[tuple[str, bool]] | None) -> str:
@@ -246,9 +220,9 @@ def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, revi
     episodes = [r for r in records if isinstance(r, Mapping) and "task_id" in r]
     if not episodes:
         raise ViewerError("the log holds no episodes")
-    tasks, golds, systems = domain.tasks(), {}, {}
-    require = TaskCompletion().require_outputs  # the reward's own setting ($REWARDKIT_CONFIG): its checks are these
-    shown = [_episode(r, domain, tasks, golds, systems, require) for r in episodes]
+    systems: dict[str, int] = {}
+    tasks, scorer = domain.tasks(), Scorer(domain.name, TaskCompletion().require_outputs)  # for a log without checks
+    shown = [_episode(r, lambda r: _explained(r, tasks, scorer), systems) for r in episodes]
     view = _page(title, str(episodes[0].get("run", "")), domain.name, review, shown, systems)
     return {**view, "language": domain.language}
 
