@@ -92,6 +92,7 @@ bench: $(VENV)/.installed $(VENVOE)/.installed
 	$(VENV)/bin/python benchmarks/bench_memory.py
 	$(VENV)/bin/python benchmarks/bench_lint.py
 	$(VENV)/bin/python benchmarks/bench_see_your_run.py
+	$(VENV)/bin/python benchmarks/bench_viewer.py
 	$(VENV)/bin/python benchmarks/bench_user_review.py
 	REWARDKIT_OPENENV_PYTHON=$(abspath $(VENVOE))/bin/python $(VENV)/bin/python benchmarks/bench_remote_env.py
 

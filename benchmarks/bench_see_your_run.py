@@ -1,12 +1,10 @@
-"""What seeing a run costs: the audit of a 10,000-completion run, the viewer's load for 1,000 episodes, and the live
-diagnostics' cost per GRPO step against the same step without them.
+"""What seeing a run costs: the audit of a 10,000-completion run, and the live diagnostics' cost per GRPO step
+against the same step without them (the episode viewer's: benchmarks/bench_viewer.py).
 
 python benchmarks/bench_see_your_run.py [--quick]
 
 - audit: a run folder of 10,000 completions (the seven planning rewards, groups of 8, 50 steps), audited whole
   (``load_run`` + every step's figures + the flags) against reading its completions.jsonl alone;
-- viewer: a log of 1,000 episodes (the gold agent on retail, replicated), built into the page and loaded in headless
-  Chromium until its episode table is drawn (skipped without chromium and playwright);
 - live plugin: two real tiny ``swift rlhf`` planning runs of the same 6 steps, with and without
   ``plugins/diagnostics.py``: the callback's own time per step (``rewardkit/diagnostics/ms``) against ms-swift's
   ``step_time``, and the two runs' step times (``--quick``: the run with the plugin alone).
@@ -20,11 +18,9 @@ import argparse
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from _timing import best_of
@@ -77,46 +73,6 @@ def bench_audit(completions: int) -> None:
     print(
         f"audit of {completions} completions: {whole:.3f} s; reading completions.jsonl alone {read:.3f} s "
         f"({whole / read:.1f}x)"
-    )
-
-
-def bench_viewer(episodes: int) -> None:
-    chromium = shutil.which("chromium")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        sync_playwright = None
-    if chromium is None or sync_playwright is None:
-        print("viewer: skipped (needs Debian's chromium and playwright)")
-        return
-    from rewardkit.envs import get_domain
-    from rewardkit.runs.episodes.spec import RunSpec
-    from rewardkit.runs.episodes.synthesis import synthesize_run
-    from rewardkit.runs.viewer.page import build, render
-
-    work = Path(tempfile.mkdtemp())
-    spec = RunSpec(agent="gold", domain="retail", split="test", limit=10, workers=2)
-    synthesize_run(spec, work / "sft.jsonl", None, work / "log.jsonl", progress=False)
-    ten = [json.loads(line) for line in (work / "log.jsonl").read_text().splitlines()]
-    ten = [r for r in ten if "task_id" in r]
-    records = [{**r, "trial": i} for i in range(episodes // len(ten)) for r in ten]
-    start = time.perf_counter()
-    page = render(build(records, get_domain("retail"), "bench"))
-    built = time.perf_counter() - start
-    (work / "view.html").write_text(page, encoding="utf-8")
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(), executable_path=chromium, headless=True, args=["--no-sandbox", "--disable-gpu"]
-        )
-        tab = context.new_page()
-        start = time.perf_counter()
-        tab.goto((work / "view.html").as_uri())
-        tab.wait_for_selector("tr.episode")
-        loaded = time.perf_counter() - start
-        context.close()
-    size = len(page.encode()) / 1e6
-    print(
-        f"viewer of {len(records)} episodes: built in {built:.2f} s ({size:.1f} MB), loaded in Chromium {loaded:.2f} s"
     )
 
 
@@ -201,7 +157,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI: the figures are not the point")
     quick = parser.parse_args().quick
     bench_audit(800 if quick else 10_000)
-    bench_viewer(20 if quick else 1_000)
     bench_plugin(2 if quick else 6, control=not quick)  # --quick: one real run, the plugin's path
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ INSTALL = "install Debian's chromium (apt-get install -y chromium) and playwrigh
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def profiles() -> Iterator[Callable[[], Any]]:
+    """Each call a fresh browser profile (its own storage) of headless Chromium."""
     chromium = shutil.which("chromium")
     try:
         from playwright.sync_api import sync_playwright
@@ -43,16 +44,29 @@ def browser() -> Iterator[Any]:
             pytest.fail(f"CI runs the browser tests: {INSTALL}")
         pytest.skip(f"no browser here: {INSTALL}")
     with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="rk-chromium-"),
-            executable_path=chromium,
-            headless=True,
-            args=FLAGS,
-            accept_downloads=True,
-            viewport={"width": 1300, "height": 850},
-        )
-        yield context
-        context.close()
+        opened: list[Any] = []
+
+        def launch() -> Any:
+            opened.append(
+                p.chromium.launch_persistent_context(
+                    tempfile.mkdtemp(prefix="rk-chromium-"),
+                    executable_path=chromium,
+                    headless=True,
+                    args=FLAGS,
+                    accept_downloads=True,
+                    viewport={"width": 1300, "height": 850},
+                )
+            )
+            return opened[-1]
+
+        yield launch
+        for context in opened:
+            context.close()
+
+
+@pytest.fixture(scope="module")
+def browser(profiles: Callable[[], Any]) -> Any:
+    return profiles()
 
 
 def open_page(browser: Any, page_path: Path) -> tuple[Any, list[str]]:
@@ -304,4 +318,229 @@ def test_a_chinese_episode_renders_its_glyphs_not_boxes(browser: Any, tmp_path: 
         shots.append(page.locator("#episode h2").screenshot())
     assert shots[0] != shots[1]
     (tmp_path / "episode.png").write_bytes(page.screenshot(full_page=False))  # kept with the test's files
+    assert errors == []
+
+
+def replicated(records: list[dict[str, Any]], n: int, path: Path, run: str) -> list[dict[str, Any]]:
+    """``records`` repeated to ``n`` episodes with fresh trial numbers, as one run ``run``: a log of any size."""
+    out = [dict(records[i % len(records)], trial=i, run=run) for i in range(n)]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out), encoding="utf-8")
+    return out
+
+
+def rows(page: Any) -> list[str]:
+    return page.eval_on_selector_all("tr.episode", "rows => rows.map(r => r.dataset.id)")
+
+
+def test_a_reviewer_reviews_100_episodes_by_keyboard_and_a_reload_loses_nothing(
+    browser: Any, profiles: Callable[[], Any], tmp_path: Path
+) -> None:
+    log = tmp_path / "episodes.log"
+    episodes = replicated(gold_eval(tmp_path / "eval", "retail", max_turns=4), 120, log, run="review-100")
+    assert main(["view", str(log), "--domain", "retail", "--review", "--out", str(tmp_path / "review.html")]) == 0
+    page, errors = open_page(browser, tmp_path / "review.html")
+    ids = [f"{r['task_id']}/{r['trial']}" for r in episodes]
+    page.keyboard.press("j")  # the first episode opens
+    assert page.get_attribute("#episode", "data-id") == ids[0]
+    expected = {}
+    for i in range(100):  # a verdict, then on to the next unreviewed: every third rejected
+        verdict = "reject" if i % 3 == 0 else "accept"
+        page.keyboard.press(verdict[0])
+        expected[ids[i]] = verdict
+    assert page.text_content("#reviewed") == "100 of 120 reviewed"
+    assert page.get_attribute("#episode", "data-id") == ids[100]  # the first one not yet judged
+    assert page.text_content("#page") == "101–120 of 120"  # the list followed onto its second page
+    page.keyboard.press("k")  # back to episode 99, on page 1 with episodes 0-99: each marked with its verdict
+    marks = page.eval_on_selector_all("tr.episode", "rows => rows.map(r => r.dataset.verdict || '')")
+    assert marks == [expected[i] for i in ids[:100]]
+
+    page.reload()  # nothing lost: the verdicts are in the browser, the list marked, the filter counts the rest
+    assert page.text_content("#reviewed") == "100 of 120 reviewed"
+    page.select_option("#f-verdict", "unreviewed")
+    assert rows(page) == ids[100:] and page.text_content("#c-episodes") == "20 of 120 episodes"
+    page.focus("body")
+    page.keyboard.press("n")  # next unreviewed, from nothing open: the first of them
+    assert page.get_attribute("#episode", "data-id") == ids[100]
+    with page.expect_download() as download:
+        page.click("#save")
+    saved = tmp_path / "verdicts.json"
+    download.value.save_as(saved)
+    assert json.loads(saved.read_text())["verdicts"] == expected
+
+    # Another browser (nothing stored): the saved file loads back; one from another run is refused, saying so.
+    other, more_errors = open_page(profiles(), tmp_path / "review.html")
+    assert other.text_content("#reviewed") == "0 of 120 reviewed"
+    wrong = tmp_path / "other-run.json"
+    wrong.write_text(json.dumps({"run": "another", "verdicts": {ids[0]: "accept"}}))
+    other.set_input_files("#load", str(wrong))
+    other.wait_for_function("() => document.getElementById('review-msg').textContent.includes('judged run')")
+    other.set_input_files("#load", str(saved))
+    other.wait_for_function("() => document.getElementById('reviewed').textContent === '100 of 120 reviewed'")
+    assert other.eval_on_selector_all("tr.episode[data-verdict=reject]", "rows => rows.length") == 34  # 0, 3, .., 99
+    assert errors == [] and more_errors == []
+
+
+SHOWN = "(want) => document.getElementById('shown').textContent === want"  # a function: the page's policy forbids eval
+
+
+def said_or_called(record: dict[str, Any]) -> str:
+    """What the page's search reads of an episode, lower-cased: its id, why line and ending, every message but the
+    system prompt (an assistant's with its call blocks parsed out) and every call."""
+    from rewardkit.envs.tool_calls import tool_calls
+
+    parts = []
+    for m in record["messages"][1:]:
+        parts.append(m.get("content") or "")
+        parts += [c.name + json.dumps(c.arguments) for c in tool_calls([m])]
+    return "\n".join(parts).lower()
+
+
+def test_finding_an_episode_search_sort_pages_counts_and_links(browser: Any, tmp_path: Path) -> None:
+    log = tmp_path / "episodes.log"
+    episodes = replicated(gold_eval(tmp_path / "eval", "retail", max_turns=6), 250, log, run="find")
+    assert main(["view", str(log), "--domain", "retail", "--out", str(tmp_path / "view.html")]) == 0
+    page, errors = open_page(browser, tmp_path / "view.html")
+    ids = [f"{r['task_id']}/{r['trial']}" for r in episodes]
+    # 250 episodes, 100 rows a page: three pages; the keyboard walks from the last row of one onto the next.
+    assert page.text_content("#page") == "1–100 of 250" and rows(page) == ids[:100]
+    page.click("#next")
+    assert page.text_content("#page") == "101–200 of 250" and rows(page) == ids[100:200]
+    page.click("#prev")
+    page.focus("body")
+    for _ in range(101):
+        page.keyboard.press("j")
+    assert page.get_attribute("#episode", "data-id") == ids[100] and page.text_content("#page") == "101–200 of 250"
+
+    # The counts follow the filters: the outcome's, then a task's on top of it.
+    failed = [r for r in episodes if r["reward"] != 1.0]
+    assert 0 < len(failed) < 250
+    page.select_option("#f-outcome", "fail")
+    assert page.text_content("#c-episodes") == f"{len(failed)} of 250 episodes"
+    assert page.text_content("#c-passed") == "0 passed"
+    task = failed[0]["task_id"]
+    page.select_option("#f-task", task)
+    assert page.text_content("#c-episodes") == f"{sum(r['task_id'] == task for r in failed)} of 250 episodes"
+    page.select_option("#f-task", "")
+    page.select_option("#f-outcome", "")
+
+    # Search: what was said or called, case-insensitive, not the system prompt every episode shares.
+    word = "Kovacs"
+    found = [i for i, r in zip(ids, episodes, strict=True) if word.lower() in said_or_called(r)]
+    assert 0 < len(found) < 250
+    page.fill("#q", word)
+    page.wait_for_function(SHOWN, arg=f"({len(found)})")
+    assert rows(page) == found[:100] and page.text_content("#c-episodes") == f"{len(found)} of 250 episodes"
+    page.fill("#q", "policy")  # a word of the system prompt alone: no episode
+    page.wait_for_function(SHOWN, arg="(0)")
+    page.fill("#q", "")
+
+    # Sort: the lowest reward first, then the most turns first.
+    page.select_option("#sort", "reward")
+    shown = page.eval_on_selector_all("tr.episode td:nth-child(3)", "cells => cells.map(c => Number(c.textContent))")
+    assert shown == sorted(shown) and shown[0] == 0.0
+    page.select_option("#sort", "-turns")
+    turns = page.eval_on_selector_all("tr.episode td:nth-child(5)", "cells => cells.map(c => Number(c.textContent))")
+    assert turns == sorted(turns, reverse=True)
+
+    # A link to one episode, with the filters it was found under, opens it in a new tab.
+    page.select_option("#sort", "")
+    page.select_option("#f-outcome", "fail")
+    target = failed[7]
+    target_id = f"{target['task_id']}/{target['trial']}"
+    page.keyboard.press("Escape")
+    page.focus("body")
+    page.evaluate("(id) => open(id)", target_id)
+    link = page.url
+    assert "f-outcome=fail" in link and "episode=" in link
+    again, more_errors = open_page(browser, tmp_path / "view.html")
+    again.goto(link)
+    assert again.get_attribute("#episode", "data-id") == target_id
+    assert again.input_value("#f-outcome") == "fail" and again.text_content("#c-passed") == "0 passed"
+    assert errors == [] and more_errors == []
+
+
+def test_reading_an_episode_errors_gates_calls_and_the_system_prompt(browser: Any, tmp_path: Path) -> None:
+    from rewardkit.envs import get_domain
+    from rewardkit.envs.outcomes import replay
+
+    # Retail: an order that does not exist, looked up. The refusal is the harness's own (NOT_FOUND).
+    lookup = {"name": "get_order_details", "arguments": {"order_id": "#W0000000"}}
+    refusal = replay("retail", [lookup]).calls[0]
+    assert refusal.error and refusal.error.startswith("NOT_FOUND")
+    with get_domain("retail").env_for(None) as env:
+        answer = env.replay([lookup])[0].text()
+    policy = get_domain("retail").policy()
+    messages = [
+        {"role": "system", "content": policy},
+        {"role": "user", "content": "Where is order #W0000000?"},
+        {"role": "assistant", "content": f"Let me look.\n<tool_call>\n{json.dumps(lookup)}\n</tool_call>"},
+        {"role": "tool", "content": answer},
+        {"role": "assistant", "content": "I cannot find that order."},
+    ]
+    record = {"task_id": "0", "trial": 0, "status": "ok", "reward": 0.0, "termination": "user_stop", "turns": 2}
+    log = tmp_path / "lookup.log"
+    log.write_text(json.dumps({**record, "messages": messages}) + "\n", encoding="utf-8")
+    assert main(["view", str(log), "--domain", "retail", "--out", str(tmp_path / "lookup.html")]) == 0
+    page, errors = open_page(browser, tmp_path / "lookup.html")
+    page.keyboard.press("j")
+    turns = page.locator("#transcript .turn")
+    assert turns.count() == 5
+    # The error is marked on the tool's message, where it happened, and nowhere else.
+    assert page.eval_on_selector_all("#transcript .turn", "ts => ts.map(t => t.classList.contains('error'))") == [
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert turns.nth(3).locator(".badge").text_content() == "NOT_FOUND"
+    # The call once: parsed and formatted, its raw block gone from the message's text.
+    assert page.locator("#transcript .call").count() == 1 and "<tool_call>" not in page.text_content("#transcript")
+    assert json.loads(page.locator("#transcript .call pre").text_content()) == lookup["arguments"]
+    # The system prompt: its first line folded, the whole of it on demand.
+    system = page.locator("#transcript .turn.system")
+    assert not system.locator(".text").is_visible()
+    system.locator("summary").click()
+    assert system.locator(".text").is_visible() and system.locator(".text").text_content() == policy
+
+    # The live-stream console: its system prompt names the gates, but only the messages where one acted are marked.
+    episodes = gold_eval(tmp_path / "eval", "livestream", max_turns=8)
+    page, more_errors = open_page(browser, tmp_path / "eval" / "view.html")
+    gated = [r for r in episodes if r["gates"]["requested"]]
+    assert gated
+    for r in gated:
+        page.click(f'tr.episode[data-id="{r["task_id"]}/{r["trial"]}"]')
+        marked = page.eval_on_selector_all(
+            "#transcript .turn",
+            "ts => ts.map(t => t.classList.contains('gate') ? t.querySelector('.badge').textContent : '')",
+        )
+        held = [
+            "APPROVAL_REQUIRED" if m["role"] == "tool" and '"APPROVAL_REQUIRED"' in m["content"] else ""
+            for m in r["messages"]
+        ]
+        decided = [
+            "approve_request"
+            if "###APPROVE###" in m["content"]
+            else "decline_request"
+            if "###DECLINE###" in m["content"]
+            else ""
+            for m in r["messages"]
+        ]
+        assert marked == [
+            h or (d if m["role"] == "user" else "") for h, d, m in zip(held, decided, r["messages"], strict=True)
+        ]
+        assert marked[0] == "" and sum(map(bool, marked)) >= 2  # the request held, and the user's answer to it
+    assert errors == [] and more_errors == []
+
+
+def test_a_value_the_agent_never_wrote_reads_missing_not_null(browser: Any, tmp_path: Path) -> None:
+    episodes = gold_eval(tmp_path / "eval", "retail", max_turns=4)
+    unwritten = [r for r in episodes if any("agent" not in d for d in r["diff"] or [])]
+    assert unwritten  # cut short: the gold's exchange fields exist only on its side
+    record = unwritten[0]
+    page, errors = open_page(browser, tmp_path / "eval" / "view.html")
+    page.click(f'tr.episode[data-id="{record["task_id"]}/{record["trial"]}"]')
+    cells = page.eval_on_selector_all("#diff tr td:nth-child(4)", "cells => cells.map(c => c.textContent)")
+    assert cells == ["missing" if "agent" not in d else json.dumps(d["agent"]) for d in record["diff"]]
+    assert page.locator("#diff .missing").count() == sum("agent" not in d for d in record["diff"])
     assert errors == []

@@ -4,13 +4,19 @@ GRPO run's completions (the runs ``rewardkit audit`` reads).
 The page needs no server and no network: the episodes are embedded in it as JSON, with the page's own CSS and
 JavaScript (``viewer.html``). The JSON is inert wherever it sits in the page (every ``<``, ``>``, ``&``, U+2028/9
 and lone surrogate is a ``\\u`` escape, so no text can end the script or open a comment in it), and the page's
-content security policy lets only the page's own script and style run, named by their SHA-256. For each episode
-it shows the transcript (the user's, the agent's and the tools' turns, every tool call with its arguments and its
-result, gate decisions marked), the termination, and the final database against the task's gold state as a diff
-of rows and fields, both replayed here on fresh copies of the domain's database. Per task it counts the passes over
-the trials; the page filters by outcome, task and termination. With ``review`` each trajectory gets accept/reject
-buttons, saved as a verdicts file that ``synth agent --verdicts FILE`` reads: the human half of MUA-RL's dual
-verification.
+content security policy lets only the page's own script and style run, named by their SHA-256.
+
+For each episode it shows why it scored what it did first: one line, the reward's checks each met or not, and the
+final database against the task's gold state as a diff of fields (a missing value apart from a null). The run
+recorded both (``Scorer.explain``), so building the page costs little more than reading the log; a log written
+before that is replayed on fresh copies of the domain's database. Then the transcript: each call once, its
+arguments and the tools' JSON results formatted and folded when long, a tool's error or a gate marked on the
+message where it happened, the system prompt folded to its first line. The list searches what was said and
+called, filters by outcome, task, ending and verdict (the counts follow), sorts, pages 100 rows at a time, and
+keeps its filters and the open episode in the address, so a link opens the same view. With ``review`` the
+keyboard judges (``a`` accept, ``r`` reject, ``n`` the next unreviewed); the verdicts are kept in the browser
+across reloads and saved to, or loaded back from, a verdicts file that ``synth agent --verdicts FILE`` reads: the
+human half of MUA-RL's dual verification.
 """
 
 from __future__ import annotations
@@ -149,7 +155,7 @@ def _mark(role: str, text: str) -> str | None:
     if role == "user":
         decision = user_decision(text)
         return None if decision is None else f"gate {decision}"
-    if role != "tool" or not text.startswith("{"):
+    if role != "tool" or not text.startswith('{"error"'):  # a refusal's JSON (ToolResult.error), nothing else
         return None
     try:
         error = json.loads(text).get("error")
