@@ -18,7 +18,7 @@ from spec_domains import task as spec_task
 from rewardkit.envs import get_domain
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.memory import open_memory
-from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.outcomes import gold_changes_state, gold_outcome
 from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule, contradiction
 from rewardkit.envs.spec_domain import held_out, load_spec
 from rewardkit.loop.roles import JsonRole
@@ -432,3 +432,24 @@ def test_an_object_that_fits_two_tables_alike_is_refused_only_when_it_agrees_wit
     conn = open_memory(schema, {"a": [{"id": "r1", "status": "open"}], "b": [{"id": "r1", "status": "shut"}]})
     found = contradiction(conn, result, ["a", "b"])
     assert found is None if refused is None else refused in found
+
+
+def test_an_episode_on_tools_a_model_answers_is_not_replayed_for_its_diff() -> None:
+    # Its environment tracks no writes, and a replay would ask the model again (tokens, another answer): the episode
+    # log records its checks and no diff. By rule the same episode replays, and its diff is the gold's writes undone.
+    from rewardkit.envs.episode_record import EpisodeRecord
+    from rewardkit.envs.outcomes import task_goal
+    from rewardkit.runs.episodes.scorer import Scorer
+
+    silent = EpisodeRecord(termination="user_stop", state_hash="not the gold's", audit=(), agent_said=())
+    said = [{"role": "user", "content": "hi"}]
+    by_rule_domain = get_domain(str(SPEC))
+    task = next(t for t in by_rule_domain.tasks().values() if gold_changes_state(by_rule_domain.name, t))
+    checks, diff = Scorer(by_rule_domain.name, True).explain(said, task, silent)
+    assert diff and ("the final database equals the gold state", False) in [(c["check"], c["passed"]) for c in checks]
+    with SimServer(reply=rule_played) as server:
+        domain = simulated(server)
+        task_goal(domain.name, task)  # the gold's outcome: asked of the model once per task
+        sent = server.count
+        checks, diff = Scorer(domain.name, True).explain(said, task, silent)
+        assert diff is None and checks and server.count == sent

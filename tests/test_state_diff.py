@@ -108,3 +108,37 @@ def test_the_tracked_changes_give_the_diff_the_whole_exports_give(agent_calls: l
     tracked = state_diff(agent, gold_changes("retail", task))
     assert tracked and tracked == state_diff(exported(agent_calls), exported([CANCEL]))
     assert replay_gold("retail", task, changes=True).changes == gold_changes("retail", task)
+
+
+SCHEMA = """
+CREATE TABLE rooms (room_id TEXT PRIMARY KEY, title TEXT NOT NULL, live INTEGER);
+CREATE TABLE notes (text TEXT NOT NULL);
+"""
+SEED = {"rooms": [{"room_id": "R1", "title": "a", "live": 0}, {"room_id": "R2", "title": "b", "live": 0}], "notes": []}
+
+
+def test_flat_rows_are_keyed_by_their_primary_key_and_compared_as_the_hash_compares_them() -> None:
+    from rewardkit.envs.sqlite_env import Tables
+
+    tables = Tables(SCHEMA, SEED)
+    one, two = tables.copy(), tables.copy()
+    # The same end state reached two ways: an update, against a delete and a re-insert under a new rowid.
+    one.execute("UPDATE rooms SET title = 'x' WHERE room_id = 'R1'")
+    two.execute("DELETE FROM rooms WHERE room_id = 'R1'")
+    two.execute("INSERT INTO rooms VALUES ('R1', 'x', 0)")
+    assert (
+        tables.changes(one)
+        == tables.changes(two)
+        == {"rooms": {"R1": ({"room_id": "R1", "title": "a", "live": 0}, {"room_id": "R1", "title": "x", "live": 0})}}
+    )
+    assert tables.state_hash(one) == tables.state_hash(two)
+    # A row written back to what it was is no change; a table without a key names its rows by their content.
+    one.execute("UPDATE rooms SET title = 'a' WHERE room_id = 'R1'")
+    one.execute("INSERT INTO notes VALUES ('hi')")
+    assert tables.changes(one) == {"notes": {'{"text":"hi"}': (None, {"text": "hi"})}}
+    # 1 and true are one number to Python but two values to the hash: the diff tells them apart, as the hash does.
+    flag = {"rooms": {"R2": (None, {"live": 1})}}
+    assert state_diff(flag, {"rooms": {"R2": (None, {"live": True})}}) == [
+        {"table": "rooms", "row": "R2", "field": "live", "agent": 1, "gold": True}
+    ]
+    assert state_diff(flag, {"rooms": {"R2": (None, {"live": 1.0})}}) == []  # 1.0 is stored as 1

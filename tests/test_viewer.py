@@ -154,3 +154,24 @@ def test_every_episode_says_why_it_scored_what_it_did_in_one_line(record: dict, 
     from rewardkit.runs.viewer.page import why
 
     assert why(record, checks) == line
+
+
+def test_what_the_run_recorded_is_what_a_replay_of_its_log_finds(tmp_path: Path) -> None:
+    # The eval records each episode's checks and diff from its live environment; the viewer replays a log written
+    # before runs recorded them. On the same episodes the two agree, field by field.
+    from rewardkit.envs import get_domain
+
+    out = eval_run(tmp_path)
+    records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert any(r["diff"] for r in records) and all(r["checks"] for r in records)
+    old = [{k: v for k, v in r.items() if k not in ("checks", "diff")} for r in records]
+    replayed = build(old, get_domain("retail"), "t")["episodes"]
+    assert [(e["checks"], e["diff"]) for e in replayed] == [(r["checks"], r["diff"]) for r in records]
+
+
+def test_an_episode_the_log_holds_twice_is_shown_once_as_its_last_record() -> None:
+    from rewardkit.envs import get_domain
+
+    first, again = _records()[0], {**_records()[0], "reward": 0.0}  # a resumed log ran it again
+    shown = build([first, *_records()[1:], again], get_domain("retail"), "t")["episodes"]
+    assert [(e["id"], e["reward"]) for e in shown] == [("1/0", 0.0), ("2/0", 1.0), ("3/0", 1.0)]

@@ -418,8 +418,14 @@ def test_finding_an_episode_search_sort_pages_counts_and_links(browser: Any, tmp
     assert page.text_content("#c-episodes") == f"{len(failed)} of 250 episodes"
     assert page.text_content("#c-passed") == "0 passed"
     task = failed[0]["task_id"]
-    page.select_option("#f-task", task)
+    page.focus(f'#tasks tr[data-task="{task}"]')  # a task's row takes focus; Enter filters to its trials
+    page.keyboard.press("Enter")
+    assert page.input_value("#f-task") == task
     assert page.text_content("#c-episodes") == f"{sum(r['task_id'] == task for r in failed)} of 250 episodes"
+    passes = page.eval_on_selector(
+        f'#tasks tr[data-task="{task}"]', "r => r.cells[1].textContent + '/' + r.cells[2].textContent"
+    )
+    assert passes == f"0/{sum(r['task_id'] == task for r in failed)}"  # the task table follows the outcome filter
     page.select_option("#f-task", "")
     page.select_option("#f-outcome", "")
 
@@ -544,3 +550,32 @@ def test_a_value_the_agent_never_wrote_reads_missing_not_null(browser: Any, tmp_
     assert cells == ["missing" if "agent" not in d else json.dumps(d["agent"]) for d in record["diff"]]
     assert page.locator("#diff .missing").count() == sum("agent" not in d for d in record["diff"])
     assert errors == []
+
+
+def test_verdicts_stay_with_their_episodes_and_two_tabs_keep_both(browser: Any, tmp_path: Path) -> None:
+    episodes = gold_eval(tmp_path / "eval", "retail", max_turns=4)
+    ids = [f"{r['task_id']}/{r['trial']}" for r in episodes]
+    first, second = tmp_path / "first.html", tmp_path / "second.html"
+    replicated(episodes, len(episodes), tmp_path / "first.log", run="shared-settings")
+    assert main(["view", str(tmp_path / "first.log"), "--domain", "retail", "--review", "--out", str(first)]) == 0
+    # Two tabs of one page, each judging its own episode: neither overwrites the other.
+    left, errors = open_page(browser, first)
+    right, more_errors = open_page(browser, first)
+    left.keyboard.press("j")
+    left.keyboard.press("a")
+    right.keyboard.press("k")  # the last episode
+    right.keyboard.press("r")
+    right.wait_for_function("() => document.getElementById('reviewed').textContent.startsWith('2 of')")
+    left.reload()
+    assert left.text_content("#reviewed") == f"2 of {len(ids)} reviewed"
+    assert left.eval_on_selector_all("tr.episode[data-verdict]", "rows => rows.map(r => r.dataset.verdict)") == [
+        "accept",
+        "reject",
+    ]
+    # Another log of the same run settings reuses the ids for other episodes: nothing judged there carries over.
+    other = [{**r, "messages": r["messages"][:2]} for r in episodes]
+    replicated(other, len(other), tmp_path / "second.log", run="shared-settings")
+    assert main(["view", str(tmp_path / "second.log"), "--domain", "retail", "--review", "--out", str(second)]) == 0
+    fresh, fresh_errors = open_page(browser, second)
+    assert fresh.text_content("#reviewed") == f"0 of {len(ids)} reviewed"
+    assert errors == more_errors == fresh_errors == []

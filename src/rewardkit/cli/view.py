@@ -4,8 +4,8 @@
 ``episodes.jsonl`` (the domain comes from the ``summary.json`` beside it), any other episode log, such as ``synth
 agent``'s ``--episodes`` file (then ``--domain`` names the domain: such a log records none), or a ``swift rlhf``
 output folder (its completions, each group a task and each completion a trial with its rewards). ``--review`` adds
-accept/reject buttons to each trajectory and a button that saves them as ``verdicts.json``, for ``synth agent
---verdicts``. ``--out`` is none of the files it reads.
+verdicts (buttons, or the keys ``a`` and ``r``), kept in the browser across reloads and saved as ``verdicts.json``
+for ``synth agent --verdicts``. ``--out`` is none of the files it reads.
 """
 
 from __future__ import annotations
@@ -17,11 +17,17 @@ from rewardkit.cli.env import DOMAIN_HELP
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    view = sub.add_parser("view", help="an episode log as one HTML page: transcripts, database diffs, filters")
+    view = sub.add_parser(
+        "view", help="an episode log as one HTML page: why each scored what it did, search, transcripts"
+    )
     view.add_argument("log", type=Path, help="an eval agent --out-dir, or an episode log (synth --episodes)")
     view.add_argument("--domain", help=DOMAIN_HELP + " (default: the one an eval's summary.json records)")
     view.add_argument("--out", type=Path, metavar="PAGE.html", help="the page (default: LOG's folder, view.html)")
-    view.add_argument("--review", action="store_true", help="accept/reject buttons, saved as a verdicts file")
+    view.add_argument(
+        "--review",
+        action="store_true",
+        help="accept/reject by key or button, kept across reloads, saved as a verdicts file",
+    )
     view.add_argument("--title", help="the page's title (default: the log's path)")
     view.set_defaults(func=cmd_view)
 

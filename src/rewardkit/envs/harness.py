@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 
 from rewardkit.envs import approvals
 from rewardkit.envs.schemas import not_json, unencodable
-from rewardkit.envs.state_diff import units
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode, ToolError, ToolResult, ToolSpec, canonical
 from rewardkit.envs.tool_calls import ToolCall
 
@@ -110,10 +109,10 @@ class StatefulEnvironment(ABC):
     @abstractmethod
     def export(self) -> dict[str, Any]: ...
 
-    def changes(self) -> dict[str, dict[str, tuple[Any, Any]]]:
-        """What may differ from the fresh state, unit by unit (:mod:`rewardkit.envs.state_diff`): here the whole
-        export; an environment that tracks its writes names only the units they touched."""
-        return units(self.export())
+    def changes(self) -> dict[str, dict[str, tuple[Any, Any]]] | None:
+        """What the writes changed since the environment opened, unit by unit (:mod:`rewardkit.envs.state_diff`), where
+        the environment tracks its writes (the SQLite tables do); None where it does not (read its export instead)."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional: environments holding connections or sessions release them
         """Release what the environment holds (a database connection, a server session)."""

@@ -20,8 +20,9 @@ from typing import Any
 
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.approvals import agent_rows, decided_rows, gate_counts, user_decision
+from rewardkit.envs.harness import StatefulEnvironment
 from rewardkit.envs.simulated import ToolSimError
-from rewardkit.envs.state_diff import Changes
+from rewardkit.envs.state_diff import Changes, units
 from rewardkit.envs.tasks import (
     Evidence,
     approves,
@@ -121,7 +122,7 @@ def replay(
             results = env.replay(calls)
             pairs = list(zip(env.audit(), results, strict=True))
         approved = gate_counts(env.audit())["approved"] if approve else 0
-        changed = env.changes() if changes else None
+        changed = _changes(env) if changes else None
         return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, changed, fresh_hash=before)
 
 
@@ -142,9 +143,15 @@ def replay_conversation(
             results += env.replay(tool_calls([message]))
         audit = env.audit()
         pairs = zip(agent_rows(audit), results, strict=True)
-        changed = env.changes() if changes else None
+        changed = _changes(env) if changes else None
         calls = tuple(_call(a, r) for a, r in pairs)
         return Outcome(env.state_hash(), calls, changes=changed, declined=declined_calls(audit))
+
+
+def _changes(env: StatefulEnvironment) -> Changes:
+    """What the environment's writes changed: its own tracking, else every unit of its export."""
+    tracked = env.changes()
+    return units(env.export()) if tracked is None else tracked
 
 
 def _call(row: Mapping[str, Any], result: Any) -> Call:

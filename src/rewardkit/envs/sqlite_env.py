@@ -154,10 +154,6 @@ class _Snapshot:
         return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _parsed(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
 def _row_text(row: sqlite3.Row) -> str:
     columns = dict(row)
     columns.pop(ROWID, None)  # the rowid depends on insertion order, not on the state
@@ -297,14 +293,44 @@ class Tables:
 
     def changes(self, conn: sqlite3.Connection, seed_file: str | None = None) -> dict[str, dict[str, tuple[Any, Any]]]:
         """Each unit the writes touched since the copy was made and left different, by kind and key: (its value in the
-        template, its value now), None where there is none; as the hash reads them (nulls dropped)."""
+        template, its value now), None where there is none; as the hash reads them (a nested entity without its nulls).
+        A nested entity's key is its own; a row's is its primary key (columns joined by ``|``), or for a table without
+        one the row's own text, so that two states with the same rows in another order or under other rowids agree,
+        as their hashes do."""
         _, snapshot = self.template(seed_file)
-        out: dict[str, dict[str, tuple[Any, Any]]] = {}
+        before: dict[str, dict[str, Any]] = {}
+        now: dict[str, dict[str, Any]] = {}
         for kind, unit in conn.execute(f"SELECT kind, id FROM {DIRTY}"):
             key, text = self._unit(conn, kind, unit)
-            before = snapshot.units.get(kind, {}).get(key)
-            if text != before:
-                out.setdefault(kind, {})[str(key)] = (_parsed(before), _parsed(text))
+            was = snapshot.units.get(kind, {}).get(key)
+            if text == was:
+                continue
+            for side, found in ((before, was), (now, text)):
+                if found is not None:
+                    value = json.loads(found)
+                    side.setdefault(kind, {})[str(key) if self.nested else self._row_key(kind, value, found)] = value
+        out: dict[str, dict[str, tuple[Any, Any]]] = {}
+        for kind in set(before) | set(now):
+            was_rows, now_rows = before.get(kind, {}), now.get(kind, {})
+            for key in set(was_rows) | set(now_rows):
+                pair = (was_rows.get(key), now_rows.get(key))
+                if pair[0] != pair[1]:
+                    out.setdefault(kind, {})[key] = pair
+        return out
+
+    def _row_key(self, table: str, row: Mapping[str, Any], text: str) -> str:
+        columns = self._primary_keys.get(table)
+        return "|".join(str(row.get(c)) for c in columns) if columns else text
+
+    @functools.cached_property
+    def _primary_keys(self) -> dict[str, list[str]]:
+        """Table -> its primary key's columns, in key order (none for a table without one)."""
+        conn = connect()
+        load_schema(conn, self.schema)
+        out = {}
+        for table in self.names:
+            info = sorted((r["pk"], r["name"]) for r in conn.execute(f'PRAGMA table_info("{table}")') if r["pk"])
+            out[table] = [name for _, name in info]
         return out
 
     def full_hash(self, conn: sqlite3.Connection) -> str:

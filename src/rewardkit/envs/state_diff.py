@@ -1,9 +1,10 @@
 """Where two final states of a domain differ, field by field: what the agent left against what the gold left.
 
 A state's changes are read unit by unit (a row, or an entity of a collection), kind -> key -> (its value before,
-its value now), None where there is none (:meth:`~rewardkit.envs.harness.StatefulEnvironment.changes`). An
-environment that tracks its writes names only the units they touched, so two episodes on a database of thousands of
-rows compare in the few units either changed; any other environment gives its whole export (:func:`units`).
+its value now), None where there is none (:meth:`~rewardkit.envs.harness.StatefulEnvironment.changes`). The SQLite
+tables track their writes and name only the units they touched, so two episodes on a database of thousands of rows
+compare in the few units either changed; any other environment's state is read whole from its export
+(:func:`units`: its collections keyed as the export keys them, a list's rows by position).
 
 >>> fresh = {"city": "Paris", "zip": "75001"}
 >>> agent = {"users": {"u1": (fresh, {"city": "Lyon", "zip": "75001"})}}
@@ -17,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rewardkit.envs.tool import canonical
+
 Changes = Mapping[str, Mapping[str, tuple[Any, Any]]]  # kind -> key -> (before, now); None: no such unit
 
 
@@ -28,20 +31,21 @@ def units(export: Any) -> dict[str, dict[str, tuple[Any, Any]]]:
 
 
 def state_diff(agent: Changes, gold: Changes) -> list[dict[str, Any]]:
-    """One entry per field that differs (``table``, ``row``, ``field``, and ``agent`` and ``gold``: each absent
-    where that side has no such field, so a missing value and a real null stay apart), in path order. A unit only
-    one side changed is, on the other side, as it was before."""
+    """One entry per field that differs as the state hash sees it (``1`` is not ``true``; ``1.0`` is ``1``):
+    ``table``, ``row``, ``field``, and ``agent`` and ``gold``, each absent where that side has no such field, so a
+    missing value and a real null stay apart. In path order; a unit only one side changed is, on the other side, as
+    it was before."""
     out = []
     for kind in sorted(set(agent) | set(gold)):
         mine, theirs = agent.get(kind, {}), gold.get(kind, {})
         for key in sorted(set(mine) | set(theirs)):
             a = mine[key][1] if key in mine else theirs[key][0]
             g = theirs[key][1] if key in theirs else mine[key][0]
-            if a == g:
+            if canonical(a) == canonical(g):
                 continue
             left, right, before = _leaves(a), _leaves(g), len(out)
             for path in sorted(set(left) | set(right)):
-                if path in left and path in right and left[path] == right[path]:
+                if path in left and path in right and canonical(left[path]) == canonical(right[path]):
                     continue
                 entry = {"table": kind, "row": key, "field": ".".join(path)}
                 entry.update({"agent": left[path]} if path in left else {})

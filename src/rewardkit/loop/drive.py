@@ -16,6 +16,7 @@ from typing import Any
 from rewardkit.envs import Domain
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import task_goal
+from rewardkit.envs.state_diff import Changes
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits
@@ -30,6 +31,7 @@ class EpisodeResult:
     task_id: str
     messages: list[dict[str, Any]]  # the conversation as the policy saw it, its own turns included
     infos: EpisodeRecord  # its JSON form is what the scheduler puts in rollout_infos
+    changes: Changes | None = None  # what its writes changed, where the environment tracks them (the log's diff)
 
 
 GRACE_S = 1.0  # how long a stopped run waits for the episodes in flight to finish
@@ -119,7 +121,7 @@ class Conversation:
         if self.episode is None:
             assert self._unstarted is not None  # a conversation without an episode is built with its record
             return EpisodeResult(self.task_id, [], self._unstarted)
-        return EpisodeResult(self.task_id, self.messages, self.episode.infos())
+        return EpisodeResult(self.task_id, self.messages, self.episode.infos(), self.episode.changes())
 
     def close(self) -> None:
         if self.episode is not None:

@@ -35,6 +35,7 @@ from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.harness import CallingEnvironment
 from rewardkit.envs.outcomes import Goal, Outcome, recorded_outcome
 from rewardkit.envs.simulated import ToolSimError
+from rewardkit.envs.state_diff import Changes
 from rewardkit.envs.tasks import communicated_texts
 from rewardkit.envs.termination import EXCLUDED, Termination
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
@@ -288,6 +289,13 @@ class Episode(Turns):
             user_flags=tuple(flag.to_json() for flag in self.user_flags),
             user_sim_fault=self.user_sim_fault,
         )
+
+    def changes(self) -> Changes | None:
+        """What the episode's writes changed in its database, by the environment's own tracking (the SQLite tables'):
+        None where it tracks none (a tool server's, a simulated memory) or the state could not be read."""
+        if self._environment is None:  # never opened: no call was made
+            return {}
+        return None if self.termination is Termination.ENV_ERROR else self._environment.changes()
 
     def close(self) -> None:
         if self._environment is None:  # never opened: nothing to release

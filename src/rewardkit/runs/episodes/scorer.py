@@ -14,10 +14,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rewardkit.envs import get_domain
 from rewardkit.envs.approvals import agent_rows, gate_counts
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.outcomes import gold_changes, replay_conversation, task_goal
-from rewardkit.envs.state_diff import state_diff
+from rewardkit.envs.simulated import by_rule
+from rewardkit.envs.state_diff import Changes, state_diff
 from rewardkit.loop.drive import EpisodeResult
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 
@@ -38,7 +40,7 @@ class Scorer:
         reward = None if excluded else self.completion([""], **columns)[0]
         tcr = None if excluded else self.rate([""], **columns)[0]
         tcr = tcr if tcr is None or math.isfinite(tcr) else None  # an undefined rate is null, never NaN
-        checks, diff = (None, None) if excluded else self.explain(result.messages, task, infos)
+        checks, diff = (None, None) if excluded else self.explain(result.messages, task, infos, result.changes)
         return {
             "run": run,
             "task_id": result.task_id,
@@ -62,18 +64,27 @@ class Scorer:
         }
 
     def explain(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], infos: EpisodeRecord | None
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        task: Mapping[str, Any],
+        infos: EpisodeRecord | None,
+        changes: Changes | None = None,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         """Why an episode scored what it did: the reward's checks (``{"check", "passed"}`` each) and where its final
         database differs from the gold's (:func:`~rewardkit.envs.state_diff.state_diff`; empty at the gold state).
-        The checks read the episode's own record; the diff replays its calls on a fresh copy, only when its state is
-        not the gold's, against the gold's changes replayed once per task."""
-        checks = [
-            {"check": name, "passed": ok} for name, ok in self.completion.checks(messages, task, self.domain, infos)
-        ]
+        The checks read the episode's own record; the diff, what its writes changed (``changes``, the live
+        environment's tracking) against what the gold's change, replayed once per task. Without ``changes`` the
+        episode's calls are replayed on a fresh copy, where a replay gives what the episode saw: not on simulated
+        tools answered by a model (the diff is then None, not compared)."""
+        named = self.completion.checks(messages, task, self.domain, infos)
+        checks = [{"check": name, "passed": ok} for name, ok in named]
         hash_ = infos.state_hash if infos is not None else None
         if hash_ is not None and hash_ == task_goal(self.domain, task).state_hash:
             return checks, []
-        mine = replay_conversation(self.domain, messages, changes=True, task=task).changes
-        assert mine is not None  # asked for
-        return checks, state_diff(mine, gold_changes(self.domain, task))
+        if changes is None:
+            simulation = get_domain(self.domain).simulation
+            if simulation is not None and simulation.answer is not by_rule:
+                return checks, None
+            changes = replay_conversation(self.domain, messages, changes=True, task=task).changes
+            assert changes is not None  # asked for
+        return checks, state_diff(changes, gold_changes(self.domain, task))

@@ -193,7 +193,19 @@ def _episode(
         "why": why(record, None if checks is None else [(c["check"], c["passed"]) for c in checks]),
         "messages": _turns(messages, systems),
         "diff": diff,
+        "digest": _digest(messages),
     }
+
+
+def _digest(messages: Sequence[Any]) -> str:
+    """A short digest of an episode's messages (roles, texts, calls): a verdict the browser kept is taken back only
+    for the same episode."""
+    digest = hashlib.blake2b(digest_size=8)
+    for message in messages:
+        found = message if isinstance(message, Mapping) else {"content": message}
+        for part in (found.get("role"), found.get("content"), found.get("tool_calls")):
+            digest.update(_text(part).encode("utf-8", "replace") + b"\0")
+    return digest.hexdigest()
 
 
 def _explained(record: Mapping[str, Any], tasks: Mapping[str, Any], scorer: Scorer) -> tuple[Any, Any]:
@@ -223,7 +235,8 @@ def why(record: Mapping[str, Any], checks: Sequence[tuple[str, bool]] | None) ->
 
 def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, review: bool = False) -> dict[str, Any]:
     """The page's data for an episode log: a summary, per task the passes over its trials, and every episode."""
-    episodes = [r for r in records if isinstance(r, Mapping) and "task_id" in r]
+    # A resumed log holds an episode again after its infrastructure failed: the last record of each is the episode.
+    episodes = list({episode_id(r): r for r in records if isinstance(r, Mapping) and "task_id" in r}.values())
     if not episodes:
         raise ViewerError("the log holds no episodes")
     systems: dict[str, int] = {}
