@@ -193,3 +193,4 @@ def test_synthesis_and_evaluations_loop_runs_its_episodes_on_the_servers_too(ret
     results = run_episodes(get_domain("retail"), tasks, GoldAgent, ScriptedSimulator(), limits, workers=2)
     assert [r.infos.state_hash for r in results] == [gold["0"], gold["59"]]
     assert all(r.infos.natural and r.messages[0]["role"] == "system" for r in results)
+    assert [r.changes for r in results] == [None, None]  # the server's database: the log's diff replays the calls

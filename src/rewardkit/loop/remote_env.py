@@ -141,6 +141,10 @@ class RemoteEpisode(Turns):
         ending = self.termination or Termination.ENV_ERROR
         return EpisodeRecord.unstarted(self.error or "no record from the server", self.url, ending)
 
+    def changes(self) -> None:
+        """None: the database is the server's, and tracked there (the episode log's diff replays the calls here)."""
+        return None
+
     def close(self) -> None:
         if self._ws is None:
             return
