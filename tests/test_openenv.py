@@ -167,6 +167,35 @@ def test_a_remote_episode_reaches_the_gold_state_as_the_in_process_one(retail: s
         assert record.natural and record.state_hash == gold[tid], f"task {tid}: {record.termination}"
 
 
+def test_a_task_the_server_holds_otherwise_is_refused_at_reset(retail: str) -> None:
+    # The trainer's dataset and the server's domain disagree on task 0 (another version of its data): the episode
+    # never starts, left out of training and saying why, instead of being scored against the trainer's gold.
+    task = get_domain("retail").tasks()["0"]
+    edited = {**task, "evaluation_criteria": {**task["evaluation_criteria"], "communicate_info": ["a refund"]}}
+    episode = RemoteEpisode(retail, edited, RolloutLimits(), "exclude")
+    assert episode.open() is None
+    record = episode.infos()
+    assert record.termination == "env_error" and "reset: task '0' is not the caller's: its sha256 is" in record.error
+    assert remote_play(retail, task).infos().natural  # the same task as the server's opens
+
+
+def test_an_episode_the_server_ends_at_its_opening_keeps_the_servers_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server's simulated user cannot open (its model's endpoint is down): reset ends the episode there, and the
+    # remote episode keeps the server's record of it (excluded, the simulator named) instead of one of its own.
+    config = tmp_path / "config.yaml"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    config.write_text(f"user_sim:\n  kind: openai\n  base_url: {dead}\n  model: m\n  retries: 0\n  timeout_s: 2\n")
+    monkeypatch.setenv("REWARDKIT_CONFIG", str(config))  # the server's, inherited by its process
+    with served(tmp_path, "retail") as (url, _):
+        episode = RemoteEpisode(url, get_domain("retail").tasks()["0"], RolloutLimits(), "exclude")
+        assert episode.open() is None and episode.done
+    record = episode.infos()
+    assert (record.termination, record.excluded, record.turns) == ("user_sim_error", True, 0)
+    assert record.user_sim != url  # the server's simulator, not the trainer's stand-in for a missing record
+
+
 def test_the_trainers_turn_limit_ends_the_remote_episode_there(retail: str) -> None:
     episode = remote_play(retail, get_domain("retail").tasks()["0"], max_turns=2)
     assert (episode.infos().termination, episode.infos().turns) == ("max_turns", 2)

@@ -114,3 +114,16 @@ def test_trl_grpo_trains_on_the_served_domain_with_the_loss_on_the_policys_token
     trained = [tokenizer.decode([t for t, k in tokens if k]) for tokens in seen]
     assert any("e-mail" in text or "email" in text or "zip" in text for text in masked), masked
     assert all("send_message" in text for text in trained) and not any("<tool_response>" in t for t in trained)
+
+
+def test_a_row_whose_task_is_not_the_servers_fails_at_reset(retail: str) -> None:
+    # A dataset built from another version of the domain's tasks: TRL's reset fails at once, naming the mismatch,
+    # rather than training on episodes the server scores against its own task.
+    from rewardkit.serve.trl_env import environment_factory
+
+    task = get_domain("retail").tasks()["0"]
+    edited = {**task, "evaluation_criteria": {**task["evaluation_criteria"], "communicate_info": ["a refund"]}}
+    factory = environment_factory(retail, "retail")
+    with pytest.raises(Exception, match="reset: task '0' is not the caller's"):
+        factory().reset(task_id="0", task=json.dumps(edited))
+    assert factory().reset(task_id="0", task=json.dumps(task))  # the server's own task opens, the user speaking first

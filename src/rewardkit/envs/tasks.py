@@ -26,12 +26,13 @@ changes nothing must name what an episode shows instead (:func:`evidence`), else
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.envs.tool import ResultCode
+from rewardkit.envs.tool import ResultCode, canonical
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import kind
 
@@ -280,6 +281,12 @@ def known_info(task: Mapping[str, Any]) -> str | None:
     found = instructions(task)
     info = found.get("known_info") if isinstance(found, Mapping) else None
     return info if isinstance(info, str) else None
+
+
+def task_digest(task: Mapping[str, Any]) -> str:
+    """The sha256 of ``task``'s canonical JSON: how two processes (a trainer and its environment server) know they
+    hold the same task under one id."""
+    return hashlib.sha256(canonical(task).encode("ascii")).hexdigest()
 
 
 def approves(task: Mapping[str, Any]) -> bool:

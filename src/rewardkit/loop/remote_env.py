@@ -28,12 +28,13 @@ from typing import Any
 
 from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.tasks import task_digest
 from rewardkit.envs.termination import Termination
 from rewardkit.errors import UserError
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.episode import Turns
 
-_OUTSIDE = {Termination.MAX_TURNS: "max_turns", Termination.AGENT_ERROR: "agent_error"}  # endings a trainer imposes
+_OUTSIDE = frozenset({Termination.MAX_TURNS, Termination.AGENT_ERROR})  # the endings a trainer imposes
 
 
 _TURN = itertools.count()  # one rotation for the process: the scheduler, synthesis and evaluation alike
@@ -96,7 +97,8 @@ class RemoteEpisode(Turns):
             headers = {"Authorization": f"Bearer {token}"} if token else None
             ws_url = "ws" + self.url[len("http") :] if self.url.startswith("http") else self.url
             self._ws = connect(f"{ws_url}/ws", additional_headers=headers, open_timeout=self.timeout_s)
-            data = self._ask("reset", {"task_id": str(self.task.get("id")), "user_review": self.review})
+            opening = {"task_id": str(self.task.get("id")), "task_sha256": task_digest(self.task)}
+            data = self._ask("reset", {**opening, "user_review": self.review})
         except (OSError, RemoteError, WebSocketException) as exc:
             self._fail(f"opening a session on {self.url}: {exc}")
             return None
@@ -131,7 +133,7 @@ class RemoteEpisode(Turns):
         if self.termination is not None:
             return
         if reason in _OUTSIDE and self._ws is not None:
-            self._step({"content": "", "end": _OUTSIDE[reason]})
+            self._step({"content": "", "end": reason.value})
         if self.termination is None:
             self._fail(error or f"ended by the trainer: {reason.value}", reason)
 

@@ -35,7 +35,7 @@ from pydantic import Field
 from rewardkit.envs import Domain
 from rewardkit.envs.outcomes import checked_task, task_check
 from rewardkit.envs.registry import get_domain
-from rewardkit.envs.tasks import TaskError
+from rewardkit.envs.tasks import TaskError, task_digest
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import AgentReply
 from rewardkit.loop.config import RolloutLimits, load_run_config
@@ -91,13 +91,22 @@ class Served:
     limits: RolloutLimits
     playable: frozenset[str]
 
-    def task(self, task_id: str | None, split: str | None, seed: int | None) -> Mapping[str, Any]:
-        """The task by id, else one drawn by ``seed`` from the playable tasks of ``split`` (default: all)."""
+    def task(
+        self, task_id: str | None, split: str | None, seed: int | None, digest: str | None = None
+    ) -> Mapping[str, Any]:
+        """The task by id (``digest``: the caller's :func:`~rewardkit.envs.tasks.task_digest` of it, which must be
+        this server's), else one drawn by ``seed`` from the playable tasks of ``split`` (default: all)."""
         tasks = self.domain.tasks()
         if task_id is not None:
             if str(task_id) not in tasks:
                 raise TaskError(f"reset: no task {task_id!r} in domain {self.domain.name!r}")
-            return checked_task(tasks[str(task_id)], f"reset task {task_id}", self.ref)
+            task = tasks[str(task_id)]
+            if digest is not None and digest != task_digest(task):
+                raise TaskError(
+                    f"reset: task {task_id!r} is not the caller's: its sha256 is {task_digest(task)[:12]} here and "
+                    f"{str(digest)[:12]} there; serve the domain the caller's dataset was built from"
+                )
+            return checked_task(task, f"reset task {task_id}", self.ref)
         splits = self.domain.splits()
         if split is not None and split not in splits:
             raise TaskError(f"reset: no split {split!r} in domain {self.domain.name!r}; splits: {sorted(splits)}")
@@ -127,16 +136,18 @@ class DomainEnvironment(Environment[AgentTurn, EpisodeObservation, EpisodeState]
         task_id: str | None = None,
         split: str | None = None,
         user_review: Literal["exclude", "count", "off"] | None = None,
+        task_sha256: str | None = None,
         **kwargs: Any,
     ) -> EpisodeObservation:
         """``user_review``: what a flagged episode does here (the caller's mode: a trainer excludes, an evaluation
-        counts); default the server's ``rollout.user_review``, else ``exclude``."""
+        counts); default the server's ``rollout.user_review``, else ``exclude``. ``task_sha256``: the caller's digest
+        of the task it names; a task this server holds otherwise is refused."""
         self.close()
         served = self.served
         if user_review not in (None, "exclude", "count", "off"):
             raise ValueError(f"reset: user_review must be exclude, count or off, got {user_review!r}")
         limits = served.limits if user_review is None else dataclasses.replace(served.limits, user_review=user_review)
-        self._task = served.task(task_id, split, seed)
+        self._task = served.task(task_id, split, seed, task_sha256)
         self._conversation = Conversation.start(
             served.domain, self._task, served.simulator, limits, reviewer=served.reviewer
         )

@@ -9,8 +9,9 @@ method as a tool, runs the tool calls the policy writes, appends their results a
 the policy's tokens only (each result is masked out of the loss). Each environment here is one OpenEnv session on
 a ``rewardkit env serve --openenv`` server (openenv-core's client):
 
-- ``reset(task_id=...)`` opens the row's task (its ``task_id`` column) and returns the simulated user's opening,
-  which TRL appends to the prompt's last user message;
+- ``reset(task_id=...)`` opens the row's task (its ``task_id`` column; a ``task`` column, when the row has one, must
+  be the server's task) and returns the simulated user's opening, which TRL appends to the prompt's last user
+  message;
 - one method per domain tool, with the tool's parameters and description: it sends the call and returns the
   tool's result, as the harness wrote it (gates and approvals included);
 - ``send_message(message)`` says something to the customer and returns the customer's reply: the simulated user
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +35,7 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import WebSocketException
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.tasks import task_digest
 from rewardkit.loop.user_sim import STOP
 
 JSON_TYPES: Mapping[str, type] = {
@@ -58,12 +61,14 @@ class ServedEpisode:
         self.reward: float | None = None
         self.record: Mapping[str, Any] | None = None
 
-    def reset(self, task_id: str | None = None, **row: Any) -> str:
-        """Open the row's task on the server; the user's opening, for the prompt."""
+    def reset(self, task_id: str | None = None, task: Any = None, **row: Any) -> str:
+        """Open the row's task on the server; the user's opening, for the prompt. A row that carries the task itself
+        (a ``task`` column, as ``rewardkit build tau2-grpo`` writes it) has it checked against the server's."""
         if self._client is None:  # one session for the run: TRL keeps its environments and resets them
             self._client = GenericEnvClient(base_url=self.url, message_timeout_s=TIMEOUT_S).sync()
             self._client.connect()
-        result = self._client.reset(task_id=None if task_id is None else str(task_id))
+        digest = None if task is None else task_digest(json.loads(task) if isinstance(task, str) else task)
+        result = self._client.reset(task_id=None if task_id is None else str(task_id), task_sha256=digest)
         self.done, self.reward, self.record = False, None, None
         self._settle(result)
         user = [m["content"] for m in result.observation["messages"] if m["role"] == "user"]
