@@ -202,10 +202,19 @@ class Tables:
     @functools.cached_property
     def names(self) -> list[str]:
         """The schema's tables."""
+        return list(self._primary_keys)
+
+    @functools.cached_property
+    def _primary_keys(self) -> dict[str, list[str]]:
+        """The schema's tables, each with its primary key's columns in key order (none for a table without one)."""
         conn = connect()
         load_schema(conn, self.schema)
         found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")
-        return [r["name"] for r in found]
+        out = {}
+        for table in [r["name"] for r in found]:
+            keyed = sorted((r["pk"], r["name"]) for r in conn.execute(f'PRAGMA table_info("{table}")') if r["pk"])
+            out[table] = [name for _, name in keyed]
+        return out
 
     @functools.cached_property
     def _owners(self) -> dict[str, tuple[str, str]]:
@@ -321,17 +330,6 @@ class Tables:
     def _row_key(self, table: str, row: Mapping[str, Any], text: str) -> str:
         columns = self._primary_keys.get(table)
         return "|".join(str(row.get(c)) for c in columns) if columns else text
-
-    @functools.cached_property
-    def _primary_keys(self) -> dict[str, list[str]]:
-        """Table -> its primary key's columns, in key order (none for a table without one)."""
-        conn = connect()
-        load_schema(conn, self.schema)
-        out = {}
-        for table in self.names:
-            info = sorted((r["pk"], r["name"]) for r in conn.execute(f'PRAGMA table_info("{table}")') if r["pk"])
-            out[table] = [name for _, name in info]
-        return out
 
     def full_hash(self, conn: sqlite3.Connection) -> str:
         """The same hash from every row of ``conn`` (the reference :meth:`state_hash` is checked against)."""

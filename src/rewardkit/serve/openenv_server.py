@@ -101,9 +101,9 @@ class Served:
             if str(task_id) not in tasks:
                 raise TaskError(f"reset: no task {task_id!r} in domain {self.domain.name!r}")
             task = tasks[str(task_id)]
-            if digest is not None and digest != task_digest(task):
+            if digest is not None and digest != (ours := task_digest(task)):
                 raise TaskError(
-                    f"reset: task {task_id!r} is not the caller's: its sha256 is {task_digest(task)[:12]} here and "
+                    f"reset: task {task_id!r} is not the caller's: its sha256 is {ours[:12]} here and "
                     f"{str(digest)[:12]} there; serve the domain the caller's dataset was built from"
                 )
             return checked_task(task, f"reset task {task_id}", self.ref)
