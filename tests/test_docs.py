@@ -9,10 +9,12 @@ end feed them made-up pages and watch them fail.
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -291,3 +293,28 @@ def test_a_made_up_command_does_not_parse() -> None:
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["synth", "agent", "--no-such-flag"])
+
+
+def _flags(parser: Any, command: str = "") -> Iterator[tuple[str, str]]:
+    """``(command, --flag)`` for every long option of ``rewardkit`` and of each subcommand, however deep."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _flags(sub, f"{command} {name}".strip())
+        else:
+            yield from ((command, o) for o in action.option_strings if o.startswith("--") and o != "--help")
+
+
+def test_the_cli_page_names_every_flag() -> None:
+    """docs/cli.md names each flag the parser takes: a flag added to the code and not to the page fails here."""
+    from rewardkit.cli import build_parser
+
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    flags = list(_flags(build_parser()))
+    assert len(flags) > 100, "found almost no flags: is the parser walk broken?"
+    missing = [f"{command or 'rewardkit'} {flag}" for command, flag in flags if not _names(page, flag)]
+    assert not missing, f"docs/cli.md does not name: {', '.join(missing)}"
+
+
+def _names(page: str, flag: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", page) is not None

@@ -61,7 +61,7 @@ def test_every_broken_reward_has_a_case_and_every_check_a_broken_reward() -> Non
 def test_a_good_reward_passes_every_check(reward: Any) -> None:
     report = check_reward(reward, ROWS, time_limit_s=FAST)
     assert report.passed, report.summary()
-    # 10 generic + 10 hostile + 5 form probes (no prompt_copy: the rows have no prompt) + other_gold and constant
+    # 10 generic + 11 hostile + 5 form probes (no prompt_copy: the rows have no prompt) + other_gold and constant
     # (the rows' answers are not plans: no planning near miss)
     assert len(report.checks) == 10 + len(HOSTILE) + 5 + 2
     assert report.get("gaming:tags_only").detail == "at least 1 below the gold on 2 row(s)"  # rows 0 and 1
@@ -250,7 +250,7 @@ def test_hostile_inputs() -> None:
     assert HOSTILE["empty"] == "" and "\x00" in HOSTILE["nul_bytes"] and "\ud800" in HOSTILE["lone_surrogates"]
     assert len(HOSTILE["noise_1mb"]) == 1 << 20 and HOSTILE["deep_json"].count("[") == 100_000
     assert {n for n in HOSTILE if n.startswith("regex_bomb")} == {
-        f"regex_bomb_{k}" for k in ("letters", "spaces", "tags")
+        f"regex_bomb_{k}" for k in ("letters", "spaces", "tags", "open_tags")
     }
 
 

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, user_facing_texts
 
@@ -79,3 +82,31 @@ class TestToolCalls:
             {"role": "assistant", "content": "two<tool_call>{}</tool_call>"},
         ]
         assert [t.strip() for t in user_facing_texts(messages)] == ["one", "two"]
+
+
+# The blocks are read in one pass with str.find. The reading is the non-greedy regex's, which this checks it against on
+# texts made of openings, closings, calls and noise (small, since the regex is quadratic in unclosed openings).
+REGEX_READING = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+PIECES = st.sampled_from(["<tool_call>", "</tool_call>", '{"name": "f", "arguments": {}}', "<tool_", "x", "\n", ""])
+
+
+class TestHermesReading:
+    @given(st.lists(PIECES, max_size=12).map("".join))
+    def test_same_blocks_and_text_as_the_non_greedy_regex(self, text: str) -> None:
+        message = {"role": "assistant", "content": text}
+        bodies = REGEX_READING.findall(text)
+        assert len(tool_calls([message])) == len(bodies)
+        assert user_facing_texts([message]) == [REGEX_READING.sub(" ", text)]
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            '<tool_call>{"name": ' * 50_000,  # 1 MiB of openings never closed: the regex took minutes
+            "<tool_call>" * 100_000 + "</tool_call>",  # one block whose body holds 99,999 openings
+        ],
+    )
+    def test_a_megabyte_of_openings_reads_as_what_it_closes(self, text: str) -> None:
+        # Linear: the whole text is read once (the backtracking probe of every pattern lives in test_regexes.py).
+        message = {"role": "assistant", "content": text}
+        assert len(tool_calls([message])) == text.count("</tool_call>")
+        assert user_facing_texts([message]) == [text if "</tool_call>" not in text else " "]

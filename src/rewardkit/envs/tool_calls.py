@@ -17,12 +17,11 @@ are not objects, and contents that are not strings, are skipped.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-_HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,25 @@ def _call(data: Any) -> ToolCall:
     return ToolCall(data["name"], arguments, error)
 
 
+def _blocks(text: str) -> Iterator[tuple[int, int, int, int]]:
+    """``(start, body_start, body_end, end)`` of each closed ``<tool_call>`` block, in order: an opening, then the
+    first closing after it (the non-greedy reading). One pass with ``str.find``: an opening that no closing follows
+    ends the scan, since no later opening can be closed either. A regex (``<tool_call>(.*?)</tool_call>``) retries
+    from every opening instead, which is quadratic in the openings of a text that never closes them."""
+    at = 0
+    while (start := text.find(OPEN, at)) >= 0:
+        body = start + len(OPEN)
+        close = text.find(CLOSE, body)
+        if close < 0:
+            return
+        at = close + len(CLOSE)
+        yield start, body, close, at
+
+
 def _hermes(content: str) -> list[ToolCall]:
     calls = []
-    for body in _HERMES.findall(content):
+    for _, start, end, _ in _blocks(content):
+        body = content[start:end]
         try:
             data = json.loads(body, parse_constant=_no_constant)
         except (ValueError, RecursionError):
@@ -95,7 +110,7 @@ def tool_calls(messages: Iterable[Any]) -> list[ToolCall]:
         role, content = message.get("role"), message.get("content")
         if role == "tool_call":  # ms-swift's own agent format: one call per message, JSON content
             if isinstance(content, str):
-                calls += _hermes(f"<tool_call>{content}</tool_call>")
+                calls += _hermes(f"{OPEN}{content}{CLOSE}")
             else:
                 calls.append(ToolCall("", {}, "a tool_call message needs JSON text as its content"))
             continue
@@ -103,14 +118,19 @@ def tool_calls(messages: Iterable[Any]) -> list[ToolCall]:
             continue
         if message.get("tool_calls"):
             calls += _openai(message["tool_calls"])
-        if isinstance(content, str) and "<tool_call>" in content:
+        if isinstance(content, str) and OPEN in content:
             calls += _hermes(content)
     return calls
 
 
 def without_calls(text: str) -> str:
-    """An assistant message's text with its ``<tool_call>`` blocks taken out: what it says to the user."""
-    return _HERMES.sub(" ", text)
+    """An assistant message's text with its ``<tool_call>`` blocks taken out, each left as one space: what it says
+    to the user."""
+    parts, at = [], 0
+    for start, _, _, end in _blocks(text):
+        parts += [text[at:start], " "]
+        at = end
+    return "".join(parts) + text[at:]
 
 
 def user_facing_texts(messages: Iterable[Any]) -> list[str]:

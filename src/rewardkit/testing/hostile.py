@@ -12,6 +12,8 @@ import ctypes
 import os
 import pickle
 import random
+import re
+import re._parser as re_parser  # the stdlib's own reading of a pattern; only its literal characters are used
 import select
 import signal
 import sys
@@ -50,6 +52,7 @@ HOSTILE: dict[str, str] = {
     "regex_bomb_letters": "a" * 30_000 + "!",  # (a+)+$, (\w+\s?)*$: exponential or quadratic
     "regex_bomb_spaces": " " * 30_000 + "!",  # \s+$, ^\s*(.*?)\s*$: quadratic
     "regex_bomb_tags": "<think>\n" + "\n</think>\n\n<answer>\n" * 50_000,  # .*? between repeated separators
+    "regex_bomb_open_tags": '<think><answer><tool_call>{"name": ' * 6_000,  # <x>(.*?)</x>: openings never closed
 }
 
 
@@ -169,6 +172,95 @@ def _forked(fn: Callable[[], Any], limit_s: float) -> Outcome:
         return pickle.loads(b"".join(chunks))
     except Exception as exc:  # a value that pickles but does not unpickle (an exception with odd arguments)
         return Outcome("raised", f"its result cannot be read back ({describe(exc)})", 0.0)
+
+
+BOMB_CHARS = 100_000  # each pattern-derived bomb's length: a quadratic scan of it takes seconds, a linear one ms
+_RUN_CHARS = ' \na0_.<{"字，１'  # a run of each (\\s, \\w, \\d, full-width, punctuation), then "!\\x00"
+
+
+def _literal_runs(items: Any) -> list[str]:
+    """The runs of literal characters in a parsed pattern, in order (``<tool_call>``, ``</think>``), nested groups,
+    repeats, branches and look-arounds included."""
+    runs: list[str] = []
+    current: list[str] = []
+    for op, av in items:
+        if op is re_parser.LITERAL:
+            current.append(chr(av))
+            continue
+        if current:
+            runs.append("".join(current))
+            current = []
+        if op is re_parser.BRANCH:
+            children = av[1]
+        elif op is re_parser.GROUPREF_EXISTS:
+            children = [av[1], av[2]]
+        elif op in (re_parser.SUBPATTERN, re_parser.MAX_REPEAT, re_parser.MIN_REPEAT, re_parser.POSSESSIVE_REPEAT):
+            children = [av[-1]]
+        elif op in (re_parser.ASSERT, re_parser.ASSERT_NOT):
+            children = [av[1]]
+        elif op is re_parser.ATOMIC_GROUP:
+            children = [av]
+        else:
+            children = []
+        for child in children:
+            if child is not None:
+                runs += _literal_runs(child)
+    if current:
+        runs.append("".join(current))
+    return runs
+
+
+def regex_bombs(pattern: re.Pattern[str]) -> dict[str, str]:
+    """Texts on which a backtracking ``pattern`` takes quadratic or exponential time: HOSTILE's regex bombs, and
+    bombs built from the pattern itself: each run of its literal characters repeated (an opening never closed), all
+    of them in order repeated, and a long run of one character that ends in characters its class may not hold."""
+    bombs = {name: text for name, text in HOSTILE.items() if name.startswith("regex_bomb")}
+    runs = list(dict.fromkeys(_literal_runs(re_parser.parse(pattern.pattern, pattern.flags))))
+    for run in runs:
+        bombs[f"repeated_literal:{run!r}"] = run * (BOMB_CHARS // len(run))
+    if len(runs) > 1:
+        joined = "".join(runs)
+        bombs["repeated_literals"] = joined * (BOMB_CHARS // len(joined))
+    for char in _RUN_CHARS:
+        bombs[f"run:{char!r}"] = char * BOMB_CHARS + "!\x00"
+    return bombs
+
+
+def backtracks(pattern: re.Pattern[str], limit_s: float = 3.0) -> tuple[str, Outcome] | None:
+    """``None`` when ``pattern`` scans each of its :func:`regex_bombs` within ``limit_s``; else the first bomb it did
+    not, with how that scan went. Every start position is tried (``finditer``, as search, findall, sub and split
+    do), then the whole text (``fullmatch``: nested quantifiers). One forked child scans them all and reports each
+    as it finishes, so the limit holds per bomb and the child is killed on the first one over it."""
+    bombs = list(regex_bombs(pattern).items())
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            _die_with_parent()
+            for _, text in bombs:
+                for _ in pattern.finditer(text):
+                    pass
+                pattern.fullmatch(text)
+                os.write(write_end, b".")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    done = 0
+    try:
+        while done < len(bombs):
+            started = time.perf_counter()
+            if not select.select([read_end], [], [], limit_s)[0]:
+                return bombs[done][0], Outcome("timeout", None, limit_s)
+            if not os.read(read_end, 1):
+                return bombs[done][0], Outcome("crashed", "the scanning process ended", time.perf_counter() - started)
+            done += 1
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    return None
 
 
 def shrink(text: str, fails: Callable[[str], bool], attempts: int = 24, budget_s: float = 10.0) -> str:

@@ -15,9 +15,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from rewardkit.envs.tool_calls import without_calls
+
 MAX_CHARS = 16_384  # the "maximum length" probe: a generation cut at the length limit
 TAG = re.compile(r"<[^<>\s]{1,64}>")
-TOOL_CALL = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
 RECORDED = ("state_hash", "audit", "agent_said")
 TRANSFER = "transfer_to_human_agents"
 REFUSAL = "I'm sorry, I can't help with that. Goodbye."  # the do_nothing probe: a polite refusal, no call
@@ -160,7 +161,7 @@ def _every_write(row: Mapping[str, Any], calls: list[tuple[str, dict[str, Any]]]
 def spoken(agent: list[Any]) -> list[str]:
     """What each of the agent's assistant messages says, its tool calls cut out."""
     return [
-        TOOL_CALL.sub("", _text(m.get("content"))).strip()
+        without_calls(_text(m.get("content"))).strip()
         for m in agent
         if isinstance(m, Mapping) and m.get("role") == "assistant"
     ]
