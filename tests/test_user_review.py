@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardkit.loop.user_review import KINDS, facts, review
+from rewardkit.loop.user_review import KINDS, agrees, facts, review
 from rewardkit.loop.user_sim.base import GREETING, Turn
 
 RETAIL = {
@@ -37,7 +37,8 @@ def talk(*lines: str) -> list[Turn]:
     return [Turn("agent", GREETING), *(Turn("user" if i % 2 == 0 else "agent", t) for i, t in enumerate(lines))]
 
 
-# (task, language, dialogue, the flags as (kind, turn, evidence))
+# (task, language, dialogue, the flags as (kind, turn, evidence)); a flag's turn numbers the user's messages from 1:
+# in talk("a", "b", "c") the user's "c" is its message 2 (the dialogue's index 3, after the greeting and "b")
 CASES = [
     # clean: the user gives what it was given, agrees, and stops after the agent says it is done
     (
@@ -64,10 +65,10 @@ CASES = [
         RETAIL,
         "en",
         talk("Cancel order #W6779827.", "Shall I cancel it now?", "Yes, go ahead. ###STOP###"),
-        [("premature_stop", 3, None)],
+        [("premature_stop", 2, None)],
     ),
     # ... and after an announcement; "let me know" announces nothing
-    (RETAIL, "en", talk("Cancel #W6779827.", "I'll cancel it now.", "Ok ###STOP###"), [("premature_stop", 3, None)]),
+    (RETAIL, "en", talk("Cancel #W6779827.", "I'll cancel it now.", "Ok ###STOP###"), [("premature_stop", 2, None)]),
     (RETAIL, "en", talk("Cancel #W6779827.", "Cancelled. Let me know if you need more.", "Ok ###STOP###"), []),
     # declining and stopping is the user's right
     (RETAIL, "en", talk("Cancel #W6779827.", "Shall I cancel it now?", "No, leave it. ###STOP###"), []),
@@ -80,7 +81,7 @@ CASES = [
             "Which e-mail is on the account?",
             "It is mia@other.org, and my zip is 90210. Also #W7654321.",
         ),
-        [("unseen_fact", 1, "#W7654321"), ("unseen_fact", 3, "mia@other.org"), ("unseen_fact", 3, "90210")],
+        [("unseen_fact", 1, "#W7654321"), ("unseen_fact", 2, "mia@other.org"), ("unseen_fact", 2, "90210")],
     ),
     # its own scenario's zip code and e-mail are known
     (RETAIL, "en", talk("I'm Mia Li, zip 78705, mia.li3818@example.com; cancel #W6779827."), []),
@@ -101,7 +102,7 @@ CASES = [
         LIVESTREAM,
         "zh",
         talk("帮我打开R101的智能标题。", "需要您批准。", "###APPROVE###"),
-        [("wrong_approval", 3, "approve_request where the scenario says decline")],
+        [("wrong_approval", 2, "approve_request where the scenario says decline")],
     ),
     # language: English in a Chinese domain, Chinese in an English one; identifiers and markers do not count
     (LIVESTREAM, "zh", talk("Please turn on the smart title for R101."), [("wrong_language", 1, None)]),
@@ -164,8 +165,9 @@ def test_facts(text: str, expected: list[str]) -> None:
 def test_any_dialogue_is_reviewed_and_never_raises(texts: list[str], language: str) -> None:
     # A simulated user (and the agent) may write anything: the review answers with well-formed flags, never an error.
     dialogue = talk(*texts)
+    users = sum(t.role == "user" for t in dialogue)
     for flag in review(RETAIL, dialogue, language=language, tool_texts=texts):
-        assert flag.kind in KINDS and 0 < flag.turn < len(dialogue) and isinstance(flag.evidence, str)
+        assert flag.kind in KINDS and 0 < flag.turn <= users and isinstance(flag.evidence, str)
 
 
 def test_a_page_of_garbage_is_read_to_the_end() -> None:
@@ -177,6 +179,292 @@ def test_a_page_of_garbage_is_read_to_the_end() -> None:
     garbage = " ".join(f"{100 + i} a@b.c{i} x_y_{i:03d}" for i in range(4000))
     flags = review(RETAIL, talk(garbage), language="en")
     assert [f.kind for f in flags] == ["unseen_fact"] * MAX_UNSEEN
+
+
+# --- agreement: a refusal never agrees, in either language ----------------------------------------------------------
+
+ASKS = {"en": "Shall I cancel order #W6779827 now? Please confirm.", "zh": "请确认：现在取消订单 #W6779827 吗？"}
+# (language, the user's stop right after the agent asked to confirm, whether it agrees: a premature stop)
+STOPS = [
+    ("en", "Yes, go ahead. ###STOP###", True),
+    ("en", "No problem, go ahead. ###STOP###", True),  # a set phrase that holds "no" and refuses nothing
+    ("en", "ＯＫ，ｇｏ ａｈｅａｄ． ###STOP###", True),  # full-width: the same words
+    ("en", "No, do not go ahead with that. ###STOP###", False),  # "go ahead", under "do not"
+    ("en", "Don't proceed, I changed my mind. ###STOP###", False),
+    ("en", "Yes -- wait, stop, don’t cancel it. ###STOP###", False),  # a curly apostrophe
+    ("en", "Okay, never mind, I'm not sure. ###STOP###", False),
+    ("zh", "是的，确认。###STOP###", True),
+    ("zh", "没问题，确认。###STOP###", True),  # 没 in a set phrase that agrees
+    ("zh", "不行，我不确认。###STOP###", False),  # 行 and 确认, under 不
+    ("zh", "好的，先别处理了。###STOP###", False),
+    ("zh", "可以……算了，不要取消。###STOP###", False),
+    ("zh", "请把钱退到我的银行卡。###STOP###", False),  # 行 inside 银行 agrees to nothing
+]
+
+
+@pytest.mark.parametrize(("language", "stop", "flagged"), STOPS)
+def test_a_stop_is_premature_only_when_it_agrees(language: str, stop: str, flagged: bool) -> None:
+    task = RETAIL if language == "en" else LIVESTREAM
+    found = review(task, talk("Cancel #W6779827.", ASKS[language], stop), language=language, kinds=["premature_stop"])
+    assert [(f.kind, f.turn) for f in found] == ([("premature_stop", 2)] if flagged else [])  # the user's 2nd message
+
+
+def _full_width(text: str) -> str:
+    """ASCII as its full-width form (U+FF01..U+FF5E), the space as the ideographic space: what NFKC undoes."""
+    return "".join("\u3000" if c == " " else chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+FORMS = [lambda t: t, str.upper, _full_width, lambda t: t.replace("'", "’")]  # as typed, shouted, full-width, curly
+EN_REFUSALS = st.tuples(
+    st.sampled_from(["", "Yes, ", "OK ", "Sure -- ", "Sorry, ", "No problem, but "]),  # agreeing words first, too
+    st.sampled_from(
+        [
+            "no, don't",
+            "do not",
+            "please don't",
+            "never",
+            "I don't want you to",
+            "you can't",
+            "I won't let you",
+            "please do not",
+            "no, wait, don't",
+            "stop, do not",
+            "hold on, don't",
+        ]
+    ),
+    st.sampled_from(["go ahead", "proceed", "confirm it", "do it", "cancel it", "process the refund", "change it"]),
+    st.sampled_from(["", " please", ", thanks", ", sorry", " for now", " yet"]),
+    st.sampled_from([".", "!", "", "...", "?!"]),
+    st.sampled_from(FORMS),
+)
+EN_INTERJECTIONS = st.tuples(
+    st.sampled_from(["", "Okay -- ", "Yes... ", "Thanks, but "]),
+    st.sampled_from(["No", "Nope", "Wait", "Stop", "Cancel that", "Hold on", "Never mind", "Not now"]),
+    st.just(""),
+    st.sampled_from(["", ", thanks", ", sorry", ", go ahead later"]),
+    st.sampled_from([".", "!", ""]),
+    st.sampled_from(FORMS),
+)
+ZH_REFUSALS = st.tuples(
+    st.sampled_from(["", "好的，", "是的，", "可以，", "嗯，", "不好意思，", "没问题，但是"]),
+    st.sampled_from(["不", "别", "不要", "不行", "不用", "没", "先别", "还是不要", "我不", "不需要", "暂时不"]),
+    st.sampled_from(["确认", "继续", "处理", "取消", "办理", "同意", "执行", "修改", ""]),
+    st.sampled_from(["", "了", "，谢谢", "，麻烦了", "，抱歉", "吧"]),
+    st.sampled_from(["。", "，", "！", ".", "!", "~", ""]),
+    st.sampled_from([lambda t: t, _full_width]),
+)
+ZH_INTERJECTIONS = st.tuples(
+    st.sampled_from(["", "好的……", "可以，"]),
+    st.sampled_from(["算了", "等等", "等一下", "稍等", "不行", "不用了", "别"]),
+    st.just(""),
+    st.sampled_from(["", "，谢谢", "，我再想想"]),
+    st.sampled_from(["。", "！", ""]),
+    st.sampled_from([lambda t: t, _full_width]),
+)
+
+
+def _said(parts: tuple[Any, ...], joint: str) -> str:
+    lead, negation, verb, polite, punct, form = parts
+    return form(lead + joint.join(p for p in (negation, verb) if p) + polite + punct)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.one_of(
+        st.tuples(st.just("en"), st.just(" "), EN_REFUSALS | EN_INTERJECTIONS),
+        st.tuples(st.just("zh"), st.just(""), ZH_REFUSALS | ZH_INTERJECTIONS),
+    ),
+    stop_first=st.booleans(),
+)
+def test_a_refusal_never_agrees(parts: tuple[str, str, tuple[Any, ...]], stop_first: bool) -> None:
+    # Negations x verbs x politeness x the stop marker's place x punctuation and typed forms: every one refuses, so
+    # none agrees, and a stop with it right after a confirmation request is the user's right, not a premature stop.
+    language, joint, refusal = parts
+    said = _said(refusal, joint)
+    stop = f"###STOP### {said}" if stop_first else f"{said} ###STOP###"
+    task = RETAIL if language == "en" else LIVESTREAM
+    assert not agrees(stop), stop
+    assert review(task, talk("Cancel it.", ASKS[language], stop), language=language, kinds=["premature_stop"]) == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parts=st.one_of(
+        st.tuples(
+            st.just("en"),
+            st.sampled_from(["Yes", "Sure", "OK", "Okay", "Go ahead", "Please do", "Proceed", "Yep", "Confirmed"]),
+            st.sampled_from(["", ", thanks", ", thank you", ", please", ". Great", ", go ahead"]),
+            st.sampled_from(FORMS),
+        ),
+        st.tuples(
+            st.just("zh"),
+            st.sampled_from(["是的", "好的", "可以", "没问题", "确认", "行", "嗯，好的", "那就确认吧"]),
+            st.sampled_from(["", "，谢谢", "，麻烦了", "，辛苦了", "，就这样吧"]),
+            st.sampled_from([lambda t: t, _full_width]),
+        ),
+    ),
+    punct=st.sampled_from([".", "!", "", "。", "！"]),
+)
+def test_an_agreement_agrees_however_it_is_typed(parts: tuple[str, str, str, Any], punct: str) -> None:
+    # The other side of the rule: a plain yes stays a yes (the faulty simulator's premature stops are of this form).
+    language, word, polite, form = parts
+    stop = form(word + polite + punct) + " ###STOP###"
+    task = RETAIL if language == "en" else LIVESTREAM
+    found = review(task, talk("Cancel it.", ASKS[language], stop), language=language, kinds=["premature_stop"])
+    assert agrees(stop) and [f.kind for f in found] == ["premature_stop"]
+
+
+# --- role breaks: the agent's voice, never the customer's own report -------------------------------------------------
+
+# (language, the user's message, the role break's evidence, or None where the customer speaks for itself)
+VOICES = [
+    ("en", "I have updated my address on the website, can you check it?", None),  # what it did to its own
+    ("en", "I have cancelled my other subscription already.", None),
+    ("en", "I have processed the return label myself.", None),
+    ("en", "I can spell it for you: M-I-A.", None),
+    ("en", "Let me check my order number.", None),
+    ("en", "I have updated your address.", "I have updated your"),  # what is the customer's: the agent's voice
+    ("en", "I’ve cancelled your order for you.", "I’ve cancelled your"),
+    ("en", "Let me check your order.", "Let me check your"),
+    ("en", "I can look that up for you.", "I can look that up for you"),
+    ("en", "How can I help you with the order?", "How can I help you"),
+    ("zh", "我已经修改了我的地址。", None),
+    ("zh", "我已经为您取消了订单。", "我已经为您"),
+    ("zh", "我已经取消了您的订单。", "我已经取消了您的"),
+    ("zh", "请问有什么可以帮您？", "请问有什么可以帮您"),
+]
+
+
+@pytest.mark.parametrize(("language", "said", "evidence"), VOICES)
+def test_the_agents_voice_is_a_role_break_and_the_customers_own_report_is_not(
+    language: str, said: str, evidence: str | None
+) -> None:
+    task = RETAIL if language == "en" else LIVESTREAM
+    found = review(task, talk(said), language=language, kinds=["role_break"])
+    assert [f.evidence for f in found] == ([] if evidence is None else [evidence])
+
+
+# --- facts: one form, whatever the characters it was typed in ---------------------------------------------------
+
+FULL_WIDTH_TASK = {"user_scenario": {"instructions": {"reason_for_call": "Cancel order ＃Ｗ６７７９８２７."}}}
+# (task, language, the user's message, its unseen facts): compared in NFKC form with ASCII digits, and named so
+FACT_FORMS = [
+    (LIVESTREAM, "zh", "帮我打开R１０１的智能标题。", []),  # full-width digits: its scenario's R101
+    (RETAIL, "en", "Cancel ＃Ｗ６７７９８２７ please.", []),
+    (
+        RETAIL,
+        "en",
+        "Zip ７８７０５,\u3000e-mail ｍｉａ．ｌｉ３８１８＠ｅｘａｍｐｌｅ．ｃｏｍ.",
+        [],
+    ),  # an ideographic space
+    (RETAIL, "en", "My zip is ٧٨٧٠٥.", []),  # Arabic-Indic digits
+    (FULL_WIDTH_TASK, "en", "Cancel #W6779827.", []),  # the scenario typed full-width, the user in ASCII
+    (RETAIL, "en", "Also cancel ＃Ｗ９９９９９１７.", ["#W9999917"]),  # never given: named in its ASCII form
+]
+
+
+@pytest.mark.parametrize(("task", "language", "said", "unseen"), FACT_FORMS)
+def test_a_fact_is_the_same_in_any_typed_form(
+    task: dict[str, Any], language: str, said: str, unseen: list[str]
+) -> None:
+    found = review(task, talk(said), language=language, kinds=["unseen_fact"])
+    assert [f.evidence for f in found] == unseen
+
+
+# --- the flag's turn: the user's message, found in the episode log ------------------------------------------------
+
+
+# (the mistake, the faulty simulator's lines for it, whether the log holds the message: seed 3 makes each in the
+# user's 2nd message; its unseen fact comes before the user's own stop, which ends the episode unseen by the policy)
+IN_THE_LOG = [
+    ("unseen_fact", "unseen_fact", False),
+    ("role_break", "role_break", True),
+    ("wrong_language", "other_language", True),
+]
+
+
+@pytest.mark.parametrize(("kind", "line", "logged"), IN_THE_LOG)
+def test_a_flags_turn_names_the_users_message_in_the_episode_log(kind: str, line: str, logged: bool) -> None:
+    # A real episode: the gold agent, the scripted user making one mistake of `kind` after its opening. The log's
+    # messages hold a system prompt and tool results the simulator never saw, and no greeting; the flag's turn, the
+    # user's message number, names the message that carries the mistake there (the faulty simulator's line). A
+    # message that stopped the conversation is not in the log: its number is one past the log's user messages.
+    from rewardkit.envs import get_domain
+    from rewardkit.loop.config import RolloutLimits
+    from rewardkit.loop.drive import run_episode
+    from rewardkit.loop.gold import GoldAgent
+    from rewardkit.loop.user_sim.faulty import LINES, FaultySimulator
+    from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+
+    domain = get_domain("retail")
+    task = domain.tasks()["0"]
+    simulator = FaultySimulator(ScriptedSimulator(), kinds=[kind], rate=1.0, seed=3)
+    result = run_episode(domain, task, GoldAgent(task), simulator, RolloutLimits(user_review="count"))
+    users = [m["content"] for m in result.messages if m["role"] == "user"]
+    [flag] = [f for f in result.infos.user_flags if f["kind"] == kind]
+    assert flag["turn"] == 2 and (flag["turn"] <= len(users)) == logged
+    flagged = users[flag["turn"] - 1] if logged else result.infos.transcript.rsplit("\nuser: ", 1)[1]
+    assert result.infos.termination == "user_stop" and any(made in flagged for made in LINES["en"][line]), flagged
+
+
+# --- any text, in linear time ---------------------------------------------------------------------------------------
+
+# Pieces of every pattern the review runs: tag openings never closed, fact edges, agreement and refusal words, the
+# agent's voice, markers, full-width and other-script digits. A message of 100,000+ characters repeats a few of them.
+PIECES = [
+    "<tool_call>",
+    "</tool_call",
+    "</tool_call>",
+    "#",
+    "#W",
+    "@",
+    ".",
+    ",",
+    "_",
+    "a",
+    "A",
+    "1",
+    "１",
+    "٧",
+    "R",
+    " ",
+    "\n",
+    "\u3000",
+    "no",
+    "not ",
+    "yes",
+    "don't",
+    "不",
+    "好的",
+    "确认",
+    "行",
+    "I have updated your",
+    "let me check ",
+    "I'll ",
+    " for you",
+    "###STOP###",
+    "###",
+    "known_info",
+    "您",
+    "我已经",
+    "mia_li_",
+    "x@y.",
+]
+LONG = 100_000
+LINEAR_S = 5.0  # a linear review of the 400,000 characters below takes about half a second; a quadratic one, hours
+
+
+@settings(max_examples=15, deadline=None)
+@given(unit=st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".join))
+def test_any_long_message_is_reviewed_in_linear_time(unit: str) -> None:
+    import time
+
+    text = unit * (LONG // len(unit) + 1)
+    # the user's opening, an agent's confirmation request and a stop, each the long text, and a tool's result too
+    dialogue = talk(text, text + " Shall I proceed?", text + " ###STOP###")
+    started = time.perf_counter()
+    review(RETAIL, dialogue, language="en", tool_texts=[text])
+    assert time.perf_counter() - started < LINEAR_S
 
 
 # --- the model reviewer: a real HTTP endpoint answering the judge's JSON ------------------------------------------
@@ -193,13 +481,13 @@ CLEAN = talk("Hi, I want to cancel order #W6779827.", "Done, it is cancelled.", 
 # (the reviewer's answer, the flags it gives as (kind, turn, evidence))
 VERDICTS = [
     ('{"verdict": "accept", "reason": "the user kept to its scenario"}', []),
-    (  # the user's fault: one flag at its last message (turn 3), the reason as evidence
+    (  # the user's fault: one flag at its last message (its second), the reason as evidence
         '{"verdict": "reject", "reason": "it asked for a refund to a card it was never given", "fault": "user"}',
-        [("model_review", 3, "it asked for a refund to a card it was never given")],
+        [("model_review", 2, "it asked for a refund to a card it was never given")],
     ),
     (
         '{"verdict": "reject", "reason": "no reason given for whose fault", "fault": null}',
-        [("model_review", 3, "no reason given for whose fault")],
+        [("model_review", 2, "no reason given for whose fault")],
     ),
     ('{"verdict": "reject", "reason": "the agent skipped authentication", "fault": "agent"}', []),  # not the user's
 ]

@@ -8,11 +8,14 @@ evidence:
 
 - ``premature_stop``: the user ends the conversation right after the agent asked it to confirm an action, or
   announced one, while its stop message agrees to it and the task is not done: the write it confirmed never ran
-  (tau2-bench issue #297);
+  (tau2-bench issue #297). A message that negates or refuses anything ("no", "don't", "wait", "不", "别", "没")
+  does not agree, whatever agreeing words it also holds;
 - ``unseen_fact``: an identifier, an e-mail address or a number of three or more digits in the user's messages that
-  appears neither in its scenario nor in anything the agent or the tools said;
-- ``role_break``: the user writes a tool call, speaks as the agent, names its scenario's fields, or quotes the
-  instructions on how to behave;
+  appears neither in its scenario nor in anything the agent or the tools said (compared in NFKC form, its digits
+  ASCII: "R１０１" is "R101");
+- ``role_break``: the user writes a tool call, speaks as the agent (offers help, or says it did or will do something
+  to what is the customer's: "I have updated your address", never "I have updated my address"), names its
+  scenario's fields, or quotes the instructions on how to behave;
 - ``wrong_approval``: the user approves what its scenario declines, or the reverse;
 - ``wrong_language``: a user message in another language than the domain's.
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -53,7 +57,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class UserFlag:
-    """One mistake of the simulated user: its kind, the index of the user's message in the dialogue, the evidence."""
+    """One mistake of the simulated user: its kind, the user's message it is in, the evidence.
+
+    ``turn`` counts the user's messages alone, from 1 (its opening): the dialogue the simulator saw, the episode log's
+    ``messages`` and the training trajectory interleave different turns with them (a greeting, a system prompt, tool
+    results), but hold the user's messages in the same order. The user's message that ends the conversation
+    (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``) is never shown to the policy, so the log's
+    ``messages`` do not hold it: a flag in it is numbered one past the user's messages there."""
 
     kind: str
     turn: int
@@ -61,6 +71,23 @@ class UserFlag:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "turn": self.turn, "evidence": self.evidence}
+
+
+# --- one form of a text -------------------------------------------------------------------------------------------
+
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: Arabic-Indic, Devanagari, ...
+
+
+def canonical(text: str) -> str:
+    """The text in one form for the rules to read: NFKC (full-width letters, digits and punctuation as ASCII, the
+    ideographic space as a space, ligatures spelled out), and every decimal digit as its ASCII one. A fact or a word
+    is the same however its characters were typed.
+
+    >>> canonical("R１０１\u3000＃Ｗ６７７９８２７, ٧٨٧٠٥")
+    'R101 #W6779827, 78705'
+    """
+    text = unicodedata.normalize("NFKC", text)
+    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text) if not text.isascii() else text
 
 
 # --- what the user may say --------------------------------------------------------------------------------------
@@ -101,7 +128,8 @@ MAX_UNSEEN = 8
 
 
 class _Seen:
-    """What the user saw; its numbers as digits alone are read out only when a fact is not in the text itself."""
+    """What the user saw (in :func:`canonical` form); its numbers as digits alone are read out only when a fact is
+    not in the text itself."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -128,17 +156,82 @@ _ANNOUNCES = re.compile(
     re.IGNORECASE,
 )
 _CLOSING = re.compile(r"\b(?:anything|something) else\b|还有(?:什么|其他|别的)|其他(?:问题|需要)", re.IGNORECASE)
+
+
+def _starts(chars: str) -> str:
+    """A lookahead for the characters a pattern's alternatives start with (letters in either case): the engine then
+    skips every other position in C, instead of trying each alternative there (ten times faster on a long
+    message)."""
+    return f"(?=[{chars}{chars.upper()}])"
+
+
+# Agreement is read in :func:`canonical` form. English words stand alone (``\b``). Chinese has no spaces, so a word
+# counts only where a clause starts (after the start, a space or punctuation, and an optional 嗯/那/就/请/我), and
+# 可以, 行, 确认 and 同意 only where the clause ends with them (or a final particle): 银行 and 我可以明天再来 agree to
+# nothing.
+_CLAUSE_START = r"(?<![^\s,.!?;:~。、…])"
+_CLAUSE_END = r"(?:[吧啊呀的了]|(?=[\s,.!?;:~。、…])|$)"
 _AGREES = re.compile(
-    r"\b(?:yes|yeah|yep|sure|confirm(?:ed)?|go ahead|please do|do it|proceed|ok(?:ay)?)\b"
-    r"|是的|好的|确认|可以|没问题|行|对的",
+    _starts("ysgcpdon嗯那就请我是好没对可行确同")
+    + r"(?:\b(?:yes|yeah|yep|sure|confirm(?:ed)?|go ahead|please do|do it|proceed|ok(?:ay)?|no problem|no worries)\b"
+    rf"|{_CLAUSE_START}(?:嗯|那就?|就|请|我)?(?:是的|好的|没问题|对的|(?:可以|行|确认|同意){_CLAUSE_END}))",
+    re.IGNORECASE,
+)
+# A negation or a refusal anywhere in the message: it does not agree, whatever agreeing words it also holds ("No, do
+# not go ahead", "不行，我不确认", "Yes -- wait, don't"). A missed premature stop costs one episode's flag; a refusal
+# read as agreement takes a real outcome out of training. English words are told apart from the letters beside them
+# (not from Chinese characters, which Python counts as word characters: "好的no" holds "no").
+_REFUSES = re.compile(
+    _starts("ncswhrdaim不别没未勿甭否算等稍慢且拒")
+    + r"(?:(?<![A-Za-z])(?:no|not|nope|nah|never|neither|nor|cannot|stop|wait|hold on|hang on|refuse[ds]?"
+    r"|reject(?:ed)?|declined?|changed? my mind|second thoughts?|cancel that(?!\s*[A-Za-z0-9])"
+    r"|(?:do|does|did|ca|wo|is|are|was|were|should|would|could|must|need|have|has|had|ai)n['’]?t)(?![A-Za-z])"
+    r"|n['’]t(?![A-Za-z])"
+    r"|[不别没未勿甭否]|算了|等等|等一下|稍等|慢着|且慢|拒绝)",
+    re.IGNORECASE,
+)
+# Set phrases that hold a negation but refuse nothing: taken out before the refusal is looked for.
+_NOT_REFUSING = re.compile(
+    _starts("nw没不对别特") + r"(?:(?<![A-Za-z])(?:no problem|no worries|not a problem|why not)(?![A-Za-z])"
+    r"|没问题|没错|不错|没关系|不好意思|对不起|不客气|不过|别的|特别)",
     re.IGNORECASE,
 )
 
+
+def agrees(text: str) -> bool:
+    """Whether a user's message agrees (markers aside): an agreeing word, and no negation or refusal anywhere.
+
+    >>> agrees("Yes, go ahead. ###STOP###"), agrees("No, do not go ahead with that. ###STOP###")
+    (True, False)
+    >>> agrees("可以，谢谢。###STOP###"), agrees("不行，我不确认"), agrees("请退到我的银行卡。")
+    (True, False, False)
+    """
+    said = _MARKERS.sub(" ", canonical(text))
+    return not _REFUSES.search(_NOT_REFUSING.sub(" ", said)) and _AGREES.search(said) is not None
+
+
 # --- how the agent speaks, which the user must not ----------------------------------------------------------------
 
+# The agent's voice, read in :func:`canonical` form: it offers help, or it did, does or will do something to what is
+# the customer's ("your") or for the customer ("for you"). A customer reports what it did itself to what is its own
+# ("I have updated my address", "我已经修改了我的地址"): that is never the agent's voice.
+_ACTOR = r"\b(?:let me|I(?:['’]ll| will| can| am going to|['’]m going to| have| had|['’]ve))"
+_ACTOR += r"(?: (?:already|just|now|also))?"
+_DONE = (  # what only the agent does to what is the customer's
+    r"(?:cancel(?:l?ed)?|process(?:ed)?|updated?|modif(?:y|ied)|refund(?:ed)?|exchanged?|changed?|issued?|reset"
+    r"|upgraded?|credit(?:ed)?|rebook(?:ed)?|reinstated?)"
+)
+_LOOKS = r"(?:check(?:ed)?|look(?:ed)?|pull(?:ed)?|verif(?:y|ied)|review(?:ed)?|handled?|take care|took care)"
+_IT = r"(?: (?:that|this|it|them))?"  # "look that up for you", "take care of it for you": a pronoun, never "my ..."
 _AGENT_VOICE = re.compile(
-    r"\bhow (?:can|may) I (?:help|assist) you\b|\bI have (?:cancelled|canceled|processed|updated|modified|refunded)\b"
-    r"|\bas (?:an|your) (?:agent|assistant)\b|请问有什么可以帮您|我已(?:为您|帮您)",
+    _starts("hwail请有我") + r"(?:\b(?:how|what else) (?:can|may|could) I (?:help|assist|do for) you\b"
+    r"|\b(?:is there )?anything (?:else )?I can (?:help you with|do for you|assist you with)\b"
+    r"|\bas (?:an|your) (?:agent|assistant)\b"
+    rf"|{_ACTOR} {_DONE} your\b"
+    rf"|\blet me(?: just)? {_LOOKS}(?: (?:up|into|of))? your\b"
+    rf"|{_ACTOR} (?:{_DONE}|{_LOOKS}){_IT}(?: (?:up|into|of))?{_IT} for you\b"
+    r"|请问有什么可以帮(?:您|你)|有什么(?:可以|能)(?:为|帮)(?:您|你)|我已(?:经)?(?:为您|帮您|替您)"
+    r"|我已(?:经)?(?:取消|修改|更新|处理|退还|办理)了?您的)",
     re.IGNORECASE,
 )
 _INSTRUCTION_WORDS = re.compile(r"\b(?:known_info|unknown_info|reason_for_call|task_instructions|user_scenario)\b")
@@ -147,11 +240,24 @@ QUOTE_CHARS = 12  # the same for Chinese, which has no spaces: this many charact
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _MARKERS = re.compile(r"###[A-Z-]+###")
-_TOOL_CALL = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+
+
+def _without_tool_calls(text: str) -> str:
+    """``text`` with each tool-call block (its opening to the next closing, or to the end) a space. One pass of
+    ``str.find``: a pattern ``<tool_call>.*?</tool_call>`` retries from each of n openings never closed."""
+    kept, start = [], 0
+    while (opening := text.find(_OPEN, start)) != -1:
+        kept.append(text[start:opening])
+        closing = text.find(_CLOSE, opening + len(_OPEN))
+        start = len(text) if closing == -1 else closing + len(_CLOSE)
+    kept.append(text[start:])
+    return " ".join(kept)
 
 
 def _user_turns(dialogue: Sequence[Turn]) -> list[tuple[int, str]]:
-    return [(i, t.text) for i, t in enumerate(dialogue) if t.role == "user"]
+    """The user's messages, each with its number (:attr:`UserFlag.turn`)."""
+    return list(enumerate((t.text for t in dialogue if t.role == "user"), 1))
 
 
 def _scenario_text(task: Mapping[str, Any]) -> str:
@@ -174,38 +280,41 @@ def premature_stop(dialogue: Sequence[Turn], reached: Callable[[], bool] | None 
     if len(dialogue) < 2 or dialogue[-1].role != "user" or dialogue[-2].role != "agent":
         return []
     last, before = dialogue[-1].text, dialogue[-2].text
-    if STOP not in last or _CLOSING.search(before):
+    asking = canonical(before)
+    if STOP not in last or _CLOSING.search(asking):  # the episode ends on the marker as typed, so it is read so
         return []
-    said = _MARKERS.sub(" ", last)
-    asked = any(p.search(before) for p in CONFIRMATION_REQUEST.values()) or _ANNOUNCES.search(before)
-    if asked and _AGREES.search(said) and not (reached is not None and reached()):
-        return [UserFlag("premature_stop", len(dialogue) - 1, f"agent: {before[-160:]!r}; user: {last[:160]!r}")]
+    asked = any(p.search(asking) for p in CONFIRMATION_REQUEST.values()) or _ANNOUNCES.search(asking)
+    if asked and agrees(last) and not (reached is not None and reached()):
+        number = sum(t.role == "user" for t in dialogue)
+        return [UserFlag("premature_stop", number, f"agent: {before[-160:]!r}; user: {last[:160]!r}")]
     return []
 
 
 def unseen_facts(task: Mapping[str, Any], dialogue: Sequence[Turn], tool_texts: Iterable[str] = ()) -> list[UserFlag]:
-    """Every fact of a user message that its scenario, the agent and the tools never gave it (each named once)."""
-    seen = _scenario_text(task) + "\n" + "\n".join(tool_texts)
-    flags, named = [], set()
-    for i, turn in enumerate(dialogue):
+    """Every fact of a user message that its scenario, the agent and the tools never gave it (each named once, in
+    :func:`canonical` form: both sides are compared in it)."""
+    seen = canonical(_scenario_text(task) + "\n" + "\n".join(tool_texts))
+    flags, named, number = [], set(), 0
+    for turn in dialogue:
+        text = canonical(turn.text)
         if turn.role == "agent":
-            seen += "\n" + turn.text
+            seen += "\n" + text
             continue
-        index, unseen = _Seen(seen), 0
-        for fact in facts(_MARKERS.sub(" ", turn.text))[:MAX_FACTS]:
+        index, unseen, number = _Seen(seen), 0, number + 1
+        for fact in facts(_MARKERS.sub(" ", text))[:MAX_FACTS]:
             if fact not in named and not index.knows(fact):
                 named.add(fact)
-                flags.append(UserFlag("unseen_fact", i, fact))
+                flags.append(UserFlag("unseen_fact", number, fact))
                 unseen += 1
                 if unseen == MAX_UNSEEN:
                     break
-        seen += "\n" + turn.text  # what the user said once, it may repeat
+        seen += "\n" + text  # what the user said once, it may repeat
     return flags
 
 
 def _quotes(text: str, source: str) -> str | None:
-    """A verbatim run of ``source`` in ``text``: :data:`QUOTE_WORDS` words, or :data:`QUOTE_CHARS` characters of a
-    text without spaces."""
+    """A verbatim run of ``source`` in ``text`` (:func:`canonical`, as each run is compared): :data:`QUOTE_WORDS`
+    words, or :data:`QUOTE_CHARS` characters of a text without spaces. The run is named as ``source`` writes it."""
     if _CJK.search(source):
         compact, squeezed = re.sub(r"\s+", "", source), re.sub(r"\s+", "", text)
         runs = (compact[start : start + QUOTE_CHARS] for start in range(len(compact) - QUOTE_CHARS + 1))
@@ -213,7 +322,7 @@ def _quotes(text: str, source: str) -> str | None:
         words = source.split()
         runs = (" ".join(words[start : start + QUOTE_WORDS]) for start in range(len(words) - QUOTE_WORDS + 1))
         squeezed = text
-    return next((run for run in runs if run in squeezed), None)
+    return next((run for run in runs if canonical(run) in squeezed), None)
 
 
 def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
@@ -221,8 +330,8 @@ def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserF
     behaviour instructions."""
     behaviour = _behaviour(task)
     flags = []
-    for i, text in _user_turns(dialogue):
-        evidence = None
+    for i, said in _user_turns(dialogue):
+        text, evidence = canonical(said), None
         if "<tool_call>" in text or '"arguments"' in text:
             evidence = "a tool call"
         elif found := _AGENT_VOICE.search(text) or _INSTRUCTION_WORDS.search(text):
@@ -249,8 +358,8 @@ def wrong_language(dialogue: Sequence[Turn], language: str) -> list[UserFlag]:
     than Latin letters in an ``en`` one (markers, tool calls, identifiers and numbers do not count: a tool call is a
     role break)."""
     flags = []
-    for i, text in _user_turns(dialogue):
-        words = _ANY_FACT.sub(" ", _MARKERS.sub(" ", _TOOL_CALL.sub(" ", text)))
+    for i, said in _user_turns(dialogue):
+        words = _ANY_FACT.sub(" ", _MARKERS.sub(" ", _without_tool_calls(canonical(said))))
         cjk, latin = len(_CJK.findall(words)), len(_LATIN.findall(words))
         wrong = (language == "zh" and cjk == 0 and latin >= 3) or (language == "en" and cjk > latin)
         if wrong:
@@ -316,7 +425,7 @@ class ModelReviewer:
         verdict = self.judge.judge(REVIEW_INSTRUCTIONS.format(language=language), "\n".join(lines))
         if verdict.accept or verdict.fault not in (None, "user"):  # the agent's or a tool's fault: not the user's
             return ()
-        last = max((i for i, _ in _user_turns(dialogue)), default=0)
+        last = len(_user_turns(dialogue))  # the user's last message, by its number
         return (UserFlag(MODEL_REVIEW, last, verdict.reason[:200]),)
 
 
