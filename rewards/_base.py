@@ -252,8 +252,9 @@ class PlanningReward(Reward):
         return planning_rows(columns["solution"], columns.get("experts"), self.schema, threshold)
 
 
-# The parameters of a reward function that are not dataset columns: what the reward itself hands it.
-COMPLETIONS, SETTINGS, SCHEMA = "completions", "config", "schema"
+# The parameters of a reward function that are not dataset columns: what the reward itself hands it, and what both
+# trainers pass whole with every batch (a ``transformers.TrainerState``, not one value per row).
+COMPLETIONS, SETTINGS, SCHEMA, STATE = "completions", "config", "schema", "trainer_state"
 
 
 def reward(
@@ -268,13 +269,17 @@ def reward(
 ) -> type[Reward]:
     """The reward class of a plain function: what ms-swift's ``orms`` registers, and whose instances TRL calls.
 
-    The function's signature is the declaration. ``completions`` gets the completions' text; every other parameter
-    is a dataset column of that name, passed as one value per row: required without a default, optional with one
-    (left at its default when the batch lacks it or passes None). Two names are the reward's own: ``config``, whose
+    The function's signature is the declaration. ``completions``, the first parameter, gets the completions' text;
+    every other parameter is a dataset column of that name, passed as one value per row: required without a default,
+    optional with one (left at its default when the batch lacks it or passes None); ``trainer_state`` gets the
+    trainer's state, as ms-swift and TRL pass it with every batch; ``**kwargs`` gets every other keyword the trainer
+    passes (the remaining columns), as TRL's rewards take them. Two names are the reward's own: ``config``, whose
     annotation is a ``@config_section`` class, gets that section of the reward's config (``$REWARDKIT_CONFIG``, or
-    the ``config=`` the class is built with); ``schema`` gets a planning reward's answer schema. A return annotation
-    without None (``list[float]``) promises never to return None. The class is named after the function in
-    CamelCase and takes its docstring; bind it under that name in the function's module::
+    the ``config=`` the class is built with); ``schema`` gets a planning reward's answer schema. A signature that a
+    trainer cannot call (``*args``, a positional-only parameter, ``completions`` not first) is refused here, naming
+    the parameter. A return annotation without None (``list[float]``) promises never to return None. The class is
+    named after the function in CamelCase and takes its docstring; bind it under that name in the function's
+    module::
 
         def answer_length(completions: list[str]) -> list[float]:
             ...
@@ -293,19 +298,27 @@ def reward(
         hints = typing.get_type_hints(function)
     except NameError as exc:
         raise RegistryError(f"{where}: an annotation cannot be resolved ({exc}); import what it names") from exc
-    if COMPLETIONS not in params:
-        raise RegistryError(f"{where}: a reward function takes the completions first, as `completions: list[str]`")
+    _callable(where, params)
     section = hints.get(SETTINGS) if SETTINGS in params else None
-    if section is not None and not getattr(section, "SECTION", None):
-        raise RegistryError(f"{where}: `config` must be annotated with a @config_section class; got {section!r}")
+    if SETTINGS in params and not getattr(section, "SECTION", None):
+        got = "no annotation" if section is None else repr(section)
+        raise RegistryError(
+            f"{where}: `config` must be annotated with a @config_section class; got {got} (`config` is the "
+            "reward's own settings, never a dataset column: annotate it, or rename the column's parameter)"
+        )
     if SCHEMA in params and not issubclass(base, PlanningReward):
         raise RegistryError(f"{where}: only a planning reward (base=PlanningReward) has a `schema` to pass")
-    cells = [p for name, p in params.items() if name not in (COMPLETIONS, SETTINGS, SCHEMA)]
+    cells = [p for n, p in params.items() if n not in (COMPLETIONS, SETTINGS, SCHEMA, STATE) and p.kind in _NAMED]
+    rest = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     returns = typing.get_args(hints.get("return", list[float | None]))
     score_type = returns[0] if returns else float | None
 
     def score(self: Reward, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         given = {p.name: columns[p.name] for p in cells if columns.get(p.name) is not None}
+        if STATE in params and STATE in columns:
+            given[STATE] = columns[STATE]
+        if rest:  # **kwargs: what no parameter names, as the trainer passed it
+            given.update((name, value) for name, value in columns.items() if name not in params)
         if section is not None:
             given[SETTINGS] = self.settings
         if SCHEMA in params:
@@ -331,6 +344,37 @@ def reward(
     if section is not None:
         namespace["__init__"] = _settings_init(base, section)
     return type(class_name(function.__name__), (base,), namespace)
+
+
+def _callable(where: str, params: Mapping[str, inspect.Parameter]) -> None:
+    """Refuse a signature the trainers cannot call, naming the parameter. ms-swift calls a reward as
+    ``reward(completions, **columns)``, TRL as ``reward(prompts=..., completions=..., completion_ids=..., **columns)``:
+    the completions come first or by keyword, everything else by keyword."""
+    positional = [f"`{name}`" for name, p in params.items() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+    if positional:
+        are = "is" if len(positional) == 1 else "are"
+        raise RegistryError(
+            f"{where}: {' and '.join(positional)} {are} positional-only (before `/`), but TRL passes every argument "
+            "by keyword; remove the `/`"
+        )
+    for i, p in enumerate(params.values()):
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise RegistryError(
+                f"{where}: `*{p.name}` gets nothing: the trainers pass every column by keyword; name each column "
+                "you read as a parameter, or take the rest with `**kwargs`"
+            )
+        if p.name == COMPLETIONS and i > 0:
+            raise RegistryError(
+                f"{where}: `completions` comes after `{next(iter(params))}`, but ms-swift passes the completions "
+                "first, by position; make `completions` the first parameter"
+            )
+        if p.name == COMPLETIONS and p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            raise RegistryError(
+                f"{where}: `completions` is keyword-only (after `*`), but ms-swift passes the completions first, by "
+                "position; make it the first parameter, before any `*`"
+            )
+    if COMPLETIONS not in params:
+        raise RegistryError(f"{where}: a reward function takes the completions first, as `completions: list[str]`")
 
 
 def _settings_init(base: type[Reward], section: type) -> Callable[..., None]:

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -242,6 +243,170 @@ def test_audit_json_is_strict_json(tmp_path: Path, capsys) -> None:
     figures = loads_strict(report.read_text(encoding="utf-8"))
     assert figures["steps"][0]["rewards"]["JsonValid"]["std"] is None
     assert figures["steps"][0]["rewards"]["JsonValid"]["mean"] == 0.0
+
+
+# -- audit --step-check: damaged checkpoints ---------------------------------------------------------------------
+
+TENSORS = {"a": [1.0, 2.0], "b": [[1.0, 2.0], [3.0, 4.0]]}
+
+
+def checkpoint(folder: Path, tensors: dict[str, Any] = TENSORS, dtype: str = "bfloat16", shards: int = 1) -> Path:
+    """A checkpoint as ms-swift saves it: config.json and the tensors in one model.safetensors, or in shards with
+    their index (a tensor's value may be a (values, dtype) pair)."""
+    import torch
+    from safetensors.torch import save_file
+
+    def tensor(value: Any) -> Any:
+        values, kind = value if isinstance(value, tuple) else (value, dtype)
+        return torch.tensor(values, dtype=getattr(torch, kind))
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    if shards == 1:
+        save_file({n: tensor(v) for n, v in tensors.items()}, folder / "model.safetensors")
+        return folder
+    names, weight_map = sorted(tensors), {}
+    for i in range(shards):
+        shard = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        save_file({n: tensor(tensors[n]) for n in names[i::shards]}, folder / shard)
+        weight_map.update(dict.fromkeys(names[i::shards], shard))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}), encoding="utf-8")
+    return folder
+
+
+# Each damage, done to a run whose starting model (args.json's model) is `base` and whose checkpoints are
+# checkpoint-1 and checkpoint-2 (bfloat16 a [2] and b [2, 2], checkpoint-2 in two shards: a in the first, b in the
+# second); it returns what the one line must say. The file is named, and the tensor where one is at fault.
+def _cut(path: Path, keep: slice) -> Path:
+    path.write_bytes(path.read_bytes()[keep])
+    return path
+
+
+def truncated(run: Path) -> str:  # a copy stopped half-way
+    return f"{_cut(run / 'checkpoint-1' / 'model.safetensors', slice(0, 40))}: not a readable safetensors file"
+
+
+def short_by_two_bytes(run: Path) -> str:  # the header is whole, the data is not
+    return f"{_cut(run / 'checkpoint-1' / 'model.safetensors', slice(0, -2))}: not a readable safetensors file"
+
+
+def garbage(run: Path) -> str:
+    shard = run / "checkpoint-2" / "model-00002-of-00002.safetensors"
+    shard.write_bytes(bytes(range(256)) * 4)
+    return f"{shard}: not a readable safetensors file"
+
+
+def empty(run: Path) -> str:
+    return f"{_cut(run / 'checkpoint-1' / 'model.safetensors', slice(0, 0))}: not a readable safetensors file"
+
+
+def missing_shard(run: Path) -> str:  # the index names a file that is not there
+    shard = run / "checkpoint-2" / "model-00002-of-00002.safetensors"
+    shard.unlink()
+    return f"{shard}: not a readable safetensors file (No such file or directory"
+
+
+def missing_file(run: Path) -> str:
+    (run / "checkpoint-1" / "model.safetensors").unlink()
+    return f"{run / 'checkpoint-1'}: no model.safetensors (or its index)"
+
+
+def bad_index(run: Path) -> str:
+    index = run / "checkpoint-2" / "model.safetensors.index.json"
+    index.write_text('{"weight_map": ', encoding="utf-8")
+    return f"{index}: not a safetensors index (JSONDecodeError"
+
+
+def index_without_a_map(run: Path) -> str:
+    index = run / "checkpoint-2" / "model.safetensors.index.json"
+    index.write_text('{"weight_map": ["a", "b"]}', encoding="utf-8")
+    return f"{index}: 'weight_map' must map each tensor name to its shard's file name"
+
+
+def misplaced_tensor(run: Path) -> str:  # the index places b in the shard that holds a
+    index = run / "checkpoint-2" / "model.safetensors.index.json"
+    shard = "model-00001-of-00002.safetensors"
+    index.write_text(json.dumps({"weight_map": {"a": shard, "b": shard}}), encoding="utf-8")
+    return f"{run / 'checkpoint-2' / shard}: no tensor 'b', which model.safetensors.index.json places there"
+
+
+def wrong_shape(run: Path) -> str:  # numpy would broadcast b's 4 values against 3, or fail
+    shutil.rmtree(run / "checkpoint-2")
+    checkpoint(run / "checkpoint-2", {**TENSORS, "b": [1.0, 2.0, 3.0]})
+    first = run / "checkpoint-1" / "model.safetensors"
+    return f"{run / 'checkpoint-2' / 'model.safetensors'}: tensor 'b' is BF16 [3], but BF16 [2, 2] in {first}"
+
+
+def wrong_dtype(run: Path) -> str:  # one trainer saves every checkpoint in one dtype
+    shutil.rmtree(run / "checkpoint-2")
+    checkpoint(run / "checkpoint-2", {**TENSORS, "a": ([1.0, 2.0], "float16")})
+    first = run / "checkpoint-1" / "model.safetensors"
+    return f"{run / 'checkpoint-2' / 'model.safetensors'}: tensor 'a' is F16 [2], but BF16 [2] in {first}"
+
+
+def missing_tensor(run: Path) -> str:
+    shutil.rmtree(run / "checkpoint-2")
+    checkpoint(run / "checkpoint-2", {"a": TENSORS["a"]})
+    return f"{run / 'checkpoint-2'}: no tensor 'b', which {run / 'checkpoint-1'} holds"
+
+
+def base_of_another_shape(run: Path) -> str:  # the starting model may differ in dtype, never in shape
+    base = run.parent / "base"
+    shutil.rmtree(base)
+    checkpoint(base, {"a": ([1.0, 2.0, 3.0], "float32"), "b": TENSORS["b"]})
+    return f"{base / 'model.safetensors'}: tensor 'a' is F32 [3], but BF16 [2] in {run / 'checkpoint-1'}"
+
+
+def unreadable_config(run: Path) -> str:  # the weights are whole; transformers cannot read the config
+    (run / "checkpoint-1" / "config.json").write_bytes(b"\x00{")
+    return f"{run / 'checkpoint-1'}: transformers cannot load it (OSError: It looks like the config file at"
+
+
+DAMAGES = [
+    truncated,
+    short_by_two_bytes,
+    garbage,
+    empty,
+    missing_shard,
+    missing_file,
+    bad_index,
+    index_without_a_map,
+    misplaced_tensor,
+    wrong_shape,
+    wrong_dtype,
+    missing_tensor,
+    base_of_another_shape,
+    unreadable_config,
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda d: d.__name__)
+def test_a_damaged_checkpoint_is_one_line_naming_the_file(tmp_path: Path, capsys, damage: Any) -> None:
+    base = checkpoint(tmp_path / "base", {"a": ([1.0, 2.0], "float32"), "b": TENSORS["b"]})  # another dtype: fine
+    run = run_folder(tmp_path / "run", args=_args(model=str(base)))
+    checkpoint(run / "checkpoint-1")
+    checkpoint(run / "checkpoint-2", {"a": [2.0, 3.0], "b": [[2.0, 3.0], [4.0, 5.0]]}, shards=2)
+    where = damage(run)
+    err = one_line_error(capsys, ["audit", str(run), "--step-check"])
+    assert where in err, err
+    assert "remove its folder to skip the steps it serves" in err  # and how to fix it
+    assert not (run / "audit").exists()
+
+
+def test_whole_checkpoints_pass_the_check_as_one_model(tmp_path: Path) -> None:
+    from rewardkit.runs.training.step_check import checked_weights
+
+    # The starting model in float32 beside the run's bfloat16, and with a tensor the trainer does not save (a tied
+    # weight): what all three share is read.
+    base = checkpoint(tmp_path / "base", {**TENSORS, "tied": [0.0]}, dtype="float32")
+    saved = {0: base, 1: checkpoint(tmp_path / "1"), 2: checkpoint(tmp_path / "2", shards=2)}
+    maps = checked_weights(saved)
+    assert {n: sorted(m) for n, m in maps.items()} == {0: ["a", "b", "tied"], 1: ["a", "b"], 2: ["a", "b"]}
+    assert (maps[0]["b"].dtype, maps[2]["b"].shape, maps[2]["b"].file.name) == (
+        "F32",
+        (2, 2),
+        "model-00002-of-00002.safetensors",
+    )
 
 
 # -- view: episode logs -----------------------------------------------------------------------------------------

@@ -7,11 +7,16 @@ The rewards are tests/broken_rewards.py's: ``exact_answer`` keeps the contract, 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 BROKEN_FILE = Path(__file__).with_name("broken_rewards.py")
+# The README's example reward (and its test), read from the page so that the two cannot drift.
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+README_EXAMPLE = re.compile(r"```python\n(def my_reward\(completions, solution, \*\*kwargs\):.*?)```", re.S)
+README_REWARD = README_EXAMPLE.search(README).group(1)
 
 
 def _rows(tmp_path: Path) -> Path:
@@ -95,3 +100,28 @@ def test_usage_errors_exit_2_with_one_line(
 def test_flags_that_do_not_fit_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     code, _, err = lint(capsys, *args)
     assert code == 2 and message in err, err
+
+
+# (what FILE.py:NAME names, the checks it fails). The README's `s in c` is a substring match: a repeated answer and the
+# 16k-char probe hold the gold too, so both gaming probes score 1 like it; the function itself sees TRL's message lists
+# as they come (`"42" in [{...}]` is False), the class reward() makes of it scores their text. Neither fails a check
+# for how it is declared: `**kwargs` is no column.
+README_FORMS = [
+    ("my_reward", {"conversational", "gaming:repeated", "gaming:max_length"}),
+    ("MyReward", {"gaming:repeated", "gaming:max_length"}),
+]
+
+
+@pytest.mark.parametrize(("name", "failed"), README_FORMS)
+def test_the_readmes_example_is_linted_as_declared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, failed: set[str]
+) -> None:
+    module = tmp_path / "my_rewards.py"
+    module.write_text(f"from rewardkit.rewards import reward\n\n{README_REWARD}\nMyReward = reward(my_reward)\n")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"solution": "42", "completion": "<answer>42</answer>"}\n', encoding="utf-8")
+    report = tmp_path / "report.json"
+    code, _, err = lint(capsys, "reward", f"{module}:{name}", "--data", str(rows), "--json", str(report))
+    assert code == 1, err  # a failed check, not a refused declaration (2)
+    checks = json.loads(report.read_text(encoding="utf-8"))["checks"]
+    assert {c["name"] for c in checks if not c["passed"]} == failed

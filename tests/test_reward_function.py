@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,8 +98,68 @@ def test_a_missing_column_and_an_unknown_keyword_fail_naming_them() -> None:
         Shortness(confg={})
 
 
+# What a trainer passes with each batch besides the completions: the dataset columns, and the trainer's state.
+BATCH = {"solution": ["42", "42"], "bonus": [0.5, 0.0], "trainer_state": object()}
+
+
+def readme_form(completions, solution, **kwargs):  # the README's own, unannotated
+    return [1.0 if s in c else 0.0 for c, s in zip(completions, solution, strict=True)]
+
+
+def takes_the_rest(completions: list[str], solution: list[str], **kwargs: Any) -> list[float]:
+    return [float(s in c) + b for c, s, b in zip(completions, solution, kwargs["bonus"], strict=True)]
+
+
+def counts_the_rest(completions: list[str], **columns: Any) -> list[float]:
+    return [float(len(columns))] * len(completions)
+
+
+def reads_the_state(completions: list[str], trainer_state: Any) -> list[float]:
+    return [float(trainer_state is BATCH["trainer_state"])] * len(completions)
+
+
+def keyword_column(completions: list[str], *, solution: list[str]) -> list[float]:
+    return [float(s in c) for c, s in zip(completions, solution, strict=True)]
+
+
+def star_args(completions: list[str], *args: Any) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def star_rows(completions: list[str], *rows: Any, **kwargs: Any) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def completions_second(solution: list[str], completions: list[str]) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def trl_order(prompts: list[Any], completions: list[str], **kwargs: Any) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def positional_column(completions: list[str], solution: list[str], /) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def positional_completions(completions: list[str], /, solution: list[str]) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def keyword_completions(*, completions: list[str]) -> list[float]:
+    return [0.0] * len(completions)
+
+
 def no_completions(label: list[str]) -> list[float]:
     return [0.0] * len(label)
+
+
+def only_kwargs(**kwargs: Any) -> list[float]:
+    return [0.0] * len(kwargs["completions"])
+
+
+def unannotated_config(completions: list[str], config) -> list[float]:
+    return [0.0] * len(completions)
 
 
 def untyped_config(completions: list[str], config: dict) -> list[float]:
@@ -113,17 +174,45 @@ def bad_schema(completions: list[str], schema: AnswerSchema) -> list[float]:
     return [0.0] * len(completions)
 
 
-# (function, keywords, what the error names)
-REFUSED = [
-    (no_completions, {}, "takes the completions first"),
-    (untyped_config, {}, "must be annotated with a @config_section class"),
-    (unresolved, {}, "an annotation cannot be resolved"),
-    (bad_schema, {"base": Reward}, "only a planning reward"),
+# (function, keywords, its columns, its scores on ["42", "7"] with BATCH; or, refused, what the error names). "42" is
+# in "42", not in "7".
+SIGNATURES = [
+    # **kwargs is no column: it gets the keywords no parameter names, as TRL's rewards do
+    (readme_form, {}, ("solution",), [1.0, 0.0], None),
+    (takes_the_rest, {}, ("solution",), [1.5, 0.0], None),  # + the bonus column, through **kwargs
+    (counts_the_rest, {}, (), [3.0, 3.0], None),  # solution, bonus and trainer_state
+    (keyword_column, {}, ("solution",), [1.0, 0.0], None),  # after `*`: still passed by keyword
+    (reads_the_state, {}, (), [1.0, 1.0], None),  # the trainer's state, whole: no column of one value per row
+    # nothing fills *args: both trainers pass the columns by keyword
+    (star_args, {}, None, None, "`*args` gets nothing"),
+    (star_rows, {}, None, None, "`*rows` gets nothing"),
+    # ms-swift passes the completions first, by position
+    (completions_second, {}, None, None, "`completions` comes after `solution`"),
+    (trl_order, {}, None, None, "`completions` comes after `prompts`"),
+    (keyword_completions, {}, None, None, "`completions` is keyword-only"),
+    # TRL passes every argument by keyword
+    (positional_column, {}, None, None, "`completions` and `solution` are positional-only"),
+    (positional_completions, {}, None, None, "`completions` is positional-only"),
+    (no_completions, {}, None, None, "takes the completions first"),
+    (only_kwargs, {}, None, None, "takes the completions first"),
+    # `config` is the reward's settings section, never a column
+    (unannotated_config, {}, None, None, "`config` must be annotated with a @config_section class; got no annotation"),
+    (untyped_config, {}, None, None, "must be annotated with a @config_section class; got <class 'dict'>"),
+    (unresolved, {}, None, None, "an annotation cannot be resolved"),
+    (bad_schema, {"base": Reward}, None, None, "only a planning reward"),
 ]
 
 
-@pytest.mark.parametrize(("function", "keywords", "fragment"), REFUSED)
-def test_a_function_it_cannot_declare_is_refused_naming_it(function: Any, keywords: dict, fragment: str) -> None:
-    with pytest.raises(RegistryError, match=fragment) as caught:
+@pytest.mark.parametrize(("function", "keywords", "columns", "scores", "fragment"), SIGNATURES)
+def test_a_signature_is_callable_by_both_trainers_or_refused_naming_its_parameter(
+    function: Any, keywords: dict, columns: tuple | None, scores: list | None, fragment: str | None
+) -> None:
+    if fragment is None:
+        cls = reward(function, **keywords)
+        assert cls.columns == columns
+        assert cls()(["42", "7"], **BATCH) == scores  # ms-swift's call: the completions first, the rest by keyword
+        assert cls()(completions=["42", "7"], **BATCH) == scores  # TRL's: every argument by keyword
+        return
+    with pytest.raises(RegistryError, match=re.escape(fragment)) as caught:
         reward(function, **keywords)
     assert f"{__name__}.{function.__name__}" in str(caught.value)

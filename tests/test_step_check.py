@@ -196,10 +196,10 @@ MOMENTUM = [
 def test_update_cosine_reads_every_tensor_of_three_checkpoints(
     tmp_path: Path, before: list, middle: list, after: list, cosine: float | None, shards: int
 ) -> None:
-    folders = [
-        _checkpoint(tmp_path / str(i), {"a": w[0], "b": w[1]}, shards) for i, w in enumerate((before, middle, after))
-    ]
-    got = update_cosines(folders)[0]
+    saved = {
+        i: _checkpoint(tmp_path / str(i), {"a": w[0], "b": w[1]}, shards) for i, w in enumerate((before, middle, after))
+    }
+    got = update_cosines(saved)[0]
     assert got == (None if cosine is None else pytest.approx(cosine, abs=1e-9))
 
 
@@ -210,14 +210,14 @@ def test_every_consecutive_triple_is_read_in_one_pass(tmp_path: Path) -> None:
     saved = {n: _checkpoint(tmp_path / str(n), {"a": [w]}) for n, w in weights.items()}
     # 3: (+1) after (+1) -> 1; 4: (+2) after (+1) -> 1; 8: (+2) after (-1) -> -1; 5, 6 and 7 lack two predecessors
     assert momentum(saved) == {3: 1.0, 4: 1.0, 8: -1.0}
-    assert update_cosines([saved[1], saved[2], saved[3], saved[4]]) == [1.0, 1.0]
+    assert update_cosines({n: saved[n] for n in (1, 2, 3, 4)}) == [1.0, 1.0]
 
 
 def test_a_checkpoint_without_safetensors_is_named(tmp_path: Path) -> None:
-    ok = [_checkpoint(tmp_path / str(i), {"a": [float(i)]}) for i in range(2)]
+    saved = {i: _checkpoint(tmp_path / str(i), {"a": [float(i)]}) for i in range(2)}
     (tmp_path / "bin").mkdir()
     with pytest.raises(AuditError, match=r"bin: no model.safetensors.*--save_safetensors true"):
-        update_cosines([*ok, tmp_path / "bin"])
+        update_cosines({**saved, 2: tmp_path / "bin"})
 
 
 def _train(model: Path, out: Path, weight: str) -> Path:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -39,7 +42,7 @@ def test_a_users_test_passes_for_a_good_reward_and_names_the_check_for_a_bad_one
     out = result.stdout.str()
     # rewards_length: the gold (19 chars) scores 0.19; the 16 384-char max_length probe scores min(1, 163.84) = 1.
     for line in (
-        "reward contract for rewards_length: 3 of 25 checks failed",
+        "reward contract for rewards_length: 3 of 26 checks failed",
         "  gaming:max_length: row 0: scores 1, its gold 0.19 (needs <= 0.09, margin 0.1)",
         "  values: value 0 is 1.0, outside the declared range [0.0, 0.1]",  # the marker's range and checks
         "FAILED test_user_reward.py::test_gameable",
@@ -133,4 +136,42 @@ def test_skip_in_the_marker_leaves_a_check_out(pytester: pytest.Pytester) -> Non
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         ["*conversational: row 0 * scored 0.0 instead of 1.0*", "PASSED test_skip.py::test_marker_skip"]
+    )
+
+
+# The README's example, its reward and its test as the page shows them, and reward()'s class of the same function.
+# A substring match is knowingly gameable by a repeated answer and by the 16k-char probe (both hold the gold), as the
+# module's marker declares; the function sees TRL's message lists as they come (`"42" in [{...}]` is False), the
+# class scores their text. `**kwargs` is no column: no check fails for how either is declared.
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+README_EXAMPLE = re.compile(r"```python\n(def my_reward\(completions, solution, \*\*kwargs\):.*?)```", re.S)
+README_TEST = README_EXAMPLE.search(README).group(1)
+README_MODULE = f"""
+import pytest
+
+from rewardkit.rewards import reward
+
+GAPS = {{"repeated": "a substring match", "max_length": "a substring match"}}
+pytestmark = pytest.mark.reward_contract(gameable=GAPS)
+
+{README_TEST}
+
+MyReward = reward(my_reward)
+
+
+def test_my_reward_class(reward_contract):
+    reward_contract(MyReward(), rows=[{{"solution": "42", "completion": "<answer>42</answer>"}}])
+"""
+
+
+def test_the_readmes_example_keeps_the_contract_as_declared(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_readme=README_MODULE)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "reward contract for my_reward: 1 of * checks failed",
+            "  conversational: row 0 * scored 0.0 instead of 1.0*",
+            "PASSED test_readme.py::test_my_reward_class",
+        ]
     )

@@ -22,7 +22,9 @@ step moved mostly where the earlier batches pointed, and a step that goes the wr
 about those batches than about this one's loss.
 
 It needs a checkpoint after every step it checks (``--save_steps 1``, full weights, ``--save_only_model true``);
-steps without both checkpoints are skipped, and named.
+steps without both checkpoints are skipped, and named. Every checkpoint's files are read and compared before any
+model is loaded (:func:`checked_weights`): a damaged or half-written one is named, file and tensor, not met an hour
+in as a safetensors or numpy error.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import re
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from rewardkit.rewards.groups import totals
 from rewardkit.runs.training.audit import GDPO_EPS, AuditError, Run, Step, gdpo_normalised
@@ -48,6 +50,9 @@ PER_TOKEN = ("bnpo", "dr_grpo", "dapo", "cispo", "fipo")
 # ms-swift's advantage estimators, each with the reward scaling it takes when scale_rewards is unset
 DEFAULT_SCALE = {"grpo": "group", "rloo": "none", "reinforce_plus_plus": "batch"}
 SCALES = ("group", "batch", "none", "gdpo")
+INDEX = "model.safetensors.index.json"
+# How to fix a checkpoint that cannot be read: the step check skips the steps whose checkpoints are missing.
+DAMAGED = "the checkpoint is damaged or half-written: save it again, or remove its folder to skip the steps it serves"
 
 
 def per_sequence_mean(run: Run) -> bool:
@@ -90,42 +95,114 @@ def checkpoints(run: Run) -> dict[int, Path]:
     return {k: v for k, v in found.items() if (v / "config.json").is_file()}
 
 
-def weight_tensors(folder: Path) -> dict[str, Path]:
-    """Tensor name -> the safetensors file of ``folder`` that holds it (one file, or shards with their index)."""
-    index = folder / "model.safetensors.index.json"
+class Tensor(NamedTuple):
+    """A tensor of a checkpoint: the safetensors file that holds it, and its dtype and shape as the file declares."""
+
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def weight_tensors(folder: Path) -> dict[str, Tensor]:
+    """Tensor name -> where ``folder`` holds it (one ``model.safetensors``, or shards with their index), from the
+    files' headers. A file that cannot be read (missing, empty, truncated, not safetensors), an index that is not
+    ms-swift's, or a tensor the index places in a shard that lacks it is an :class:`AuditError` naming it."""
+    index = folder / INDEX
     if index.is_file():
-        shards = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        return {name: folder / shard for name, shard in shards.items()}
+        shards = _weight_map(index)
+        headers = {shard: _header(folder / shard) for shard in sorted(set(shards.values()))}
+        for name, shard in shards.items():
+            if name not in headers[shard]:
+                raise AuditError(f"{folder / shard}: no tensor {name!r}, which {index.name} places there; {DAMAGED}")
+        return {name: headers[shard][name] for name, shard in shards.items()}
     single = folder / "model.safetensors"
     if not single.is_file():
         raise AuditError(
             f"{folder}: no model.safetensors (or its index); the step check reads safetensors weights: "
-            "train with --save_safetensors true (ms-swift's default)"
+            "train with --save_safetensors true (ms-swift's default); a checkpoint still being written: remove its "
+            "folder to skip the steps it serves"
         )
-    with safe_open(str(single), framework="pt") as f:
-        return {name: single for name in f.keys()}  # noqa: SIM118 (safe_open has no iteration)
+    return _header(single)
 
 
-def update_cosines(folders: Sequence[Path]) -> list[float | None]:
-    """For consecutive checkpoints, the cosine between each update and the one before it (``folders[i] ->
-    folders[i + 1]`` against ``folders[i - 1] -> folders[i]``), over the tensors they all share; None where either
-    update is zero. Each tensor of each checkpoint is read once, one tensor name at a time: two of its versions and
-    one update in memory."""
-    maps = [weight_tensors(folder) for folder in folders]
-    shared = sorted(set.intersection(*(set(m) for m in maps)))
+def _weight_map(index: Path) -> dict[str, str]:
+    """An index's ``weight_map``: tensor name -> its shard's file name."""
+    try:
+        shards = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+    except (OSError, ValueError, AttributeError) as exc:  # unreadable, not UTF-8, not JSON, not an object
+        raise AuditError(f"{index}: not a safetensors index ({type(exc).__name__}: {exc}); {DAMAGED}") from None
+    if not isinstance(shards, dict) or not all(isinstance(v, str) for v in shards.values()):
+        raise AuditError(f"{index}: 'weight_map' must map each tensor name to its shard's file name; {DAMAGED}")
+    return shards
+
+
+def _header(path: Path) -> dict[str, Tensor]:
+    """The tensors a safetensors file declares. ``safe_open`` checks the whole header against the file's size, so a
+    truncated, padded or overwritten file fails here."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            slices = {name: f.get_slice(name) for name in f.keys()}  # noqa: SIM118 (safe_open has no iteration)
+            return {name: Tensor(path, s.get_dtype(), tuple(s.get_shape())) for name, s in slices.items()}
+    except (SafetensorError, OSError) as exc:
+        raise AuditError(f"{path}: not a readable safetensors file ({exc}); {DAMAGED}") from None
+
+
+def checked_weights(saved: Mapping[int, Path]) -> dict[int, dict[str, Tensor]]:
+    """Step -> the tensors of its checkpoint (:func:`weight_tensors`), checked to be one model's before any is read.
+    The run's checkpoints, one trainer's saves, hold the same tensors with the same dtype and shape. The starting
+    model (step 0) was written elsewhere: it may hold its tensors in another dtype, and tensors the trainer does not
+    save (a tied weight saved once), but those it shares with the run have the run's shapes, and it shares some."""
+    maps = {n: weight_tensors(folder) for n, folder in sorted(saved.items())}
+    run = [n for n in maps if n > 0]
+    for n in run[1:]:
+        _same_model(saved[run[0]], maps[run[0]], saved[n], maps[n], whole=True)
+    if 0 in maps and run:
+        _same_model(saved[run[0]], maps[run[0]], saved[0], maps[0], whole=False)
+    return maps
+
+
+def _same_model(
+    first: Path, reference: Mapping[str, Tensor], folder: Path, other: Mapping[str, Tensor], whole: bool
+) -> None:
+    """The checkpoint ``folder`` against the run's ``first``: every shared tensor's shape, and with ``whole`` the
+    names and dtypes too."""
+    if whole and set(other) != set(reference):
+        if missing := sorted(set(reference) - set(other)):
+            raise AuditError(f"{folder}: no tensor {missing[0]!r}, which {first} holds; {DAMAGED}")
+        extra = sorted(set(other) - set(reference))[0]
+        raise AuditError(f"{other[extra].file}: tensor {extra!r} is not in {first}; {DAMAGED}")
+    shared = [name for name in reference if name in other]
     if not shared:
-        raise AuditError(f"{', '.join(map(str, folders))}: no tensor name in common; the checkpoints are not one model")
-    pairs = len(folders) - 2
-    dot, norm = np.zeros(max(pairs, 0)), np.zeros(len(folders) - 1)  # norm[i]: the squared size of update i
+        raise AuditError(f"{folder}, {first}: no tensor name in common; the checkpoints are not one model")
+    for name in shared:
+        mine, theirs = other[name], reference[name]
+        if mine.shape != theirs.shape or (whole and mine.dtype != theirs.dtype):
+            raise AuditError(
+                f"{mine.file}: tensor {name!r} is {mine.dtype} {list(mine.shape)}, but {theirs.dtype} "
+                f"{list(theirs.shape)} in {theirs.file}; {DAMAGED}"
+            )
+
+
+def update_cosines(saved: Mapping[int, Path]) -> list[float | None]:
+    """For consecutive checkpoints (step -> folder, in order), the cosine between each update and the one before it
+    (the update into the third checkpoint against the one into the second, and so on), over the tensors they all
+    share; None where either update is zero. Each tensor of each checkpoint is read once, one tensor name at a time:
+    two of its versions and one update in memory."""
+    maps = list(checked_weights(saved).values())
+    shared = sorted(set.intersection(*(set(m) for m in maps)))
+    pairs = len(maps) - 2
+    dot, norm = np.zeros(max(pairs, 0)), np.zeros(len(maps) - 1)  # norm[i]: the squared size of update i
     with ExitStack() as stack:  # each file opened once, its tensors read one at a time
         files = {
-            path: stack.enter_context(safe_open(str(path), framework="pt")) for m in maps for path in set(m.values())
+            t.file: stack.enter_context(safe_open(str(t.file), framework="pt"))
+            for m in maps
+            for t in {m[name] for name in shared}
         }
         for name in shared:
             # numpy cannot hold bfloat16: through torch, as float64
-            weight, update = files[maps[0][name]].get_tensor(name).double().numpy().reshape(-1), None
+            weight, update = files[maps[0][name].file].get_tensor(name).double().numpy().reshape(-1), None
             for i, m in enumerate(maps[1:]):
-                after = files[m[name]].get_tensor(name).double().numpy().reshape(-1)
+                after = files[m[name].file].get_tensor(name).double().numpy().reshape(-1)
                 step = after - weight
                 norm[i] += float(np.dot(step, step))
                 if update is not None:
@@ -146,7 +223,7 @@ def momentum(saved: Mapping[int, Path]) -> dict[int, float | None]:
         if end == len(numbers) or numbers[end] != numbers[end - 1] + 1:
             chain = numbers[start:end]
             if len(chain) >= 3:
-                out.update(zip(chain[2:], update_cosines([saved[n] for n in chain]), strict=True))
+                out.update(zip(chain[2:], update_cosines({n: saved[n] for n in chain}), strict=True))
             start = end
     return out
 
@@ -196,8 +273,12 @@ def load_policy(model: Path) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    lm = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32).eval()
-    return AutoTokenizer.from_pretrained(str(model)), lm
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32).eval()
+        return AutoTokenizer.from_pretrained(str(model)), lm
+    except (OSError, ValueError) as exc:  # a config.json or tokenizer file transformers cannot read
+        reason = " ".join(str(exc).split())
+        raise AuditError(f"{model}: transformers cannot load it ({type(exc).__name__}: {reason}); {DAMAGED}") from exc
 
 
 def policy_logprobs(
@@ -244,6 +325,7 @@ def step_check(run: Run, weights: np.ndarray | None = None) -> dict[str, Any]:
 
     weights = run.weights if weights is None else weights
     saved, mean, rule = checkpoints(run), per_sequence_mean(run), advantage_rule(run)
+    checked_weights(saved)  # a damaged checkpoint fails now, not after the models before it are scored
     cosines_by_step = momentum(saved)
     held: dict[int, tuple[Any, Any]] = {}  # the checkpoints in memory: a step's "after" is the next step's "before"
 
