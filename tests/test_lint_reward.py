@@ -102,26 +102,16 @@ def test_flags_that_do_not_fit_exit_2(capsys: pytest.CaptureFixture[str], args: 
     assert code == 2 and message in err, err
 
 
-# (what FILE.py:NAME names, the checks it fails). The README's `s in c` is a substring match: a repeated answer and the
-# 16k-char probe hold the gold too, so both gaming probes score 1 like it; the function itself sees TRL's message lists
-# as they come (`"42" in [{...}]` is False), the class reward() makes of it scores their text. Neither fails a check
-# for how it is declared: `**kwargs` is no column.
-README_FORMS = [
-    ("my_reward", {"conversational", "gaming:repeated", "gaming:max_length"}),
-    ("MyReward", {"gaming:repeated", "gaming:max_length"}),
-]
-
-
-@pytest.mark.parametrize(("name", "failed"), README_FORMS)
-def test_the_readmes_example_is_linted_as_declared(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, failed: set[str]
-) -> None:
+# The README's reward as a plain function and as the class reward() makes of it: `**kwargs` is no column, TRL's message
+# lists are read, and no probe scores like the gold (an exact match of the answer block).
+@pytest.mark.parametrize("name", ["my_reward", "MyReward"])
+def test_the_readmes_example_passes_lint(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     module = tmp_path / "my_rewards.py"
     module.write_text(f"from rewardkit.rewards import reward\n\n{README_REWARD}\nMyReward = reward(my_reward)\n")
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"solution": "42", "completion": "<answer>42</answer>"}\n', encoding="utf-8")
     report = tmp_path / "report.json"
-    code, _, err = lint(capsys, "reward", f"{module}:{name}", "--data", str(rows), "--json", str(report))
-    assert code == 1, err  # a failed check, not a refused declaration (2)
+    code, _, _ = lint(capsys, "reward", f"{module}:{name}", "--data", str(rows), "--json", str(report))
     checks = json.loads(report.read_text(encoding="utf-8"))["checks"]
-    assert {c["name"] for c in checks if not c["passed"]} == failed
+    assert code == 0, [c for c in checks if not c["passed"]]
+    assert len(checks) > 20 and all(c["passed"] for c in checks)

@@ -139,20 +139,13 @@ def test_skip_in_the_marker_leaves_a_check_out(pytester: pytest.Pytester) -> Non
     )
 
 
-# The README's example, its reward and its test as the page shows them, and reward()'s class of the same function.
-# A substring match is knowingly gameable by a repeated answer and by the 16k-char probe (both hold the gold), as the
-# module's marker declares; the function sees TRL's message lists as they come (`"42" in [{...}]` is False), the
-# class scores their text. `**kwargs` is no column: no check fails for how either is declared.
+# The README's example, its reward and its test as the page shows them, and reward()'s class of the same function:
+# both keep the whole contract (`**kwargs` is no column; TRL's message lists are read; no probe scores the gold).
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 README_EXAMPLE = re.compile(r"```python\n(def my_reward\(completions, solution, \*\*kwargs\):.*?)```", re.S)
 README_TEST = README_EXAMPLE.search(README).group(1)
 README_MODULE = f"""
-import pytest
-
 from rewardkit.rewards import reward
-
-GAPS = {{"repeated": "a substring match", "max_length": "a substring match"}}
-pytestmark = pytest.mark.reward_contract(gameable=GAPS)
 
 {README_TEST}
 
@@ -164,14 +157,13 @@ def test_my_reward_class(reward_contract):
 """
 
 
-def test_the_readmes_example_keeps_the_contract_as_declared(pytester: pytest.Pytester) -> None:
+def test_the_readmes_example_keeps_the_contract(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_readme=README_MODULE)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-rA")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
-            "reward contract for my_reward: 1 of * checks failed",
-            "  conversational: row 0 * scored 0.0 instead of 1.0*",
+            "PASSED test_readme.py::test_my_reward",
             "PASSED test_readme.py::test_my_reward_class",
         ]
     )
