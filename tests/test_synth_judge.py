@@ -201,9 +201,16 @@ def test_resume_judges_again_and_the_cache_replays(tmp_path: Path, capsys: pytes
 def test_the_judge_and_the_person_must_both_accept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, report, err = synth(capsys, tmp_path, "--tasks", "10,50,24")  # the rules alone: kept 3
     assert code == 0 and report["kept"] == 3, err
+    from rewardkit.runs.viewer.page import episode_digest
+
+    logged = [json.loads(line) for line in (tmp_path / "sft.episodes.jsonl").read_text().splitlines()]
+    digests = {f"{r['task_id']}/{r['trial']}": episode_digest(r) for r in logged if "task_id" in r}
+    given = {"10/0": "accept", "50/0": "accept", "24/0": "reject"}  # each on its episode, as the viewer saves it
     verdicts = tmp_path / "verdicts.json"
     verdicts.write_text(
-        json.dumps({"run": report["run"], "verdicts": {"10/0": "accept", "50/0": "accept", "24/0": "reject"}}),
+        json.dumps(
+            {"run": report["run"], "verdicts": {k: {"verdict": v, "digest": digests[k]} for k, v in given.items()}}
+        ),
         encoding="utf-8",
     )
     with SimServer(reply=lambda b: reject("wrong item") if task_of(b) == "50" else ACCEPT) as server:

@@ -6,6 +6,7 @@ The page itself is tested in a real browser in tests/test_viewer_browser.py.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,12 +95,32 @@ def _records() -> list[dict]:
     ]
 
 
-def test_verdicts_keep_the_accepted_and_count_the_rest(tmp_path: Path) -> None:
-    path = tmp_path / "verdicts.json"
-    path.write_text(json.dumps({"run": "r1", "verdicts": {"1/0": "accept", "2/0": "reject"}}), encoding="utf-8")
-    rows, report = select(_records(), None, read_verdicts(path, "r1"))
+def write_verdicts(path: Path, run: str, verdicts: dict) -> Path:
+    path.write_text(json.dumps({"run": run, "verdicts": verdicts}), encoding="utf-8")
+    return path
+
+
+def test_a_verdict_lands_only_on_the_episode_it_was_given_on(tmp_path: Path) -> None:
+    from rewardkit.runs.viewer.page import episode_digest, verdicts_for
+
+    records = _records()
+    # Another log of run r1 holds another episode 2/0 (another conversation): its accept is not this 2/0's.
+    elsewhere = {**records[1], "messages": [{"role": "user", "content": "help someone else"}]}
+    given = {
+        "1/0": {"verdict": "accept", "digest": episode_digest(records[0])},
+        "2/0": {"verdict": "accept", "digest": episode_digest(elsewhere)},
+        "3/0": {"verdict": "reject", "digest": episode_digest(records[2])},
+        "9/0": {"verdict": "accept", "digest": episode_digest(records[0])},  # an episode this log does not hold
+    }
+    applied, skipped = verdicts_for(records, read_verdicts(write_verdicts(tmp_path / "v.json", "r1", given), "r1"))
+    assert (applied, skipped) == ({"1/0": "accept", "3/0": "reject"}, ["2/0"])
+    rows, report = select(records, None, applied)
+    # 1/0 kept; 3/0 rejected by the person; 2/0 judged on another episode, so nobody judged this one.
     assert (len(rows), report["kept"], report["rejected"]) == (1, 1, {"reviewer_rejected": 1, "unreviewed": 1})
-    assert select(_records(), None)[1]["kept"] == 3  # without verdicts, the rules alone
+    assert select(records, None)[1]["kept"] == 3  # without verdicts, the rules alone
+
+
+OLD = "names no episode digest (an older viewer saved it); open the review page it was judged on and save again"
 
 
 @pytest.mark.parametrize(
@@ -107,14 +128,39 @@ def test_verdicts_keep_the_accepted_and_count_the_rest(tmp_path: Path) -> None:
     [
         ({"run": "other", "verdicts": {}}, "judged run 'other', but this synthesis is run 'r1'"),
         ({"run": "r1"}, "no 'verdicts' object"),
-        ({"run": "r1", "verdicts": {"1/0": "maybe"}}, "verdicts.1/0 must be 'accept' or 'reject'"),
+        ({"run": "r1", "verdicts": {"1/0": {"verdict": "maybe", "digest": "ab"}}}, "verdicts.1/0.verdict must be"),
+        ({"run": "r1", "verdicts": {"1/0": "accept"}}, f"verdicts.1/0 {OLD}"),  # saved before verdicts named theirs
+        ({"run": "r1", "verdicts": {"1/0": {"verdict": "accept"}}}, f"verdicts.1/0 {OLD}"),
     ],
 )
 def test_a_bad_verdicts_file_is_named(tmp_path: Path, content: dict, message: str) -> None:
     path = tmp_path / "verdicts.json"
     path.write_text(json.dumps(content), encoding="utf-8")
-    with pytest.raises(ViewerError, match=message):
+    with pytest.raises(ViewerError, match=re.escape(message)):
         read_verdicts(path, "r1")
+
+
+def test_synth_names_a_verdict_given_on_another_episode_and_keeps_it_unreviewed(tmp_path: Path, capsys) -> None:
+    from rewardkit.runs.viewer.page import episode_digest
+
+    out, episodes, report = tmp_path / "sft.jsonl", tmp_path / "sft.episodes.jsonl", tmp_path / "report.json"
+    synth = ["synth", "agent", "--agent", "gold", "--split", "train", "--limit", "2"]
+    synth += ["--out", str(out), "--episodes", str(episodes), "--no-progress"]
+    assert main(synth) == 0
+    first, second = [json.loads(line) for line in episodes.read_text().splitlines() if '"task_id"' in line]
+    run, (a, b) = first["run"], (f"{r['task_id']}/{r['trial']}" for r in (first, second))
+    given = {
+        a: {"verdict": "accept", "digest": episode_digest(first)},
+        b: {"verdict": "accept", "digest": episode_digest({"messages": second["messages"][:1]})},  # another log's
+    }
+    verdicts = write_verdicts(tmp_path / "verdicts.json", run, given)
+    capsys.readouterr()
+    assert main([*synth, "--resume", "--verdicts", str(verdicts), "--report", str(report)]) == 0
+    counts = json.loads(report.read_text())
+    assert (counts["kept"], counts["rejected"], counts["verdicts_on_another_episode"]) == (1, {"unreviewed": 1}, [b])
+    assert f"verdicts.json: 1 verdict given on another episode with the same id, not applied: {b}" in (
+        capsys.readouterr().err
+    )
 
 
 def test_an_episode_shows_the_user_reviews_flags() -> None:
@@ -165,8 +211,12 @@ def test_what_the_run_recorded_is_what_a_replay_of_its_log_finds(tmp_path: Path)
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
     assert any(r["diff"] for r in records) and all(r["checks"] for r in records)
     old = [{k: v for k, v in r.items() if k not in ("checks", "diff")} for r in records]
-    replayed = build(old, get_domain("retail"), "t")["episodes"]
-    assert [(e["checks"], e["diff"]) for e in replayed] == [(r["checks"], r["diff"]) for r in records]
+    recorded, replayed = (build(log, get_domain("retail"), "t")["episodes"] for log in (records, old))
+    assert [(e["checks"], e["diff"]) for e in replayed] == [(e["checks"], e["diff"]) for e in recorded]
+    # The page holds the recorded diff, each side's value as its JSON text.
+    assert [e["diff"] for e in recorded] == [
+        [{**d, **{k: json.dumps(d[k]) for k in ("agent", "gold") if k in d}} for d in r["diff"]] for r in records
+    ]
 
 
 def test_an_episode_the_log_holds_twice_is_shown_once_as_its_last_record() -> None:

@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rewardkit.cli import main
+from rewardkit.runs.viewer.page import episode_digest
 
 FLAGS = [
     "--no-sandbox",
@@ -161,7 +164,11 @@ def test_verdicts_round_trip_into_synth(browser: Any, tmp_path: Path) -> None:
         page.click("#save")
     verdicts = tmp_path / "verdicts.json"
     download.value.save_as(verdicts)
-    assert json.loads(verdicts.read_text())["verdicts"] == {ids[0]: "accept", ids[1]: "reject"}
+    digests = {f"{r['task_id']}/{r['trial']}": episode_digest(r) for r in map(json.loads, episodes.open())}
+    assert json.loads(verdicts.read_text())["verdicts"] == {
+        ids[0]: {"verdict": "accept", "digest": digests[ids[0]]},
+        ids[1]: {"verdict": "reject", "digest": digests[ids[1]]},
+    }
     report = tmp_path / "report.json"
     assert main([*synth, "--resume", "--verdicts", str(verdicts), "--report", str(report)]) == 0
     counts = json.loads(report.read_text())
@@ -181,7 +188,9 @@ def test_a_grpo_runs_completions(browser: Any, tmp_path: Path) -> None:
     assert page.eval_on_selector_all("tr.episode", "rows => rows.map(r => r.dataset.id)") == ["1.0/0", "1.1/0", "1.1/1"]
     page.select_option("#f-outcome", "fail")
     page.click('tr.episode[data-id="1.0/1"]')  # total 0.5: JsonValid 0, ExpertMatch 1
-    assert '"JsonValid":0' in page.text_content("#episode") and page.locator("#transcript .turn").count() == 2
+    assert '{"JsonValid": 0.0, "ExpertMatch": 1.0}' in page.text_content(
+        "#episode"
+    )  # each reward's, in order and page.locator("#transcript .turn").count() == 2
     assert errors == []
 
 
@@ -365,7 +374,7 @@ def test_a_reviewer_reviews_100_episodes_by_keyboard_and_a_reload_loses_nothing(
         page.click("#save")
     saved = tmp_path / "verdicts.json"
     download.value.save_as(saved)
-    assert json.loads(saved.read_text())["verdicts"] == expected
+    assert {i: v["verdict"] for i, v in json.loads(saved.read_text())["verdicts"].items()} == expected
 
     # Another browser (nothing stored): the saved file loads back; one from another run is refused, saying so.
     other, more_errors = open_page(profiles(), tmp_path / "review.html")
@@ -380,6 +389,7 @@ def test_a_reviewer_reviews_100_episodes_by_keyboard_and_a_reload_loses_nothing(
     assert errors == [] and more_errors == []
 
 
+RESAVE = "open the review page it was judged on and save again"
 SHOWN = "(want) => document.getElementById('shown').textContent === want"  # a function: the page's policy forbids eval
 
 
@@ -574,8 +584,108 @@ def test_verdicts_stay_with_their_episodes_and_two_tabs_keep_both(browser: Any, 
     ]
     # Another log of the same run settings reuses the ids for other episodes: nothing judged there carries over.
     other = [{**r, "messages": r["messages"][:2]} for r in episodes]
-    replicated(other, len(other), tmp_path / "second.log", run="shared-settings")
+    other = replicated(other, len(other), tmp_path / "second.log", run="shared-settings")
     assert main(["view", str(tmp_path / "second.log"), "--domain", "retail", "--review", "--out", str(second)]) == 0
     fresh, fresh_errors = open_page(browser, second)
     assert fresh.text_content("#reviewed") == f"0 of {len(ids)} reviewed"
+
+    # Nor through a file: each saved verdict names its episode's digest, and Load applies it only there.
+    with left.expect_download() as download:
+        left.click("#save")
+    saved = tmp_path / "first-verdicts.json"
+    download.value.save_as(saved)
+    said = "(name) => document.getElementById('review-msg').textContent.startsWith(name)"  # Load has answered
+    one = f"{other[1]['task_id']}/{other[1]['trial']}"
+    mine = {one: {"verdict": "accept", "digest": episode_digest(other[1])}}  # given on this log's own episode
+    cases = [  # (the file, what Load says, verdicts then held)
+        (saved, "loaded 0 verdicts; skipped 2 given on another episode with the same id", 0),
+        (
+            {ids[0]: "accept"},
+            f"verdicts.{ids[0]} names no episode digest (an older viewer saved it); nothing loaded: {RESAVE}",
+            0,
+        ),  # a file saved before digests
+        ({**mine, "nowhere/0": mine[one]}, "loaded 1 verdict; skipped 1 on an episode this log does not hold", 1),
+    ]
+    for i, (found, message, held) in enumerate(cases):
+        path = found if isinstance(found, Path) else tmp_path / f"load-{i}.json"
+        if not isinstance(found, Path):
+            path.write_text(json.dumps({"run": "shared-settings", "verdicts": found}), encoding="utf-8")
+        fresh.set_input_files("#load", str(path))
+        fresh.wait_for_function(said, arg=f"{path.name}: ", polling=50)  # a timer: a tab behind draws no frames
+        assert fresh.text_content("#review-msg") == f"{path.name}: {message}"
+        assert fresh.text_content("#reviewed") == f"{held} of {len(ids)} reviewed"
     assert errors == more_errors == fresh_errors == []
+
+
+# A product's variants keyed by item id, as the tool answered them. JavaScript puts the keys of an object that are
+# array indices (integers below 2^32 - 1) first, in ascending order; it reads a number past 2^53 to its nearest double
+# (12345678901234567891 -> 12345678901234567000) and writes 49.90 back as 49.9. The page shows the text as it came.
+RESULT = (
+    '{"product_id":"8310926033","name":"T\\u6064 shirt","note":"a, {b}: \\"c\\" [d]","variants":{"4153505238":'
+    '{"price":49.90,"stock":12345678901234567891},"1008292230":{"price":51.00,"options":{}}},"tags":[]}'
+)
+RESULT_SHOWN = """{
+  "product_id": "8310926033",
+  "name": "T\\u6064 shirt",
+  "note": "a, {b}: \\"c\\" [d]",
+  "variants": {
+    "4153505238": {
+      "price": 49.90,
+      "stock": 12345678901234567891
+    },
+    "1008292230": {
+      "price": 51.00,
+      "options": {}
+    }
+  },
+  "tags": []
+}"""
+ARGUMENTS = {"order_id": "#W0000000", "4153505238": 2, "1008292230": 1}
+
+
+def test_what_the_agent_saw_is_shown_in_its_order_and_spelling(browser: Any, tmp_path: Path) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "set_quantities", "arguments": json.dumps(ARGUMENTS)}}
+    stock = {"4153505238": 12345678901234567891, "1008292230": 0}
+    record = {
+        **{"task_id": "0", "trial": 0, "status": "ok", "reward": 0.0, "termination": "user_stop", "turns": 1},
+        "checks": [],
+        "diff": [{"table": "products", "row": "8310926033", "field": "variants", "agent": stock, "gold": 2**64}],
+        "messages": [
+            {"role": "user", "content": "Two of one, one of the other."},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": RESULT},
+        ],
+    }
+    log = tmp_path / "order.log"
+    log.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert main(["view", str(log), "--domain", "retail", "--out", str(tmp_path / "order.html")]) == 0
+    page, errors = open_page(browser, tmp_path / "order.html")
+    page.keyboard.press("j")
+    assert page.text_content("#transcript .result pre") == RESULT_SHOWN
+    # The call: its arguments in the order the agent wrote them, in the fold's line and in the fold.
+    assert page.text_content("#transcript .call summary") == "set_quantities(order_id, 4153505238, 1008292230)"
+    assert page.text_content("#transcript .call pre") == json.dumps(ARGUMENTS, indent=2)
+    cells = page.eval_on_selector_all("#diff tr:last-child td", "cells => cells.map(c => c.textContent)")
+    assert cells == ["products", "8310926033", "variants", json.dumps(stock), str(2**64)]
+
+    # The page's layout is a relayout of the tokens alone: of any JSON text, what Python's indent=2 writes of it.
+    @settings(max_examples=100, deadline=None)
+    @given(JSON)
+    def laid_out_as_written(value: Any) -> None:
+        text = json.dumps(value, ensure_ascii=False)
+        assert page.evaluate("(t) => pretty(t)", text) == json.dumps(value, ensure_ascii=False, indent=2)
+
+    laid_out_as_written()
+    assert errors == []
+
+
+# JSON values with the text that could confuse a tokenizer: quotes, backslashes, brackets, colons and commas in strings.
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('"\\{}[]:, a\n\u2028恤')),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4) | st.just("7"), inner, max_size=4),
+    max_leaves=12,
+)

@@ -19,7 +19,8 @@ episode that is not kept is counted under one reason, so ``read == kept + sum(re
   every rule above but the judge rejected, and ``judge_error``, one the judge gave no valid verdict on (infrastructure:
   ``--resume`` judges it again); every verdict is in the report (``judged``);
 - with a verdicts file (``--verdicts``, saved by the episode viewer): ``reviewer_rejected``, a trajectory that
-  passed every rule above (and the judge) but a person rejected, and ``unreviewed``, one that nobody judged.
+  passed every rule above (and the judge) but a person rejected, and ``unreviewed``, one that nobody judged (a
+  verdict given on another episode of its id is not applied: ``verdicts_on_another_episode`` names them).
 
 Each rejection is also counted under whose fault it is (``faults``: agent, user, tool or none;
 :mod:`rewardkit.runs.episodes.faults`), overall and per task, summing to the rejections.
@@ -52,7 +53,7 @@ from rewardkit.runs.episodes.judging import (
 from rewardkit.runs.episodes.spec import RunSpec, build_plan
 from rewardkit.runs.episodes.trials import HINT, TrialPlan, run_trials
 from rewardkit.runs.stats.metrics import task_order
-from rewardkit.runs.viewer.page import episode_id, read_verdicts
+from rewardkit.runs.viewer.page import episode_id, read_verdicts, verdicts_for
 
 TASK_FAILED = "task_failed"
 USER_FLAGGED = "user_flagged"
@@ -194,9 +195,13 @@ def synthesize(
             with contextlib.suppress(AttributeError):
                 setattr(exc, HINT, log.resume_hint())
             raise
-    rows, report = select(records, tools_json, reviewed, judgements)
+    # A verdict given on another episode of the same id (another log of the run) is not applied, and named.
+    given, elsewhere = verdicts_for(records, reviewed) if reviewed is not None else (None, [])
+    rows, report = select(records, tools_json, given, judgements)
     ledger = plan.ledger() + ([judge.ledger.summary(plan.price_per_mtok)] if judge is not None else [])
     report = {**meta, **report, "ledger": ledger}
+    if reviewed is not None:
+        report["verdicts_on_another_episode"] = elsewhere
     with OutputSet() as outputs:
         with outputs.open(out, "--out") as f:
             for row in rows:

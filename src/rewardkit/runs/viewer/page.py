@@ -11,12 +11,17 @@ final database against the task's gold state as a diff of fields (a missing valu
 recorded both (``Scorer.explain``), so building the page costs little more than reading the log; a log written
 before that is replayed on fresh copies of the domain's database. Then the transcript: each call once, its
 arguments and the tools' JSON results formatted and folded when long, a tool's error or a gate marked on the
-message where it happened, the system prompt folded to its first line. The list searches what was said and
-called, filters by outcome, task, ending and verdict (the counts follow), sorts, pages 100 rows at a time, and
-keeps its filters and the open episode in the address, so a link opens the same view. With ``review`` the
-keyboard judges (``a`` accept, ``r`` reject, ``n`` the next unreviewed); the verdicts are kept in the browser
-across reloads and saved to, or loaded back from, a verdicts file that ``synth agent --verdicts FILE`` reads: the
-human half of MUA-RL's dual verification.
+message where it happened, the system prompt folded to its first line. Whatever it shows as JSON it shows in the
+order and spelling the agent saw: the tools' results as their own text, laid out token by token in the browser, and
+the arguments, the diff's values, the gates and the scores as JSON text written here in their own order, never read
+into a JavaScript object (which would put keys like ``"1008292230"`` first and round a number past 2^53). The list
+searches what was said and called, filters by outcome, task, ending and verdict (the counts follow), sorts, pages
+100 rows at a time, and keeps its filters and the open episode in the address, so a link opens the same view. With
+``review`` the keyboard judges (``a`` accept, ``r`` reject, ``n`` the next unreviewed); the verdicts are kept in the
+browser across reloads and saved to, or loaded back from, a verdicts file that ``synth agent --verdicts FILE``
+reads: the human half of MUA-RL's dual verification. Each verdict is saved with the digest of the episode it was
+given on (:func:`episode_digest`), and both the page's Load and :func:`verdicts_for` apply it only to that episode:
+another log of the same run reuses the ids for other episodes.
 """
 
 from __future__ import annotations
@@ -66,8 +71,10 @@ def episode_id(record: Mapping[str, Any]) -> str:
     return f"{record['task_id']}/{record['trial']}"
 
 
-def read_verdicts(path: Path, run: str) -> dict[str, str]:
-    """A verdicts file the viewer saved: episode id -> ``accept`` or ``reject``, for the run ``run``."""
+def read_verdicts(path: Path, run: str) -> dict[str, tuple[str, str]]:
+    """A verdicts file the viewer saved for the run ``run``: episode id -> (``accept`` or ``reject``, the digest of
+    the episode it was given on). A file without digests (an older viewer's) is refused: nothing says which of the
+    episodes that share an id its verdicts were given on."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -77,10 +84,39 @@ def read_verdicts(path: Path, run: str) -> dict[str, str]:
         raise ViewerError(f"--verdicts {path}: no 'verdicts' object; save it from the viewer (rewardkit view --review)")
     if data.get("run") != run:
         raise ViewerError(f"--verdicts {path}: judged run {data.get('run')!r}, but this synthesis is run {run!r}")
-    bad = [k for k, v in verdicts.items() if v not in ("accept", "reject")]
-    if bad:
-        raise ViewerError(f"--verdicts {path}: verdicts.{bad[0]} must be 'accept' or 'reject'")
-    return dict(verdicts)
+    found = {}
+    for key, entry in verdicts.items():
+        if not (isinstance(entry, Mapping) and isinstance(entry.get("digest"), str)):
+            raise ViewerError(
+                f"--verdicts {path}: verdicts.{key} names no episode digest (an older viewer saved it); open the "
+                "review page it was judged on and save again (that browser kept each verdict with its episode's "
+                "digest), or judge the episodes again"
+            )
+        verdict = entry.get("verdict")
+        if verdict not in ("accept", "reject"):
+            raise ViewerError(
+                f"--verdicts {path}: verdicts.{key}.verdict must be 'accept' or 'reject', got {kind(verdict)}"
+            )
+        found[key] = (entry["verdict"], entry["digest"])
+    return found
+
+
+def verdicts_for(
+    records: Sequence[Mapping[str, Any]], verdicts: Mapping[str, tuple[str, str]]
+) -> tuple[dict[str, str], list[str]]:
+    """The verdicts (:func:`read_verdicts`) given on these episodes, id -> ``accept`` or ``reject``, and the ids of
+    those given on another episode of the same id (another log of the run): never applied, as if nobody had judged
+    it. A verdict on an id the records do not hold applies to nothing."""
+    given, elsewhere = {}, []
+    for record in records:
+        eid = episode_id(record)
+        if eid in verdicts:
+            verdict, digest = verdicts[eid]
+            if digest == episode_digest(record):
+                given[eid] = verdict
+            else:
+                elsewhere.append(eid)
+    return given, elsewhere
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -146,7 +182,15 @@ def _turns(messages: Sequence[Mapping[str, Any]], systems: dict[str, int]) -> li
 
 
 def _call(call: ToolCall) -> dict[str, Any]:
-    return {"name": call.name, "arguments": call.arguments, **({"error": call.error} if call.error else {})}
+    """A call as the page shows it: its arguments as JSON text (:func:`_json`) and their names, in the agent's order."""
+    shown = {"name": call.name, "arguments": _json(call.arguments), "keys": list(call.arguments)}
+    return {**shown, **({"error": call.error} if call.error else {})}
+
+
+def _json(value: Any) -> str:
+    """``value`` as the page shows it: JSON text in its own key order. The page lays it out (``pretty``) but never
+    reads it into a JavaScript object, which would put the keys that are array indices first and round numbers."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def _mark(role: str, text: str) -> str | None:
@@ -187,21 +231,26 @@ def _episode(
         "termination": record.get("termination") or record.get("status"),
         "excluded": record.get("termination") in EXCLUDED or record.get("status") != "ok",
         "turns": record.get("turns"),
-        "gates": record.get("gates") or {},
+        "gates": _json(record.get("gates") or {}),
         "user_flags": [f for f in record.get("user_flags") or [] if isinstance(f, Mapping)],  # the user review's
         "checks": checks,
         "why": why(record, None if checks is None else [(c["check"], c["passed"]) for c in checks]),
         "messages": _turns(messages, systems),
-        "diff": diff,
-        "digest": _digest(messages),
+        "diff": None if diff is None else [_shown_diff(d) for d in diff],
+        "digest": episode_digest(record),
     }
 
 
-def _digest(messages: Sequence[Any]) -> str:
-    """A short digest of an episode's messages (roles, texts, calls): a verdict the browser kept is taken back only
-    for the same episode."""
+def _shown_diff(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A diff's entry with each side's value as JSON text (:func:`_json`)."""
+    return {**entry, **{side: _json(entry[side]) for side in ("agent", "gold") if side in entry}}
+
+
+def episode_digest(record: Mapping[str, Any]) -> str:
+    """A short digest of an episode's messages (roles, texts, calls): a verdict, kept in the browser or saved to a
+    file, is applied only to the episode it was given on."""
     digest = hashlib.blake2b(digest_size=8)
-    for message in messages:
+    for message in record.get("messages") or []:
         found = message if isinstance(message, Mapping) else {"content": message}
         for part in (found.get("role"), found.get("content"), found.get("tool_calls")):
             digest.update(_text(part).encode("utf-8", "replace") + b"\0")
@@ -266,8 +315,8 @@ def build_grpo(run: Run, title: str) -> dict[str, Any]:
                     "termination": f"{step.turns[i]} turns" if step.turns else "completion",
                     "excluded": False,
                     "turns": step.turns[i] if step.turns else 1,
-                    "gates": {},
-                    "scores": scores,
+                    "gates": _json({}),
+                    "scores": _json(scores),
                     "diff": None,
                     "messages": [
                         {"role": "prompt", "content": prompt, "calls": []},
@@ -314,10 +363,15 @@ def render(view: Mapping[str, Any]) -> str:
         MARKER: embed(view),
         "__TITLE__": _escape(str(view["title"])),
         "__LANG__": "zh" if view.get("language") == "zh" else "en",  # the domain's: the browser picks fonts by it
-        "__SCRIPT_SHA256__": _sha256(re.search(r"<script>(.*?)</script>", page, re.DOTALL).group(1)),
-        "__STYLE_SHA256__": _sha256(re.search(r"<style>(.*?)</style>", page, re.DOTALL).group(1)),
+        "__SCRIPT_SHA256__": _sha256(_element(page, "script")),
+        "__STYLE_SHA256__": _sha256(_element(page, "style")),
     }
     return _SLOTS.sub(lambda m: slots[m.group()], page)
+
+
+def _element(page: str, tag: str) -> str:
+    """The text of the template's one ``<tag>`` element."""
+    return page.partition(f"<{tag}>")[2].partition(f"</{tag}>")[0]
 
 
 def embed(value: Any) -> str:
