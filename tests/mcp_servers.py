@@ -42,13 +42,14 @@ def http_server(port: int, log: Path, domain: str = "retail") -> Iterator[str]:
         yield url
 
 
-def faulty(trigger: str, nth: int, counter: Path, fault: str = "dies") -> str:
+def faulty(trigger: str, nth: int, counter: Path | None, fault: str = "dies") -> str:
     """A stdio command line: rewardkit's MCP server behind a relay that fails at the ``nth`` request matching
     ``trigger`` (``"tools/call:<tool>"``, ``"resources/read:<uri>"``), counted across every process of the command in
-    ``counter`` (each episode opens its own session, and each gold replay one more). ``fault``: ``dies`` (the server
-    is killed, the relay exits) or ``forgets`` (that request and every later one of the session answer the SDK's
-    "Session not found", as a restarted server answers a session it never opened)."""
-    return shlex.join([sys.executable, str(Path(__file__)), trigger, str(nth), str(counter), fault])
+    ``counter`` (each episode opens its own session, and each gold replay one more), or with ``counter`` None within
+    each process (every session fails there). ``fault``: ``dies`` (the server is killed, the relay exits) or
+    ``forgets`` (that request and every later one of the session answer the SDK's "Session not found", as a restarted
+    server answers a session it never opened)."""
+    return shlex.join([sys.executable, str(Path(__file__)), trigger, str(nth), str(counter or "-"), fault])
 
 
 def _matches(request: Any, trigger: str) -> bool:
@@ -58,7 +59,7 @@ def _matches(request: Any, trigger: str) -> bool:
     return named == target and request.get("method") == method
 
 
-def _relay(trigger: str, nth: int, counter: Path, fault: str) -> None:
+def _relay(trigger: str, nth: int, counter: Path | None, fault: str) -> None:
     """Pass stdin to the server and its answers back, until the ``nth`` matching request; then fail as ``fault``."""
     server = subprocess.Popen(SERVE, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert server.stdin is not None and server.stdout is not None
@@ -70,13 +71,16 @@ def _relay(trigger: str, nth: int, counter: Path, fault: str) -> None:
             out.flush()
 
     threading.Thread(target=lambda: [send(line) for line in answers], daemon=True).start()
-    forgotten = False
+    forgotten, matched = False, 0
     for line in sys.stdin.buffer:
         request = json.loads(line)
         if not forgotten and _matches(request, trigger):
-            with counter.open("a") as seen:
-                seen.write(".")
-            forgotten = len(counter.read_text()) == nth
+            matched += 1
+            if counter is not None:
+                with counter.open("a") as seen:
+                    seen.write(".")
+                matched = len(counter.read_text())
+            forgotten = matched == nth
             if forgotten and fault == "dies":
                 server.kill()
                 os._exit(1)
@@ -91,4 +95,4 @@ def _relay(trigger: str, nth: int, counter: Path, fault: str) -> None:
 
 
 if __name__ == "__main__":
-    _relay(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4])
+    _relay(sys.argv[1], int(sys.argv[2]), None if sys.argv[3] == "-" else Path(sys.argv[3]), sys.argv[4])

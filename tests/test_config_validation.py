@@ -12,6 +12,7 @@ import pytest
 from conftest import THINK, completion
 
 from rewardkit.config import ConfigError
+from rewardkit.loop.config import load_run_config
 from rewardkit.rewards import ExpertMatch, JsonValid, RewriteSimilarity, ThinkLength, ThinkQuality
 from rewardkit.rewards.config import load_config
 from rewardkit.rewards.registry import config_schema
@@ -276,3 +277,33 @@ class TestCustomSchema:
         gold = json.dumps({"q": "x", "steps": [{"who": "a", "what": ["t"]}]})
         scores = ExpertMatch(config=custom(path))(texts, solution=[gold] * 2, experts=[["a"]] * 2)
         assert scores == [0.0, 0.0]
+
+
+class TestEnvServers:
+    # rollout.env_servers: what the remote episode can open a WebSocket on (http(s) becomes ws(s), "/ws" is added).
+    # Anything else used to load, every episode then ended env_error, and the run exited 0.
+    @pytest.mark.parametrize(
+        ("servers", "index", "shown"),
+        [
+            ("[localhost:8000]", 0, "'localhost:8000'"),  # no scheme: "localhost" is read as one
+            ("[ftp://10.0.0.5:21]", 0, "'ftp://10.0.0.5:21'"),  # a scheme a WebSocket cannot speak
+            ("['http://:8000']", 0, "'http://:8000'"),  # no host
+            ("[ws://10.0.0.5:99999]", 0, "'ws://10.0.0.5:99999'"),  # no such port
+            ("[ws://10.0.0.5:80x]", 0, "'ws://10.0.0.5:80x'"),
+            ("['http://10.0.0.5:8000?token=x']", 0, "?token=x"),  # "/ws" would land in the query
+            ("[http://10.0.0.5:8000, 'https://10.0.0.6:8000#ws']", 1, "#ws"),  # the second one, by its index
+        ],
+    )
+    def test_a_server_that_is_no_websocket_url_fails_at_load(
+        self, tmp_path, monkeypatch, servers: str, index: int, shown: str
+    ) -> None:
+        path = use_config(tmp_path, monkeypatch, f"rollout:\n  env_servers: {servers}\n")
+        fails(
+            load_run_config, str(path), f"rollout.env_servers[{index}]: ", shown, "ws://, wss://, http:// or https://"
+        )
+
+    def test_every_accepted_form_loads(self, tmp_path, monkeypatch) -> None:
+        # a port may be left out where it is the scheme's own (a server behind a proxy on 443)
+        servers = ["ws://10.0.0.5:8000", "wss://envs.example.com", "http://[::1]:8000", "https://h:8443/envs/"]
+        use_config(tmp_path, monkeypatch, f"rollout:\n  env_servers: {json.dumps(servers)}\n")
+        assert load_run_config().rollout.env_servers == tuple(servers)

@@ -149,3 +149,23 @@ def test_usage_errors_exit_2_with_a_message(tmp_path: Path, args: list[str], mes
     if "{" in " ".join(args):  # a file's problem names the file
         assert str(tmp_path) in out.stderr
     assert not export.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # NaN passes every comparison, and pydantic refused it later in a 23-line traceback; so did -1 sessions.
+        (["--idle-s", "nan"], "argument --idle-s: 'nan' is not a finite number in (0, 86400]"),
+        (["--idle-s", "inf"], "argument --idle-s: 'inf' is not a finite number in (0, 86400]"),
+        (["--idle-s", "0"], "argument --idle-s: '0' is not a finite number in (0, 86400]"),  # was the default, 600
+        (["--idle-s", "-5"], "argument --idle-s: '-5' is not a finite number in (0, 86400]"),
+        (["--max-sessions", "-1"], "argument --max-sessions: '-1' is not an integer >= 1"),
+        (["--max-sessions", "0"], "argument --max-sessions: '0' is not an integer >= 1"),  # served 64, silently
+        (["--max-sessions", "2.5"], "argument --max-sessions: '2.5' is not an integer >= 1"),
+    ],
+)
+def test_serve_refuses_a_limit_out_of_range_in_one_line(args: list[str], message: str) -> None:
+    out = run("serve", "--openenv", *args)
+    assert out.returncode == 2, out.stdout
+    assert out.stderr.startswith("rewardkit env serve: ") and message in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr  # one line, no traceback

@@ -178,27 +178,34 @@ def _gold_calls(tasks: Sequence[Mapping[str, Any]], tool: str) -> int:
     return sum(action["name"] == tool for task in tasks for action in gold_actions(task))
 
 
-# fault, what it fails at, and how many such requests the task selection's gold replays make before the episodes
-# run (each replays its task's gold actions and reads the state twice, before and after: whether the gold changes it
-# tells whether an episode must show evidence): the next one is the first episode's.
+# fault, what it fails at, and whether every process of the server fails at its first such request (each session
+# over stdio is a process of its own) or the whole command once: after as many such requests as the task selection's
+# gold replays make before the episodes run (each replays its task's gold actions and reads the state twice, before
+# and after: whether the gold changes it tells whether an episode must show evidence), so the first episode's.
 EVAL_CASES = {
-    "dies-at-a-tool-call": ("dies", "tools/call:find_user_id_by_name_zip"),
-    "forgets-at-a-state-read": ("forgets", f"resources/read:{STATE_HASH_URI}"),
+    "dies-at-a-tool-call": ("dies", "tools/call:find_user_id_by_name_zip", False),
+    "forgets-at-a-state-read": ("forgets", f"resources/read:{STATE_HASH_URI}", False),
+    # `--mcp "python server.py"` that exits at its first tool call: the gold replay of task 0 meets it first, and
+    # that used to end the run with exit 2 and no report. Task 24 has no gold call, and its episode makes none.
+    "each-process-dies-at-its-first-call": ("dies", "tools/call:find_user_id_by_name_zip", True),
 }
 
 
-@pytest.mark.parametrize(("fault", "trigger"), EVAL_CASES.values(), ids=EVAL_CASES)
-def test_eval_agent_finishes_with_the_other_episodes_scored(tmp_path: Path, fault: str, trigger: str) -> None:
+@pytest.mark.parametrize(("fault", "trigger", "each"), EVAL_CASES.values(), ids=EVAL_CASES)
+def test_eval_agent_finishes_with_the_other_episodes_scored(
+    tmp_path: Path, fault: str, trigger: str, each: bool
+) -> None:
     tasks = [TASKS["0"], TASKS["24"]]  # split order: task 0's episode runs first, and meets the fault
     method, _, target = trigger.partition(":")
     before = _gold_calls(tasks, target) if method == "tools/call" else 2 * len(tasks)
-    server = faulty(trigger, before + 1, tmp_path / "count", fault)
+    server = faulty(trigger, 1, None, fault) if each else faulty(trigger, before + 1, tmp_path / "count", fault)
     out = tmp_path / "eval"
     cmd = [sys.executable, "-m", "rewardkit.cli", "eval", "agent", "--agent", "gold", "--mcp", server]
     cmd += ["--tasks", "0,24", "--split", "train", "--trials", "1", "--workers", "1", "--no-progress"]
     cmd += ["--out-dir", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
+    assert "1 episode(s) hit an infrastructure error; rerun with --resume" in done.stderr  # one lost of two
     records = [json.loads(line) for line in (out / "episodes.jsonl").read_text(encoding="utf-8").splitlines()]
     ended = sorted((r["task_id"], r["status"], r["termination"], r["reward"]) for r in records)
     assert ended == [("0", "infra_error", "env_error", None), ("24", "ok", "user_stop", 1.0)]

@@ -1,6 +1,7 @@
 """One run specification: the CLI's flags map onto a RunSpec and back, the agent chain builds the same
 RunSpec its old command lines gave, runs/ and pipelines/ never touch argparse, and every infrastructure
-ending (``EXCLUDED``, ``env_error`` included) earns the ``--resume`` hint of ``synth agent`` and ``eval agent``.
+ending (``EXCLUDED``, ``env_error`` included) earns the ``--resume`` hint of ``synth agent`` and ``eval agent``,
+except in a run whose every episode lost its environment: that run fails, naming the environment servers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sim_server import free_port
 
 from rewardkit.cli import build_parser, main
 from rewardkit.cli.synth import _run_spec
@@ -234,28 +236,37 @@ def unreachable_tools(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("command", ["synth", "eval"])
-@pytest.mark.parametrize("broken", [True, False], ids=["env_error", "healthy"])
-def test_an_env_error_episode_earns_the_resume_hint(
-    command: str, broken: bool, request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("broken", ["tools", "env_servers", None], ids=["tools-down", "env-servers-down", "healthy"])
+def test_a_run_whose_every_episode_lost_its_environment_fails_naming_the_servers(
+    command: str, broken: str | None, request: pytest.FixtureRequest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if broken:
+    # Its one episode ended env_error (the tools' server, or the OpenEnv server it ran on, down from the start):
+    # nothing was scored, so exit 0 with a --resume hint would pass for a run. It fails, the report still written.
+    options = []
+    if broken == "tools":
         request.getfixturevalue("unreachable_tools")
+    elif broken == "env_servers":
+        config = tmp_path / "config.yaml"
+        config.write_text(f"rollout:\n  env_servers: [http://127.0.0.1:{free_port()}]\n", encoding="utf-8")
+        options = ["--config", str(config)]
     out = ["--out", str(tmp_path / "sft.jsonl"), "--report", str(tmp_path / "r.json")]
     argv = (
         ["synth", "agent", "--tasks", "10", *out]
         if command == "synth"
         else ["eval", "agent", "--split", "test", "--limit", "1", "--trials", "1", "--out-dir", str(tmp_path / "d")]
     )
-    assert main([*argv, "--agent", "gold", "--no-progress"]) == 0
+    assert main([*argv, "--agent", "gold", "--no-progress", *options]) == (2 if broken else 0)
     err = capsys.readouterr().err
-    assert (f"1 {HINT}" in err) is broken, err
+    assert HINT not in err, err  # broken: no rerun helps before the servers are fixed; healthy: nothing to retry
+    failed = f"rewardkit {command} agent: all 1 episode(s) ended env_error: the environment servers"
+    assert (failed in err) is bool(broken), err
     if command == "synth":
         report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
         assert report["rejected"] == ({"env_error": 1} if broken else {})
     else:
         summary = json.loads((tmp_path / "d" / "summary.json").read_text(encoding="utf-8"))
-        assert summary["episodes"]["infra_error"] == int(broken)
-        assert summary["termination"].get("env_error", 0) == int(broken)
+        assert summary["episodes"]["infra_error"] == int(bool(broken))
+        assert summary["termination"].get("env_error", 0) == int(bool(broken))
 
 
 def test_every_excluded_ending_counts_as_infrastructure() -> None:

@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rewardkit.cli.lint import _count, _number
 from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputError, atomic_write_text, check_outputs
 
 DOMAIN_HELP = "a built-in domain (retail), an installed package's (entry point), or a domain folder's path"
+MAX_IDLE_S = 86400.0  # a day: a session idle longer holds its database copy for nothing
 
 
 class _Usage(Exception):
@@ -66,8 +68,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help=f"HTTP: required of every request (Bearer header or /TOKEN/ path prefix), and for any non-loopback "
         f"--host (default ${TOKEN_ENV})",
     )
-    serve.add_argument("--max-sessions", type=int, default=None, help="OpenEnv: sessions at once (default 64)")
-    serve.add_argument("--idle-s", type=float, default=None, help="OpenEnv: close a session idle this long (600)")
+    serve.add_argument("--max-sessions", type=_count(1), default=None, help="OpenEnv: sessions at once (default 64)")
+    serve.add_argument(
+        "--idle-s",
+        type=_number(0.0, MAX_IDLE_S, low_open=True),
+        default=None,
+        help="OpenEnv: close a session idle this long (600)",
+    )
     serve.set_defaults(func=cmd_env_serve)
     check = actions.add_parser("check", help="check a domain before training on it: exit 0 all pass, 1 one fails")
     check.add_argument("domain", metavar="DOMAIN", help=DOMAIN_HELP)

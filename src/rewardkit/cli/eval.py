@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.cli.synth import _add_run_options, _resume_hint, _retry_hint, _run_inputs, _run_spec
+from rewardkit.cli.synth import _add_run_options, _resume_hint, _retry_hint, _run_inputs, _run_spec, _servers_failed
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet, check_outputs
 from rewardkit.loop.ledger import ledger_lines
@@ -50,6 +50,7 @@ def cmd_eval_agent(args: argparse.Namespace) -> int:
     spec = _run_spec(args)
     with _resume_hint():
         summary = evaluate_run(spec, out, resume=args.resume, progress=not args.no_progress, title=args.title)
+    _servers_failed(summary["termination"], summary["episodes"]["total"], out / "episodes.jsonl")
     print(headline(summary))
     for line in ledger_lines(summary["ledger"]):
         print(line)

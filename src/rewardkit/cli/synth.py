@@ -11,7 +11,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from rewardkit.cli.env import DOMAIN_HELP
 from rewardkit.cli.lint import _number
 from rewardkit.config import ENV_VAR
 from rewardkit.envs import get_domain
+from rewardkit.envs.termination import Termination
 from rewardkit.files.outputs import check_outputs
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.ledger import ledger_lines
@@ -203,6 +204,18 @@ def _resume_hint() -> Iterator[None]:
         raise
 
 
+def _servers_failed(terminations: Mapping[str, int], episodes: int, log: Path) -> None:
+    """Fail a run whose every episode ended ``env_error``: its environment servers (``rollout.env_servers``, or
+    ``--mcp``) failed or were never reached, and nothing was scored; exit 0 with a ``--resume`` hint would pass it
+    for a run. Called once the report is written."""
+    if episodes and terminations.get(Termination.ENV_ERROR.value, 0) == episodes:
+        raise RunError(
+            f"all {episodes} episode(s) ended env_error: the environment servers (rollout.env_servers, or --mcp) "
+            f"failed or could not be reached, so nothing was scored; each episode's error is in {log}. Start them, "
+            "or fix their addresses, then rerun with --resume"
+        )
+
+
 def _retry_hint(infrastructure: int, judge_errors: int = 0) -> None:
     if infrastructure:
         print(
@@ -293,8 +306,15 @@ def cmd_synth_agent(args: argparse.Namespace) -> int:
             verdicts=args.verdicts,
             judge=judge,
         )
+    _servers_failed(report["terminations"], report["read"], episodes)
     print(headline(report), file=sys.stderr)
     for line in ledger_lines(report["ledger"]):
         print(line, file=sys.stderr)
+    if elsewhere := report.get("verdicts_on_another_episode"):
+        print(
+            f"--verdicts {args.verdicts}: {len(elsewhere)} verdict{'s' * (len(elsewhere) > 1)} given on another "
+            f"episode with the same id, not applied: {', '.join(elsewhere)}; each counts as unreviewed",
+            file=sys.stderr,
+        )
     _retry_hint(infrastructure_errors(report), judge_errors(report))
     return 0

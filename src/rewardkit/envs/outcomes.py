@@ -245,7 +245,9 @@ def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
     if problem is None:
         try:
             problem = replayed_problem(domain, task)
-        except ToolSimError:  # the tool simulator failed, not the task: its episodes end as tool_sim_error
+        # The tool simulator failed, or the tools' server went away (an MCP server that died or forgot the session,
+        # over stdio a process of the replay's own), not the task: its episodes end as tool_sim_error or env_error.
+        except (ToolSimError, ConnectionError):
             return None
     return problem
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from rewardkit.config import Config, ConfigSchema, config_section, setting
 from rewardkit.loop.user_sim.config import UserSimConfig
@@ -60,6 +61,37 @@ class RolloutLimits:
         "episode as env_error.",
         exclusive_minimum=0,
     )
+
+    @staticmethod
+    def check(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+        for i, url in enumerate(raw.get("env_servers") or ()):
+            problem = env_server_problem(url)
+            if problem is not None:
+                return f"env_servers[{i}]", problem
+        return None
+
+
+# What the remote episode opens its WebSocket on: ws(s) as given, http(s) as ws(s); "/ws" is appended to the path.
+ENV_SERVER_SCHEMES = ("ws", "wss", "http", "https")
+
+
+def env_server_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an environment server's base URL (a scheme of :data:`ENV_SERVER_SCHEMES`, a host, a
+    port if not the scheme's own; a path may follow, but no query or fragment: the WebSocket's "/ws" goes after the
+    path), else None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (reading it checks it: a port that is not a number, or past 65535, raises)
+        usable = parts.scheme in ENV_SERVER_SCHEMES and bool(parts.hostname)
+        usable = usable and not (parts.query or parts.fragment)
+    except ValueError:  # a port that is not a number, or past 65535; a bracketed host that is no IPv6 address
+        usable = False
+    if not usable:
+        return (
+            f"{url!r} is not a server's base URL: write ws://, wss://, http:// or https://HOST[:PORT], a path after it "
+            "if the server is behind one (no query or fragment), e.g. http://10.0.0.5:8000"
+        )
+    return None
 
 
 @config_section("diagnostics")

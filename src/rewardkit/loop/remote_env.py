@@ -13,8 +13,10 @@ servers (``$REWARDKIT_SERVE_TOKEN``) goes in an ``Authorization`` header.
 
 The episode keeps the :class:`~rewardkit.loop.episode.Episode` surface the scheduler uses (``open``, ``agent_turn``,
 ``user_turn``, ``end``, ``take_pending``, ``infos``, ``close``); the user has already answered by the time
-``agent_turn`` returns, so it never asks for a user turn. A server that cannot be reached, or that drops the session,
-ends the episode as ``env_error``: infrastructure, left out of training.
+``agent_turn`` returns, so it never asks for a user turn. A server that cannot be reached, that drops the session,
+or whose answer is off the OpenEnv schema (:func:`read_answer`, every field checked in one place) ends the episode
+as ``env_error`` with the reason recorded: infrastructure, left out of training; nothing a server sends escapes
+the episode.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from rewardkit.envs.access import TOKEN_ENV
@@ -56,7 +59,83 @@ def require_client() -> None:
 
 
 class RemoteError(ConnectionError):
-    """The server answered with an error, or the session was lost."""
+    """The server answered with an error or off the schema, or the session was lost."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A server's answer, checked: the messages that answer the agent (each a role and a text), and, once the
+    episode has ended, the server's record of it (None while it runs)."""
+
+    messages: list[dict[str, str]]
+    record: EpisodeRecord | None
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(EpisodeRecord))
+_ENDINGS = ", ".join(t.value for t in Termination)
+
+
+def read_answer(kind: str, text: str | bytes) -> Answer:
+    """The answer to a ``reset`` or ``step`` (``kind``), checked against the schema openenv-core's server sends and
+    this client reads: ``{"type": "observation", "data": {"observation": {"messages": [{"role", "content"}, ...],
+    "record": {...}}, "reward": number|null, "done": bool}}``, or ``{"type": "error", "data": {"message": ...}}``
+    (a bare string for ``data`` taken as the message). A reset that leaves the episode open holds the user's opening;
+    an ended episode holds its record, with a known termination and every field of the type
+    :class:`EpisodeRecord` reads. Anything else raises :class:`RemoteError` naming the field and what it holds."""
+    try:
+        answer = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested deeper than the parser goes
+        raise RemoteError(f"{kind}: the answer is not JSON ({exc})") from None
+    if not isinstance(answer, Mapping) or answer.get("type") not in ("observation", "error"):
+        raise _off(kind, 'not an OpenEnv answer (an object of type "observation" or "error")', answer)
+    data = answer.get("data")
+    if answer["type"] == "error":
+        message = data.get("message") if isinstance(data, Mapping) else data
+        if not isinstance(message, str) or not message.strip():
+            raise _off(kind, "an error without a message", data)
+        raise RemoteError(f"{kind}: {message}")
+    if not isinstance(data, Mapping):
+        raise _off(kind, "data is not an object", data)
+    observation, done, reward = data.get("observation"), data.get("done"), data.get("reward")
+    if not isinstance(observation, Mapping):
+        raise _off(kind, "data.observation is not an object", observation)
+    if not isinstance(done, bool):
+        raise _off(kind, "data.done is not true or false", done)
+    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
+        raise _off(kind, "data.reward is not a number or null", reward)
+    messages = observation.get("messages", [])
+    if not isinstance(messages, list):
+        raise _off(kind, "observation.messages is not a list", messages)
+    for i, m in enumerate(messages):
+        if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise _off(kind, f"observation.messages[{i}] is not an object with a string role and content", m)
+    checked = [{"role": m["role"], "content": m["content"]} for m in messages]
+    if not done:
+        if kind == "reset" and not any(m["role"] == "user" for m in checked):
+            raise _off(kind, "an open episode without the user's opening in observation.messages", messages)
+        return Answer(checked, None)
+    return Answer(checked, _record(kind, observation.get("record")))
+
+
+def _record(kind: str, value: Any) -> EpisodeRecord:
+    """An ended episode's record: a known termination, and no field that :meth:`EpisodeRecord.read` would drop."""
+    if not isinstance(value, Mapping):
+        raise _off(kind, "the episode ended without a record object in observation.record", value)
+    ending = value.get("termination")
+    if not isinstance(ending, str) or ending not in {t.value for t in Termination}:
+        raise _off(kind, f"observation.record.termination is not one of {_ENDINGS}", ending)
+    record = EpisodeRecord.read(value)
+    assert record is not None  # a mapping is read
+    read = record.to_json()
+    for name in _RECORD_FIELDS:  # the reader takes a field of the wrong type as not recorded: here it is refused
+        if name in value and read[name] != value[name]:
+            raise _off(kind, f"observation.record.{name} is not what an episode record holds there", value[name])
+    return record
+
+
+def _off(kind: str, what: str, value: Any) -> RemoteError:
+    shown = repr(value)
+    return RemoteError(f"{kind}: off-schema answer: {what}; got {shown[:200]}{'…' if len(shown) > 200 else ''}")
 
 
 class _Endpoint:
@@ -98,13 +177,13 @@ class RemoteEpisode(Turns):
             ws_url = "ws" + self.url[len("http") :] if self.url.startswith("http") else self.url
             self._ws = connect(f"{ws_url}/ws", additional_headers=headers, open_timeout=self.timeout_s)
             opening = {"task_id": str(self.task.get("id")), "task_sha256": task_digest(self.task)}
-            data = self._ask("reset", {**opening, "user_review": self.review})
+            answer = self._ask("reset", {**opening, "user_review": self.review})
         except (OSError, RemoteError, WebSocketException) as exc:
             self._fail(f"opening a session on {self.url}: {exc}")
             return None
-        users = [m for m in data["observation"].get("messages", ()) if m.get("role") == "user"]
-        self._settle(data)  # an episode can end at its opening (the simulator failed, or stopped at once)
-        return None if self.done or not users else str(users[-1]["content"])
+        self._settle(answer)  # an episode can end at its opening (the simulator failed, or stopped at once)
+        users = [m["content"] for m in answer.messages if m["role"] == "user"]
+        return None if self.done else users[-1]  # an open episode's reset holds the opening (read_answer)
 
     def agent_turn(
         self, text: str | None, finish_reason: str | None = None, n_tokens: int = 0, native: Any = None
@@ -161,39 +240,30 @@ class RemoteEpisode(Turns):
 
     # --- internals -------------------------------------------------------------------------------
 
-    def _ask(self, kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    def _ask(self, kind: str, data: Mapping[str, Any]) -> Answer:
         from websockets.exceptions import WebSocketException
 
         try:
             self._ws.send(json.dumps({"type": kind, "data": dict(data)}))
-            answer = json.loads(self._ws.recv(timeout=self.timeout_s))
-        except (WebSocketException, TimeoutError, ValueError) as exc:
+            text = self._ws.recv(timeout=self.timeout_s)
+        except (WebSocketException, TimeoutError) as exc:
             raise RemoteError(f"{kind}: {exc}") from exc
-        if answer.get("type") != "observation":
-            raise RemoteError(f"{kind}: {answer.get('data', {}).get('message', answer)}")
-        return dict(answer["data"])
+        return read_answer(kind, text)
 
     def _step(self, action: Mapping[str, Any]) -> None:
         try:
-            data = self._ask("step", action)
+            answer = self._ask("step", action)
         except (OSError, RemoteError) as exc:
             self._fail(f"step on {self.url}: {exc}")
             return
-        observation = data["observation"]
-        self.pending += [
-            {"role": str(m["role"]), "content": str(m["content"])} for m in observation.get("messages", ())
-        ]
-        self._settle(data)
+        self.pending += answer.messages
+        self._settle(answer)
 
-    def _settle(self, data: Mapping[str, Any]) -> None:
+    def _settle(self, answer: Answer) -> None:
         """An ended episode's record, as the server wrote it."""
-        observation = data["observation"]
-        if data.get("done"):
-            record = EpisodeRecord.read(observation.get("record"))
-            self._record = record
-            self.termination = Termination(record.termination) if record and record.termination else None
-            if self.termination is None:
-                self._fail(f"the server ended the episode without a record: {observation}")
+        if answer.record is not None:
+            self._record = answer.record
+            self.termination = Termination(answer.record.termination)
 
     def _fail(self, error: str, ending: Termination = Termination.ENV_ERROR) -> None:
         self.termination, self.error = ending, error

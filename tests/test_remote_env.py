@@ -1,0 +1,114 @@
+"""The client of OpenEnv servers (``rollout.env_servers``) against a real WebSocket server that answers off-schema:
+whatever it sends, the episode ends as ``env_error`` with the reason recorded, and nothing escapes it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from websockets.sync.server import ServerConnection, serve
+
+from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.remote_env import RemoteEpisode
+
+RECORD = EpisodeRecord(termination="user_stop", turns=1, audit=(), agent_said=("Done.",), user_sim="scripted").to_json()
+USER = {"role": "user", "content": "Hi, I need to change my order."}
+
+
+def observation(done: bool = False, reward: Any = None, **fields: Any) -> dict[str, Any]:
+    """An answer shaped as openenv-core sends it: ``{"type", "data": {"observation", "reward", "done"}}``."""
+    return {"type": "observation", "data": {"observation": {"messages": [], **fields}, "reward": reward, "done": done}}
+
+
+OPENING = observation(messages=[{"role": "system", "content": "The policy."}, USER])
+
+# name -> (the server's answer: a string is sent as it is, anything else as JSON; what the recorded error says)
+OFF_SCHEMA = {
+    "not-json": ("hello", "not JSON"),
+    "nested-too-deep": ("[" * 100_000 + "]" * 100_000, "not JSON"),  # the parser's recursion limit, not a crash
+    "a-list": ([1, 2], "not an OpenEnv answer"),
+    "an-unknown-type": ({"type": "state", "data": {}}, "not an OpenEnv answer"),
+    "a-string-error": ({"type": "error", "data": "the database is locked"}, "the database is locked"),
+    "an-error-without-a-message": ({"type": "error", "data": {"code": "EXECUTION_ERROR"}}, "an error without"),
+    "a-list-for-data": ({"type": "observation", "data": [1]}, "data is not an object"),
+    "no-observation": ({"type": "observation", "data": {"done": False}}, "data.observation is not an object"),
+    "a-string-observation": ({"type": "observation", "data": {"observation": "hi", "done": False}}, "data.observation"),
+    "done-a-string": (
+        {"type": "observation", "data": {"observation": {}, "done": "yes"}},
+        "data.done is not true or false",
+    ),
+    "reward-a-string": (observation(reward="high"), "data.reward is not a number or null"),
+    "messages-a-string": (observation(messages="hi"), "observation.messages"),
+    "a-message-without-content": (observation(messages=[{"role": "user"}]), "observation.messages[0]"),
+    "an-unknown-termination": (
+        observation(True, 0.0, record={**RECORD, "termination": "exploded"}),
+        "observation.record.termination",
+    ),
+    "a-list-for-a-termination": (
+        observation(True, 0.0, record={**RECORD, "termination": ["user_stop"]}),
+        "observation.record.termination",
+    ),
+    "ended-without-a-record": (observation(True, 0.0), "observation.record"),
+    "a-record-field-of-the-wrong-type": (observation(True, 0.0, record={**RECORD, "turns": "3"}), "record.turns"),
+}
+# An open episode's reset must hold the user's opening (a step may answer with tool results alone).
+AT_RESET = {"no-opening": (observation(messages=[{"role": "system", "content": "The policy."}]), "user's opening")}
+CASES = [("reset", name, *case) for name, case in (OFF_SCHEMA | AT_RESET).items()]
+CASES += [("step", name, *case) for name, case in OFF_SCHEMA.items()]
+ANSWERS = {f"{phase}/{name}": answer for phase, name, answer, _ in CASES}
+ANSWERS["step/ends"] = observation(True, 1.0, messages=[{"role": "user", "content": "Thanks!"}], record=RECORD)
+
+
+def _serve(ws: ServerConnection) -> None:
+    """Answer as the case in the task id says: off-schema at reset, or a good opening, then off-schema at the step."""
+    case = ""
+    for text in ws:
+        message = json.loads(text)
+        if message["type"] == "close":
+            return
+        if message["type"] == "reset":
+            case = message["data"]["task_id"]
+        answer = ANSWERS[case] if case.startswith(message["type"]) else OPENING
+        ws.send(answer if isinstance(answer, str) else json.dumps(answer))
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with serve(_serve, "127.0.0.1", 0) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+        server.shutdown()
+
+
+def play(url: str, case: str) -> RemoteEpisode:
+    """Open the episode of ``case`` and take one agent turn if it opened, as the scheduler would; then close it."""
+    episode = RemoteEpisode(url, {"id": case}, RolloutLimits(env_timeout_s=10), "exclude")
+    opening = episode.open()
+    if opening is not None:
+        assert opening == USER["content"]
+        assert episode.agent_turn("Which order?", n_tokens=3) is False
+    episode.close()
+    return episode
+
+
+@pytest.mark.parametrize(("phase", "name", "answer", "reason"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_an_off_schema_answer_ends_the_episode_as_env_error(
+    url: str, phase: str, name: str, answer: Any, reason: str
+) -> None:
+    episode = play(url, f"{phase}/{name}")
+    record = episode.infos()
+    assert episode.done and (record.termination, record.excluded) == ("env_error", True)
+    where = "opening a session on" if phase == "reset" else "step on"
+    assert record.error is not None and record.error.startswith(f"{where} {url}: {phase}: "), record.error
+    assert reason in record.error, record.error
+    assert episode.take_pending() == []  # nothing of an answer that was refused reaches the agent
+
+
+def test_an_answer_on_schema_ends_the_episode_with_the_servers_record(url: str) -> None:
+    episode = play(url, "step/ends")
+    assert episode.infos() == EpisodeRecord.read(RECORD)  # the server's own record, field by field
+    assert episode.take_pending() == [{"role": "user", "content": "Thanks!"}]
