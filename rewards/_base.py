@@ -215,7 +215,8 @@ class Reward:
         for name in self.columns:
             if name not in kwargs:
                 raise MissingColumnError(
-                    f"{type(self).__name__}: dataset column {name!r} is missing. {self.dataset_format}."
+                    f"{type(self).__name__}: dataset column {name!r} is missing."
+                    + (f" {self.dataset_format}." if self.dataset_format else "")
                 )
         for name in (*self.columns, *(c for c in self.optional_columns if kwargs.get(c) is not None)):
             size = len(kwargs[name]) if isinstance(kwargs[name], Sized) and not isinstance(kwargs[name], str) else None
@@ -255,6 +256,9 @@ class PlanningReward(Reward):
 # The parameters of a reward function that are not dataset columns: what the reward itself hands it, and what both
 # trainers pass whole with every batch (a ``transformers.TrainerState``, not one value per row).
 COMPLETIONS, SETTINGS, SCHEMA, STATE = "completions", "config", "schema", "trainer_state"
+# What TRL passes with every batch and ms-swift does not (``reward(prompts=..., completions=..., completion_ids=...)``):
+# optional parameters, never required columns.
+TRL_ONLY = ("prompts", "completion_ids")
 
 
 def reward(
@@ -276,8 +280,10 @@ def reward(
     passes (the remaining columns), as TRL's rewards take them. Two names are the reward's own: ``config``, whose
     annotation is a ``@config_section`` class, gets that section of the reward's config (``$REWARDKIT_CONFIG``, or
     the ``config=`` the class is built with); ``schema`` gets a planning reward's answer schema. A signature that a
-    trainer cannot call (``*args``, a positional-only parameter, ``completions`` not first) is refused here, naming
-    the parameter. A return annotation without None (``list[float]``) promises never to return None. The class is
+    trainer cannot call (``*args``, a positional-only parameter, ``completions`` not first, ``prompts`` or
+    ``completion_ids`` without a default: TRL alone passes them) is refused here, naming the parameter; so is what
+    is no named, plain ``def`` (a lambda, a ``functools.partial``, an ``async def``, a generator function). A return
+    annotation without None (``list[float]``) promises never to return None. The class is
     named after the function in CamelCase and takes its docstring; bind it under that name in the function's
     module::
 
@@ -291,7 +297,7 @@ def reward(
     ``reads_completions`` (False: any completion shape is accepted, only counted), and its ``base``
     (:class:`PlanningReward` for a reward of a planning answer against its gold).
     """
-    where = f"{function.__module__}.{function.__qualname__}"
+    where = _named(function)
     params = inspect.signature(function).parameters
     base = base or (PlanningReward if SCHEMA in params else Reward)
     try:
@@ -346,6 +352,26 @@ def reward(
     return type(class_name(function.__name__), (base,), namespace)
 
 
+def _named(function: Any) -> str:
+    """Where the function is defined (``module.qualname``), for messages; refuse what cannot be a reward class: the
+    class is named after a ``def`` and bound under that name, and both trainers call it and read a list back."""
+    if not (inspect.isfunction(function) or inspect.ismethod(function)):
+        raise RegistryError(
+            f"reward() takes a function defined with `def`; got {_a(type(function).__name__)} ({function!r}): "
+            "define a function that calls it, and pass that"
+        )
+    where = f"{function.__module__}.{function.__qualname__}"
+    if function.__name__ == "<lambda>":
+        raise RegistryError(f"{where}: a lambda has no name for its reward class; define it with `def`")
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        raise RegistryError(
+            f"{where} is `async def`, but the reward class's call is not awaited by either trainer; make it a `def`"
+        )
+    if inspect.isgeneratorfunction(function):
+        raise RegistryError(f"{where} is a generator function (it yields); return the list of scores instead")
+    return where
+
+
 def _callable(where: str, params: Mapping[str, inspect.Parameter]) -> None:
     """Refuse a signature the trainers cannot call, naming the parameter. ms-swift calls a reward as
     ``reward(completions, **columns)``, TRL as ``reward(prompts=..., completions=..., completion_ids=..., **columns)``:
@@ -375,6 +401,12 @@ def _callable(where: str, params: Mapping[str, inspect.Parameter]) -> None:
             )
     if COMPLETIONS not in params:
         raise RegistryError(f"{where}: a reward function takes the completions first, as `completions: list[str]`")
+    for p in params.values():
+        if p.name in TRL_ONLY and p.default is p.empty:
+            raise RegistryError(
+                f"{where}: `{p.name}` is passed by TRL alone (ms-swift passes the completions and the dataset "
+                f"columns); give it a default (`{p.name}=None`) to read it when TRL passes it"
+            )
 
 
 def _settings_init(base: type[Reward], section: type) -> Callable[..., None]:

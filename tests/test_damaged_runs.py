@@ -362,7 +362,48 @@ def unreadable_config(run: Path) -> str:  # the weights are whole; transformers 
     return f"{run / 'checkpoint-1'}: transformers cannot load it (OSError: It looks like the config file at"
 
 
+def _header_bytes(header: bytes) -> bytes:  # safetensors: the header's length (8 bytes, little-endian), then it
+    return len(header).to_bytes(8, "little") + header
+
+
+def terabyte_tensor(run: Path) -> str:  # a header that claims 2**40 bytes of data the 16-byte file lacks
+    path = run / "checkpoint-1" / "model.safetensors"
+    path.write_bytes(_header_bytes(b'{"a":{"dtype":"U8","shape":[1099511627776],"data_offsets":[0,1099511627776]}}'))
+    return f"{path}: not a readable safetensors file"
+
+
+def huge_header(run: Path) -> str:  # 100 MB of JSON header: refused by its size, never parsed into memory
+    path = run / "checkpoint-1" / "model.safetensors"
+    path.write_bytes(_header_bytes(b'{"__metadata__":{"x":"' + b"x" * 100_000_000 + b'"}}'))
+    return f"{path}: not a readable safetensors file"
+
+
+def symlink_loop(run: Path) -> str:  # the file links to itself
+    path = run / "checkpoint-1" / "model.safetensors"
+    path.unlink()
+    path.symlink_to(path)
+    return f"{run / 'checkpoint-1'}: no model.safetensors (or its index)"
+
+
+def index_not_utf8(run: Path) -> str:
+    index = run / "checkpoint-2" / "model.safetensors.index.json"
+    index.write_bytes(b'{"weight_map": {"a": "\xff\xfe"}}')  # latin-1 bytes, as a non-UTF-8 editor saves
+    return f"{index}: not a safetensors index (UnicodeDecodeError"
+
+
+def shard_outside_the_folder(run: Path) -> str:  # the index names a shard of another checkpoint, by ../
+    index = run / "checkpoint-2" / "model.safetensors.index.json"
+    shard = "../checkpoint-1/model.safetensors"
+    index.write_text(json.dumps({"weight_map": {"a": shard, "b": shard}}), encoding="utf-8")
+    return f"{index}: shard {shard!r} is not a file name in {run / 'checkpoint-2'}"
+
+
 DAMAGES = [
+    terabyte_tensor,
+    huge_header,
+    symlink_loop,
+    index_not_utf8,
+    shard_outside_the_folder,
     truncated,
     short_by_two_bytes,
     garbage,

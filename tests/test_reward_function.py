@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,6 +175,26 @@ def bad_schema(completions: list[str], schema: AnswerSchema) -> list[float]:
     return [0.0] * len(completions)
 
 
+def trl_prompts(completions: list[str], prompts: list[Any]) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def trl_token_ids(completions: list[str], completion_ids: list[list[int]]) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def optional_prompts(completions: list[str], prompts: list[Any] | None = None) -> list[float]:
+    return [float(s in c) for c, s in zip(completions, ["42", "42"], strict=True)]
+
+
+async def awaited(completions: list[str]) -> list[float]:
+    return [0.0] * len(completions)
+
+
+def yielded(completions: list[str]) -> Iterator[float]:
+    yield from [0.0] * len(completions)
+
+
 # (function, keywords, its columns, its scores on ["42", "7"] with BATCH; or, refused, what the error names). "42" is
 # in "42", not in "7".
 SIGNATURES = [
@@ -200,6 +221,13 @@ SIGNATURES = [
     (untyped_config, {}, None, None, "must be annotated with a @config_section class; got <class 'dict'>"),
     (unresolved, {}, None, None, "an annotation cannot be resolved"),
     (bad_schema, {"base": Reward}, None, None, "only a planning reward"),
+    # TRL passes `prompts` and `completion_ids`, ms-swift neither: under ms-swift a required one is a missing column
+    (trl_prompts, {}, None, None, "`prompts` is passed by TRL alone"),
+    (trl_token_ids, {}, None, None, "`completion_ids` is passed by TRL alone"),
+    (optional_prompts, {}, (), [1.0, 0.0], None),  # with a default: TRL's when it passes them, else the default
+    # the class's __call__ is not a coroutine function, so neither trainer awaits it: it would score a coroutine
+    (awaited, {}, None, None, "is `async def`"),
+    (yielded, {}, None, None, "is a generator function"),  # a generator's items are read once, by the first reader
 ]
 
 
@@ -216,3 +244,50 @@ def test_a_signature_is_callable_by_both_trainers_or_refused_naming_its_paramete
     with pytest.raises(RegistryError, match=re.escape(fragment)) as caught:
         reward(function, **keywords)
     assert f"{__name__}.{function.__name__}" in str(caught.value)
+
+
+class Scorer:
+    def __call__(self, completions: list[str]) -> list[float]:
+        return [0.0] * len(completions)
+
+    def method(self, completions: list[str], solution: list[str]) -> list[float]:
+        return [float(s in c) for c, s in zip(completions, solution, strict=True)]
+
+
+def _kept(function: Any) -> Any:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+# (what reward() is given, its class's name; or, refused, what the error names). The class is named after the
+# function and bound under that name, so what has no name of its own (a lambda, a partial, an instance) is refused.
+CALLABLES = [
+    (Scorer().method, "Method", None),  # a bound method: its signature without `self`
+    (_kept(readme_form), "ReadmeForm", None),  # functools.wraps: the wrapped function's signature and name
+    (lambda completions, solution: [0.0] * len(completions), None, "a lambda has no name"),
+    (functools.partial(readme_form), None, "got a partial (functools.partial("),
+    (Scorer(), None, "got a Scorer"),
+]
+
+
+@pytest.mark.parametrize(("function", "name", "fragment"), CALLABLES)
+def test_what_has_no_function_name_is_refused_naming_what_it_got(
+    function: Any, name: str | None, fragment: str | None
+) -> None:
+    if fragment is None:
+        cls = reward(function)
+        assert cls.__name__ == name
+        assert cls()(["42", "7"], **BATCH) == cls()(completions=["42", "7"], **BATCH) == [1.0, 0.0]
+        return
+    with pytest.raises(RegistryError, match=re.escape(fragment)):
+        reward(function)
+
+
+def test_a_missing_column_of_a_function_reward_ends_in_one_full_stop() -> None:
+    # a reward() class has no dataset_format to append: the message must not end in ". ."
+    with pytest.raises(MissingColumnError) as caught:
+        EchoLabel()([""])
+    assert str(caught.value) == "EchoLabel: dataset column 'label' is missing."

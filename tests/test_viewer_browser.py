@@ -689,3 +689,33 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4) | st.just("7"), inner, max_size=4),
     max_leaves=12,
 )
+
+
+# (a tool's JSON text, built in the page; the most characters its layout may have). The layout is at most
+# LAYOUT_MAX (1,000,000) characters, else the text as written: indenting two spaces a level makes 10,000 levels
+# 2 * (1 + 2 + … + 10,000) ≈ 100 M characters, and 2.5 M levels (5 MB of brackets) more than a string can hold.
+HUGE = [
+    ('"[".repeat(10000) + "]".repeat(10000)', 1_000_000),  # 20,000 characters, 10,000 deep
+    ('"[".repeat(2500000) + "]".repeat(2500000)', 5_000_000),  # 5 MB, 2.5 M deep: the text as written
+    ('"[" + Array(700000).fill("1").join(",") + "]"', 1_400_001),  # ~1.4 MB flat: the text as written
+]
+
+
+@pytest.mark.parametrize(("build", "most"), HUGE)
+def test_a_huge_or_deep_tool_result_is_laid_out_in_bounded_time_and_size(
+    browser: Any, tmp_path: Path, build: str, most: int
+) -> None:
+    log = tmp_path / "one.log"
+    record = {"task_id": "0", "trial": 0, "status": "ok", "reward": 0.0, "termination": "user_stop", "turns": 1}
+    log.write_text(json.dumps({**record, "checks": [], "messages": []}) + "\n", encoding="utf-8")
+    assert main(["view", str(log), "--domain", "retail", "--out", str(tmp_path / "one.html")]) == 0
+    page, errors = open_page(browser, tmp_path / "one.html")
+    took, size, same = page.evaluate(
+        f"() => {{ const t = {build}, t0 = performance.now(); let out;"
+        " try { out = pretty(t); } catch (e) { return [performance.now() - t0, -1, String(e)]; }"
+        " return [performance.now() - t0, out.length, out === t]; }"
+    )
+    assert size != -1, same  # no RangeError: Invalid string length
+    assert size <= most
+    assert took < 5000  # milliseconds: a page that hangs on one result hangs the review
+    assert errors == []

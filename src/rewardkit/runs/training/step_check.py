@@ -133,6 +133,9 @@ def _weight_map(index: Path) -> dict[str, str]:
         raise AuditError(f"{index}: not a safetensors index ({type(exc).__name__}: {exc}); {DAMAGED}") from None
     if not isinstance(shards, dict) or not all(isinstance(v, str) for v in shards.values()):
         raise AuditError(f"{index}: 'weight_map' must map each tensor name to its shard's file name; {DAMAGED}")
+    for shard in shards.values():  # a path (../checkpoint-1/…, /…) would read another checkpoint's weights as its own
+        if shard in ("", ".", "..") or Path(shard).name != shard or "\\" in shard:
+            raise AuditError(f"{index}: shard {shard!r} is not a file name in {index.parent}; {DAMAGED}")
     return shards
 
 
