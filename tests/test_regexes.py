@@ -136,6 +136,9 @@ def test_no_pattern_backtracks(path, scope, call):
         (r"\s+$", "regex_bomb_spaces"),
         # one block of think and answer between repeated separators
         (r"<think>(.*?)</think>\s*<answer>(.*?)</answer>$", "regex_bomb_tags"),
+        # a trim anchored at the start: its leading \s* eats a run that starts the text, so the run must follow
+        # another character; then (.*?) stops at each space and \s* rescans the rest of the run, n^2 / 2
+        (r"^\s*(.*?)\s*$", "prefixed_run:' '"),
     ],
 )
 def test_the_probe_catches_backtracking(pattern, bomb):

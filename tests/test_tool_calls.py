@@ -57,6 +57,22 @@ class TestToolCalls:
         assert call.error is not None and error in call.error
         assert call.arguments == {}
 
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            {1: "a"},  # json.dumps writes the key as "1": the tool would get {1: ...}, the log {"1": ...}
+            {None: 1, True: 2},  # "null" and "true" as keys
+            {"order": {2: "x"}},  # nested too
+            {"a": (1, 2)},  # a tuple is written as a list
+        ],
+    )
+    def test_object_arguments_that_are_not_json_as_they_are_keep_an_error(self, arguments: dict) -> None:
+        # An engine (or a harness) may hand arguments over as an object already: what the tool receives must be what
+        # the harness stores and hashes, so an object whose JSON reads back as another object is refused, not run.
+        message = {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": arguments}}]}
+        (call,) = tool_calls([message])
+        assert call.error is not None and "JSON object" in call.error and call.arguments == {}
+
     def test_user_facing_texts_drop_tool_blocks_and_tool_turns(self) -> None:
         messages = [
             {"role": "assistant", "content": 'Your refund is 536.65.<tool_call>{"name": "x"}</tool_call>'},

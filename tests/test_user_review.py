@@ -199,6 +199,23 @@ STOPS = [
     ("zh", "好的，先别处理了。###STOP###", False),
     ("zh", "可以……算了，不要取消。###STOP###", False),
     ("zh", "请把钱退到我的银行卡。###STOP###", False),  # 行 inside 银行 agrees to nothing
+    # putting it off, or keeping things as they are, refuses as plainly as a "no"
+    ("en", "OK, maybe later. ###STOP###", False),
+    ("en", "Okay, let me think about it. ###STOP###", False),
+    ("en", "Sure, hold off for now. ###STOP###", False),
+    ("en", "OK, forget it, keep the order. ###STOP###", False),
+    ("en", "Okay, I'll pass. ###STOP###", False),
+    ("en", "Yes, hmm, I'm unsure. ###STOP###", False),
+    ("zh", "好的，我再考虑一下。###STOP###", False),
+    ("zh", "好的，改天再说。###STOP###", False),
+    ("zh", "好，暂缓吧。###STOP###", False),
+    # set phrases that hold a negation and refuse nothing, and agreeing words beyond yes and ok
+    ("en", "Yes, please cancel it, I no longer need it. ###STOP###", True),  # the scenario's own reason
+    ("en", "Yes, go ahead. No further questions. ###STOP###", True),
+    ("en", "Sounds good. ###STOP###", True),
+    ("en", "Alright, perfect. ###STOP###", True),
+    ("zh", "好，取消吧。###STOP###", True),  # 好 alone, ending its clause
+    ("zh", "好的，没有其他问题了。###STOP###", True),
 ]
 
 
@@ -332,6 +349,17 @@ VOICES = [
     ("zh", "我已经为您取消了订单。", "我已经为您"),
     ("zh", "我已经取消了您的订单。", "我已经取消了您的"),
     ("zh", "请问有什么可以帮您？", "请问有什么可以帮您"),
+    # the same voice, with an adverb between, the object named, or the informal 你
+    ("en", "I've gone ahead and cancelled your order.", "I've gone ahead and cancelled your"),
+    (
+        "en",
+        "I have successfully cancelled the order #W6779827 for you.",
+        "I have successfully cancelled the order #W6779827 for you",
+    ),
+    ("en", "I'll process the refund for you now.", "I'll process the refund for you"),
+    ("zh", "我已经帮你取消了。", "我已经帮你"),
+    ("zh", "我已经取消了你的订单。", "我已经取消了你的"),
+    ("en", "I have cancelled the other order myself.", None),  # the customer's own, no "for you"
 ]
 
 
@@ -360,6 +388,10 @@ FACT_FORMS = [
     (RETAIL, "en", "My zip is ٧٨٧٠٥.", []),  # Arabic-Indic digits
     (FULL_WIDTH_TASK, "en", "Cancel #W6779827.", []),  # the scenario typed full-width, the user in ASCII
     (RETAIL, "en", "Also cancel ＃Ｗ９９９９９１７.", ["#W9999917"]),  # never given: named in its ASCII form
+    # invisible format characters (zero-width space, soft hyphen, word joiner, BOM) are no part of a fact
+    (RETAIL, "en", "Cancel #W999\u200b9917.", ["#W9999917"]),  # one id, not "#W999" and "9917"
+    (RETAIL, "en", "Cancel #W9999\u00ad917 and #W\u20606779827\ufeff.", ["#W9999917"]),
+    (RETAIL, "en", "My zip is 78\u200b705.", []),  # the scenario's 78705, not an unseen 705
 ]
 
 

@@ -41,9 +41,11 @@ def _decode_arguments(raw: Any) -> tuple[Mapping[str, Any], str | None]:
             return {}, f"arguments are not valid JSON: {str(raw)[:80]!r}"
     if not isinstance(raw, Mapping):
         return {}, "arguments must be a JSON object"
-    try:  # what the harness stores and hashes: strict JSON, string keys, finite numbers
-        json.dumps(raw, sort_keys=True, allow_nan=False)
+    try:  # what the harness stores and hashes, read back as the tool gets it: strict JSON, string keys, no tuples
+        same = json.loads(json.dumps(raw, sort_keys=True, allow_nan=False)) == raw
     except (TypeError, ValueError, RecursionError):
+        same = False
+    if not same:  # json.dumps writes {1: ...} as {"1": ...} and (1, 2) as [1, 2]: the tool would get another object
         return {}, "arguments must be a JSON object (string keys, finite numbers, not nested too deeply)"
     return raw, None
 

@@ -8,8 +8,8 @@ evidence:
 
 - ``premature_stop``: the user ends the conversation right after the agent asked it to confirm an action, or
   announced one, while its stop message agrees to it and the task is not done: the write it confirmed never ran
-  (tau2-bench issue #297). A message that negates or refuses anything ("no", "don't", "wait", "不", "别", "没")
-  does not agree, whatever agreeing words it also holds;
+  (tau2-bench issue #297). A message that negates, refuses or puts off anything ("no", "don't", "wait", "maybe
+  later", "不", "别", "改天再说") does not agree, whatever agreeing words it also holds;
 - ``unseen_fact``: an identifier, an e-mail address or a number of three or more digits in the user's messages that
   appears neither in its scenario nor in anything the agent or the tools said (compared in NFKC form, its digits
   ASCII: "R１０１" is "R101");
@@ -80,14 +80,17 @@ _OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # a decimal digit of another script: 
 
 def canonical(text: str) -> str:
     """The text in one form for the rules to read: NFKC (full-width letters, digits and punctuation as ASCII, the
-    ideographic space as a space, ligatures spelled out), and every decimal digit as its ASCII one. A fact or a word
-    is the same however its characters were typed.
+    ideographic space as a space, ligatures spelled out), every decimal digit as its ASCII one, and no invisible
+    format character (category Cf: a zero-width space, a soft hyphen, a word joiner, a byte-order mark, a direction
+    mark). A fact or a word is the same however its characters were typed: "#W999\u200b9917" is one order id.
 
-    >>> canonical("R１０１\u3000＃Ｗ６７７９８２７, ٧٨٧٠٥")
-    'R101 #W6779827, 78705'
+    >>> canonical("R１０１\u3000＃Ｗ６７７９８２７, ٧٨٧٠٥, 78\u00ad705")
+    'R101 #W6779827, 78705, 78705'
     """
-    text = unicodedata.normalize("NFKC", text)
-    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text) if not text.isascii() else text
+    if text.isascii():
+        return text
+    text = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text)
 
 
 # --- what the user may say --------------------------------------------------------------------------------------
@@ -172,28 +175,35 @@ def _starts(chars: str) -> str:
 _CLAUSE_START = r"(?<![^\s,.!?;:~。、…])"
 _CLAUSE_END = r"(?:[吧啊呀的了]|(?=[\s,.!?;:~。、…])|$)"
 _AGREES = re.compile(
-    _starts("ysgcpdon嗯那就请我是好没对可行确同")
-    + r"(?:\b(?:yes|yeah|yep|sure|confirm(?:ed)?|go ahead|please do|do it|proceed|ok(?:ay)?|no problem|no worries)\b"
-    rf"|{_CLAUSE_START}(?:嗯|那就?|就|请|我)?(?:是的|好的|没问题|对的|(?:可以|行|确认|同意){_CLAUSE_END}))",
+    _starts("ysgcpdonaf嗯那就请我是好没对可行确同")
+    + r"(?:\b(?:yes|yeah|yep|sure|confirm(?:ed)?|go ahead|please do|do it|proceed|ok(?:ay)?|no problem|no worries"
+    r"|sounds good|al(?:l )?right|perfect|great|fine|absolutely|certainly|of course|correct)\b"
+    rf"|{_CLAUSE_START}(?:嗯|那就?|就|请|我)?(?:是的|好的|没问题|对的|(?:可以|行|确认|同意|好){_CLAUSE_END}))",
     re.IGNORECASE,
 )
 # A negation or a refusal anywhere in the message: it does not agree, whatever agreeing words it also holds ("No, do
-# not go ahead", "不行，我不确认", "Yes -- wait, don't"). A missed premature stop costs one episode's flag; a refusal
-# read as agreement takes a real outcome out of training. English words are told apart from the letters beside them
-# (not from Chinese characters, which Python counts as word characters: "好的no" holds "no").
+# not go ahead", "不行，我不确认", "Yes -- wait, don't"). Putting it off ("maybe later", "let me think about it",
+# "改天再说") or keeping things as they are ("keep it", "forget it") refuses as plainly. A missed premature stop costs
+# one episode's flag; a refusal read as agreement takes a real outcome out of training. English words are told apart
+# from the letters beside them (not from Chinese characters, which Python counts as word characters: "好的no" holds
+# "no").
 _REFUSES = re.compile(
-    _starts("ncswhrdaim不别没未勿甭否算等稍慢且拒")
+    _starts("ncswhrdaimltfkpui不别没未勿甭否算等稍慢且拒改再考想暂回以下免")
     + r"(?:(?<![A-Za-z])(?:no|not|nope|nah|never|neither|nor|cannot|stop|wait|hold on|hang on|refuse[ds]?"
     r"|reject(?:ed)?|declined?|changed? my mind|second thoughts?|cancel that(?!\s*[A-Za-z0-9])"
+    r"|later|think (?:about it|it over)|hold off|forget (?:about )?it|scratch that|nvm|abort|keep (?:it|the)"
+    r"|leave it|I['’]ll pass|pass on (?:it|that)|unsure|idk"
     r"|(?:do|does|did|ca|wo|is|are|was|were|should|would|could|must|need|have|has|had|ai)n['’]?t)(?![A-Za-z])"
     r"|n['’]t(?![A-Za-z])"
-    r"|[不别没未勿甭否]|算了|等等|等一下|稍等|慢着|且慢|拒绝)",
+    r"|[不别没未勿甭否]|算了|等等|等一下|稍等|慢着|且慢|拒绝|改天|再说|考虑|再想|想想|暂缓|回头再|以后再|下次再|免了)",
     re.IGNORECASE,
 )
 # Set phrases that hold a negation but refuse nothing: taken out before the refusal is looked for.
 _NOT_REFUSING = re.compile(
-    _starts("nw没不对别特") + r"(?:(?<![A-Za-z])(?:no problem|no worries|not a problem|why not)(?![A-Za-z])"
-    r"|没问题|没错|不错|没关系|不好意思|对不起|不客气|不过|别的|特别)",
+    _starts("nw没不对别特")
+    + r"(?:(?<![A-Za-z])(?:no problem|no worries|not a problem|why not|no longer (?:need|want)(?:ed)?"
+    r"|no (?:other|further|more) questions?)(?![A-Za-z])"
+    r"|没问题|没错|不错|没关系|不好意思|对不起|不客气|不过|没有(?:其他|别的)|别的|特别)",
     re.IGNORECASE,
 )
 
@@ -216,7 +226,7 @@ def agrees(text: str) -> bool:
 # the customer's ("your") or for the customer ("for you"). A customer reports what it did itself to what is its own
 # ("I have updated my address", "我已经修改了我的地址"): that is never the agent's voice.
 _ACTOR = r"\b(?:let me|I(?:['’]ll| will| can| am going to|['’]m going to| have| had|['’]ve))"
-_ACTOR += r"(?: (?:already|just|now|also))?"
+_ACTOR += r"(?: (?:already|just|now|also|successfully|gone ahead and|went ahead and))?"
 _DONE = (  # what only the agent does to what is the customer's
     r"(?:cancel(?:l?ed)?|process(?:ed)?|updated?|modif(?:y|ied)|refund(?:ed)?|exchanged?|changed?|issued?|reset"
     r"|upgraded?|credit(?:ed)?|rebook(?:ed)?|reinstated?)"
@@ -230,8 +240,9 @@ _AGENT_VOICE = re.compile(
     rf"|{_ACTOR} {_DONE} your\b"
     rf"|\blet me(?: just)? {_LOOKS}(?: (?:up|into|of))? your\b"
     rf"|{_ACTOR} (?:{_DONE}|{_LOOKS}){_IT}(?: (?:up|into|of))?{_IT} for you\b"
-    r"|请问有什么可以帮(?:您|你)|有什么(?:可以|能)(?:为|帮)(?:您|你)|我已(?:经)?(?:为您|帮您|替您)"
-    r"|我已(?:经)?(?:取消|修改|更新|处理|退还|办理)了?您的)",
+    rf"|{_ACTOR} {_DONE}(?: [\w#-]+){{1,3}} for you\b"  # "cancelled the order #W6779827 for you": done, named
+    r"|请问有什么可以帮[您你]|有什么(?:可以|能)[为帮][您你]|我已(?:经)?[为帮替][您你]"
+    r"|我已(?:经)?(?:取消|修改|更新|处理|退还|办理)了?[您你]的)",
     re.IGNORECASE,
 )
 _INSTRUCTION_WORDS = re.compile(r"\b(?:known_info|unknown_info|reason_for_call|task_instructions|user_scenario)\b")

@@ -114,7 +114,8 @@ def _child(fn: Callable[[], Any], write_end: int) -> None:
         try:
             data = pickle.dumps(outcome)
         except Exception as exc:  # a value that cannot travel back
-            data = pickle.dumps(Outcome("raised", f"its result cannot be sent back ({describe(exc)})", 0.0))
+            what = f"it returned a {type(outcome.value).__name__}, which" if outcome.status == "ok" else "its result"
+            data = pickle.dumps(Outcome("raised", f"{what} cannot be sent back ({describe(exc)})", 0.0))
         view = memoryview(data)
         while view:
             view = view[os.write(write_end, view) :]
@@ -213,7 +214,9 @@ def _literal_runs(items: Any) -> list[str]:
 def regex_bombs(pattern: re.Pattern[str]) -> dict[str, str]:
     """Texts on which a backtracking ``pattern`` takes quadratic or exponential time: HOSTILE's regex bombs, and
     bombs built from the pattern itself: each run of its literal characters repeated (an opening never closed), all
-    of them in order repeated, and a long run of one character that ends in characters its class may not hold."""
+    of them in order repeated, and a long run of one character that ends in characters its class may not hold, both
+    as the text's start and after another character (a pattern anchored at the start, ``^\\s*(.*?)\\s*$``, eats a
+    leading run whole and rescans only one that follows something else)."""
     bombs = {name: text for name, text in HOSTILE.items() if name.startswith("regex_bomb")}
     runs = list(dict.fromkeys(_literal_runs(re_parser.parse(pattern.pattern, pattern.flags))))
     for run in runs:
@@ -223,6 +226,7 @@ def regex_bombs(pattern: re.Pattern[str]) -> dict[str, str]:
         bombs["repeated_literals"] = joined * (BOMB_CHARS // len(joined))
     for char in _RUN_CHARS:
         bombs[f"run:{char!r}"] = char * BOMB_CHARS + "!\x00"
+        bombs[f"prefixed_run:{char!r}"] = "!" + bombs[f"run:{char!r}"]
     return bombs
 
 
