@@ -292,6 +292,13 @@ class TestEnvServers:
             ("[ws://10.0.0.5:80x]", 0, "'ws://10.0.0.5:80x'"),
             ("['http://10.0.0.5:8000?token=x']", 0, "?token=x"),  # "/ws" would land in the query
             ("[http://10.0.0.5:8000, 'https://10.0.0.6:8000#ws']", 1, "#ws"),  # the second one, by its index
+            # urlsplit drops tabs and newlines and leading blanks, so these loaded; the episode then opened the URL as
+            # written (a host " 10.0.0.5", a path "\n/ws") and every episode ended env_error
+            ('["http://10.0.0.5:8000\\n"]', 0, "'http://10.0.0.5:8000\\n'"),
+            ('["http://10.0.0.5:8000\\t"]', 0, "'http://10.0.0.5:8000\\t'"),
+            ("[' http://10.0.0.5:8000']", 0, "' http://10.0.0.5:8000'"),
+            ("['http://10.0. 0.5:8000']", 0, "'http://10.0. 0.5:8000'"),
+            ("[ws://10.0.0.5:0]", 0, "'ws://10.0.0.5:0'"),  # port 0 is "any free port" to a listener: no server's
         ],
     )
     def test_a_server_that_is_no_websocket_url_fails_at_load(
@@ -301,6 +308,23 @@ class TestEnvServers:
         fails(
             load_run_config, str(path), f"rollout.env_servers[{index}]: ", shown, "ws://, wss://, http:// or https://"
         )
+
+    @pytest.mark.parametrize(
+        ("url", "shown"),
+        [
+            ("http://ana:s3cret@10.0.0.5:8000", "'http://…@10.0.0.5:8000'"),
+            ("wss://ana@envs.example.com/x", "'wss://…@envs.example.com/x'"),  # a user alone: a token misplaced
+            ("http://ana:s3cret@10.0.0.5:99999", "'http://…@10.0.0.5:99999'"),  # a bad URL's message hides it too
+        ],
+    )
+    def test_a_user_or_password_in_a_server_url_fails_unshown(
+        self, tmp_path, monkeypatch, url: str, shown: str
+    ) -> None:
+        # The servers read a bearer token ($REWARDKIT_SERVE_TOKEN), never a URL's user and password: those loaded,
+        # were sent as HTTP Basic auth, and every episode's error, in the episode log, showed the password.
+        path = use_config(tmp_path, monkeypatch, f"rollout:\n  env_servers: [{json.dumps(url)}]\n")
+        message = fails(load_run_config, str(path), "rollout.env_servers[0]: ", shown)
+        assert "s3cret" not in message and "ana" not in message, message
 
     def test_every_accepted_form_loads(self, tmp_path, monkeypatch) -> None:
         # a port may be left out where it is the scheme's own (a server behind a proxy on 443)

@@ -10,12 +10,14 @@ example file ``recipes/planning/reward_config.yaml`` and the key table of ``docs
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from rewardkit.config import Config, ConfigSchema, config_section, setting
+from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.loop.user_sim.config import UserSimConfig
 from rewardkit.rewards.config import REFERENCE
 from rewardkit.rewards.registry import config_schema
@@ -78,20 +80,34 @@ ENV_SERVER_SCHEMES = ("ws", "wss", "http", "https")
 def env_server_problem(url: str) -> str | None:
     """Why ``url`` cannot be an environment server's base URL (a scheme of :data:`ENV_SERVER_SCHEMES`, a host, a
     port if not the scheme's own; a path may follow, but no query or fragment: the WebSocket's "/ws" goes after the
-    path), else None."""
+    path; no blank or control character, which urlsplit drops but a connection would not; no user or password:
+    the servers read a bearer token, and a log would show it), else None. The message never shows a password."""
+    shown = re.sub(r"(?<=//)[^/?#]*@", "…@", url)  # the user information: up to the host's last "@"
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (reading it checks it: a port that is not a number, or past 65535, raises)
-        usable = parts.scheme in ENV_SERVER_SCHEMES and bool(parts.hostname)
-        usable = usable and not (parts.query or parts.fragment)
+        usable = parts.scheme in ENV_SERVER_SCHEMES and bool(parts.hostname) and parts.port != 0
+        usable = usable and not (parts.query or parts.fragment) and url.isprintable() and " " not in url
     except ValueError:  # a port that is not a number, or past 65535; a bracketed host that is no IPv6 address
         usable = False
     if not usable:
         return (
-            f"{url!r} is not a server's base URL: write ws://, wss://, http:// or https://HOST[:PORT], a path after it "
-            "if the server is behind one (no query or fragment), e.g. http://10.0.0.5:8000"
+            f"{shown!r} is not a server's base URL: write ws://, wss://, http:// or https://HOST[:PORT], a path after "
+            "it if the server is behind one (no query or fragment), e.g. http://10.0.0.5:8000"
+        )
+    if shown != url:
+        return (
+            f"{shown!r} holds a user or password, which the servers do not read: drop it, and give their token in "
+            f"${TOKEN_ENV} (sent as a bearer token)"
         )
     return None
+
+
+def env_server_ws(url: str) -> str:
+    """The WebSocket the episode opens for ``url`` (a base URL :func:`env_server_problem` accepts): its scheme, read
+    case-blind, with http(s) as ws(s), and "/ws" after its path."""
+    parts = urlsplit(url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)  # urlsplit lowers the scheme
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/ws", "", ""))
 
 
 @config_section("diagnostics")

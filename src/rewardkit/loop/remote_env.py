@@ -34,7 +34,7 @@ from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.tasks import task_digest
 from rewardkit.envs.termination import Termination
 from rewardkit.errors import UserError
-from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.config import RolloutLimits, env_server_ws
 from rewardkit.loop.episode import Turns
 
 _OUTSIDE = frozenset({Termination.MAX_TURNS, Termination.AGENT_ERROR})  # the endings a trainer imposes
@@ -75,17 +75,35 @@ _RECORD_FIELDS = tuple(f.name for f in fields(EpisodeRecord))
 _ENDINGS = ", ".join(t.value for t in Termination)
 
 
-def read_answer(kind: str, text: str | bytes) -> Answer:
-    """The answer to a ``reset`` or ``step`` (``kind``), checked against the schema openenv-core's server sends and
-    this client reads: ``{"type": "observation", "data": {"observation": {"messages": [{"role", "content"}, ...],
-    "record": {...}}, "reward": number|null, "done": bool}}``, or ``{"type": "error", "data": {"message": ...}}``
-    (a bare string for ``data`` taken as the message). A reset that leaves the episode open holds the user's opening;
-    an ended episode holds its record, with a known termination and every field of the type
-    :class:`EpisodeRecord` reads. Anything else raises :class:`RemoteError` naming the field and what it holds."""
+# The roles a server's messages may have: those that answer the agent (they join the policy's conversation), and at
+# a reset the server's system prompt too (ignored: the trainer sends its own).
+_ROLES = {"reset": ("system", "user"), "step": ("tool", "user")}
+
+
+def read_answer(kind: str, text: str | bytes, task_id: str) -> Answer:
+    """The answer to a ``reset`` or ``step`` (``kind``) of the episode of task ``task_id``, checked against the schema
+    openenv-core's server sends and this client reads: ``{"type": "observation", "data": {"observation":
+    {"messages": [{"role", "content"}, ...], "record": {...}, "task_id": ...}, "reward": number|null, "done":
+    bool}}``, or ``{"type": "error", "data": {"message": ...}}`` (a bare string for ``data`` taken as the message).
+    Its messages have the roles of :data:`_ROLES`, its task (where named) is ``task_id``; a reset that leaves the
+    episode open holds the user's opening; an ended episode holds its record, with a known termination and every
+    field of the type :class:`EpisodeRecord` reads. Anything else raises :class:`RemoteError` naming the field and
+    what it holds."""
     try:
-        answer = json.loads(text)
+        answer = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested deeper than the parser goes
         raise RemoteError(f"{kind}: the answer is not JSON ({exc})") from None
+    try:
+        return _checked(kind, answer, task_id)
+    except RecursionError:  # parsed, but deeper than copying or comparing the record goes
+        raise RemoteError(f"{kind}: the answer is nested too deep to read") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _checked(kind: str, answer: Any, task_id: str) -> Answer:
     if not isinstance(answer, Mapping) or answer.get("type") not in ("observation", "error"):
         raise _off(kind, 'not an OpenEnv answer (an object of type "observation" or "error")', answer)
     data = answer.get("data")
@@ -109,6 +127,11 @@ def read_answer(kind: str, text: str | bytes) -> Answer:
     for i, m in enumerate(messages):
         if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
             raise _off(kind, f"observation.messages[{i}] is not an object with a string role and content", m)
+        if m["role"] not in _ROLES[kind]:
+            raise _off(kind, f"observation.messages[{i}] has role {m['role']!r}, not {' or '.join(_ROLES[kind])}", m)
+    named = observation.get("task_id")  # openenv-core's observation names it; another server's may not
+    if named is not None and str(named) != task_id:  # ids are compared as text, as the server reads them
+        raise _off(kind, f"observation.task_id names another task than this episode's {task_id!r}", named)
     checked = [{"role": m["role"], "content": m["content"]} for m in messages]
     if not done:
         if kind == "reset" and not any(m["role"] == "user" for m in checked):
@@ -174,8 +197,7 @@ class RemoteEpisode(Turns):
         try:
             token = os.environ.get(TOKEN_ENV)
             headers = {"Authorization": f"Bearer {token}"} if token else None
-            ws_url = "ws" + self.url[len("http") :] if self.url.startswith("http") else self.url
-            self._ws = connect(f"{ws_url}/ws", additional_headers=headers, open_timeout=self.timeout_s)
+            self._ws = connect(env_server_ws(self.url), additional_headers=headers, open_timeout=self.timeout_s)
             opening = {"task_id": str(self.task.get("id")), "task_sha256": task_digest(self.task)}
             answer = self._ask("reset", {**opening, "user_review": self.review})
         except (OSError, RemoteError, WebSocketException) as exc:
@@ -248,7 +270,7 @@ class RemoteEpisode(Turns):
             text = self._ws.recv(timeout=self.timeout_s)
         except (WebSocketException, TimeoutError) as exc:
             raise RemoteError(f"{kind}: {exc}") from exc
-        return read_answer(kind, text)
+        return read_answer(kind, text, str(self.task.get("id")))
 
     def _step(self, action: Mapping[str, Any]) -> None:
         try:
