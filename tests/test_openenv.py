@@ -3,23 +3,31 @@ own client (``GenericEnvClient``, its defaults); nothing is mocked. Runs in the 
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("openenv")  # the optional extra: rewardkit[openenv], in its own stack (constraints/openenv.txt)
 
 from openenv.core.generic_client import GenericEnvClient
 from openenv_servers import remote_play, served
-from sim_server import free_port
+from sim_server import SimServer, free_port
+from websockets.exceptions import ConnectionClosedOK
+from websockets.sync.client import connect as ws_connect
 
 from rewardkit.cli import main
 from rewardkit.envs import get_domain
 from rewardkit.envs.outcomes import task_check
+from rewardkit.envs.tasks import task_digest
 from rewardkit.loop.agents import as_reply
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episode, run_episodes
@@ -38,8 +46,9 @@ def retail(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def play(url: str, task: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any]]:
-    """The gold agent through the server, as a trainer's rollout would: the reward and the episode's record."""
+def play(url: str, task: Mapping[str, Any]) -> Any:
+    """The gold agent through the server, as a trainer's rollout would: the last step's result (the reward, the
+    episode's record, the messages that ended it)."""
     agent = GoldAgent(task)
     with GenericEnvClient(base_url=url).sync() as env:
         result = env.reset(task_id=str(task["id"]))
@@ -49,7 +58,7 @@ def play(url: str, task: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any]]:
             messages.append({"role": "assistant", "content": reply.text})
             result = env.step({"content": reply.text, "tool_calls": reply.tool_calls})
             messages += result.observation["messages"]
-        return result.reward, result.observation["record"]
+        return result
 
 
 def in_process(domain_name: str) -> dict[str, str]:
@@ -77,7 +86,7 @@ def test_openenvs_client_reaches_the_gold_state_of_every_usable_task(
     with served(tmp_path_factory.mktemp("openenv"), domain_name) as (url, _), ThreadPoolExecutor(4) as pool:
         got = dict(zip(gold, pool.map(lambda tid: play(url, tasks[tid]), gold), strict=True))  # 4 sessions at once
     for tid, state in gold.items():
-        reward, record = got[tid]
+        reward, record = got[tid].reward, got[tid].observation["record"]
         assert (reward, record["state_hash"]) == (1.0, state), f"task {tid}: {record['termination']}"
 
 
@@ -94,6 +103,37 @@ def test_an_episode_is_the_loops_episode_from_reset_to_record(retail: str) -> No
         with pytest.raises(RuntimeError, match="reset first"):  # an ended episode takes no further step
             env.step({"content": "Hello?"})
         assert env.reset(seed=3, split="test").observation["task_id"] in get_domain("retail").splits()["test"]
+
+
+def test_the_last_observation_carries_the_customers_closing_line(retail: str) -> None:
+    # The customer ends task 0 ("... ###STOP###"): a client that appends each observation's messages reads that
+    # line as it reads every other reply, not only in the record's transcript.
+    ended = play(retail, get_domain("retail").tasks()["0"])
+    record, closing = ended.observation["record"], ended.observation["messages"]
+    assert record["termination"] == "user_stop" and [m["role"] for m in closing] == ["user"]
+    assert "###STOP###" in closing[0]["content"] and record["transcript"].endswith(f"user: {closing[0]['content']}")
+
+
+DIGEST_0 = task_digest(get_domain("retail").tasks()["0"])
+
+
+@pytest.mark.parametrize(
+    ("opening", "refused"),
+    [
+        ({"task_sha256": DIGEST_0}, "task_sha256 names a task: send its task_id"),  # never a task drawn at random
+        ({"taskid": "0"}, "taskid: unknown field"),  # a misspelt id neither
+        ({"task_id": "0", "task_sha256": "0" * 64}, "reset: task '0' is not the caller's"),
+        ({"task_id": "nope"}, "reset: no task 'nope'"),
+        ({"task_id": ["0"]}, "task_id: "),
+        ({"seed": "x"}, "seed: "),
+        ({"user_review": "maybe"}, "user_review: "),
+    ],
+)
+def test_a_reset_that_names_a_task_plays_it_or_is_refused(retail: str, opening: dict[str, Any], refused: str) -> None:
+    with GenericEnvClient(base_url=retail).sync() as env:
+        with pytest.raises(RuntimeError, match=refused):
+            env.reset(**opening)
+        assert env.reset(task_id="0", task_sha256=DIGEST_0).observation["task_id"] == "0"  # the session goes on
 
 
 @pytest.mark.parametrize(
@@ -132,25 +172,180 @@ def test_under_load_no_session_is_lost_and_memory_stays_bounded(tmp_path: Path) 
     ids = [tid for tid in sorted(tasks, key=int) if task_check(tasks[tid], "retail") is None][:80]
     with served(tmp_path, "retail", "--max-sessions", "8") as (url, proc):
         with ThreadPoolExecutor(8) as pool:
-            first = list(pool.map(lambda tid: play(url, tasks[tid])[0], ids))
+            first = list(pool.map(lambda tid: play(url, tasks[tid]).reward, ids))
             warm = rss_kib(proc.pid)
-            rest = list(pool.map(lambda tid: play(url, tasks[tid])[0], ids * 2))
+            rest = list(pool.map(lambda tid: play(url, tasks[tid]).reward, ids * 2))
         after = rss_kib(proc.pid)
     assert len(first) + len(rest) == 240 and all(r is not None for r in first + rest)
     assert after <= warm * 1.2, f"RSS {warm} KiB after 80 episodes, {after} KiB after 240"
 
 
-def test_sessions_over_the_cap_are_refused_and_an_idle_one_expires(tmp_path: Path) -> None:
-    with served(tmp_path, "retail", "--max-sessions", "1", "--idle-s", "1") as (url, _):
-        with GenericEnvClient(base_url=url).sync() as first:
-            first.reset(task_id="0")
-            with pytest.raises(Exception), GenericEnvClient(base_url=url).sync() as second:  # noqa: B017
-                second.reset(task_id="1")  # refused: the one session the server holds is taken
-            time.sleep(7)  # idle past --idle-s, and past the reaper's round (every 5 s at least): closed
-            with pytest.raises(RuntimeError, match="reset first"):  # its episode and database are gone
-                first.step({"content": "Still there?"})
-        with GenericEnvClient(base_url=url).sync() as third:  # the slot is free again
-            assert third.reset(task_id="1").observation["task_id"] == "1"
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with served(tmp_path_factory.mktemp("openenv"), "retail", "--max-sessions", "2", "--idle-s", "3") as (url, _):
+        yield url
+
+
+def connected(url: str) -> Any:
+    """A client whose session is open (a slot a closing session frees is waited for, by the server)."""
+    return GenericEnvClient(base_url=url).sync().connect()
+
+
+def refusal(url: str) -> tuple[int, str]:
+    """How the server refuses a session at the handshake (openenv-core's client raises ConnectionError there): the
+    HTTP status and the reason its body gives."""
+    env = GenericEnvClient(base_url=url).sync()
+    with pytest.raises(ConnectionError) as refused:
+        env.connect()
+    env.close()
+    response = refused.value.__cause__.response  # websockets' InvalidStatus: the handshake's answer
+    return response.status_code, json.loads(response.body)["error"]
+
+
+def test_a_session_over_the_cap_is_refused_at_the_handshake_with_the_reason(capped: str) -> None:
+    first, second = connected(capped), connected(capped)
+    with first, second:
+        for _ in range(3):  # every time, not when a race allows: the socket never opens
+            for env in (first, second):  # busy: neither is idle (--idle-s 3) while the third waits
+                env.reset(task_id="0")
+            status, reason = refusal(capped)  # after 2 s of waiting for a slot to free
+            assert status == 503 and "--max-sessions 2" in reason, reason
+    with connected(capped) as third:  # the slots are the connections': closed, they are free
+        assert third.reset(task_id="1").observation["task_id"] == "1"
+
+
+def test_an_idle_session_is_closed_with_its_socket_and_its_slot_freed(capped: str) -> None:
+    # Two sessions fill the cap and go idle past --idle-s: each is closed, its socket too, so neither can open an
+    # episode beside the two sessions that took their slots (4 episodes on a cap of 2 otherwise).
+    idle = [connected(capped), connected(capped)]
+    for env in idle:
+        env.reset(task_id="0")
+    time.sleep(4.5)  # past --idle-s 3
+    with connected(capped) as third, connected(capped) as fourth:
+        assert [env.reset(task_id="1").observation["task_id"] for env in (third, fourth)] == ["1", "1"]
+        for env in idle:
+            with pytest.raises(Exception, match=r"4408.*idle for 3 s"):  # the close frame: its code and reason
+                env.reset(task_id="2")
+    for env in idle:
+        env.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}),
+        ("POST", "/reset", {}),
+        ("POST", "/step", {"action": {"content": "hi"}}),
+        ("GET", "/state", None),
+    ],
+)
+def test_no_http_route_opens_a_session(capped: str, method: str, path: str, body: Any) -> None:
+    # openenv-core's HTTP routes would open sessions (or build an episode's database) with no connection held:
+    # none is mounted, so two calls cannot take the two slots and lock every WebSocket client out.
+    for _ in range(2):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(capped + path, data=data, method=method)
+        request.add_header("content-type", "application/json")
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(request, timeout=10)
+        assert missing.value.code == 404
+    with connected(capped) as first, connected(capped) as second:
+        assert [env.reset(task_id="0").observation["task_id"] for env in (first, second)] == ["0", "0"]
+
+
+def test_only_the_info_routes_and_the_session_socket_are_mounted(capped: str) -> None:
+    with urllib.request.urlopen(f"{capped}/openapi.json", timeout=10) as answer:
+        assert set(json.load(answer)["paths"]) == {"/health", "/schema", "/metadata"}  # /ws is a WebSocket route
+
+
+def test_a_session_waiting_on_its_own_simulator_is_not_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server's user answers in 6 s, past --idle-s 1: meanwhile the session waits on its server, not on its
+    # client, so its episode stays open through the reset and the step.
+    with SimServer(delay_s=6) as user:
+        config = tmp_path / "config.yaml"
+        config.write_text(f"user_sim:\n  kind: openai\n  base_url: {user.base_url}\n  model: m\n  timeout_s: 60\n")
+        monkeypatch.setenv("REWARDKIT_CONFIG", str(config))
+        with served(tmp_path, "retail", "--idle-s", "1") as (url, _), GenericEnvClient(base_url=url).sync() as env:
+            opened = env.reset(task_id="0")
+            assert opened.observation["messages"][-1] == {"role": "user", "content": "My email is a@b.c"}
+            asked = env.step({"content": "Could you give me your e-mail address?"})
+            assert asked.observation["messages"] == [{"role": "user", "content": "My email is a@b.c"}]
+
+
+# --- any message a client sends ------------------------------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+TOOL = st.sampled_from(["find_user_id_by_email", "get_order_details", "cancel_pending_order", "nope", ""])
+CALL = st.fixed_dictionaries({"name": TOOL | JSON, "arguments": JSON | st.just('{"order_id": "#W1"}')})
+CALLS = st.lists(CALL | st.fixed_dictionaries({"function": CALL}) | JSON, max_size=3)
+TEXT = st.text(max_size=40) | CALL.map(lambda c: f"<tool_call>{json.dumps(c)}</tool_call>") | st.just("bye ###STOP###")
+FIELDS = {  # each field's plausible values, and any JSON
+    "reset": {
+        "task_id": st.sampled_from(["0", "1", "10", "nope"]) | JSON,
+        "split": st.sampled_from(["train", "test"]) | JSON,
+        "seed": st.integers() | JSON,
+        "user_review": st.sampled_from(["exclude", "count", "off"]) | JSON,
+        "task_sha256": st.just(DIGEST_0) | JSON,
+        "episode_id": JSON,
+    },
+    "step": {
+        "content": TEXT | JSON,
+        "tool_calls": CALLS | JSON,
+        "finish_reason": st.sampled_from(["stop", "length"]) | JSON,
+        "n_tokens": st.integers() | JSON,
+        "end": st.sampled_from(["max_turns", "agent_error"]) | JSON,
+        "metadata": JSON,
+    },
+}
+MESSAGE = st.one_of(
+    *(
+        st.fixed_dictionaries({"type": st.just(kind), "data": st.fixed_dictionaries({}, optional=fields) | JSON})
+        for kind, fields in FIELDS.items()
+    ),
+    st.fixed_dictionaries({"type": st.sampled_from(["state", "close", "mcp"]) | JSON}, optional={"data": JSON}),
+    JSON,
+)
+FRAME = MESSAGE.map(json.dumps) | st.text() | st.binary()
+OPEN = json.dumps({"type": "reset", "data": {"task_id": "0"}})
+HOSTILE = [
+    pytest.param("[" * 100_000, id="nested past the parser's recursion limit"),
+    pytest.param("1" * 5000, id="an int past Python's digits limit"),
+    pytest.param('{"type": "step", "data": {"content": "\\ud800"}}', id="a lone surrogate"),
+    pytest.param('{"type": "reset", "data": {"seed": 1e999}}', id="an infinite seed"),
+    pytest.param(b"\xff\xfe", id="a binary frame, not UTF-8"),
+]
+
+
+def exchange(url: str, frames: list[str | bytes]) -> None:
+    """Each frame on one session (after an opened episode): every answer is an observation or an error, within 60 s,
+    until a close; a session not closed still answers a state request."""
+    with ws_connect(url.replace("http", "ws", 1) + "/ws", open_timeout=30) as ws:
+        for frame in [OPEN, *frames]:
+            ws.send(frame)
+            try:
+                answer = json.loads(ws.recv(timeout=60))
+            except ConnectionClosedOK:  # a close message: the session ends cleanly
+                return
+            assert answer["type"] in ("observation", "state", "error"), answer
+            assert answer["type"] != "error" or answer["data"]["message"], answer  # an error says what
+            assert "the server failed" not in str(answer), answer  # a clean error: not a bug of the server
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv(timeout=60))["type"] == "state"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(frames=st.lists(FRAME, min_size=1, max_size=4))
+def test_any_message_gets_an_answer_and_the_server_goes_on(retail: str, frames: list[str | bytes]) -> None:
+    exchange(retail, frames)
+
+
+@pytest.mark.parametrize("frame", HOSTILE)
+def test_a_hostile_message_gets_an_error(retail: str, frame: str | bytes) -> None:
+    exchange(retail, [frame])
 
 
 # --- ms-swift's scheduler apart from the environment: the remote episode ------------------------------------------

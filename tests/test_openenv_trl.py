@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import pytest
 pytest.importorskip("openenv")  # the optional extra: rewardkit[openenv], in its own stack (constraints/openenv.txt)
 
 from openenv_servers import served
+from spec_domains import KEY, write_spec
+from spec_domains import task as spec_task
 
 from rewardkit.envs import get_domain
 
@@ -116,14 +119,121 @@ def test_trl_grpo_trains_on_the_served_domain_with_the_loss_on_the_policys_token
     assert all("send_message" in text for text in trained) and not any("<tool_response>" in t for t in trained)
 
 
-def test_a_row_whose_task_is_not_the_servers_fails_at_reset(retail: str) -> None:
-    # A dataset built from another version of the domain's tasks: TRL's reset fails at once, naming the mismatch,
-    # rather than training on episodes the server scores against its own task.
+TASK_0 = get_domain("retail").tasks()["0"]
+EDITED_0 = {**TASK_0, "evaluation_criteria": {**TASK_0["evaluation_criteria"], "communicate_info": ["a refund"]}}
+
+
+@pytest.mark.parametrize(
+    ("row", "refused"),
+    [
+        pytest.param("tau2-grpo", None, id="a build tau2-grpo row: its task column, no task_id"),
+        pytest.param({"task_id": "0"}, None, id="task_id"),
+        pytest.param({"task_id": 0, "task": json.dumps(TASK_0)}, None, id="both, agreeing"),
+        pytest.param({"task": TASK_0}, None, id="the task as an object"),
+        # A dataset built from another version of the domain's tasks: the server refuses it, naming the mismatch,
+        # rather than training on episodes it scores against its own task.
+        pytest.param({"task": json.dumps(EDITED_0)}, "reset: task '0' is not the caller's", id="another version"),
+        pytest.param({}, "the row names no task", id="no task"),  # never a task drawn at random
+        pytest.param({"task_id": "1", "task": json.dumps(TASK_0)}, "task_id '1' is not the id of", id="two tasks"),
+        pytest.param({"task": "{"}, "task column is not JSON", id="not JSON"),
+        pytest.param({"task": "[1]"}, "task column is not a task with an id", id="not a task"),
+    ],
+)
+def test_a_row_plays_the_task_it_names_or_is_refused(retail: str, row: Any, refused: str | None) -> None:
+    from openenv.core.generic_client import GenericEnvClient
+
+    from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
     from rewardkit.serve.trl_env import environment_factory
 
-    task = get_domain("retail").tasks()["0"]
-    edited = {**task, "evaluation_criteria": {**task["evaluation_criteria"], "communicate_info": ["a refund"]}}
-    factory = environment_factory(retail, "retail")
-    with pytest.raises(Exception, match="reset: task '0' is not the caller's"):
-        factory().reset(task_id="0", task=json.dumps(edited))
-    assert factory().reset(task_id="0", task=json.dumps(task))  # the server's own task opens, the user speaking first
+    if row == "tau2-grpo":
+        built = build_tau2_grpo(Tau2Options(domain="retail", split="train"))[0]
+        row = next(r for r in built if json.loads(r["task"])["id"] == "0")
+        assert "task_id" not in row
+    env = environment_factory(retail, "retail")()
+    if refused is not None:
+        with pytest.raises(Exception, match=refused):
+            env.reset(prompt=[{"role": "user", "content": ""}], **row)  # TRL passes every column
+        return
+    with GenericEnvClient(base_url=retail).sync() as direct:  # task 0's opening (the scripted user: one opening)
+        opening = direct.reset(task_id="0").observation["messages"][-1]["content"]
+    assert env.reset(prompt=[{"role": "user", "content": ""}], **row) == opening
+    env._drop()
+
+
+NOTES_SCHEMA = "CREATE TABLE notes (entry_id TEXT PRIMARY KEY, note TEXT NOT NULL);"
+NOTE = {"type": "object", "properties": {"entry_id": {"type": "string"}, "note": {"type": "string"}}}
+ENTRY = {"type": "object", "properties": {"entry_id": {"type": "string"}}, "required": ["entry_id"]}
+
+
+def notes_domain(folder: Path, write: str, read: str, *more: str) -> Path:
+    """A spec domain of notes whose tools take the names given: ``write`` adds a note, ``read`` (and each of
+    ``more``) reads one."""
+    adds = {"insert": "notes", "values": {"note": "note"}, "id": {"column": "entry_id", "prefix": "N"}}
+    tools = [
+        {
+            "name": write,
+            "description": "Add a note.",
+            "risk": "write",
+            "returns": NOTE,
+            "parameters": {"type": "object", "properties": {"note": {"type": "string"}, **KEY}, "required": ["note"]},
+            "rule": adds,
+        },
+        *(
+            {
+                "name": name,
+                "description": "Read a note.",
+                "risk": "read",
+                "returns": NOTE,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"entry_id": {"type": "string"}},
+                    "required": ["entry_id"],
+                },
+                "rule": {"get": "notes", "key": {"entry_id": "entry_id"}},
+            }
+            for name in (read, *more)
+        ),
+    ]
+    tasks = [
+        spec_task("n1", "You want the note 'call Bo' kept.", [{"name": write, "arguments": {"note": "call Bo"}}]),
+        spec_task(
+            "n2", "You want to read note N001.", [{"name": read, "arguments": {"entry_id": "N001"}}], ["buy milk"]
+        ),
+    ]
+    return write_spec(folder, NOTES_SCHEMA, tools, tasks, {"notes": [{"entry_id": "N001", "note": "buy milk"}]})
+
+
+TAKEN = ("record", "done", "reward", "url")  # the names of the environment's state before it was private
+
+
+def test_every_tool_is_listed_and_the_session_keeps_to_the_servers_rules(tmp_path: Path) -> None:
+    from rewardkit.serve.trl_env import environment_factory
+
+    folder = str(notes_domain(tmp_path / "notes", *TAKEN))
+    with served(tmp_path, folder, "--max-sessions", "1", "--idle-s", "4") as (url, _):
+        env = environment_factory(url, folder)()
+        # TRL's own discovery (GRPOTrainer.__init__): every method but reset and those starting with _.
+        listed = {name for name, _ in inspect.getmembers(env, inspect.ismethod) if name != "reset"}
+        assert {name for name in listed if not name.startswith("_")} == {*TAKEN, "send_message"}
+        assert env.reset(task_id="n2")  # the server's URL is the environment's: a tool named url does not replace it
+        assert "buy milk" in env.done(entry_id="N001")  # the tool named done runs on the server
+        # The one session the server holds is taken: another is refused at connect, the server's reason in the error.
+        with pytest.raises(ConnectionError, match=r"HTTP 503 .*--max-sessions 1"):
+            environment_factory(url, folder)().reset(task_id="n1")
+        # Idle past --idle-s (TRL trains between two resets), the session is closed and its slot freed: the next
+        # reset opens a new session in it.
+        time.sleep(5)
+        assert env.reset(task_id="n2") and "buy milk" in env.done(entry_id="N001")
+        env._drop()
+
+
+@pytest.mark.parametrize("name", ["reset", "send_message", "_finish", "__init__", "_hidden", "_url"])
+def test_a_tool_trl_could_not_list_fails_the_factory_naming_it(tmp_path: Path, name: str) -> None:
+    # reset is TRL's, send_message the environment's; a name starting with _ TRL skips (and the environment's
+    # own helpers have such names): each would be a tool the policy never sees, or one that breaks the session.
+    from rewardkit.envs.registry import DomainError
+    from rewardkit.serve.trl_env import environment_factory
+
+    folder = notes_domain(tmp_path / f"notes_{name.strip('_')}", "add_note", "get_note", name)  # a domain per name
+    with pytest.raises(DomainError, match=f"tool {name!r} cannot be a tool of TRL's environment"):
+        environment_factory("http://127.0.0.1:1", str(folder))

@@ -5,18 +5,23 @@
                           environment_factory=environment_factory("http://127.0.0.1:8000", "retail"))
 
 TRL (0.29) builds one environment per rollout, calls ``reset(**row)`` before generating, exposes every other public
-method as a tool, runs the tool calls the policy writes, appends their results as ``tool`` messages and trains on
-the policy's tokens only (each result is masked out of the loss). Each environment here is one OpenEnv session on
-a ``rewardkit env serve --openenv`` server (openenv-core's client):
+method as a tool (``inspect.getmembers(env, inspect.ismethod)``: a name starting with ``_`` is skipped, an instance
+attribute hides a method of its name), runs the tool calls the policy writes, appends their results as ``tool``
+messages and trains on the policy's tokens only (each result is masked out of the loss). Each environment here is
+one OpenEnv session on a ``rewardkit env serve --openenv`` server (openenv-core's client):
 
-- ``reset(task_id=...)`` opens the row's task (its ``task_id`` column; a ``task`` column, when the row has one, must
-  be the server's task) and returns the simulated user's opening, which TRL appends to the prompt's last user
-  message;
+- ``reset(**row)`` opens the task the row names, by its ``task_id`` column or its ``task`` column (the task itself,
+  as ``rewardkit build tau2-grpo`` writes it: its id, and its digest, which the server checks against its own
+  task), and returns the simulated user's opening, which TRL appends to the prompt's last user message. A row
+  that names no task, or two, is refused: never a task drawn at random;
 - one method per domain tool, with the tool's parameters and description: it sends the call and returns the
   tool's result, as the harness wrote it (gates and approvals included);
 - ``send_message(message)`` says something to the customer and returns the customer's reply: the simulated user
-  answers through this tool, since TRL's loop ends at the first message without a tool call. (Every other public
-  method would be a tool too: the session's own helpers are private.)
+  answers through this tool, since TRL's loop ends at the first message without a tool call.
+
+Those are the only public names of an environment: its own state and helpers are private, so no tool name but
+``reset`` and ``send_message`` can meet one of them, and a tool TRL could not list (those two, a name starting
+with ``_``, any name the class holds) fails :func:`environment_factory`, named.
 
 The policy's last message (no tool call) ends the conversation: :func:`task_completion` sends it to the server as
 the agent's closing words and returns the task-completion reward the server scored (None where the server left the
@@ -35,7 +40,8 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import WebSocketException
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.tasks import task_digest
+from rewardkit.envs.registry import DomainError
+from rewardkit.envs.tasks import TaskError, task_digest
 from rewardkit.loop.user_sim import STOP
 
 JSON_TYPES: Mapping[str, type] = {
@@ -51,28 +57,43 @@ TIMEOUT_S = 600.0  # one step's answer may wait on the simulator's retries and t
 
 
 class ServedEpisode:
-    """One rollout's OpenEnv session; the domain's tools are added as methods by :func:`environment_factory`."""
+    """One rollout's OpenEnv session; the domain's tools are added as methods by :func:`environment_factory`. Its
+    state is private (TRL reads every public method as a tool, and an instance attribute would hide one)."""
 
-    url: str = ""
+    _url: str = ""
 
     def __init__(self) -> None:
         self._client: Any = None
-        self.done = False
-        self.reward: float | None = None
-        self.record: Mapping[str, Any] | None = None
+        self._done = False
+        self._reward: float | None = None
+        self._record: Mapping[str, Any] | None = None
 
-    def reset(self, task_id: str | None = None, task: Any = None, **row: Any) -> str:
-        """Open the row's task on the server; the user's opening, for the prompt. A row that carries the task itself
-        (a ``task`` column, as ``rewardkit build tau2-grpo`` writes it) has it checked against the server's."""
-        if self._client is None:  # one session for the run: TRL keeps its environments and resets them
-            self._client = GenericEnvClient(base_url=self.url, message_timeout_s=TIMEOUT_S).sync()
-            self._client.connect()
-        digest = None if task is None else task_digest(json.loads(task) if isinstance(task, str) else task)
-        result = self._client.reset(task_id=None if task_id is None else str(task_id), task_sha256=digest)
-        self.done, self.reward, self.record = False, None, None
+    def reset(self, task_id: Any = None, task: Any = None, **row: Any) -> str:
+        """Open the row's task on the server; the user's opening, for the prompt (the row's other columns are
+        TRL's). The session is kept from one reset to the next (TRL keeps its environments); one the server has
+        closed meanwhile (idle past its ``--idle-s``) is replaced by a new one."""
+        tid, digest = _row_task(task_id, task)
+        try:
+            result = self._session().reset(task_id=tid, task_sha256=digest)
+        except WebSocketException:  # closed by the server while it waited: its slot is free for the new one
+            self._drop()
+            result = self._session().reset(task_id=tid, task_sha256=digest)
+        self._done, self._reward, self._record = False, None, None
         self._settle(result)
         user = [m["content"] for m in result.observation["messages"] if m["role"] == "user"]
         return user[-1] if user else ""
+
+    def _session(self) -> Any:
+        """The open session, connected on first use; a refused handshake raises with the server's reason."""
+        if self._client is None:
+            client = GenericEnvClient(base_url=self._url, message_timeout_s=TIMEOUT_S).sync()
+            try:
+                client.connect()
+            except ConnectionError as exc:
+                client.close()  # its event loop's thread
+                raise ConnectionError(f"{exc}{_refusal(exc)}") from exc
+            self._client = client
+        return self._client
 
     def send_message(self, message: str) -> str:
         """Say something to the customer and read their reply.
@@ -84,16 +105,16 @@ class ServedEpisode:
 
     def _finish(self, closing: str) -> float | None:
         """End the conversation with the policy's last message (if it is still open); the server's reward."""
-        if not self.done:
+        if not self._done:
             self._send({"content": f"{closing}\n{STOP}"}, "user")
-        return self.reward
+        return self._reward
 
     def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
         call = {"name": name, "arguments": {k: v for k, v in arguments.items() if v is not None}}
         return self._send({"content": "", "tool_calls": [call]}, "tool")
 
     def _send(self, action: Mapping[str, Any], role: str) -> str:
-        if self.done:
+        if self._done:
             return ENDED
         try:
             result = self._client.step(dict(action))
@@ -101,7 +122,7 @@ class ServedEpisode:
             # The session is lost, or out of step with its answers: the rollout ends unscored (None, left out of
             # the advantages, as the server leaves infrastructure failures), and the next reset opens a new one.
             self._drop()
-            self.done, self.reward, self.record = True, None, {"termination": "env_error", "error": str(exc)}
+            self._done, self._reward, self._record = True, None, {"termination": "env_error", "error": str(exc)}
             return ENDED
         self._settle(result)
         texts = [str(m["content"]) for m in result.observation["messages"] if m["role"] == role]
@@ -115,7 +136,40 @@ class ServedEpisode:
 
     def _settle(self, result: Any) -> None:
         if result.done:
-            self.done, self.reward, self.record = True, result.reward, result.observation.get("record")
+            self._done, self._reward, self._record = True, result.reward, result.observation.get("record")
+
+
+def _row_task(task_id: Any, task: Any) -> tuple[str, str | None]:
+    """The id of the task a row names and, from its ``task`` column, the task's digest; a row that names none, a
+    ``task`` that is not a task, or a ``task_id`` that is not its task's id is refused."""
+    if task is None:
+        if task_id is None:
+            raise TaskError(
+                "reset: the row names no task; give the dataset a task_id column, or a task column (the task "
+                "itself, as rewardkit build tau2-grpo writes it)"
+            )
+        return str(task_id), None
+    try:
+        value = json.loads(task) if isinstance(task, str) else task
+    except ValueError as exc:
+        raise TaskError(
+            f"reset: the row's task column is not JSON ({exc}); write the task as build tau2-grpo does"
+        ) from exc
+    if not isinstance(value, Mapping) or "id" not in value:
+        raise TaskError("reset: the row's task column is not a task with an id; write it as build tau2-grpo does")
+    if task_id is not None and str(task_id) != str(value["id"]):
+        raise TaskError(
+            f"reset: the row's task_id {str(task_id)!r} is not the id of its task column ({str(value['id'])!r}); "
+            "fix the row"
+        )
+    return str(value["id"]), task_digest(value)
+
+
+def _refusal(exc: ConnectionError) -> str:
+    """The reason a server gave for refusing the handshake (its answer's body), as a suffix; none: nothing."""
+    response = getattr(exc.__cause__, "response", None)
+    body = getattr(response, "body", b"") or b""
+    return f" ({body.decode('utf-8', 'replace')[:300]})" if body else ""
 
 
 def _tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
@@ -148,10 +202,14 @@ def environment_factory(url: str, domain: str) -> type[ServedEpisode]:
     become its methods; the domain is loaded here for their specs)."""
     specs = get_domain(domain).tool_specs()
     methods: dict[str, Any] = {spec["function"]["name"]: _tool_method(spec) for spec in specs}
-    clash = sorted(set(methods) & {"reset", "send_message"})
-    if clash:
-        raise ValueError(f"domain {domain!r}: tools {clash} clash with the session's own methods; rename them")
-    return type(f"Served{domain.capitalize()}", (ServedEpisode,), {"url": url, **methods})
+    own = [name for name in dir(ServedEpisode) if not name.startswith("_")]
+    for name in methods:
+        if name.startswith("_") or hasattr(ServedEpisode, name):
+            raise DomainError(
+                f"domain {domain!r}: tool {name!r} cannot be a tool of TRL's environment: TRL lists no method whose "
+                f"name starts with _, and {', '.join(own)} are the environment's own; rename the tool"
+            )
+    return type(f"Served{domain.capitalize()}", (ServedEpisode,), {"_url": url, **methods})
 
 
 def task_completion(
