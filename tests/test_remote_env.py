@@ -93,7 +93,8 @@ AT_STEP = {
 CASES = [("reset", name, *case) for name, case in (OFF_SCHEMA | AT_RESET).items()]
 CASES += [("step", name, *case) for name, case in (OFF_SCHEMA | AT_STEP).items()]
 ANSWERS = {f"{phase}/{name}": answer for phase, name, answer, _ in CASES}
-ANSWERS["step/ends"] = observation(True, 1.0, messages=[{"role": "user", "content": "Thanks!"}], record=RECORD)
+TOOL = {"role": "tool", "content": '{"status": "cancelled"}'}
+ANSWERS["step/ends"] = observation(True, 1.0, messages=[TOOL, {"role": "user", "content": "Thanks!"}], record=RECORD)
 
 
 def _serve(ws: ServerConnection) -> None:
@@ -157,4 +158,6 @@ def test_every_form_the_config_accepts_reaches_the_server(url: str, form: str) -
 def test_an_answer_on_schema_ends_the_episode_with_the_servers_record(url: str) -> None:
     episode = play(url, "step/ends")
     assert episode.infos() == EpisodeRecord.read(RECORD)  # the server's own record, field by field
-    assert episode.take_pending() == [{"role": "user", "content": "Thanks!"}]
+    # The tool's answer reaches the policy; the user's line that ended the episode is its closing, which the
+    # in-process episode keeps out of the policy's conversation too (nothing answers it).
+    assert (episode.take_pending(), episode.closing) == ([TOOL], "Thanks!")

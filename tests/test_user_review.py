@@ -420,7 +420,7 @@ def test_a_flags_turn_names_the_users_message_in_the_episode_log(kind: str, line
     # A real episode: the gold agent, the scripted user making one mistake of `kind` after its opening. The log's
     # messages hold a system prompt and tool results the simulator never saw, and no greeting; the flag's turn, the
     # user's message number, names the message that carries the mistake there (the faulty simulator's line). A
-    # message that stopped the conversation is not in the log: its number is one past the log's user messages.
+    # message that stopped the conversation is the result's closing, numbered after the messages the policy saw.
     from rewardkit.envs import get_domain
     from rewardkit.loop.config import RolloutLimits
     from rewardkit.loop.drive import run_episode
@@ -435,7 +435,8 @@ def test_a_flags_turn_names_the_users_message_in_the_episode_log(kind: str, line
     users = [m["content"] for m in result.messages if m["role"] == "user"]
     [flag] = [f for f in result.infos.user_flags if f["kind"] == kind]
     assert flag["turn"] == 2 and (flag["turn"] <= len(users)) == logged
-    flagged = users[flag["turn"] - 1] if logged else result.infos.transcript.rsplit("\nuser: ", 1)[1]
+    assert result.closing is not None and result.closing.endswith("###STOP###")  # the stop the policy never saw
+    flagged = [*users, result.closing][flag["turn"] - 1]
     assert result.infos.termination == "user_stop" and any(made in flagged for made in LINES["en"][line]), flagged
 
 

@@ -64,6 +64,29 @@ def test_the_page_carries_the_logs_counts_and_diffs(tmp_path: Path, capsys) -> N
     assert f"{out / 'view.html'}: 8 episodes of 4 tasks" in capsys.readouterr().out
 
 
+def test_the_users_closing_line_is_logged_apart_and_shown_last(tmp_path: Path) -> None:
+    # The user's line that ended an episode (its stop) is in the record apart from the messages the agent saw, and
+    # last on the page, marked; an episode cut at its turn limit ended on the agent's turn and has none.
+    from rewardkit.envs import get_domain
+
+    out = tmp_path / "eval"
+    common = ["eval", "agent", "--agent", "gold", "--split", "test", "--limit", "1", "--trials", "1", "--no-progress"]
+    assert main([*common, "--out-dir", str(out)]) == 0
+    assert main([*common, "--max-turns", "1", "--out-dir", str(tmp_path / "cut")]) == 0
+    [stopped] = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    [cut] = [json.loads(line) for line in (tmp_path / "cut" / "episodes.jsonl").read_text().splitlines()]
+    assert (stopped["termination"], cut["termination"], cut["closing"]) == ("user_stop", "max_turns", None)
+    assert "###STOP###" in stopped["closing"] and stopped["closing"] not in json.dumps(stopped["messages"])
+    [shown], [shown_cut] = (build([r], get_domain("retail"), "t")["episodes"] for r in (stopped, cut))
+    assert shown["messages"][-1] == {
+        "role": "user",
+        "calls": [],
+        "content": stopped["closing"],
+        "mark": "closing closing",
+    }
+    assert shown_cut["messages"][-1]["role"] != "user"
+
+
 def test_text_cannot_end_the_embedded_script() -> None:
     view = {
         "title": "t",

@@ -32,6 +32,7 @@ class EpisodeResult:
     messages: list[dict[str, Any]]  # the conversation as the policy saw it, its own turns included
     infos: EpisodeRecord  # its JSON form is what the scheduler puts in rollout_infos
     changes: Changes | None = None  # what its writes changed, where the environment tracks them (the log's diff)
+    closing: str | None = None  # the user's line that ended it, which the policy never saw (Turns.closing)
 
 
 GRACE_S = 1.0  # how long a stopped run waits for the episodes in flight to finish
@@ -121,7 +122,8 @@ class Conversation:
         if self.episode is None:
             assert self._unstarted is not None  # a conversation without an episode is built with its record
             return EpisodeResult(self.task_id, [], self._unstarted)
-        return EpisodeResult(self.task_id, self.messages, self.episode.infos(), self.episode.changes())
+        episode = self.episode
+        return EpisodeResult(self.task_id, self.messages, episode.infos(), episode.changes(), episode.closing)
 
     def close(self) -> None:
         if self.episode is not None:

@@ -88,10 +88,13 @@ def _native_calls(native: Any) -> list[ToolCall]:
 
 class Turns:
     """What the scheduler and the drivers read of any episode, here or on a server (:mod:`rewardkit.loop.remote_env`):
-    how it ended (None while it runs) and the messages waiting to be shown to the policy."""
+    how it ended (None while it runs), the messages waiting to be shown to the policy, and the user's closing line:
+    the message that ended the episode (a stop, a transfer), which nothing answers, so the policy never sees it
+    (it is no training token) but the episode log does."""
 
     termination: Termination | None
     pending: list[dict[str, str]]
+    closing: str | None = None
 
     @property
     def done(self) -> bool:
@@ -209,6 +212,7 @@ class Episode(Turns):
                 return
         for token, reason in _USER_STOPS:
             if token in reply:
+                self.closing = reply
                 self._end(reason)
                 return
         self.pending.append({"role": "user", "content": reply})

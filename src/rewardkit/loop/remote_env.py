@@ -204,8 +204,10 @@ class RemoteEpisode(Turns):
             self._fail(f"opening a session on {self.url}: {exc}")
             return None
         self._settle(answer)  # an episode can end at its opening (the simulator failed, or stopped at once)
-        users = [m["content"] for m in answer.messages if m["role"] == "user"]
-        return None if self.done else users[-1]  # an open episode's reset holds the opening (read_answer)
+        if self.done:
+            self._closed(answer.messages)
+            return None
+        return [m["content"] for m in answer.messages if m["role"] == "user"][-1]  # the opening (read_answer)
 
     def agent_turn(
         self, text: str | None, finish_reason: str | None = None, n_tokens: int = 0, native: Any = None
@@ -278,8 +280,15 @@ class RemoteEpisode(Turns):
         except (OSError, RemoteError) as exc:
             self._fail(f"step on {self.url}: {exc}")
             return
-        self.pending += answer.messages
         self._settle(answer)
+        self.pending += answer.messages if self.termination is None else self._closed(answer.messages)
+
+    def _closed(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """An ended episode's last messages for the policy: its tool results; the user's line that ended it is its
+        closing, which the in-process episode keeps out of the policy's conversation too."""
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        self.closing = users[-1] if users else None
+        return [m for m in messages if m["role"] != "user"]
 
     def _settle(self, answer: Answer) -> None:
         """An ended episode's record, as the server wrote it."""

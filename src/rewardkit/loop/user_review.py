@@ -62,8 +62,8 @@ class UserFlag:
     ``turn`` counts the user's messages alone, from 1 (its opening): the dialogue the simulator saw, the episode log's
     ``messages`` and the training trajectory interleave different turns with them (a greeting, a system prompt, tool
     results), but hold the user's messages in the same order. The user's message that ends the conversation
-    (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``) is never shown to the policy, so the log's
-    ``messages`` do not hold it: a flag in it is numbered one past the user's messages there."""
+    (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``) is never shown to the policy: the log keeps it as
+    ``closing``, after ``messages``, and numbers it so (:attr:`rewardkit.loop.episode.Turns.closing`)."""
 
     kind: str
     turn: int

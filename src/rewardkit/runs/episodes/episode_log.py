@@ -16,7 +16,8 @@ Episode record (one JSON object per line)::
      "error": None, "state_hash": "…",
      "checks": [{"check": "the final database equals the gold state", "passed": True}, …],  # the reward's
      "diff": [{"table": "orders", "row": "#W1", "field": "status", "agent": "pending", "gold": "cancelled"}],
-     "messages": [...]}                # the conversation as the agent saw it
+     "messages": [...],                # the conversation as the agent saw it
+     "closing": "Thanks! ###STOP###"}  # the user's line that ended it, which the agent never saw (or None)
 
 ``run`` fingerprints what makes episodes comparable (agent, user simulator, tasks' domain,
 system prompt, limits, completion rule, MCP server); resuming a log written under another fingerprint

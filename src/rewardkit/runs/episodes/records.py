@@ -108,6 +108,7 @@ _CHECKS: dict[str, tuple[Any, str, bool]] = {
     "checks": (_checks, "a list of checks, each an object with a string 'check' and a boolean 'passed'", True),
     "diff": (_diff, "a list of differences, each an object with string 'table', 'row' and 'field'", True),
     "messages": (_messages, "a list of messages, each an object with a string 'role'", False),
+    "closing": (lambda v: isinstance(v, str), "a string or null", True),  # optional: older logs lack it
 }
 
 

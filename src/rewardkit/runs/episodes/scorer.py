@@ -61,6 +61,7 @@ class Scorer:
             "checks": checks,
             "diff": diff,
             "messages": result.messages,
+            "closing": result.closing,  # the user's line that ended the episode, which the policy never saw
         }
 
     def explain(

@@ -181,6 +181,14 @@ def _turns(messages: Sequence[Mapping[str, Any]], systems: dict[str, int]) -> li
     return out
 
 
+def _closing(text: Any) -> list[dict[str, Any]]:
+    """The user's line that ended the episode, after the messages the agent saw, marked as the one it never saw:
+    the last of the user messages a review flag counts."""
+    if not isinstance(text, str):
+        return []
+    return [{"role": "user", "calls": [], "content": text, "mark": "closing closing"}]
+
+
 def _call(call: ToolCall) -> dict[str, Any]:
     """A call as the page shows it: its arguments as JSON text (:func:`_json`) and their names, in the agent's order."""
     shown = {"name": call.name, "arguments": _json(call.arguments), "keys": list(call.arguments)}
@@ -235,7 +243,7 @@ def _episode(
         "user_flags": [f for f in record.get("user_flags") or [] if isinstance(f, Mapping)],  # the user review's
         "checks": checks,
         "why": why(record, None if checks is None else [(c["check"], c["passed"]) for c in checks]),
-        "messages": _turns(messages, systems),
+        "messages": _turns(messages, systems) + _closing(record.get("closing")),
         "diff": None if diff is None else [_shown_diff(d) for d in diff],
         "digest": episode_digest(record),
     }
