@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from package_files import ROOT, SOURCES
 
 import rewardkit.rewards as rewards_package
 from rewardkit.envs.registry import BUILTIN
@@ -22,15 +23,6 @@ from rewardkit.layers import ENTRY_POINTS, LAYERS, SWIFT_AT_MODULE_LEVEL, packag
 from rewardkit.rewards._found import class_name, key_of, reward_modules
 from rewardkit.rewards.registry import reward_class
 
-ROOT = Path(__file__).resolve().parents[1]
-# folder -> package name (pyproject.toml's [tool.setuptools.package-dir])
-FOLDERS = {
-    "src/rewardkit": "rewardkit",
-    "rewards": "rewardkit.rewards",
-    "plugins": "rewardkit.plugins",
-    "data_builders": "rewardkit.data_builders",
-    "recipes": "rewardkit.recipes",
-}
 LEVEL = packages()
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 TABLE_BEGIN = "<!-- rewardkit:layers:begin (generated from src/rewardkit/layers.py) -->"
@@ -49,20 +41,6 @@ class Import:
 
     def __str__(self) -> str:
         return f"{self.module} (line {self.line}) imports {self.target}"
-
-
-def module_name(path: Path) -> str:
-    for folder, package in sorted(FOLDERS.items(), key=lambda kv: -len(kv[0])):
-        base = ROOT / folder
-        if path.is_relative_to(base):
-            parts = list(path.relative_to(base).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            return ".".join([package, *parts])
-    raise AssertionError(path)
-
-
-SOURCES = {module_name(p): p for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))}
 
 
 def package_of(module: str) -> str:

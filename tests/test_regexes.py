@@ -11,20 +11,12 @@ from __future__ import annotations
 import ast
 import importlib
 import re
-from pathlib import Path
 
 import pytest
+from package_files import ROOT, SOURCES, module_name
 
 from rewardkit.testing.hostile import backtracks, regex_bombs
 
-ROOT = Path(__file__).resolve().parents[1]
-# folder -> the package it installs as (pyproject.toml's package-dir)
-SOURCES = {
-    "src/rewardkit": "rewardkit",
-    "rewards": "rewardkit.rewards",
-    "plugins": "rewardkit.plugins",
-    "data_builders": "rewardkit.data_builders",
-}
 # re.<function> -> the position of its flags argument
 FLAGS_AT = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "findall": 2, "finditer": 2, "split": 3, "sub": 4}
 FLAGS_AT["subn"] = FLAGS_AT["sub"]
@@ -37,14 +29,6 @@ BUILT_AT_RUN_TIME = {
 REFERENCE_ONLY = {
     ("rewards/strict_format.py", 10): "the definition the linear matches_strict_format is tested and benchmarked on",
 }
-
-
-def _module(path: Path) -> str:
-    for folder, package in SOURCES.items():
-        if path.is_relative_to(ROOT / folder):
-            parts = path.relative_to(ROOT / folder).with_suffix("").parts
-            return ".".join((package, *(p for p in parts if p != "__init__")))
-    raise AssertionError(path)
 
 
 def _calls(node: ast.AST, scope: str = ""):
@@ -66,8 +50,7 @@ def _sites() -> list[tuple[str, str, ast.Call]]:
     """``(file, enclosing function, call)`` for every ``re.<function>(...)`` call in the package's source."""
     return [
         (str(path.relative_to(ROOT)), scope, call)
-        for folder in SOURCES
-        for path in sorted((ROOT / folder).rglob("*.py"))
+        for path in SOURCES.values()
         for scope, call in _calls(ast.parse(path.read_text(encoding="utf-8")))
     ]
 
@@ -86,7 +69,7 @@ def _compiled(path: str, call: ast.Call) -> re.Pattern[str] | None:
     source, flags = _argument(call, 0, "pattern"), _argument(call, FLAGS_AT[func.attr], "flags")
     namespace: dict[str, object] = {"re": re}
     if not isinstance(source, ast.Constant):
-        namespace = vars(importlib.import_module(_module(ROOT / path)))
+        namespace = vars(importlib.import_module(module_name(ROOT / path)))
     try:
         pattern = eval(compile(ast.Expression(source), path, "eval"), namespace)  # our own source
         flag_value = eval(compile(ast.Expression(flags), path, "eval"), namespace) if flags else 0
