@@ -4,6 +4,7 @@ own client (``GenericEnvClient``, its defaults); nothing is mocked. Runs in the 
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +22,7 @@ pytest.importorskip("openenv")  # the optional extra: rewardkit[openenv], in its
 from openenv.core.generic_client import GenericEnvClient
 from openenv_servers import remote_play, served
 from sim_server import SimServer, free_port
-from websockets.exceptions import ConnectionClosedOK
+from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
 from rewardkit.cli import main
@@ -152,12 +153,66 @@ def test_a_wider_bind_without_a_token_is_refused_before_anything_loads(
     assert "--token" in err and err.count("\n") == 1  # one line, naming the fix
 
 
-def test_a_token_gates_every_session(tmp_path: Path) -> None:
-    with served(tmp_path, "retail", "--token", TOKEN) as (url, _):
-        with pytest.raises(ConnectionError), GenericEnvClient(base_url=url).sync() as env:
-            env.reset(task_id="0")
-        with GenericEnvClient(base_url=f"{url}/{TOKEN}").sync() as env:  # the token as the first path segment
-            assert env.reset(task_id="0").observation["task_id"] == "0"
+@pytest.mark.parametrize(
+    ("token", "refused"),
+    [
+        ("abcdefgh/ijklmnop1234", "'/'"),  # never the URL's first segment: the path form can never match
+        ("abcd%2Fefghijklmnop12", "'%'"),  # the server reads the path decoded: %2F is a '/' again
+        ("abcd?efghijklmnop1234", "'?'"),  # the query starts there: the segment is cut
+        ("abcdefgh ijklmnop1234", "' '"),  # an HTTP client refuses a raw space in the path
+        ("ключ-ключ-ключ-ключ", "'к'"),  # a header cannot carry it (rewardkit's own client sends one)
+        ("short", "5 characters"),
+    ],
+)
+def test_a_token_that_cannot_travel_unchanged_in_a_path_and_a_header_is_refused(token: str, refused: str) -> None:
+    from rewardkit.envs.access import BindError, check_bind
+
+    with pytest.raises(BindError, match=re.escape(refused)):
+        check_bind("127.0.0.1", token)
+    check_bind("127.0.0.1", "aB3-._~" * 3)  # RFC 3986's unreserved characters: as they are in both
+
+
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with served(tmp_path_factory.mktemp("openenv"), "retail", "--token", TOKEN) as (url, _):
+        yield url
+
+
+WRONG = "x" * len(TOKEN)  # a wrong token of the right length: compared in constant time, refused all the same
+
+
+@pytest.mark.parametrize(
+    ("path", "header"),
+    [
+        pytest.param("", None, id="no token"),
+        pytest.param(f"/{WRONG}", None, id="a wrong token in the path"),
+        pytest.param("", f"Bearer {WRONG}", id="a wrong token in the header"),
+        pytest.param(f"/x/{TOKEN}", None, id="the token as the second segment"),
+        pytest.param(f"/{TOKEN}", f"Bearer {WRONG}", id="a wrong header beside the right path"),  # the header decides
+        pytest.param("", f"bearer{TOKEN}", id="no Bearer scheme"),
+    ],
+)
+def test_a_request_without_the_token_is_refused_with_the_reason(gated: str, path: str, header: str | None) -> None:
+    # HTTP and WebSocket alike: 401, the same body naming both ways to send the token (a WebSocket's refusal is the
+    # handshake's answer, not a bare close that reaches the client as an empty HTTP 403).
+    headers = {"Authorization": header} if header else {}
+    with pytest.raises(urllib.error.HTTPError) as http:
+        urllib.request.urlopen(urllib.request.Request(f"{gated}{path}/health", headers=headers), timeout=10)
+    with pytest.raises(InvalidStatus) as ws:
+        ws_connect(f"{gated.replace('http', 'ws', 1)}{path}/ws", additional_headers=headers, open_timeout=30)
+    for status, body in [(http.value.code, http.value.read()), (ws.value.response.status_code, ws.value.response.body)]:
+        assert status == 401 and "a token is required: Authorization: Bearer TOKEN" in json.loads(body)["error"]
+
+
+def test_the_token_opens_sessions_in_the_path_or_the_header(gated: str) -> None:
+    with GenericEnvClient(base_url=f"{gated}/{TOKEN}").sync() as env:  # the token as the first path segment
+        assert env.reset(task_id="0").observation["task_id"] == "0"
+    ws = ws_connect(f"{gated.replace('http', 'ws', 1)}/ws", additional_headers={"Authorization": f"Bearer {TOKEN}"})
+    with ws:
+        ws.send(OPEN)
+        assert json.loads(ws.recv(timeout=60))["data"]["observation"]["task_id"] == "0"
+    with urllib.request.urlopen(f"{gated}/{TOKEN}/health", timeout=10) as answer:
+        assert answer.status == 200
 
 
 def rss_kib(pid: int) -> int:
@@ -228,6 +283,44 @@ def test_an_idle_session_is_closed_with_its_socket_and_its_slot_freed(capped: st
                 env.reset(task_id="2")
     for env in idle:
         env.close()
+
+
+def test_a_remote_episode_refused_over_the_cap_records_the_servers_reason(capped: str) -> None:
+    # rewardkit's own client at a full server: the episode is left out (env_error) and says why, in the server's
+    # words (the 503's body), not only "HTTP 503".
+    first, second = connected(capped), connected(capped)
+    with first, second:
+        for env in (first, second):  # busy: neither is idle (--idle-s 3) while the third waits 2 s for a slot
+            env.reset(task_id="0")
+        episode = RemoteEpisode(capped, get_domain("retail").tasks()["0"], RolloutLimits(), "exclude")
+        assert episode.open() is None
+    record = episode.infos()
+    assert record.termination == "env_error" and "HTTP 503" in record.error, record.error
+    assert "no session slot is free: 2 are open (--max-sessions 2)" in record.error, record.error
+
+
+@pytest.mark.parametrize(
+    ("max_sessions", "idle_s", "refused"),
+    [
+        (4, float("nan"), "idle_s=nan is not a finite number in (0, 86400]"),  # NaN passes every comparison
+        (4, float("inf"), "idle_s=inf is not a finite number in (0, 86400]"),
+        (4, -1.0, "idle_s=-1.0 is not a finite number in (0, 86400]"),
+        (4, 0, "idle_s=0 is not a finite number in (0, 86400]"),  # the range is open at 0: every session idle
+        (4, 86401, "idle_s=86401 is not a finite number in (0, 86400]"),  # --idle-s's bound too
+        (4, "60", "idle_s='60' is not a finite number in (0, 86400]"),
+        (0, 60, "max_sessions=0 is not an integer >= 1"),  # no session could ever open
+        (-3, 60, "max_sessions=-3 is not an integer >= 1"),
+        (2.5, 60, "max_sessions=2.5 is not an integer >= 1"),
+        (True, 60, "max_sessions=True is not an integer >= 1"),
+    ],
+)
+def test_create_app_refuses_limits_the_flags_refuse(max_sessions: Any, idle_s: Any, refused: str) -> None:
+    # From Python, the same rules as --max-sessions and --idle-s, named, before the domain loads.
+    from rewardkit.errors import UserError
+    from rewardkit.serve.openenv_server import create_app
+
+    with pytest.raises(UserError, match=re.escape(f"create_app: {refused}")):
+        create_app("retail", max_sessions, idle_s)
 
 
 @pytest.mark.parametrize(
@@ -348,6 +441,45 @@ def test_a_hostile_message_gets_an_error(retail: str, frame: str | bytes) -> Non
     exchange(retail, [frame])
 
 
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        pytest.param(json.dumps({"type": "step", "data": {"content": "x" * MIB}}), id="text just over 1 MiB"),
+        pytest.param(b" " * (10 * MIB), id="10 MiB of bytes"),  # under uvicorn's 16 MiB frame limit: read, not parsed
+    ],
+)
+def test_a_message_over_1_mib_is_refused_unread_and_the_session_goes_on(retail: str, frame: str | bytes) -> None:
+    with ws_connect(retail.replace("http", "ws", 1) + "/ws", open_timeout=30, max_size=None) as ws:
+        ws.send(frame)
+        answer = json.loads(ws.recv(timeout=60))
+        assert answer["type"] == "error" and "over 1 MiB" in answer["data"]["message"], answer
+        ws.send(OPEN)
+        assert json.loads(ws.recv(timeout=60))["type"] == "observation"
+
+
+# Just under 1 MiB: 340,000 tool calls that are not objects, each refused by the step's validation.
+LIST_BOMB = json.dumps({"type": "step", "data": {"tool_calls": [[]] * 340_000}}, separators=(",", ":"))
+
+
+def test_a_costly_message_stalls_neither_the_other_sessions_nor_health(retail: str) -> None:
+    # The message is parsed and checked on its session's thread, not the server's event loop, and its error names
+    # a few of the problems, not all 340,000 (18 MB of text otherwise, for a 1 MB message).
+    assert len(LIST_BOMB) < MIB
+    with ws_connect(retail.replace("http", "ws", 1) + "/ws", open_timeout=30) as bomb:
+        bomb.send(LIST_BOMB)
+        started = time.monotonic()
+        with urllib.request.urlopen(f"{retail}/health", timeout=10) as answer:
+            assert answer.status == 200
+        with GenericEnvClient(base_url=retail).sync() as env:
+            assert env.reset(task_id="0").observation["task_id"] == "0"
+        assert time.monotonic() - started < 2.0  # a reset takes ~0.1 s here; the bomb took seconds on the loop
+        error = json.loads(bomb.recv(timeout=60))["data"]["message"]
+        assert "tool_calls.0: " in error and "(and 339995 more)" in error and len(error) < 2000, error[:300]
+
+
 # --- ms-swift's scheduler apart from the environment: the remote episode ------------------------------------------
 
 
@@ -405,6 +537,7 @@ def test_an_unreachable_or_gated_server_ends_the_episode_as_env_error(
     with served(tmp_path, "retail", "--token", TOKEN) as (url, _):
         refused = RemoteEpisode(url, task, RolloutLimits(), "exclude")
         assert refused.open() is None and refused.infos().termination == "env_error"
+        assert "HTTP 401" in refused.infos().error and "a token is required" in refused.infos().error  # the reason
         monkeypatch.setenv("REWARDKIT_SERVE_TOKEN", TOKEN)  # the trainer's side: the same variable as the server's
         assert remote_play(url, task).infos().natural
 

@@ -22,9 +22,9 @@ from rewardkit.cli.lint import _count, _number
 from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputError, atomic_write_text, check_outputs
+from rewardkit.serve import MAX_IDLE_S
 
 DOMAIN_HELP = "a built-in domain (retail), an installed package's (entry point), or a domain folder's path"
-MAX_IDLE_S = 86400.0  # a day: a session idle longer holds its database copy for nothing
 
 
 class _Usage(Exception):

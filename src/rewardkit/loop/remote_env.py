@@ -194,6 +194,8 @@ class RemoteEpisode(Turns):
         from websockets.exceptions import WebSocketException
         from websockets.sync.client import connect
 
+        from rewardkit.envs.access import refusal_reason
+
         try:
             token = os.environ.get(TOKEN_ENV)
             headers = {"Authorization": f"Bearer {token}"} if token else None
@@ -201,7 +203,7 @@ class RemoteEpisode(Turns):
             opening = {"task_id": str(self.task.get("id")), "task_sha256": task_digest(self.task)}
             answer = self._ask("reset", {**opening, "user_review": self.review})
         except (OSError, RemoteError, WebSocketException) as exc:
-            self._fail(f"opening a session on {self.url}: {exc}")
+            self._fail(f"opening a session on {self.url}: {exc}{refusal_reason(exc)}")  # a refusal's reason too
             return None
         self._settle(answer)  # an episode can end at its opening (the simulator failed, or stopped at once)
         if self.done:

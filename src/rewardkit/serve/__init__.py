@@ -7,3 +7,5 @@
 Its modules import their protocol's package (``openenv-core``) at module level: import them only where it is
 installed (``pip install 'rewardkit[openenv]'``).
 """
+
+MAX_IDLE_S = 86400.0  # a day: a session idle longer holds its database copy for nothing (--idle-s, create_app)

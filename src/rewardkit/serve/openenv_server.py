@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import numbers
 import random
 import uuid
 from collections.abc import Callable, Mapping
@@ -59,11 +60,16 @@ from rewardkit.loop.user_review import ModelReviewer, make_reviewer
 from rewardkit.loop.user_sim import UserSimulator, make_simulator
 from rewardkit.loop.user_sim.base import Turn
 from rewardkit.rewards import TaskCompletion
+from rewardkit.serve import MAX_IDLE_S
 
 MAX_SESSIONS = 64
 IDLE_S = 600.0
 ADMIT_WAIT_S = 2.0  # how long a handshake over the cap waits for a closing session's slot before it is refused
 IDLE_CLOSE = 4408  # the WebSocket close code of a session idle past idle_s: HTTP's 408 in the private range
+# A message's size past which it is refused unread: an agent's turn is a model's output, far smaller. What it costs
+# to read grows with it (1 MB of JSON lists parses to ~30 MB of objects); uvicorn closes a frame past 16 MiB itself.
+MAX_MESSAGE = 1 << 20
+SHOWN_PROBLEMS = 5  # of a refused message's fields, named in its error: the rest are counted
 # openenv-core's routes kept: what describes the environment. The rest open sessions (its HTTP MCP routes, its own
 # /ws) or build an episode's database per request (/reset, /step, /state) outside the cap; a route a later version
 # adds is left out too.
@@ -286,11 +292,13 @@ class Sessions:
     - A session that has waited ``idle_s`` for its client's next message is closed, its socket with it (close code
       :data:`IDLE_CLOSE`, the reason in the frame): it can open nothing more. The time the server spends answering
       (a step, the user simulator's reply) is never idle.
-    - Every message gets one answer: an observation, the state, or an error naming what was wrong (not JSON, not
-      an object, an unknown type, a field a reset or a step does not take, a refused task); ``close`` ends the
-      session. A message that breaks the server's own code is answered as an error too, and logged.
-    - A session's episode runs on a thread of its own (its database's connection stays on it). When the session
-      ends its database is released, then its slot, then the close frame (if any) is sent.
+    - Every message gets one answer: an observation, the state, or an error naming what was wrong (over
+      :data:`MAX_MESSAGE`, not JSON, not an object, an unknown type, a field a reset or a step does not take, a
+      refused task); ``close`` ends the session. A message that breaks the server's own code is answered as an
+      error too, and logged.
+    - A session's messages are read and its episode runs on a thread of its own (its database's connection stays
+      on it; a costly message stalls neither the other sessions nor ``/health``). When the session ends its
+      database is released, then its slot, then the close frame (if any) is sent.
     """
 
     def __init__(self, environment: Callable[[], DomainEnvironment], cap: int, idle_s: float) -> None:
@@ -339,7 +347,7 @@ class Sessions:
                     return IDLE_CLOSE, f"idle for {self.idle_s:g} s (--idle-s): the session is closed; open a new one"
                 if received["type"] == "websocket.disconnect":
                     return None
-                answer = await self._answer(loop, thread, env, received)
+                answer = await loop.run_in_executor(thread, self._answer, env, received)
                 if answer is None:  # the client's close message
                     return 1000, ""
                 await websocket.send_text(answer)
@@ -349,12 +357,14 @@ class Sessions:
             await loop.run_in_executor(thread, env.close)
             thread.shutdown(wait=False)
 
-    async def _answer(
-        self, loop: asyncio.AbstractEventLoop, thread: ThreadPoolExecutor, env: DomainEnvironment, received: Any
-    ) -> str | None:
-        """The answer to one received frame (JSON text), or None for a close."""
+    def _answer(self, env: DomainEnvironment, received: Any) -> str | None:
+        """The answer to one received frame (JSON text), or None for a close; on the session's thread."""
+        frame = received.get("text") or received.get("bytes") or b""
+        if len(frame) > MAX_MESSAGE:
+            text = f"the message is over 1 MiB ({len(frame)} characters, at most {MAX_MESSAGE}): refused unread"
+            return _error(text, WSErrorCode.VALIDATION_ERROR)
         try:
-            message = json.loads(received.get("text") or received.get("bytes") or b"")
+            message = json.loads(frame)
         except (ValueError, RecursionError) as exc:  # not JSON (a number past the digits limit), nested too deep
             return _error(f"not a JSON message: {str(exc)[:200]}", WSErrorCode.INVALID_JSON)
         kind = message.get("type") if isinstance(message, dict) else None
@@ -371,11 +381,7 @@ class Sessions:
         if kind == "state":
             return dumps({"type": "state", "data": env.state.model_dump()})
         try:
-            if kind == "reset":
-                observation = await loop.run_in_executor(thread, lambda: env.reset(**data))
-            else:
-                action = AgentTurn.model_validate(data)
-                observation = await loop.run_in_executor(thread, env.step, action)
+            observation = env.reset(**data) if kind == "reset" else env.step(AgentTurn.model_validate(data))
         except ValidationError as exc:
             return _error(_invalid(kind, exc), WSErrorCode.VALIDATION_ERROR)
         except UserError as exc:  # a refused task, a step with no episode open
@@ -397,18 +403,26 @@ def _json_type(value: Any) -> str:
 
 
 def _invalid(kind: str, exc: ValidationError) -> str:
-    """A refused reset or step: each field and what is wrong with it, and the fields it takes."""
+    """A refused reset or step: what is wrong with each field (the first :data:`SHOWN_PROBLEMS`, the others
+    counted), and the fields it takes."""
     problems = []
-    for error in exc.errors(include_url=False):
+    for error in exc.errors(include_url=False)[:SHOWN_PROBLEMS]:
         where = ".".join(str(part) for part in error["loc"]) or "data"
         problems.append(f"{where}: unknown field" if error["type"] == "extra_forbidden" else f"{where}: {error['msg']}")
+    if exc.error_count() > SHOWN_PROBLEMS:
+        problems.append(f"(and {exc.error_count() - SHOWN_PROBLEMS} more)")
     takes = Opening.model_fields if kind == "reset" else AgentTurn.model_fields
     return f"{kind}: {'; '.join(problems)} (a {kind} takes {', '.join(takes)})"
 
 
 def create_app(ref: str, max_sessions: int = MAX_SESSIONS, idle_s: float = IDLE_S) -> Any:
     """The OpenEnv FastAPI app serving ``ref``: ``max_sessions`` at once, each closed after ``idle_s`` idle
-    (:class:`Sessions`), and openenv-core's info routes."""
+    (:class:`Sessions`), and openenv-core's info routes. The limits are checked as ``--max-sessions`` and
+    ``--idle-s`` are, before the domain loads (NaN passes every comparison, and pydantic's bounds let it through)."""
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, numbers.Integral) or max_sessions < 1:
+        raise UserError(f"create_app: max_sessions={max_sessions!r} is not an integer >= 1 (--max-sessions)")
+    if isinstance(idle_s, bool) or not isinstance(idle_s, numbers.Real) or not 0 < idle_s <= MAX_IDLE_S:
+        raise UserError(f"create_app: idle_s={idle_s!r} is not a finite number in (0, {MAX_IDLE_S:g}] (--idle-s)")
     environment = environment_class(ref)
     config = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=None)  # the sessions are ours
     app = create_fastapi_app(environment, AgentTurn, EpisodeObservation, concurrency_config=config)

@@ -40,6 +40,7 @@ from openenv.core.generic_client import GenericEnvClient
 from websockets.exceptions import WebSocketException
 
 from rewardkit.envs import get_domain
+from rewardkit.envs.access import refusal_reason
 from rewardkit.envs.registry import DomainError
 from rewardkit.envs.tasks import TaskError, task_digest
 from rewardkit.loop.user_sim import STOP
@@ -91,7 +92,7 @@ class ServedEpisode:
                 client.connect()
             except ConnectionError as exc:
                 client.close()  # its event loop's thread
-                raise ConnectionError(f"{exc}{_refusal(exc)}") from exc
+                raise ConnectionError(f"{exc}{refusal_reason(exc)}") from exc
             self._client = client
         return self._client
 
@@ -163,13 +164,6 @@ def _row_task(task_id: Any, task: Any) -> tuple[str, str | None]:
             "fix the row"
         )
     return str(value["id"]), task_digest(value)
-
-
-def _refusal(exc: ConnectionError) -> str:
-    """The reason a server gave for refusing the handshake (its answer's body), as a suffix; none: nothing."""
-    response = getattr(exc.__cause__, "response", None)
-    body = getattr(response, "body", b"") or b""
-    return f" ({body.decode('utf-8', 'replace')[:300]})" if body else ""
 
 
 def _tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
