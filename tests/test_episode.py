@@ -134,6 +134,14 @@ class TestStops:
         assert ep.env.audit() == [] and ep.tool_calls == 0 and ep.pending == []
         assert ep.env.state_hash() == TEMPLATE_HASH
 
+    def test_a_turn_stops_running_its_calls_once_the_error_budget_is_spent(self) -> None:
+        # 10,000 unknown tools in one message (a policy's flood, or a client's step): the 3rd error reaches
+        # error_budget = 3, and the 9,997 calls after it never run.
+        ep = opened(limits=RolloutLimits(error_budget=3))
+        assert ep.agent_turn(UNKNOWN * 10_000) is False
+        assert ep.termination is T.ERROR_BUDGET and (ep.tool_calls, ep.tool_errors) == (3, 3)
+        assert len(tool_codes(ep)) == 3
+
     def test_a_failed_transfer_call_does_not_end_the_episode(self) -> None:
         ep = opened()
         assert ep.agent_turn(hermes_call("transfer_to_human_agents", {})) is False  # summary is required

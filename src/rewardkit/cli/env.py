@@ -247,7 +247,7 @@ def _serve_openenv(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from rewardkit.serve.openenv_server import IDLE_S, MAX_SESSIONS, create_app
+        from rewardkit.serve.openenv_server import IDLE_S, MAX_MESSAGE, MAX_SESSIONS, create_app
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in ("openenv", "uvicorn", "fastapi"):
             raise
@@ -259,7 +259,9 @@ def _serve_openenv(args: argparse.Namespace) -> int:
     port = args.port or 8000
     print(f"serving {args.domain} as an OpenEnv environment at http://{args.host}:{port} (ws: /ws)", file=sys.stderr)
     try:
-        uvicorn.run(app, host=args.host, port=port, log_level="warning", access_log=False)
+        # A frame uvicorn buffers: a few times the largest message answered (past it the socket closes, 1009).
+        ws_max = 4 * MAX_MESSAGE
+        uvicorn.run(app, host=args.host, port=port, log_level="warning", access_log=False, ws_max_size=ws_max)
     except KeyboardInterrupt:
         return 130
     return 0

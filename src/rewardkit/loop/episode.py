@@ -170,6 +170,8 @@ class Episode(Turns):
         try:
             for call in calls:
                 self._run(call)
+                if self.tool_errors >= self.limits.error_budget:  # spent: a flood of bad calls costs no more
+                    break
         except _EnvGone:  # the server went away: the remaining calls cannot run either
             return False
         if self.termination is not None:

@@ -55,10 +55,8 @@ from rewardkit.files.jsonl import dumps
 from rewardkit.loop.agents import AgentReply
 from rewardkit.loop.config import RolloutLimits, load_run_config
 from rewardkit.loop.drive import Conversation
-from rewardkit.loop.episode import Episode
 from rewardkit.loop.user_review import ModelReviewer, make_reviewer
 from rewardkit.loop.user_sim import UserSimulator, make_simulator
-from rewardkit.loop.user_sim.base import Turn
 from rewardkit.rewards import TaskCompletion
 from rewardkit.serve import MAX_IDLE_S
 
@@ -67,7 +65,8 @@ IDLE_S = 600.0
 ADMIT_WAIT_S = 2.0  # how long a handshake over the cap waits for a closing session's slot before it is refused
 IDLE_CLOSE = 4408  # the WebSocket close code of a session idle past idle_s: HTTP's 408 in the private range
 # A message's size past which it is refused unread: an agent's turn is a model's output, far smaller. What it costs
-# to read grows with it (1 MB of JSON lists parses to ~30 MB of objects); uvicorn closes a frame past 16 MiB itself.
+# to read grows with it (1 MB of JSON lists parses to ~30 MB of objects); `env serve` has uvicorn close a frame past
+# four times this.
 MAX_MESSAGE = 1 << 20
 SHOWN_PROBLEMS = 5  # of a refused message's fields, named in its error: the rest are counted
 # openenv-core's routes kept: what describes the environment. The rest open sessions (its HTTP MCP routes, its own
@@ -204,7 +203,7 @@ class DomainEnvironment(Environment[AgentTurn, EpisodeObservation, EpisodeState]
         self._state = EpisodeState(episode_id=opening.episode_id or uuid.uuid4().hex, step_count=0, task_id=tid)
         messages = list(self._conversation.messages)
         observation = EpisodeObservation(
-            messages=messages + self._closing(0, messages), tools=served.domain.tool_specs(), task_id=tid
+            messages=messages + self._closing(), tools=served.domain.tool_specs(), task_id=tid
         )
         return self._ended(observation) if self._conversation.done else observation
 
@@ -212,7 +211,7 @@ class DomainEnvironment(Environment[AgentTurn, EpisodeObservation, EpisodeState]
         conversation = self._conversation
         if conversation is None or conversation.done:
             raise NoEpisodeError("no episode is open in this session: reset first (an ended episode needs a reset)")
-        seen, heard = len(conversation.messages), len(self._dialogue())
+        seen = len(conversation.messages)
         if action.content or action.tool_calls or action.end is None:  # an ending alone takes no turn
             reply = AgentReply(action.content, action.tool_calls or None, action.finish_reason, action.n_tokens)
             conversation.step(reply)
@@ -222,23 +221,16 @@ class DomainEnvironment(Environment[AgentTurn, EpisodeObservation, EpisodeState]
             conversation.episode.end(Termination(action.end))
         self._state.step_count += 1
         messages = conversation.messages[seen:]
-        observation = EpisodeObservation(
-            messages=messages + self._closing(heard, messages), task_id=self._state.task_id
-        )
+        observation = EpisodeObservation(messages=messages + self._closing(), task_id=self._state.task_id)
         return self._ended(observation) if conversation.done else observation
 
-    def _dialogue(self) -> list[Turn]:
-        """The episode's dialogue as its user saw it (none where the environment could not be opened)."""
+    def _closing(self) -> list[dict[str, Any]]:
+        """The user's line that ended the episode (a stop, a transfer: ``Turns.closing``), which the loop keeps out of
+        the policy's conversation (nothing answers it) but a client appending each observation's messages reads as
+        every other reply."""
         episode = self._conversation.episode if self._conversation is not None else None
-        return episode.dialogue if isinstance(episode, Episode) else []
-
-    def _closing(self, heard: int, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The user's replies since the dialogue held ``heard`` turns that ``messages`` lacks: the line that ended
-        the episode (a stop, a transfer), which the loop keeps out of the policy's conversation (nothing answers
-        it) but a client appending each observation's messages reads as every other reply."""
-        shown = [m["content"] for m in messages if m["role"] == "user"]
-        said = [turn.text for turn in self._dialogue()[heard:] if turn.role == "user"]
-        return [{"role": "user", "content": text} for text in said if text not in shown]
+        closing = episode.closing if episode is not None else None
+        return [] if closing is None else [{"role": "user", "content": closing}]
 
     def _ended(self, observation: EpisodeObservation) -> EpisodeObservation:
         """The final observation: the reward, the record; the session's database is released."""
