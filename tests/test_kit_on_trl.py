@@ -17,4 +17,4 @@ def test_the_kit_finds_what_the_docs_say_in_trl_rewards() -> None:
     # The overlong punishment is a closure: it cannot be pickled into a worker process.
     assert set(failed["soft_overlong_punishment"]) == {"pickle"}
     assert "Can't pickle local object" in failed["soft_overlong_punishment"]["pickle"]
-    assert all(len(r.checks) == 27 for r in reports.values())  # 10 generic + 10 hostile + 7 probes
+    assert all(len(r.checks) == 28 for r in reports.values())  # 10 generic + 11 hostile + 7 probes
