@@ -68,6 +68,7 @@ IDLE_CLOSE = 4408  # the WebSocket close code of a session idle past idle_s: HTT
 # to read grows with it (1 MB of JSON lists parses to ~30 MB of objects); `env serve` has uvicorn close a frame past
 # four times this.
 MAX_MESSAGE = 1 << 20
+MAX_CALLS = 256  # tool calls one step may carry: a model's turn holds a few; 1 MiB of "[]" holds 340,000
 SHOWN_PROBLEMS = 5  # of a refused message's fields, named in its error: the rest are counted
 # openenv-core's routes kept: what describes the environment. The rest open sessions (its HTTP MCP routes, its own
 # /ws) or build an episode's database per request (/reset, /step, /state) outside the cap; a route a later version
@@ -89,7 +90,7 @@ class AgentTurn(Action):
     after the message if the episode is still open; with no content and no calls, applied at once."""
 
     content: str = ""
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=MAX_CALLS)  # checked before the items
     finish_reason: str | None = None
     n_tokens: int = 0
     end: Literal["max_turns", "agent_error"] | None = None
