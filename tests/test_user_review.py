@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rewardkit.envs.termination import Termination
 from rewardkit.loop.user_review import KINDS, agrees, facts, review
 from rewardkit.loop.user_sim.base import GREETING, Turn
 
@@ -140,7 +141,25 @@ def test_only_the_wanted_kinds_run() -> None:
     dialogue = talk("###DECLINE### and cancel #W7654321.")
     assert [f.kind for f in review(RETAIL, dialogue, language="en")] == ["unseen_fact", "wrong_approval"]
     assert [f.kind for f in review(RETAIL, dialogue, language="en", kinds=["wrong_approval"])] == ["wrong_approval"]
-    assert set(KINDS) == {"premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language"}
+    assert set(KINDS) == {"premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop"}
+
+
+# (how the episode ended, whether the task is done then): the user went on to the turn limit after the task was done
+NO_STOP = [
+    (Termination.MAX_TURNS, True, True),  # done, and the customer never stopped: a 0 that is not the agent's
+    (Termination.MAX_TURNS, False, False),  # not done at the limit: the agent's failure
+    (Termination.MAX_TURNS, None, False),  # no goal to tell (a spec task without one): nothing flagged
+    (Termination.USER_STOP, True, False),  # the customer stopped
+    (Termination.TOKEN_BUDGET, True, False),  # the agent spent its tokens: its own ending
+]
+
+
+@pytest.mark.parametrize(("ending", "done", "flagged"), NO_STOP)
+def test_a_user_that_never_stops_once_the_task_is_done_is_flagged(ending, done, flagged) -> None:
+    dialogue = talk("Thanks, could you check that once more?")
+    reached = None if done is None else (lambda: done)
+    flags = review(RETAIL, dialogue, language="en", kinds=["no_stop"], reached=reached, termination=ending)
+    assert [(f.kind, f.turn) for f in flags] == ([("no_stop", 1)] if flagged else [])
 
 
 # (text, its facts): the most specific pattern wins, each fact once

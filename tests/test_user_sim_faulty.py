@@ -32,6 +32,7 @@ MADE = [
     ("unseen_fact", "312.40"),  # the wording seed 3 draws
     ("role_break", None),
     ("wrong_language", None),
+    ("no_stop", None),  # done, then another question for every stop, to the turn limit
 ]
 
 
@@ -42,6 +43,18 @@ def test_each_mistake_is_made_recorded_and_flagged(kind: str, evidence: str | No
     assert result.infos.user_sim_fault == kind
     flags = [f for f in result.infos.user_flags if f["kind"] == kind]
     assert flags and (evidence is None or flags[0]["evidence"] == evidence)
+
+
+def test_a_user_that_never_stops_leaves_the_done_episode_out_of_training() -> None:
+    # The gold agent completes task 0; the customer never stops. Under exclude the episode leaves the advantages
+    # instead of scoring 0 at max_turns; counted, it is the agent's max_turns 0, flagged.
+    counted, excluded = (
+        play(FaultySimulator(ScriptedSimulator(), kinds=["no_stop"], rate=1.0), mode) for mode in ("count", "exclude")
+    )
+    assert counted.infos.termination == "max_turns" and [f["kind"] for f in counted.infos.user_flags] == ["no_stop"]
+    assert excluded.infos.termination == "user_sim_mistake" and "no_stop" in excluded.infos.error
+    cells = {"messages": [excluded.messages], "task": [TASK], "domain": ["retail"]}
+    assert TaskCompletion()([""], **cells, rollout_infos=[excluded.infos]) == [None]
 
 
 def test_exclude_ends_the_episode_as_a_simulator_mistake_and_the_reward_leaves_it_out() -> None:

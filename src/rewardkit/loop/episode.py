@@ -361,7 +361,10 @@ class Episode(Turns):
         reached = None if goal is None else partial(goal.reached, self.agent_said, self._outcome)
         language = self.domain.language
         try:
-            self.user_flags = review(self.task, self.dialogue, language=language, tool_texts=seen, reached=reached)
+            ending = self.termination
+            self.user_flags = review(
+                self.task, self.dialogue, language=language, tool_texts=seen, reached=reached, termination=ending
+            )
             if not self.user_flags and self.reviewer is not None:
                 self.user_flags = self.reviewer.review(self.task, self.dialogue, language=language, tool_texts=seen)
         except _EnvGone:  # the state could not be read to tell a premature stop: the episode ended as env_error

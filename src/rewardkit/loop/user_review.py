@@ -18,6 +18,7 @@ evidence:
   scenario's fields, or quotes the instructions on how to behave;
 - ``wrong_approval``: the user approves what its scenario declines, or the reverse;
 - ``wrong_language``: a user message in another language than the domain's.
+- ``no_stop``: the task is done, and the user never ended the conversation: the episode ran to its turn limit.
 
 What the rules cannot see: a user who invents a plausible fact without an identifier (a wrong reason, a made-up
 preference), one who stops early without agreeing to anything, or a paraphrase of its instructions. A model reviewer
@@ -44,11 +45,12 @@ from typing import TYPE_CHECKING, Any
 
 from rewardkit.envs.approvals import user_decision
 from rewardkit.envs.tasks import approves, instructions
+from rewardkit.envs.termination import Termination
 from rewardkit.loop.judge import PROMPT_VERSION, Judge
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Turn
 
-KINDS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
+KINDS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop")
 MODEL_REVIEW = "model_review"  # the kind of a model reviewer's flag
 
 if TYPE_CHECKING:
@@ -301,6 +303,21 @@ def premature_stop(dialogue: Sequence[Turn], reached: Callable[[], bool] | None 
     return []
 
 
+def no_stop(
+    dialogue: Sequence[Turn], termination: Termination | None, reached: Callable[[], bool] | None = None
+) -> list[UserFlag]:
+    """The task is done (``reached``) and the user never ended the conversation: the episode ran to its turn limit.
+    The agent did its part; a customer that cannot stop (a real model rarely writes the marker unasked) would make
+    it a 0. Flagged at the user's last message."""
+    if termination is not Termination.MAX_TURNS or reached is None:
+        return []
+    users = _user_turns(dialogue)
+    if not users or not reached():
+        return []
+    number, last = users[-1]
+    return [UserFlag("no_stop", number, f"the task was done and the user went on to the turn limit: {last[:160]!r}")]
+
+
 def unseen_facts(task: Mapping[str, Any], dialogue: Sequence[Turn], tool_texts: Iterable[str] = ()) -> list[UserFlag]:
     """Every fact of a user message that its scenario, the agent and the tools never gave it (each named once, in
     :func:`canonical` form: both sides are compared in it)."""
@@ -386,9 +403,10 @@ def review(
     tool_texts: Iterable[str] = (),
     kinds: Iterable[str] = KINDS,
     reached: Callable[[], bool] | None = None,
+    termination: Termination | None = None,
 ) -> tuple[UserFlag, ...]:
     """Every flag of the rules in ``kinds``, in dialogue order. ``reached``: whether the task is done (asked only
-    when a stop looks premature)."""
+    when a stop looks premature, or the episode ran to its turn limit); ``termination``: how the episode ended."""
     wanted = set(kinds)
     found: list[UserFlag] = []
     if "premature_stop" in wanted:
@@ -401,6 +419,8 @@ def review(
         found += wrong_approvals(task, dialogue)
     if "wrong_language" in wanted:
         found += wrong_language(dialogue, language)
+    if "no_stop" in wanted:
+        found += no_stop(dialogue, termination, reached)
     return tuple(sorted(found, key=lambda f: (f.turn, KINDS.index(f.kind))))
 
 

@@ -11,7 +11,8 @@ Each mistake is the kind :mod:`rewardkit.loop.user_review` names, in the domain'
 - ``unseen_fact``: the reply carries an order number the user was never given;
 - ``role_break``: the user answers as the agent would;
 - ``wrong_approval``: an approval request answered against the scenario;
-- ``wrong_language``: the reply in the other language.
+- ``wrong_language``: the reply in the other language;
+- ``no_stop``: once the task is done, the user never ends the conversation: each stop becomes another question.
 
 Each episode gets at most one mistake, so its label is one kind. The rollouts of one task may run at once (a GRPO
 group): the simulator tells them apart by ``Progress.episode``.
@@ -31,7 +32,7 @@ from rewardkit.envs.tasks import approves
 from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Progress, Turn, UserSimulator
 
 MAX_PLANNED = 65_536  # episodes whose mistake is still to be made, at most (the oldest plans are forgotten)
-FAULTS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language")
+FAULTS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop")
 CALL = '<tool_call>{"name": "get_user_details", "arguments": {}}</tool_call>'
 # Each mistake in a few wordings a language, one drawn per episode.
 LINES = {
@@ -48,6 +49,7 @@ LINES = {
             CALL,
         ),
         "other_language": ("好的，请继续处理。", "没问题，谢谢。", "请帮我查一下。"),
+        "no_stop": ("Thanks. Could you check that once more?", "Great. Is there anything else I should know?"),
         "approve": (f"Yes, I approve that. {APPROVE}",),
         "decline": (f"No, I do not approve that. {DECLINE}",),
     },
@@ -60,6 +62,7 @@ LINES = {
         ),
         "role_break": ("请问有什么可以帮您？我已为您处理好了。", "我已帮您查好了，还有别的吗？", CALL),
         "other_language": ("Okay, please go on with it.", "Sure, thanks a lot.", "Please check it for me."),
+        "no_stop": ("谢谢。能再帮我确认一遍吗？", "好的。还有什么我需要知道的吗？"),
         "approve": (f"同意。{APPROVE}",),
         "decline": (f"不同意。{DECLINE}",),
     },
@@ -99,8 +102,9 @@ class FaultySimulator:
         made = self._make(kind, task, dialogue, progress, honest, lines)
         if made is None:
             return honest
-        with self._lock:
-            self._planned.pop(progress.episode, None)
+        if kind != "no_stop":  # made once; a user that never stops replaces every stop
+            with self._lock:
+                self._planned.pop(progress.episode, None)
         progress.mistake = kind
         return made
 
@@ -128,6 +132,8 @@ class FaultySimulator:
         lines: Mapping[str, str],
     ) -> str | None:
         """The mistaken reply of ``kind`` here, or None where it cannot be made."""
+        if kind == "no_stop":  # an honest stop once the task is done: another question instead
+            return lines["no_stop"] if STOP in honest and progress.state_done else None
         asks = CONFIRMATION_REQUEST.get(progress.language, CONFIRMATION_REQUEST["en"]).search(dialogue[-1].text)
         if kind == "premature_stop":
             return lines["premature_stop"] if asks and not progress.requests and STOP not in honest else None
