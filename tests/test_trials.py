@@ -53,6 +53,7 @@ RECORD_KEYS = {
     "user_flags",
     "checks",
     "diff",
+    "closing",
 }
 
 
@@ -99,6 +100,8 @@ def test_gold_records_have_the_documented_schema(tmp_path: Path) -> None:
         actions = gold_actions(tasks[r["task_id"]])
         assert (r["run"], r["status"], r["reward"], r["tcr"], r["error"]) == (RUN, "ok", 1.0, 1.0, None)
         assert r["termination"] == ("agent_transfer" if r["task_id"] == "10" else "user_stop")
+        # the user's stop is the closing line, apart from the messages; an agent's transfer leaves none
+        assert (r["closing"] is None) == (r["termination"] == "agent_transfer")
         assert r["tools"] == dict(Counter(a["name"] for a in actions))
         assert r["tool_calls"] == len(actions) and r["call_codes"] == CODES[r["task_id"]]
         assert r["tool_errors"] == r["tool_calls"] - r["call_codes"]["OK"]

@@ -542,9 +542,12 @@ def test_reading_an_episode_errors_gates_calls_and_the_system_prompt(browser: An
             else ""
             for m in r["messages"]
         ]
-        assert marked == [
-            h or (d if m["role"] == "user" else "") for h, d, m in zip(held, decided, r["messages"], strict=True)
-        ]
+        closing = [""] if r["closing"] is not None else []  # the user's last line, after what the agent saw
+        assert (
+            marked
+            == [h or (d if m["role"] == "user" else "") for h, d, m in zip(held, decided, r["messages"], strict=True)]
+            + closing
+        )
         assert marked[0] == "" and sum(map(bool, marked)) >= 2  # the request held, and the user's answer to it
     assert errors == [] and more_errors == []
 
