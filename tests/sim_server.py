@@ -57,8 +57,11 @@ FAULTS |= SERVER_FAULTS | MODEL_FAULTS
 
 
 def default_reply(body: dict[str, Any]) -> str:
-    """Deterministic: the customer leaves once the agent (flipped to "user") says "done"."""
+    """Deterministic: the customer leaves once the agent says "done" (its last message: flipped to "user" in the chat
+    form, the transcript's last line in the transcript form)."""
     said = next((m.get("content") or "" for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
+    if isinstance(said, str) and said.startswith("<conversation>\n"):
+        said = said.partition("\n</conversation>")[0].rpartition("\n")[2]
     return "Sure. ###STOP###" if "done" in said.lower() else "My email is a@b.c"
 
 

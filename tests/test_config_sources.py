@@ -26,7 +26,7 @@ FILE = "FILE"  # the origin is the config file's path
 OPENAI = {"kind": "openai", "base_url": "http://127.0.0.1:1/v1", "model": "m"}
 
 CASES = [  # (file's sections, flags given, dotted key, value, origin)
-    pytest.param({}, [], "user_sim.timeout_s", 60.0, "default", id="default"),
+    pytest.param({}, [], "user_sim.timeout_s", None, "default", id="default"),
     pytest.param({"user_sim": {"timeout_s": 5}}, [], "user_sim.timeout_s", 5.0, FILE, id="file-only"),
     pytest.param({}, ["--user-timeout", "7"], "user_sim.timeout_s", 7.0, "--user-timeout", id="flag-only"),
     pytest.param(

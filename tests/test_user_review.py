@@ -141,7 +141,7 @@ def test_only_the_wanted_kinds_run() -> None:
     dialogue = talk("###DECLINE### and cancel #W7654321.")
     assert [f.kind for f in review(RETAIL, dialogue, language="en")] == ["unseen_fact", "wrong_approval"]
     assert [f.kind for f in review(RETAIL, dialogue, language="en", kinds=["wrong_approval"])] == ["wrong_approval"]
-    assert set(KINDS) == {"premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop"}
+    assert set(KINDS) >= {"premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop"}
 
 
 # (how the episode ended, whether the task is done then): the user went on to the turn limit after the task was done
@@ -580,3 +580,53 @@ def test_a_reviewer_misconfigured_is_refused_naming_the_key(raw: dict[str, Any],
 
     with pytest.raises(ConfigError, match=f"user_sim.{key}"):
         load_user_sim_config(raw, "test")
+
+
+LAMP = "I want to return the lamp from my last order."  # 45 characters: long enough to be a loop when sent again
+# (the user's messages, the agent's replies between them, the loop flags' turns)
+LOOPS = [
+    ([LAMP, LAMP], [2]),  # the same message again
+    ([LAMP, "Yes, please.", LAMP.upper() + "  "], [3]),  # case and spaces do not make it another message
+    ([LAMP, f"{LAMP} ###STOP###"], [2]),  # nor does a marker
+    (["Yes, please.", "Yes, please.", "Yes, please."], []),  # a short answer is a customer's, however often
+    (["好的，谢谢", "好的，谢谢"], []),
+    ([LAMP, "I want to return the lamp from my first order."], []),  # another message
+]
+
+
+@pytest.mark.parametrize(("said", "flagged"), LOOPS)
+def test_a_user_that_sends_a_long_message_again_is_looping(said: list[str], flagged: list[int]) -> None:
+    lines = [line for text in said for line in (text, "Could you say more?")][:-1]
+    assert [f.turn for f in review(RETAIL, talk(*lines), language="en", kinds=["loop"])] == flagged
+
+
+def waited(*replies: tuple[str, bool]) -> list[Turn]:
+    """A dialogue of user replies, each with whether approval requests were waiting when it was written."""
+    out = [Turn("agent", GREETING)]
+    for text, waiting in replies:
+        out += [Turn("user", text, waiting=waiting), Turn("agent", "Please approve request req-1.")]
+    return out
+
+
+# (the user's replies with whether requests waited, the no_decision flag's turn or None)
+DECISIONS = [
+    ([("Change the price.", False), ("###APPROVE###", True)], None),  # decided at once
+    ([("Change the price.", False), ("What does it change?", True), ("###DECLINE###", True)], None),  # asked, decided
+    ([("Change the price.", False), ("Hmm, let me see.", True), ("Thanks. ###STOP###", False)], 2),  # never decided
+    ([("Change the price.", False), ("What?", True), ("Why?", True)], 2),  # the first undecided answer is named
+    ([("Change the price.", False), ("Thanks. ###STOP###", False)], None),  # nothing waited
+    ([("Change the price.", False), ("###APPROVE### ###DECLINE###", True)], 2),  # both markers decide nothing
+]
+
+
+@pytest.mark.parametrize(("replies", "turn"), DECISIONS)
+def test_waiting_requests_answered_without_a_decision(replies, turn: int | None) -> None:
+    flags = review(RETAIL, waited(*replies), language="en", kinds=["no_decision"])
+    assert [f.turn for f in flags] == ([] if turn is None else [turn])
+
+
+def test_a_reply_cut_at_the_token_cap_is_flagged_where_it_is() -> None:
+    dialogue = [Turn("agent", GREETING), Turn("user", "I want to"), Turn("agent", "Yes?")]
+    dialogue += [Turn("user", "return the lamp from my last", cut=True), Turn("agent", "Which order?")]
+    flags = review(RETAIL, dialogue, language="en", kinds=["cut_reply"])
+    assert [(f.kind, f.turn) for f in flags] == [("cut_reply", 2)]  # the second user message, the only cut one

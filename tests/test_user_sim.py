@@ -29,7 +29,7 @@ from rewardkit.loop.user_sim import (
     make_simulator,
 )
 from rewardkit.loop.user_sim.cache import CachedSimulator
-from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
+from rewardkit.loop.user_sim.openai_sim import REMINDER, SPEAKERS, OpenAISimulator
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 
 TASK = json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))[0]
@@ -39,10 +39,12 @@ RETAIL = get_domain("retail")
 GUIDELINES = RETAIL.guidelines()  # tau2-bench's, which retail declares
 
 
-def fast(base_url: str, **settings: Any) -> OpenAISimulator:
+def fast(base_url: str, prompt: str = "transcript", **settings: Any) -> OpenAISimulator:
     """A simulator that backs off for milliseconds, not seconds (``settings``: more EndpointSettings)."""
     settings = {"backoff_s": 0.01, "timeout_s": 5.0, **settings}
-    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, settings=EndpointSettings(**settings))
+    return OpenAISimulator(
+        base_url, "sim-model", guidelines=GUIDELINES, settings=EndpointSettings(**settings), prompt=prompt
+    )
 
 
 # --- config ------------------------------------------------------------------------
@@ -162,7 +164,7 @@ def test_config_from_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_request_follows_tau2_conventions() -> None:
     dialogue = [*DIALOGUE, Turn("user", "I want to exchange two items."), Turn("agent", "Sure, your email?")]
     with SimServer() as server:
-        assert fast(server.base_url).reply(TASK, dialogue, Progress()) == "My email is a@b.c"
+        assert fast(server.base_url, prompt="chat").reply(TASK, dialogue, Progress()) == "My email is a@b.c"
     (body,) = server.requests
     system, *rest = body["messages"]
     assert system["role"] == "system" and system["content"].startswith(GUIDELINES.strip())
@@ -179,6 +181,29 @@ def test_request_follows_tau2_conventions() -> None:
     ]
     assert "tool" not in json.dumps(rest) and set(rest[0]) == {"role", "content"}
     assert body["temperature"] == 0 and body["max_tokens"] == 512 and body["model"] == "sim-model"
+
+
+# (the domain's language, the reply as the model wrote it, the customer's message): the transcript's label comes off
+TRANSCRIPT = [
+    ("en", "Customer: My email is a@b.c", "My email is a@b.c"),
+    ("en", "My email is a@b.c", "My email is a@b.c"),
+    ("en", "Agent: How can I help?", "Agent: How can I help?"),  # the agent's label stays: the review reads it
+    ("zh", "客户：我的邮箱是 a@b.c", "我的邮箱是 a@b.c"),
+]
+
+
+@pytest.mark.parametrize(("language", "written", "said"), TRANSCRIPT)
+def test_the_transcript_shows_the_whole_conversation_in_one_message(language: str, written: str, said: str) -> None:
+    dialogue = [*DIALOGUE, Turn("user", "I want to exchange two items."), Turn("agent", "Sure, your email?")]
+    with SimServer(reply=written) as server:
+        assert fast(server.base_url).reply(TASK, dialogue, Progress(language=language)) == said
+    (body,) = server.requests
+    system, user = body["messages"]
+    assert system["role"] == "system" and system["content"].startswith(GUIDELINES.strip())
+    names = SPEAKERS[language]
+    lines = [f"{names['agent']}: {GREETING}", f"{names['user']}: I want to exchange two items.", f"{names['agent']}: "]
+    assert user["role"] == "user" and user["content"].startswith("<conversation>\n" + "\n".join(lines))
+    assert user["content"].endswith(REMINDER[language])
 
 
 def test_waiting_approval_requests_are_shown_with_how_to_answer() -> None:

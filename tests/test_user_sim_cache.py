@@ -27,8 +27,9 @@ GUIDELINES = RETAIL.guidelines()
 
 
 def sim(base_url: str, **settings: Any) -> OpenAISimulator:
+    """The simulator in the chat form, whose last message is the agent's own text (the server echoes it)."""
     settings = EndpointSettings(**{"backoff_s": 0.01, "timeout_s": 5.0, **settings})
-    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, settings=settings)
+    return OpenAISimulator(base_url, "sim-model", guidelines=GUIDELINES, settings=settings, prompt="chat")
 
 
 def test_identical_dialogue_is_served_from_the_cache(tmp_path: Path) -> None:

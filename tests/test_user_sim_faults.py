@@ -62,14 +62,28 @@ def test_after_its_retries_it_is_a_simulator_error_naming_the_endpoint(fault: st
     assert server.count == 2
 
 
-@pytest.mark.parametrize(
-    ("fault", "reply"), [("content_parts", REPLY), ("tokens_nan", REPLY), ("length_text", REPLY[: len(REPLY) // 2])]
-)
+@pytest.mark.parametrize(("fault", "reply"), [("content_parts", REPLY), ("tokens_nan", REPLY)])
 def test_a_reply_with_text_is_taken_whatever_else_is_odd(fault: str, reply: str) -> None:
-    # content parts are joined; a NaN count does not matter; a cut reply still has text (the customer said it)
+    # content parts are joined; a NaN count does not matter
     with SimServer(faults=[fault], reply=REPLY) as server:
         assert fast(server.base_url).reply(TASK, DIALOGUE, Progress()) == reply.strip()
     assert server.count == 1
+
+
+# (the replies' faults, what the customer says, whether it is marked cut, the max_tokens each request asked for)
+CUT = [
+    ([], REPLY, False, [512]),  # whole at once
+    (["length_text"], REPLY, False, [512, 1024]),  # cut, asked again with twice the tokens: whole
+    (["length_text", "length_text"], REPLY[: len(REPLY) // 2].strip(), True, [512, 1024]),  # cut twice: kept, marked
+]
+
+
+@pytest.mark.parametrize(("faults", "said", "cut", "asked"), CUT)
+def test_a_reply_cut_at_the_token_cap_is_asked_for_again_then_marked(faults, said, cut, asked) -> None:
+    progress = Progress()
+    with SimServer(faults=faults, reply=REPLY) as server:
+        assert fast(server.base_url).reply(TASK, DIALOGUE, progress) == said
+    assert progress.cut is cut and [body["max_tokens"] for body in server.requests] == asked
 
 
 LONE = f"{REPLY} {chr(0xD800)}"  # a lone surrogate: what json.loads makes of a model's "\ud800"

@@ -33,6 +33,8 @@ MADE = [
     ("role_break", None),
     ("wrong_language", None),
     ("no_stop", None),  # done, then another question for every stop, to the turn limit
+    ("loop", None),  # the previous message again
+    ("cut_reply", None),  # half a reply, marked cut
 ]
 
 

@@ -70,7 +70,9 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
         "--user-retries", type=int, help=f"extra attempts per simulator call (default: user_sim.retries, {u.retries})"
     )
     who.add_argument(
-        "--user-timeout", type=float, help=f"seconds per simulator call (default: user_sim.timeout_s, {u.timeout_s:g})"
+        "--user-timeout",
+        type=float,
+        help="seconds per simulator call (default: user_sim.timeout_s; null: 30 plus 1 per token of max_tokens)",
     )
     who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator (default: user_sim.cache)")
     who.add_argument(

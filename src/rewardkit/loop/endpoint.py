@@ -183,9 +183,11 @@ class ChatEndpoint:
         *,
         overflow: bool = False,
         ledger: Ledger | None = None,
+        timeout_hint: str = "",
     ) -> None:
         """``overflow``: raise :class:`ContextOverflow` for a 400 about the context length, not ``error``;
-        ``ledger``: where every request, retry and failure is counted."""
+        ``ledger``: where every request, retry and failure is counted; ``timeout_hint``: what a timed-out request's
+        error adds (which key sets the timeout)."""
         self.base_url, self.model, self.error = base_url, model, error
         self.ledger = ledger if ledger is not None else Ledger("endpoint")
         self.ledger.endpoint = base_url
@@ -193,6 +195,7 @@ class ChatEndpoint:
         # Chats go through rewardkit.loop.transport (a fraction of the SDK's CPU per request); the SDK lists models.
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key, self._timeout_s = settings.api_key, settings.timeout_s
+        self._timeout_hint = timeout_hint
         self._headers = {"Authorization": f"Bearer {settings.api_key}"}
         self._slots = threading.BoundedSemaphore(settings.concurrency)
         self._breaker_after, self._cooldown_s = settings.breaker_after, settings.breaker_cooldown_s
@@ -271,7 +274,9 @@ class ChatEndpoint:
             with self._slots:
                 status, raw = transport.post(self._url, body, self._headers, self._timeout_s)
         except transport.TransportError as exc:
-            raise _Retry(f"{'timed out' if exc.timeout else 'connection failed'}: {exc}") from exc
+            if exc.timeout:
+                raise _Retry(f"timed out after {self._timeout_s:g} s{self._timeout_hint}: {exc}") from exc
+            raise _Retry(f"connection failed: {exc}") from exc
         if status != 200:
             raise self._status(status, transport.status_message(status, raw))
         return _completion(raw)

@@ -204,7 +204,7 @@ class Episode(Turns):
             self._end(Termination.USER_SIM_ERROR)
             return
         self.user_sim_fault = self.user_sim_fault or progress.mistake
-        self.dialogue.append(Turn("user", reply))
+        self.dialogue.append(Turn("user", reply, cut=progress.cut, waiting=bool(progress.requests)))
         self.transcript.append(f"user: {reply}")
         decision = user_decision(reply)
         if decision is not None and progress.requests:  # the user's own action, run by the loop, never the agent

@@ -13,12 +13,20 @@ evidence:
 - ``unseen_fact``: an identifier, an e-mail address or a number of three or more digits in the user's messages that
   appears neither in its scenario nor in anything the agent or the tools said (compared in NFKC form, its digits
   ASCII: "R１０１" is "R101");
-- ``role_break``: the user writes a tool call, speaks as the agent (offers help, or says it did or will do something
-  to what is the customer's: "I have updated your address", never "I have updated my address"), names its
-  scenario's fields, or quotes the instructions on how to behave;
+- ``role_break``: the user writes a tool call, names its scenario's fields, quotes the instructions on how to behave
+  (its scenario's, or the simulator's reminder of who it is), or speaks as the agent: in the agent's set phrases
+  (offers help, or says it did or will do something to what is the customer's: "I have updated your address", never
+  "I have updated my address"), or in any other words the voice classifier (:mod:`rewardkit.loop.voice`, MiniLM
+  embeddings) reads as the agent's;
 - ``wrong_approval``: the user approves what its scenario declines, or the reverse;
 - ``wrong_language``: a user message in another language than the domain's.
-- ``no_stop``: the task is done, and the user never ended the conversation: the episode ran to its turn limit.
+- ``no_stop``: the task is done, and the user never ended the conversation: the episode ran to its turn limit;
+- ``loop``: the user sends again a message it already sent (:data:`LOOP_CHARS` characters or more, compared in
+  :func:`canonical` form without markers and with runs of spaces as one): a model stuck in a loop, not a customer;
+- ``no_decision``: approval requests were waiting for the user, it answered without ``###APPROVE###`` or
+  ``###DECLINE###``, and it never decided after: the agent can only ask again;
+- ``cut_reply``: the user's reply stopped at the simulator's token cap even when asked for again with twice the
+  tokens (``Turn.cut``): the customer's message is half a message.
 
 What the rules cannot see: a user who invents a plausible fact without an identifier (a wrong reason, a made-up
 preference), one who stops early without agreeing to anything, or a paraphrase of its instructions. A model reviewer
@@ -48,9 +56,21 @@ from rewardkit.envs.tasks import approves, instructions
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.judge import PROMPT_VERSION, Judge
 from rewardkit.loop.roles import JsonRole
-from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Turn
+from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, STOP, Turn
+from rewardkit.loop.user_sim.openai_sim import REMINDER
+from rewardkit.loop.voice import THRESHOLD, Voice
 
-KINDS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop")
+KINDS = (
+    "premature_stop",
+    "unseen_fact",
+    "role_break",
+    "wrong_approval",
+    "wrong_language",
+    "no_stop",
+    "loop",
+    "no_decision",
+    "cut_reply",
+)
 MODEL_REVIEW = "model_review"  # the kind of a model reviewer's flag
 
 if TYPE_CHECKING:
@@ -318,6 +338,39 @@ def no_stop(
     return [UserFlag("no_stop", number, f"the task was done and the user went on to the turn limit: {last[:160]!r}")]
 
 
+def loops(dialogue: Sequence[Turn]) -> list[UserFlag]:
+    """Each user message that repeats an earlier one of at least :data:`LOOP_CHARS` characters (compared without
+    markers, in :func:`canonical` form, runs of spaces as one, case ignored)."""
+    said: set[str] = set()
+    flags = []
+    for i, text in _user_turns(dialogue):
+        key = " ".join(_MARKERS.sub(" ", canonical(text)).split()).casefold()
+        if len(key) >= LOOP_CHARS and key in said:
+            flags.append(UserFlag("loop", i, f"the same message again: {text[:120]!r}"))
+        said.add(key)
+    return flags
+
+
+def no_decisions(dialogue: Sequence[Turn]) -> list[UserFlag]:
+    """The user's first answer to waiting approval requests (``Turn.waiting``) that carries no decision marker, when
+    no later message of the user decides either."""
+    users = [t for t in dialogue if t.role == "user"]
+    for number, turn in enumerate(users, 1):
+        decided_later = any(user_decision(t.text) is not None for t in users[number - 1 :])
+        if turn.waiting and not decided_later:
+            return [UserFlag("no_decision", number, f"approval requests waited; no decision: {turn.text[:120]!r}")]
+    return []
+
+
+def cut_replies(dialogue: Sequence[Turn]) -> list[UserFlag]:
+    """Each user message that stopped at the simulator's token cap (``Turn.cut``)."""
+    return [
+        UserFlag("cut_reply", number, f"stopped at the token cap: ...{turn.text[-80:]!r}")
+        for number, turn in enumerate((t for t in dialogue if t.role == "user"), 1)
+        if turn.cut
+    ]
+
+
 def unseen_facts(task: Mapping[str, Any], dialogue: Sequence[Turn], tool_texts: Iterable[str] = ()) -> list[UserFlag]:
     """Every fact of a user message that its scenario, the agent and the tools never gave it (each named once, in
     :func:`canonical` form: both sides are compared in it)."""
@@ -353,22 +406,34 @@ def _quotes(text: str, source: str) -> str | None:
     return next((run for run in runs if canonical(run) in squeezed), None)
 
 
+_REMINDERS = [_MARKERS.sub(" ", text) for text in REMINDER.values()]  # the markers are the customer's to write
+
+
 def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
-    """A user message that writes a tool call, speaks as the agent, names its scenario's fields or quotes its
-    behaviour instructions."""
+    """A user message that writes a tool call, names its scenario's fields, quotes its behaviour instructions or the
+    simulator's reminder of who it is, or speaks as the agent: by the agent's set phrases, then by the voice
+    classifier (:mod:`rewardkit.loop.voice`) for whatever wording they miss."""
     behaviour = _behaviour(task)
-    flags = []
-    for i, said in _user_turns(dialogue):
+    users = _user_turns(dialogue)
+    flags, unread = [], []
+    for i, said in users:
         text, evidence = canonical(said), None
         if "<tool_call>" in text or '"arguments"' in text:
             evidence = "a tool call"
         elif found := _AGENT_VOICE.search(text) or _INSTRUCTION_WORDS.search(text):
             evidence = found.group(0)
         else:
-            evidence = _quotes(text, behaviour) if behaviour else None
+            sources = [behaviour] if behaviour else []
+            evidence = next((q for source in [*sources, *_REMINDERS] if (q := _quotes(text, source))), None)
         if evidence is not None:
             flags.append(UserFlag("role_break", i, evidence))
-    return flags
+        else:
+            unread.append((i, said))
+    if unread:
+        for (i, said), p in zip(unread, Voice.shared().agent_probability([s for _, s in unread]), strict=True):
+            if p >= THRESHOLD:
+                flags.append(UserFlag("role_break", i, f"the agent's voice (p={p:.2f}): {said[:120]!r}"))
+    return sorted(flags, key=lambda f: f.turn)
 
 
 def wrong_approvals(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
@@ -421,6 +486,12 @@ def review(
         found += wrong_language(dialogue, language)
     if "no_stop" in wanted:
         found += no_stop(dialogue, termination, reached)
+    if "loop" in wanted:
+        found += loops(dialogue)
+    if "no_decision" in wanted:
+        found += no_decisions(dialogue)
+    if "cut_reply" in wanted:
+        found += cut_replies(dialogue)
     return tuple(sorted(found, key=lambda f: (f.turn, KINDS.index(f.kind))))
 
 

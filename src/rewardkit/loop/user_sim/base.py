@@ -29,6 +29,9 @@ CONFIRMATION_REQUEST = {
     ),
     "zh": re.compile(r"确认|是否|要不要|可以吗|好吗|同意|批准|审批|继续"),
 }
+# A user message sent again is a loop (a model stuck, not a customer) from this many characters on: shorter ones
+# ("Yes, please.", "好的，谢谢") are a customer's, however often they come.
+LOOP_CHARS = 24
 
 
 class SimulatorError(RuntimeError):
@@ -44,10 +47,16 @@ class SimulatorError(RuntimeError):
 
 @dataclass(frozen=True)
 class Turn:
-    """One visible message: ``agent`` (the policy's text to the user) or ``user`` (the simulator's)."""
+    """One visible message: ``agent`` (the policy's text to the user) or ``user`` (the simulator's).
+
+    Of a user message, the episode also keeps what the user review reads beside its text: ``cut``, the simulator's
+    reply stopped at its token cap (``Progress.cut``), and ``waiting``, approval requests were waiting for the user
+    when it was written."""
 
     role: Literal["agent", "user"]
     text: str
+    cut: bool = False
+    waiting: bool = False
 
 
 class Progress:
@@ -62,14 +71,15 @@ class Progress:
     ``episode``: the episode's number in this process, for a simulator that keeps state per episode (several
     rollouts of one task run at once). ``mistake``: written by a simulator that errs on purpose
     (:class:`~rewardkit.loop.user_sim.faulty.FaultySimulator`): the kind of mistake its reply makes, the label the
-    user review is measured against; the episode records it.
+    user review is measured against; the episode records it. ``cut``: written by a simulator whose reply stopped
+    at its token cap even when retried (a model's ``finish_reason`` ``length``); the user review flags it.
 
     ``state_done`` may be given as a function: it is then called once, when first read. Comparing the state
     hashes the whole database, and a simulator that never reads it (an LLM's, which sees the dialogue) should
     not pay for it on every turn of every rollout.
     """
 
-    __slots__ = ("_state", "episode", "language", "mistake", "outputs_said", "requests")
+    __slots__ = ("_state", "cut", "episode", "language", "mistake", "outputs_said", "requests")
 
     def __init__(
         self,
@@ -82,6 +92,7 @@ class Progress:
         self._state, self.outputs_said, self.requests, self.language = state_done, outputs_said, requests, language
         self.episode = episode
         self.mistake: str | None = None
+        self.cut = False
 
     @property
     def state_done(self) -> bool:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from rewardkit.loop.endpoint import EndpointSettings
 
 SECTION = "user_sim"
+TIMEOUT_BASE_S = 30.0  # the default timeout: this, plus the time twice max_tokens take at TOKENS_PER_S
+TOKENS_PER_S = 2.0
 _STRINGS = ("base_url", "model", "api_key_env", "cache", "review_url", "review_model")
 
 
@@ -49,7 +51,17 @@ class UserSimConfig:
     )
     temperature: float = setting(0.0, "Sampling temperature: 0 is reproducible.", minimum=0, maximum=2)
     max_tokens: int = setting(512, "Tokens per simulator reply.", minimum=1)
-    timeout_s: float = setting(60.0, "Seconds per HTTP call.", exclusive_minimum=0)
+    prompt: Literal["transcript", "chat"] = setting(
+        "transcript",
+        "How a chat model sees the dialogue: `transcript` (one message holding the conversation, then who it is and "
+        "what to write) or `chat` (tau2-bench's role-flipped chat, which small instruct models answer as the agent).",
+    )
+    timeout_s: float | None = setting(
+        None,
+        "Seconds per HTTP call; null: 30 plus 1 per token of max_tokens (a cut reply is asked for again with twice "
+        "the tokens, which a 2 tokens/s endpoint such as a small model on CPU then still answers).",
+        exclusive_minimum=0,
+    )
     retries: int = setting(3, "Extra attempts after the first, on transient failures only.", minimum=0)
     backoff_s: float = setting(1.0, "Seconds of backoff: attempt n sleeps backoff_s * 2**n (plus jitter).", minimum=0)
     concurrency: int = setting(32, "Requests in flight at once, per simulator.", minimum=1)
@@ -83,6 +95,10 @@ class UserSimConfig:
         if self.cache_mode is None:  # resolved here so direct construction gets the same default
             object.__setattr__(self, "cache_mode", "read_write" if self.cache else "off")
 
+    def call_timeout_s(self) -> float:
+        """``timeout_s``, or (null) the time a reply of up to twice ``max_tokens`` takes at 2 tokens/s, plus 30 s."""
+        return self.timeout_s if self.timeout_s is not None else TIMEOUT_BASE_S + self.max_tokens / TOKENS_PER_S * 2
+
     def endpoint(self) -> EndpointSettings:
         """How the simulator's endpoint is called: the key (from ``api_key_env``), timeout, retries, backoff and
         concurrency."""
@@ -91,7 +107,7 @@ class UserSimConfig:
         key = os.environ[self.api_key_env] if self.api_key_env else "EMPTY"
         return EndpointSettings(
             api_key=key,
-            timeout_s=self.timeout_s,
+            timeout_s=self.call_timeout_s(),
             retries=self.retries,
             backoff_s=self.backoff_s,
             concurrency=self.concurrency,
@@ -159,6 +175,7 @@ def make_simulator(cfg: UserSimConfig, domain: Domain) -> UserSimulator:
             settings=cfg.endpoint(),
             temperature=cfg.temperature,
             max_tokens=cfg.max_tokens,
+            prompt=cfg.prompt,
         )
     else:
         if domain.language not in PHRASES:  # found here, not at the second user turn of a training run

@@ -12,7 +12,10 @@ Each mistake is the kind :mod:`rewardkit.loop.user_review` names, in the domain'
 - ``role_break``: the user answers as the agent would;
 - ``wrong_approval``: an approval request answered against the scenario;
 - ``wrong_language``: the reply in the other language;
-- ``no_stop``: once the task is done, the user never ends the conversation: each stop becomes another question.
+- ``no_stop``: once the task is done, the user never ends the conversation: each stop becomes another question;
+- ``loop``: the user sends its previous message again;
+- ``no_decision``: approval requests are answered without a decision marker, every time they wait;
+- ``cut_reply``: the reply is cut in the middle, as a model's reply stopped at its token cap (``Progress.cut``).
 
 Each episode gets at most one mistake, so its label is one kind. The rollouts of one task may run at once (a GRPO
 group): the simulator tells them apart by ``Progress.episode``.
@@ -29,10 +32,21 @@ from typing import Any
 
 from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.envs.tasks import approves
-from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, STOP, Progress, Turn, UserSimulator
+from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, STOP, Progress, Turn, UserSimulator
 
 MAX_PLANNED = 65_536  # episodes whose mistake is still to be made, at most (the oldest plans are forgotten)
-FAULTS = ("premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop")
+FAULTS = (
+    "premature_stop",
+    "unseen_fact",
+    "role_break",
+    "wrong_approval",
+    "wrong_language",
+    "no_stop",
+    "loop",
+    "no_decision",
+    "cut_reply",
+)
+REPEATED = {"no_stop", "no_decision"}  # made at every reply where they fit, not once
 CALL = '<tool_call>{"name": "get_user_details", "arguments": {}}</tool_call>'
 # Each mistake in a few wordings a language, one drawn per episode.
 LINES = {
@@ -49,7 +63,9 @@ LINES = {
             CALL,
         ),
         "other_language": ("好的，请继续处理。", "没问题，谢谢。", "请帮我查一下。"),
-        "no_stop": ("Thanks. Could you check that once more?", "Great. Is there anything else I should know?"),
+        # Under LOOP_CHARS: said at every stop, a longer line would be a loop as well, and the label one kind
+        "no_stop": ("Thanks. One more thing?", "Great. Anything else?"),
+        "no_decision": ("Hmm, what does that mean for me?", "Let me look at that first."),
         "approve": (f"Yes, I approve that. {APPROVE}",),
         "decline": (f"No, I do not approve that. {DECLINE}",),
     },
@@ -62,7 +78,8 @@ LINES = {
         ),
         "role_break": ("请问有什么可以帮您？我已为您处理好了。", "我已帮您查好了，还有别的吗？", CALL),
         "other_language": ("Okay, please go on with it.", "Sure, thanks a lot.", "Please check it for me."),
-        "no_stop": ("谢谢。能再帮我确认一遍吗？", "好的。还有什么我需要知道的吗？"),
+        "no_stop": ("谢谢。还有别的吗？", "好的。再确认一下？"),
+        "no_decision": ("这个对我有什么影响？", "我先看看。"),
         "approve": (f"同意。{APPROVE}",),
         "decline": (f"不同意。{DECLINE}",),
     },
@@ -102,7 +119,7 @@ class FaultySimulator:
         made = self._make(kind, task, dialogue, progress, honest, lines)
         if made is None:
             return honest
-        if kind != "no_stop":  # made once; a user that never stops replaces every stop
+        if kind not in REPEATED:  # made once; a user that never stops (or never decides) does so every time
             with self._lock:
                 self._planned.pop(progress.episode, None)
         progress.mistake = kind
@@ -141,8 +158,18 @@ class FaultySimulator:
             if not progress.requests:
                 return None
             return lines["decline"] if approves(task) else lines["approve"]
+        if kind == "no_decision":
+            return lines["no_decision"] if progress.requests else None
         if progress.requests:  # the honest reply decides an approval: that is wrong_approval's place
             return None
+        if kind == "loop":  # the previous message again, where it is long enough to be a loop and not a "yes"
+            said = [t.text for t in dialogue if t.role == "user"]
+            return said[-1] if len(said[-1]) >= LOOP_CHARS else None
+        if kind == "cut_reply":  # half the honest reply, as a reply stopped at the token cap
+            if len(honest) < 2 * LOOP_CHARS:
+                return None
+            progress.cut = True
+            return honest[: len(honest) // 2]
         if kind == "unseen_fact":  # said before the honest reply, so that a stop stays at the end
             return f"{lines['unseen_fact']} {honest}"
         if kind == "role_break":

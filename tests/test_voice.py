@@ -1,0 +1,43 @@
+"""The voice classifier: whose voice a message is in, on lines it was not fitted on, in both languages."""
+
+from __future__ import annotations
+
+from rewardkit.loop.voice import LINES, THRESHOLD, Voice, _training_lines
+
+# (a message none of the fitted lines holds, whether it is in the agent's voice)
+HELD_OUT = [
+    ("I'm so glad you reached out! I'd be delighted to help with your order today.", True),
+    ("Our team has issued your refund; it should appear within a week.", True),
+    ("As your support specialist, I can walk you through the return process.", True),
+    ("I apologize for the trouble. I'm here for anything you need.", True),
+    ("您好！很高兴为您服务，有任何问题随时告诉我。", True),
+    ("已经为您处理好了，请问还需要什么帮助吗？", True),
+    ("I bought a desk lamp and it arrived broken.", False),
+    ("Could you switch my order to the black one?", False),
+    ("My zip code is 60614 and my name is Lei Wang.", False),
+    ("No thanks, that's everything. Bye!", False),
+    ("直播间的优惠券能再加十张吗？", False),
+    ("我不同意这个改价。", False),
+]
+
+
+def test_messages_it_was_not_fitted_on_are_read_in_their_voice() -> None:
+    # A customer's line read as the agent's takes a good episode out of training: none may be. An agent's line missed
+    # leaves a role break in: at most one of the six.
+    probabilities = Voice.shared().agent_probability([text for text, _ in HELD_OUT])
+    read = [(text, p >= THRESHOLD) for (text, _), p in zip(HELD_OUT, probabilities, strict=True)]
+    customers_as_agent = [text for (text, agent), (_, said) in zip(HELD_OUT, read, strict=True) if said and not agent]
+    agents_missed = [text for (text, agent), (_, said) in zip(HELD_OUT, read, strict=True) if agent and not said]
+    assert customers_as_agent == [] and len(agents_missed) <= 1, (customers_as_agent, agents_missed)
+
+
+def test_it_fits_its_own_lines_and_reads_no_marker_or_tool_call() -> None:
+    voice = Voice.shared()
+    labels, texts = zip(*_training_lines(), strict=True)
+    predicted = [p >= THRESHOLD for p in voice.agent_probability(list(texts))]
+    wrong = [t for t, label, p in zip(texts, labels, predicted, strict=True) if bool(label) != p]
+    assert len(wrong) <= len(texts) // 20, wrong  # at most 5% of its own lines misread
+    assert len(LINES) < len(texts)  # the domains' own lines are added: the greeting, the scripted customer's
+    # markers and tool-call blocks are taken out before it reads: nothing left is 0, whatever the block says
+    only = ["###STOP###", '<tool_call>{"name": "x"}</tool_call> ###APPROVE###', ""]
+    assert voice.agent_probability(only) == [0.0, 0.0, 0.0]
