@@ -8,9 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rewardkit.envs import get_domain
+from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
+from rewardkit.loop.config import RolloutLimits
+from rewardkit.loop.drive import run_episodes
+from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_review import KINDS, agrees, facts, review
 from rewardkit.loop.user_sim.base import GREETING, Turn
+from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+from rewardkit.rewards import TaskCompletion
 
 RETAIL = {
     "user_scenario": {
@@ -31,6 +38,11 @@ LIVESTREAM = {
         }
     }
 }
+
+
+# The tables' dialogues are fragments that never say their scenario's request: every rule but no_request (its own
+# table is below) reads them.
+FRAGMENT_KINDS = tuple(kind for kind in KINDS if kind != "no_request")
 
 
 def talk(*lines: str) -> list[Turn]:
@@ -125,7 +137,7 @@ CASES = [
 def test_each_rule_flags_its_mistake_and_nothing_else(
     task: dict[str, Any], language: str, dialogue: list[Turn], expected: list[tuple[str, int, str | None]]
 ) -> None:
-    found = review(task, dialogue, language=language)
+    found = review(task, dialogue, language=language, kinds=FRAGMENT_KINDS)
     assert [(f.kind, f.turn) for f in found] == [(k, t) for k, t, _ in expected]
     for flag, (_, _, evidence) in zip(found, expected, strict=True):
         assert evidence is None or flag.evidence == evidence
@@ -133,13 +145,15 @@ def test_each_rule_flags_its_mistake_and_nothing_else(
 
 def test_tool_results_count_as_seen() -> None:
     dialogue = talk("Cancel the order with item 1586641416.")
-    assert [f.kind for f in review(RETAIL, dialogue, language="en")] == ["unseen_fact"]
-    assert review(RETAIL, dialogue, language="en", tool_texts=['{"item_id": "1586641416"}']) == ()
+    assert [f.kind for f in review(RETAIL, dialogue, language="en", kinds=FRAGMENT_KINDS)] == ["unseen_fact"]
+    seen = ['{"item_id": "1586641416"}']
+    assert review(RETAIL, dialogue, language="en", tool_texts=seen, kinds=FRAGMENT_KINDS) == ()
 
 
 def test_only_the_wanted_kinds_run() -> None:
     dialogue = talk("###DECLINE### and cancel #W7654321.")
-    assert [f.kind for f in review(RETAIL, dialogue, language="en")] == ["unseen_fact", "wrong_approval"]
+    found = review(RETAIL, dialogue, language="en")  # nor does it say the scenario's request
+    assert [f.kind for f in found] == ["unseen_fact", "wrong_approval", "no_request"]
     assert [f.kind for f in review(RETAIL, dialogue, language="en", kinds=["wrong_approval"])] == ["wrong_approval"]
     assert set(KINDS) >= {"premature_stop", "unseen_fact", "role_break", "wrong_approval", "wrong_language", "no_stop"}
 
@@ -196,7 +210,7 @@ def test_a_page_of_garbage_is_read_to_the_end() -> None:
     from rewardkit.loop.user_review import MAX_UNSEEN
 
     garbage = " ".join(f"{100 + i} a@b.c{i} x_y_{i:03d}" for i in range(4000))
-    flags = review(RETAIL, talk(garbage), language="en")
+    flags = review(RETAIL, talk(garbage), language="en", kinds=FRAGMENT_KINDS)
     assert [f.kind for f in flags] == ["unseen_fact"] * MAX_UNSEEN
 
 
@@ -630,3 +644,42 @@ def test_a_reply_cut_at_the_token_cap_is_flagged_where_it_is() -> None:
     dialogue += [Turn("user", "return the lamp from my last", cut=True), Turn("agent", "Which order?")]
     flags = review(RETAIL, dialogue, language="en", kinds=["cut_reply"])
     assert [(f.kind, f.turn) for f in flags] == [("cut_reply", 2)]  # the second user message, the only cut one
+
+
+TASK_REASON = {"user_scenario": {"instructions": {"reason_for_call": "You want to exchange the mechanical keyboard."}}}
+# (the user's messages, flagged): the reason's content words are "exchange", "mechanical", "keyboard"
+REQUESTS = [
+    (["I'd like to exchange my keyboard."], False),  # two of them: the request is said
+    (["Hi, I have a question.", "It's about the mechanical keyboard, to exchange it."], False),  # said later
+    (["Hi, I have a question about something."], True),  # nothing of it, in any message
+    (["I'm here to help you with your order."], True),  # "order" and "help" say nothing of what it wants
+    (["The keyboard."], True),  # one word of three: not the request
+]
+
+
+@pytest.mark.parametrize(("said", "flagged"), REQUESTS)
+def test_a_user_that_never_says_what_it_wants(said: list[str], flagged: bool) -> None:
+    lines = [line for text in said for line in (text, "Go on?")][:-1]
+    flags = review(TASK_REASON, talk(*lines), language="en", kinds=["no_request"])
+    assert [(f.kind, f.turn) for f in flags] == ([("no_request", 1)] if flagged else [])
+
+
+def test_a_fact_of_the_scenario_says_what_it_wants() -> None:
+    task = {"user_scenario": {"instructions": {"reason_for_call": "Cancel order #W6779827."}}}
+    assert review(task, talk("It's #W6779827."), language="en", kinds=["no_request"]) == ()
+
+
+@pytest.mark.parametrize("domain_name", ["retail", "livestream"])
+def test_no_clean_scripted_episode_is_flagged(domain_name: str) -> None:
+    # Every task the reward scores, played by the gold agent against the honest scripted customer: the review (voice
+    # classifier included) flags none of them. A false flag here would take a real outcome out of training.
+    domain, reward, tasks = get_domain(domain_name), TaskCompletion(), []
+    for task in domain.tasks().values():
+        try:
+            reward([""], messages=[[]], task=[task], domain=[domain_name])
+        except TaskError:
+            continue
+        tasks.append(task)
+    results = run_episodes(domain, tasks, GoldAgent, ScriptedSimulator(), RolloutLimits(user_review="count"))
+    flagged = {r.task_id: r.infos.user_flags for r in results if r.infos.user_flags}
+    assert len(tasks) >= 40 and flagged == {}

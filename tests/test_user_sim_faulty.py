@@ -35,6 +35,7 @@ MADE = [
     ("no_stop", None),  # done, then another question for every stop, to the turn limit
     ("loop", None),  # the previous message again
     ("cut_reply", None),  # half a reply, marked cut
+    ("no_request", None),  # an opening that asks nothing, and no reply after that says what it wants
 ]
 
 

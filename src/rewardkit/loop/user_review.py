@@ -25,6 +25,9 @@ evidence:
   :func:`canonical` form without markers and with runs of spaces as one): a model stuck in a loop, not a customer;
 - ``no_decision``: approval requests were waiting for the user, it answered without ``###APPROVE###`` or
   ``###DECLINE###``, and it never decided after: the agent can only ask again;
+- ``no_request``: no user message says what the user wants: none holds two of the content words of its scenario's
+  ``reason_for_call`` (one, if the reason has only one) or a fact of its scenario. An agent that completes such a task
+  acted on nothing the customer said;
 - ``cut_reply``: the user's reply stopped at the simulator's token cap even when asked for again with twice the
   tokens (``Turn.cut``): the customer's message is half a message.
 
@@ -52,7 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rewardkit.envs.approvals import user_decision
-from rewardkit.envs.tasks import approves, instructions
+from rewardkit.envs.tasks import approves, instructions, reason_for_call
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.judge import PROMPT_VERSION, Judge
 from rewardkit.loop.roles import JsonRole
@@ -69,6 +72,7 @@ KINDS = (
     "no_stop",
     "loop",
     "no_decision",
+    "no_request",
     "cut_reply",
 )
 MODEL_REVIEW = "model_review"  # the kind of a model reviewer's flag
@@ -362,6 +366,39 @@ def no_decisions(dialogue: Sequence[Turn]) -> list[UserFlag]:
     return []
 
 
+# Words that say nothing of what a customer wants (any English word under four letters says nothing either).
+_FILLER_WORDS = """with your yours that this these those want wants wish would like have from them they will also when
+what which about there their then than just some only into been being were order orders help please thanks thank"""
+_FILLER = frozenset(_FILLER_WORDS.split())
+_WORD = re.compile(r"[a-z]{4,}")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+
+
+def _content_words(text: str) -> set[str]:
+    """English words of four or more letters (not :data:`_FILLER`) and Chinese character pairs, in
+    :func:`canonical` form, lower case."""
+    text = canonical(text).casefold()
+    words = {w for w in _WORD.findall(text) if w not in _FILLER}
+    return words | {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
+
+
+def no_request(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
+    """One flag, at the user's first message, when none of its messages says what it wants (module docstring); none
+    when the scenario names no reason."""
+    reason = reason_for_call(task)
+    users = _user_turns(dialogue)
+    if not reason or not users:
+        return []
+    wanted = _content_words(reason)
+    said = canonical("\n".join(text for _, text in users))
+    if any(fact in said for fact in facts(canonical(_scenario_text(task)))):
+        return []
+    needed = min(2, len(wanted))
+    if needed == 0 or len(wanted & _content_words(said)) >= needed:
+        return []
+    return [UserFlag("no_request", 1, f"no message says what the scenario wants: {reason[:120]!r}")]
+
+
 def cut_replies(dialogue: Sequence[Turn]) -> list[UserFlag]:
     """Each user message that stopped at the simulator's token cap (``Turn.cut``)."""
     return [
@@ -490,6 +527,8 @@ def review(
         found += loops(dialogue)
     if "no_decision" in wanted:
         found += no_decisions(dialogue)
+    if "no_request" in wanted:
+        found += no_request(task, dialogue)
     if "cut_reply" in wanted:
         found += cut_replies(dialogue)
     return tuple(sorted(found, key=lambda f: (f.turn, KINDS.index(f.kind))))

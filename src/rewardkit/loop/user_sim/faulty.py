@@ -15,6 +15,8 @@ Each mistake is the kind :mod:`rewardkit.loop.user_review` names, in the domain'
 - ``no_stop``: once the task is done, the user never ends the conversation: each stop becomes another question;
 - ``loop``: the user sends its previous message again;
 - ``no_decision``: approval requests are answered without a decision marker, every time they wait;
+- ``no_request``: the opening asks nothing in particular, and what the user wants is never said (the honest opening,
+  which says it, is replaced);
 - ``cut_reply``: the reply is cut in the middle, as a model's reply stopped at its token cap (``Progress.cut``).
 
 Each episode gets at most one mistake, so its label is one kind. The rollouts of one task may run at once (a GRPO
@@ -44,9 +46,10 @@ FAULTS = (
     "no_stop",
     "loop",
     "no_decision",
+    "no_request",
     "cut_reply",
 )
-REPEATED = {"no_stop", "no_decision"}  # made at every reply where they fit, not once
+REPEATED = {"no_stop", "no_decision", "no_request"}  # made at every reply where they fit, not once
 CALL = '<tool_call>{"name": "get_user_details", "arguments": {}}</tool_call>'
 # Each mistake in a few wordings a language, one drawn per episode.
 LINES = {
@@ -66,6 +69,7 @@ LINES = {
         # Under LOOP_CHARS: said at every stop, a longer line would be a loop as well, and the label one kind
         "no_stop": ("Thanks. One more thing?", "Great. Anything else?"),
         "no_decision": ("Hmm, what does that mean for me?", "Let me look at that first."),
+        "no_request": ("Hi, I have a question about something.", "Hello there, quick question."),
         "approve": (f"Yes, I approve that. {APPROVE}",),
         "decline": (f"No, I do not approve that. {DECLINE}",),
     },
@@ -80,6 +84,7 @@ LINES = {
         "other_language": ("Okay, please go on with it.", "Sure, thanks a lot.", "Please check it for me."),
         "no_stop": ("谢谢。还有别的吗？", "好的。再确认一下？"),
         "no_decision": ("这个对我有什么影响？", "我先看看。"),
+        "no_request": ("你好，我有个问题。", "在吗？问一下。"),
         "approve": (f"同意。{APPROVE}",),
         "decline": (f"不同意。{DECLINE}",),
     },
@@ -108,9 +113,14 @@ class FaultySimulator:
 
     def reply(self, task: Mapping[str, Any], dialogue: Sequence[Turn], progress: Progress) -> str:
         honest = self.inner.reply(task, dialogue, progress)
-        if not any(t.role == "user" for t in dialogue):  # the opening: decide this episode's mistake, make none
+        if not any(t.role == "user" for t in dialogue):  # the opening: decide this episode's mistake
             self._plan(str(task.get("id")), progress)
-            return honest
+            with self._lock:
+                planned = self._planned.get(progress.episode)
+            if planned is None or planned[0] != "no_request":  # the one mistake made at the opening
+                return honest
+            progress.mistake = "no_request"
+            return planned[1]["no_request"]
         with self._lock:
             planned = self._planned.get(progress.episode)
         if planned is None:
@@ -149,6 +159,8 @@ class FaultySimulator:
         lines: Mapping[str, str],
     ) -> str | None:
         """The mistaken reply of ``kind`` here, or None where it cannot be made."""
+        if kind == "no_request":  # from the opening on, every reply but a stop says nothing in particular
+            return None if STOP in honest else lines["no_request"]
         if kind == "no_stop":  # an honest stop once the task is done: another question instead
             return lines["no_stop"] if STOP in honest and progress.state_done else None
         asks = CONFIRMATION_REQUEST.get(progress.language, CONFIRMATION_REQUEST["en"]).search(dialogue[-1].text)
