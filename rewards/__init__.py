@@ -34,6 +34,7 @@ from rewardkit.rewards.registry import REWARDS, config_schema, register, reward_
 from rewardkit.rewards.sets import SETS, RewardSet
 
 if TYPE_CHECKING:  # what an editor and a type checker see; at run time each is imported when first named
+    from rewardkit.rewards._similarity import load_sentence_model
     from rewardkit.rewards.answer_format import AnswerFormat
     from rewardkit.rewards.expert_match import ExpertMatch
     from rewardkit.rewards.json_valid import JsonValid
@@ -50,7 +51,8 @@ if TYPE_CHECKING:  # what an editor and a type checker see; at run time each is 
 def __getattr__(name: str) -> Any:
     """The lazy names: each reward class by its name (``ThinkLength``: its module alone is imported, so a planning
     reward never pulls in an environment), an installed package's too; the sets by theirs (``PLANNER``); and the
-    registry's views (``PLANNER_WEIGHTS``, ``PLANNING_REWARDS``, ``EPISODE_REWARDS``)."""
+    registry's views (``PLANNER_WEIGHTS``, ``PLANNING_REWARDS``, ``EPISODE_REWARDS``); ``load_sentence_model``, the
+    embedding backend's loader (numpy and rapidfuzz on first use)."""
     if name[:1].isupper() and not name.isupper() and key_of(name) in reward_modules():
         return reward_class(key_of(name))
     if name.isupper() and name.lower() in SETS:
@@ -59,6 +61,10 @@ def __getattr__(name: str) -> Any:
         return dict(SETS["planner"].weights)
     if name == "PLANNING_REWARDS":  # the rewards of a planning answer against its gold
         return {k: cls for k, cls in REWARDS.items() if issubclass(cls, PlanningReward)}
+    if name == "load_sentence_model":  # the sentence-embedding backend's model, loaded once per process
+        from rewardkit.rewards._similarity import load_sentence_model
+
+        return load_sentence_model
     if name == "EPISODE_REWARDS":  # the tool-use ones: they read the episode's 'messages' (as the testing kit does)
         return {k: cls for k, cls in REWARDS.items() if "messages" in cls.columns}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -94,6 +100,7 @@ __all__ = [
     "config_schema",
     "known_gaps",
     "load_section",
+    "load_sentence_model",
     "register",
     "reward",
     "reward_class",

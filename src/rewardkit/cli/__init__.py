@@ -20,6 +20,7 @@ from rewardkit.cli import config as cli_config
 from rewardkit.cli import env as cli_env
 from rewardkit.cli import eval as cli_eval
 from rewardkit.cli import lint as cli_lint
+from rewardkit.cli import real_model as cli_real_model
 from rewardkit.cli import recipe as cli_recipe
 from rewardkit.cli import synth as cli_synth
 from rewardkit.cli import tasks as cli_tasks
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         cli_build,
         cli_recipe,
         cli_tiny_model,
+        cli_real_model,
         cli_env,
         cli_tasks,
         cli_synth,

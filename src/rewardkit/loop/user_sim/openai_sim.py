@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -218,7 +217,9 @@ class OpenAISimulator:
         text = response.text.strip()
         if self.prompt == "transcript":  # the model may write its line as the transcript does: "Customer: ..."
             label = SPEAKERS.get(progress.language, SPEAKERS["en"])["user"]
-            text = re.sub(rf"^{label}\s*[:：]\s*", "", text, count=1)
+            rest = text.removeprefix(label).lstrip()
+            if rest != text and rest[:1] in (":", "："):
+                text = rest[1:].lstrip()
         return text
 
     def _complete(self, messages: list[dict[str, str]], max_tokens: int) -> Completion:

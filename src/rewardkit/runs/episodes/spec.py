@@ -49,6 +49,7 @@ class RunSpec:
     user_model: str | None = None
     user_retries: int | None = None
     user_timeout: float | None = None
+    user_max_tokens: int | None = None
     user_cache: Path | None = None  # SQLite reply cache of the simulator
     config: Path | None = None  # the config file (None: $REWARDKIT_CONFIG): its user_sim and rollout sections
     # tasks and loop
@@ -162,6 +163,7 @@ _COUNTS = {
     "limit": 1,
     "agent_retries": 0,
     "user_retries": 0,
+    "user_max_tokens": 1,
     "seed_base": 0,
 }
 _NUMBERS = {"agent_timeout": "> 0", "user_timeout": "> 0"}
@@ -341,6 +343,7 @@ FLAGS = {
     "user_model": ("--user-model", "user_sim.model"),
     "user_retries": ("--user-retries", "user_sim.retries"),
     "user_timeout": ("--user-timeout", "user_sim.timeout_s"),
+    "user_max_tokens": ("--user-max-tokens", "user_sim.max_tokens"),
     "user_cache": ("--user-cache", "user_sim.cache"),
     "max_turns": ("--max-turns", "rollout.max_turns"),
 }
@@ -363,7 +366,7 @@ def _user_flags(user: str | None, model: str | None) -> dict[str, tuple[str, Any
     if user == "scripted":
         return {"user_sim.kind": ("--user", "scripted")}
     if not user.startswith(("http://", "https://")):
-        raise RunError(f"--user {user!r}: pass scripted or an http(s):// URL")
+        raise RunError(f"--user {user!r}: pass scripted or an http(s):// URL (synth and eval also take real-model)")
     flags = {"user_sim.kind": ("--user", "openai"), "user_sim.base_url": ("--user", user)}
     if model is None:
         flags["user_sim.model"] = ("--user", _only_model(user))

@@ -178,14 +178,15 @@ def summarize_episodes(records: Iterable[dict[str, Any]], trials: int | None = N
         },
         "termination": dict(Counter(str(r.get("termination") or "unknown") for r in kept).most_common()),
         "tools": _tool_use(valid),
-        "user_review": _user_review(kept, valid, trials),
+        "user_review": _user_review(kept, trials),
     }
 
 
-def _user_review(kept: Sequence[dict[str, Any]], valid: Sequence[dict[str, Any]], trials: int | None) -> dict[str, Any]:
-    """The valid episodes the user review flagged (``rollout.user_review: count``), by kind, and pass^k without
-    them: what the agent scores once the simulated user's mistakes are left out."""
-    flagged = [r for r in valid if r.get("user_flags")]
+def _user_review(kept: Sequence[dict[str, Any]], trials: int | None) -> dict[str, Any]:
+    """The episodes the user review flagged, by kind: the valid ones (``rollout.user_review: count``) and those it
+    ended as ``user_sim_mistake`` (``exclude``) alike; and pass^k without them: what the agent scores once the
+    simulated user's mistakes are left out."""
+    flagged = [r for r in kept if r.get("user_flags")]
     return {
         "flagged": len(flagged),
         "kinds": dict(Counter(str(f.get("kind")) for r in flagged for f in r["user_flags"]).most_common()),
