@@ -324,3 +324,20 @@ def test_dialogue_must_end_with_the_agent() -> None:
         OpenAISimulator("http://h/v1", "m", guidelines=GUIDELINES).reply(
             TASK, [*DIALOGUE, Turn("user", "hi")], Progress()
         )
+
+
+# (max_tokens, timeout_s, the seconds a call may take): null follows max_tokens, 30 s plus twice max_tokens at 2
+# tokens/s (a cut reply is asked for again with twice the tokens)
+TIMEOUTS = [(512, None, 30 + 512), (48, None, 30 + 48), (48, 5.0, 5.0)]
+
+
+@pytest.mark.parametrize(("max_tokens", "timeout_s", "seconds"), TIMEOUTS)
+def test_the_timeout_follows_max_tokens_unless_set(max_tokens: int, timeout_s: float | None, seconds: float) -> None:
+    cfg = UserSimConfig(max_tokens=max_tokens, timeout_s=timeout_s)
+    assert cfg.call_timeout_s() == seconds and cfg.endpoint().timeout_s == seconds
+
+
+def test_a_timed_out_call_names_the_key_to_raise() -> None:
+    with SimServer(delay_s=2.0) as server, pytest.raises(SimulatorError, match=r"timed out after 0\.5 s") as info:
+        fast(server.base_url, timeout_s=0.5, retries=0).reply(TASK, DIALOGUE, Progress())
+    assert "raise user_sim.timeout_s, or lower user_sim.max_tokens" in str(info.value)

@@ -234,7 +234,7 @@ def _check_models(spec: RunSpec, cfg: Config) -> None:
     endpoints = [(spec.agent, spec.agent_model, "agent endpoint", "--agent-model", spec.agent_timeout)]
     if user.kind == "openai" and cfg.origin("user_sim.model") != "--user":  # not the one model it serves
         where, fix = named(cfg, "user_sim.base_url"), named(cfg, "user_sim.model")
-        endpoints.append((user.base_url, user.model, where, fix, user.timeout_s))
+        endpoints.append((user.base_url, user.model, where, fix, user.call_timeout_s()))
     for url, model, who, flag, timeout in endpoints:
         if model is not None and url is not None and url.startswith(("http://", "https://")):
             try:
