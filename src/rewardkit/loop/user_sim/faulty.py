@@ -69,7 +69,8 @@ LINES = {
         # Under LOOP_CHARS: said at every stop, a longer line would be a loop as well, and the label one kind
         "no_stop": ("Thanks. One more thing?", "Great. Anything else?"),
         "no_decision": ("Hmm, what does that mean for me?", "Let me look at that first."),
-        "no_request": ("Hi, I have a question about something.", "Hello there, quick question."),
+        # Under LOOP_CHARS, as no_stop's: said at every reply
+        "no_request": ("Hi, a quick question.", "Hello, I need help."),
         "approve": (f"Yes, I approve that. {APPROVE}",),
         "decline": (f"No, I do not approve that. {DECLINE}",),
     },
@@ -159,8 +160,8 @@ class FaultySimulator:
         lines: Mapping[str, str],
     ) -> str | None:
         """The mistaken reply of ``kind`` here, or None where it cannot be made."""
-        if kind == "no_request":  # from the opening on, every reply but a stop says nothing in particular
-            return None if STOP in honest else lines["no_request"]
+        if kind == "no_request":  # from the opening on, every reply but a stop or a decision says nothing in particular
+            return None if STOP in honest or progress.requests else lines["no_request"]
         if kind == "no_stop":  # an honest stop once the task is done: another question instead
             return lines["no_stop"] if STOP in honest and progress.state_done else None
         asks = CONFIRMATION_REQUEST.get(progress.language, CONFIRMATION_REQUEST["en"]).search(dialogue[-1].text)
