@@ -683,3 +683,12 @@ def test_no_clean_scripted_episode_is_flagged(domain_name: str) -> None:
     results = run_episodes(domain, tasks, GoldAgent, ScriptedSimulator(), RolloutLimits(user_review="count"))
     flagged = {r.task_id: r.infos.user_flags for r in results if r.infos.user_flags}
     assert len(tasks) >= 40 and flagged == {}
+
+
+def test_a_chinese_request_is_said_in_its_own_words_not_in_function_characters() -> None:
+    # The reason's pairs without a function character: 四件, 件套, 降到, 到2… ; "不同意，这个申请我不批" shares 我不 and
+    # 不批 with it, which say nothing of the request; "四件套降到299" says it.
+    task = {"user_scenario": {"instructions": {"reason_for_call": "四件套降到299元；要是我不批，就发券。"}}}
+    flags = review(task, talk("不同意，这个申请我不批。"), language="zh", kinds=["no_request"])
+    assert [f.kind for f in flags] == ["no_request"]
+    assert review(task, talk("把四件套降价吧"), language="zh", kinds=["no_request"]) == ()

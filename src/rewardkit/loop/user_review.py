@@ -370,16 +370,19 @@ def no_decisions(dialogue: Sequence[Turn]) -> list[UserFlag]:
 _FILLER_WORDS = """with your yours that this these those want wants wish would like have from them they will also when
 what which about there their then than just some only into been being were order orders help please thanks thank"""
 _FILLER = frozenset(_FILLER_WORDS.split())
+# Chinese function characters: a character pair holding one says nothing of a request (我不, 不批, 这个, 好的).
+_FUNCTION_CHARS = frozenset("我你您他她它们的了是不没在有这那个就也都吧吗呢啊呀哦嗯和与或要想请把给帮让再还很太")
 _WORD = re.compile(r"[a-z]{4,}")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 
 
 def _content_words(text: str) -> set[str]:
-    """English words of four or more letters (not :data:`_FILLER`) and Chinese character pairs, in
-    :func:`canonical` form, lower case."""
+    """English words of four or more letters (not :data:`_FILLER`) and Chinese character pairs without a function
+    character, in :func:`canonical` form, lower case."""
     text = canonical(text).casefold()
     words = {w for w in _WORD.findall(text) if w not in _FILLER}
-    return words | {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
+    pairs = {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
+    return words | {pair for pair in pairs if not _FUNCTION_CHARS.intersection(pair)}
 
 
 def no_request(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
