@@ -49,4 +49,5 @@ def test_the_real_model_plays_the_customer_in_one_command(tmp_path: Path) -> Non
     flagged = sum(bool(e["user_flags"]) for e in episodes)
     assert summary["user_review"]["flagged"] == flagged
     assert sum(summary["user_review"]["kinds"].values()) == sum(len(e["user_flags"]) for e in episodes)
-    assert summary["user"].startswith("http://127.0.0.1:")
+    user = summary["user"]  # the server the run started, on a free local port
+    assert (user["kind"], user["model"]) == ("openai", "smollm2") and user["base_url"].startswith("http://127.0.0.1:")
