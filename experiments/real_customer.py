@@ -194,9 +194,8 @@ def score(args: argparse.Namespace) -> None:
         print("under exclude:", dict(advantages[domain]))
     for prompt, counter in voices.items():
         total = sum(counter.values())
-        print(
-            f"voice, {prompt}: {counter['customer']} of {total} replies the customer's ({counter['customer'] / total:.2f})"
-        )
+        share = counter["customer"] / total
+        print(f"voice, {prompt}: {counter['customer']} of {total} replies the customer's ({share:.2f})")
 
 
 def main() -> None:
