@@ -51,3 +51,29 @@ def test_the_real_model_plays_the_customer_in_one_command(tmp_path: Path) -> Non
     assert sum(summary["user_review"]["kinds"].values()) == sum(len(e["user_flags"]) for e in episodes)
     user = summary["user"]  # the server the run started, on a free local port
     assert (user["kind"], user["model"]) == ("openai", "smollm2") and user["base_url"].startswith("http://127.0.0.1:")
+
+
+# (the options beside --user real-model, what the one line says): each fails before any model is converted or served
+EARLY = [
+    (["--user-max-tokens", "0"], "--user-max-tokens must be a whole number >= 1, got 0"),
+    (["--user-model", "x"], "--user-model 'x': --user real-model serves its own model; leave it out"),
+    (["--user-timeout", "-1"], "--user-timeout must be a finite number > 0, got -1.0"),
+]
+
+
+@pytest.mark.parametrize(("options", "said"), EARLY)
+def test_a_bad_option_fails_before_the_model_is_served(
+    options: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["eval", "agent", "--agent", "gold", "--user", "real-model", "--limit", "1", "--trials", "1", *options]
+    assert main([*args, "--no-progress", "--out-dir", str(tmp_path / "eval")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "serving" not in err
+
+
+def test_a_file_is_no_folder_for_the_model(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x", encoding="utf-8")
+    with pytest.raises(PipelineError, match=rf"^{tmp_path}/f: is a file, not a folder"):
+        build_real_model(tmp_path / "f")
+    with pytest.raises(PipelineError, match=rf"^{tmp_path}/f/sub: {tmp_path}/f is a file, not a folder"):
+        build_real_model(tmp_path / "f" / "sub")

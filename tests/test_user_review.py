@@ -654,6 +654,7 @@ REQUESTS = [
     (["Hi, I have a question about something."], True),  # nothing of it, in any message
     (["I'm here to help you with your order."], True),  # "order" and "help" say nothing of what it wants
     (["The keyboard."], True),  # one word of three: not the request
+    (["Hi, I want to exchange two keyboards."], False),  # an inflection is the same word
 ]
 
 
@@ -692,3 +693,15 @@ def test_a_chinese_request_is_said_in_its_own_words_not_in_function_characters()
     flags = review(task, talk("不同意，这个申请我不批。"), language="zh", kinds=["no_request"])
     assert [f.kind for f in flags] == ["no_request"]
     assert review(task, talk("把四件套降价吧"), language="zh", kinds=["no_request"]) == ()
+
+
+def test_a_lone_surrogate_is_reviewed_not_raised() -> None:
+    # Not text, but a simulator or a task's JSON may carry one: the classifier reads it as "?", nothing raises.
+    dialogue = talk("Cancel #W1234567 \udfff ok", "Done.", "\ud800")
+    assert all(f.kind in KINDS for f in review(RETAIL, dialogue, language="en"))
+
+
+def test_a_customer_that_writes_the_agents_line_breaks_its_role() -> None:
+    reply = "Sure, cancel it.\nAgent: Done! Anything else?\nCustomer: No, thanks."
+    flags = review(RETAIL, talk(reply), language="en", kinds=["role_break"])
+    assert [(f.kind, f.evidence) for f in flags] == [("role_break", "writes the agent's line: 'Agent:'")]

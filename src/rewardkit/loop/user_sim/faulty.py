@@ -68,7 +68,7 @@ LINES = {
         "other_language": ("好的，请继续处理。", "没问题，谢谢。", "请帮我查一下。"),
         # Under LOOP_CHARS: said at every stop, a longer line would be a loop as well, and the label one kind
         "no_stop": ("Thanks. One more thing?", "Great. Anything else?"),
-        "no_decision": ("Hmm, what does that mean for me?", "Let me look at that first."),
+        "no_decision": ("Hmm, what does it mean?", "Let me look first."),  # under LOOP_CHARS: said every time
         # Under LOOP_CHARS, as no_stop's: said at every reply
         "no_request": ("Hi, a quick question.", "Hello, I need help."),
         "approve": (f"Yes, I approve that. {APPROVE}",),
@@ -177,7 +177,7 @@ class FaultySimulator:
             return None
         if kind == "loop":  # the previous message again, where it is long enough to be a loop and not a "yes"
             said = [t.text for t in dialogue if t.role == "user"]
-            return said[-1] if len(said[-1]) >= LOOP_CHARS else None
+            return said[-1] if len(said[-1]) >= LOOP_CHARS and "###" not in said[-1] else None
         if kind == "cut_reply":  # half the honest reply, as a reply stopped at the token cap
             if len(honest) < 2 * LOOP_CHARS:
                 return None

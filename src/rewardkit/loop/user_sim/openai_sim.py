@@ -121,6 +121,14 @@ REMINDER = {
 }
 
 
+def _quoted(text: str) -> str:
+    """A message as one transcript entry: its later lines indented (a line of the agent's text that starts
+    "Customer:" is no customer turn) and the transcript's own tags escaped, so nothing a message says can end the
+    transcript or write another speaker's turn."""
+    text = text.replace("<conversation>", "<\\conversation>").replace("</conversation>", "<\\/conversation>")
+    return text.replace("\n", "\n\t")
+
+
 def chat_messages(
     guidelines: str,
     task: Mapping[str, Any],
@@ -142,8 +150,8 @@ def chat_messages(
         ]
     if prompt != "transcript":
         raise ValueError(f"unknown prompt format {prompt!r}; use one of {', '.join(PROMPTS)}")
-    names = SPEAKERS.get(language, SPEAKERS["en"])
-    said = "\n".join(f"{names[t.role]}: {t.text}" for t in dialogue)
+    names = SPEAKERS.get(language, SPEAKERS["en"]) if isinstance(language, str) else SPEAKERS["en"]
+    said = "\n".join(f"{names[t.role]}: {_quoted(t.text)}" for t in dialogue)
     reminder = REMINDER.get(language, REMINDER["en"])
     return [
         {"role": "system", "content": system},
@@ -218,7 +226,7 @@ class OpenAISimulator:
         if self.prompt == "transcript":  # the model may write its line as the transcript does: "Customer: ..."
             label = SPEAKERS.get(progress.language, SPEAKERS["en"])["user"]
             rest = text.removeprefix(label).lstrip()
-            if rest != text and rest[:1] in (":", "："):
+            if rest != text and rest[:1] in (":", "：") and rest[1:].strip():  # a label alone stays: a reply
                 text = rest[1:].lstrip()
         return text
 

@@ -8,6 +8,7 @@ resumed log must match. The flags that fill a RunSpec live in the CLI (``rewardk
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass, fields
@@ -248,6 +249,13 @@ def _simulator_ledgers(domain: Domain) -> tuple[Any, ...]:
     sim = domain.simulation
     found = (getattr(sim.answer, "ledger", None), getattr(sim.memory, "ledger", None)) if sim is not None else ()
     return tuple(ledger for ledger in found if ledger is not None)
+
+
+def check_options(spec: RunSpec) -> None:
+    """The spec's numbers and its config file with the flags laid over it, checked without contacting any endpoint:
+    what ``--user real-model`` checks before it starts a server. ``spec.user`` itself is not read."""
+    _check(spec)
+    run_config(dataclasses.replace(spec, user=None, user_model=None))
 
 
 def build_plan(spec: RunSpec) -> tuple[TrialPlan, dict[str, Any]]:
