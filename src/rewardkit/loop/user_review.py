@@ -21,8 +21,9 @@ evidence:
 - ``wrong_approval``: the user approves what its scenario declines, or the reverse;
 - ``wrong_language``: a user message in another language than the domain's.
 - ``no_stop``: the task is done, and the user never ended the conversation: the episode ran to its turn limit;
-- ``loop``: the user sends again a message it already sent (:data:`LOOP_CHARS` characters or more, compared in
-  :func:`canonical` form without markers and with runs of spaces as one): a model stuck in a loop, not a customer;
+- ``loop``: the task is done, and the user sends again a message it already sent (:data:`LOOP_CHARS` characters or
+  more, compared in :func:`canonical` form without markers and with runs of spaces as one): a model stuck in a loop.
+  Before the goal, a repeated request may answer an agent that ignores it: the agent's failure, not flagged;
 - ``no_decision``: approval requests were waiting for the user, it answered without ``###APPROVE###`` or
   ``###DECLINE###``, and it never decided after: the agent can only ask again;
 - ``no_request``: no user message says what the user wants: none holds two of the content words of its scenario's
@@ -342,9 +343,13 @@ def no_stop(
     return [UserFlag("no_stop", number, f"the task was done and the user went on to the turn limit: {last[:160]!r}")]
 
 
-def loops(dialogue: Sequence[Turn]) -> list[UserFlag]:
-    """Each user message that repeats an earlier one of at least :data:`LOOP_CHARS` characters (compared without
-    markers, in :func:`canonical` form, runs of spaces as one, case ignored)."""
+def loops(dialogue: Sequence[Turn], reached: Callable[[], bool] | None = None) -> list[UserFlag]:
+    """Once the task is done (``reached``), each user message that repeats an earlier one of at least
+    :data:`LOOP_CHARS` characters (compared without markers, in :func:`canonical` form, runs of spaces as one, case
+    ignored). Before the goal a customer repeating its request may be answering an agent that ignores it (the
+    scripted customer does so): that is the agent's failure, not a loop to leave out."""
+    if reached is None:
+        return []
     said: set[str] = set()
     flags = []
     for i, text in _user_turns(dialogue):
@@ -352,7 +357,7 @@ def loops(dialogue: Sequence[Turn]) -> list[UserFlag]:
         if len(key) >= LOOP_CHARS and key in said:
             flags.append(UserFlag("loop", i, f"the same message again: {text[:120]!r}"))
         said.add(key)
-    return flags
+    return flags if flags and reached() else []
 
 
 def no_decisions(dialogue: Sequence[Turn]) -> list[UserFlag]:
@@ -543,7 +548,7 @@ def review(
     if "no_stop" in wanted:
         found += no_stop(dialogue, termination, reached)
     if "loop" in wanted:
-        found += loops(dialogue)
+        found += loops(dialogue, reached)
     if "no_decision" in wanted:
         found += no_decisions(dialogue)
     if "no_request" in wanted:
