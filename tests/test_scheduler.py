@@ -108,7 +108,9 @@ class TestUserReview:
             final = hook(sched.on_turn_end(req, choice("Thanks."), 2))  # max_turns = 2
         infos = final["rollout_infos"]
         assert infos["termination"] == "user_sim_mistake"  # the default in training: exclude
-        assert {(f["kind"], f["evidence"]) for f in infos["user_flags"]} == {("unseen_fact", "a@b.c")}
+        # it never says what it wants either: its only line is the e-mail
+        assert {f["kind"] for f in infos["user_flags"]} == {"unseen_fact", "no_request"}
+        assert ("unseen_fact", "a@b.c") in {(f["kind"], f["evidence"]) for f in infos["user_flags"]}
         row = req.data_dict
         reward = TaskCompletion()([""], messages=[req.messages], task=[row["task"]], domain=["retail"])
         assert reward != [None]  # offline the same messages score; live, the record leaves the episode out:
@@ -124,7 +126,8 @@ class TestUserReview:
             hook(sched.on_trajectory_start([req]))
             final = hook(sched.on_turn_end(req, choice("Anything else?"), 4))
         infos = final["rollout_infos"]
-        assert infos["termination"] == "max_turns" and [f["kind"] for f in infos["user_flags"]] == ["unseen_fact"]
+        kinds = [f["kind"] for f in infos["user_flags"]]
+        assert infos["termination"] == "max_turns" and kinds == ["unseen_fact", "no_request"]
 
     @pytest.mark.parametrize(("answer", "ending", "kinds"), REVIEWED)
     def test_a_configured_model_reviewer_reads_what_the_rules_passed(

@@ -180,9 +180,17 @@ class Voice:
     _lock = threading.Lock()
 
     def __init__(self, model_folder: Path | None = None) -> None:
+        from transformers.utils import logging as hf_logging
+
         from rewardkit.rewards import load_sentence_model
 
-        self._model = load_sentence_model(str(model_folder or minilm_folder()))
+        shown = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a command's stderr is its one line, not a loading bar
+        try:
+            self._model = load_sentence_model(str(model_folder or minilm_folder()))
+        finally:
+            if shown:
+                hf_logging.enable_progress_bar()
         labels, texts = zip(*_training_lines(), strict=True)
         x = self._embed(list(texts))
         y = np.asarray(labels, dtype=np.float64)
