@@ -148,7 +148,8 @@ class Sleeper:
 
 def _simulator(server: Any, concurrency: int) -> OpenAISimulator:
     settings = EndpointSettings(concurrency=concurrency, retries=0)
-    return OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), settings=settings)
+    # the chat form: the server reads its replies off the role-flipped messages
+    return OpenAISimulator(server.base_url, "sim", guidelines=RETAIL.guidelines(), settings=settings, prompt="chat")
 
 
 def _loop(server: Any, tasks: list[dict[str, Any]], workers: int) -> tuple[float, list[EpisodeResult]]:
