@@ -27,7 +27,9 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
     env = {**os.environ, **offline_env()}
     with swift_deploy(tiny_agent_model, tmp_path / "deploy.log", "tiny-user") as base_url:
         config = tmp_path / "rewardkit.yaml"
+        # every tiny reply is cut at 24 tokens and asked for again with 48: a generous timeout on a loaded machine
         user_sim = {"kind": "openai", "base_url": base_url, "model": "tiny-user", "max_tokens": 24, "retries": 1}
+        user_sim["timeout_s"] = 180
         rollout = {"max_turns": 3, "token_budget": 512, "error_budget": 4}
         config.write_text(yaml.safe_dump({"user_sim": user_sim, "rollout": rollout}), encoding="utf-8")
         recipe = yaml.safe_load((ROOT / "recipes/agent/tiny_multiturn.yaml").read_text(encoding="utf-8"))
