@@ -51,7 +51,9 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
     steps = read_steps(out)
     assert len(steps) == 1 and steps[0]["rewards/UserSimFailure/mean"] == 0.0
     seen = [json.loads(line) for line in probe_log.read_text().splitlines()]
-    assert len(seen) == 4 and all(s["user_sim"] == base_url and s["error"] is None for s in seen)
+    # every user turn came from the server; the tiny model's babble may be flagged (user_sim_mistake), never lost
+    assert len(seen) == 4 and all(s["user_sim"] == base_url for s in seen)
+    assert all(s["error"] is None or s["termination"] == "user_sim_mistake" for s in seen)
     assert all(s["termination"] != "user_sim_error" for s in seen)
     # The simulator's ledger for the step: at least each episode's opening, every request answered with tokens; the
     # same figures in ms-swift's metrics and in the audit.
