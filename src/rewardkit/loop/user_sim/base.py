@@ -29,6 +29,19 @@ CONFIRMATION_REQUEST = {
     ),
     "zh": re.compile(r"确认|是否|要不要|可以吗|好吗|同意|批准|审批|继续"),
 }
+# The simulated user's mistakes by kind: what the user review flags and what the faulty simulator makes.
+MISTAKES = (
+    "premature_stop",
+    "unseen_fact",
+    "role_break",
+    "wrong_approval",
+    "wrong_language",
+    "no_stop",
+    "loop",
+    "no_decision",
+    "no_request",
+    "cut_reply",
+)
 # A user message sent again is a loop (a model stuck, not a customer) from this many characters on: shorter ones
 # ("Yes, please.", "好的，谢谢") are a customer's, however often they come.
 LOOP_CHARS = 24

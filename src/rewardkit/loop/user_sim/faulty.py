@@ -34,21 +34,18 @@ from typing import Any
 
 from rewardkit.envs.approvals import APPROVE, DECLINE
 from rewardkit.envs.tasks import approves
-from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, STOP, Progress, Turn, UserSimulator
+from rewardkit.loop.user_sim.base import (
+    CONFIRMATION_REQUEST,
+    LOOP_CHARS,
+    MISTAKES,
+    STOP,
+    Progress,
+    Turn,
+    UserSimulator,
+)
 
 MAX_PLANNED = 65_536  # episodes whose mistake is still to be made, at most (the oldest plans are forgotten)
-FAULTS = (
-    "premature_stop",
-    "unseen_fact",
-    "role_break",
-    "wrong_approval",
-    "wrong_language",
-    "no_stop",
-    "loop",
-    "no_decision",
-    "no_request",
-    "cut_reply",
-)
+FAULTS = MISTAKES
 REPEATED = {"no_stop", "no_decision", "no_request"}  # made at every reply where they fit, not once
 CALL = '<tool_call>{"name": "get_user_details", "arguments": {}}</tool_call>'
 # Each mistake in a few wordings a language, one drawn per episode.
