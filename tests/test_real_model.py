@@ -55,7 +55,7 @@ def test_the_real_model_plays_the_customer_in_one_command(tmp_path: Path) -> Non
 
 # (the options beside --user real-model, what the one line says): each fails before any model is converted or served
 EARLY = [
-    (["--user-max-tokens", "0"], "--user-max-tokens must be a whole number >= 1, got 0"),
+    (["--user-max-tokens", "0"], "--user-max-tokens must be at least 1, got 0"),
     (["--user-model", "x"], "--user-model 'x': --user real-model serves its own model; leave it out"),
     (["--user-timeout", "-1"], "--user-timeout must be a finite number > 0, got -1.0"),
 ]
