@@ -249,6 +249,10 @@ STOPS = [
     ("en", "Alright, perfect. ###STOP###", True),
     ("zh", "好，取消吧。###STOP###", True),  # 好 alone, ending its clause
     ("zh", "好的，没有其他问题了。###STOP###", True),
+    # agreement in words no rule lists: the agreement classifier reads it; a question agrees to nothing
+    ("en", "Wonderful, thanks a lot! ###STOP###", True),
+    ("zh", "妥了，谢谢你。###STOP###", True),
+    ("en", "Which card will the refund go to? ###STOP###", False),
 ]
 
 

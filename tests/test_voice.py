@@ -1,8 +1,9 @@
-"""The voice classifier: whose voice a message is in, on lines it was not fitted on, in both languages."""
+"""The voice and agreement classifiers: whose voice a message is in, and whether it agrees, on lines they were not
+fitted on, in both languages."""
 
 from __future__ import annotations
 
-from rewardkit.loop.voice import LINES, THRESHOLD, Voice, _training_lines
+from rewardkit.loop.voice import AGREEMENT_LINES, AGREES_AT, LINES, THRESHOLD, Voice, _training_lines
 
 # (a message none of the fitted lines holds, whether it is in the agent's voice)
 HELD_OUT = [
@@ -41,3 +42,40 @@ def test_it_fits_its_own_lines_and_reads_no_marker_or_tool_call() -> None:
     # markers and tool-call blocks are taken out before it reads: nothing left is 0, whatever the block says
     only = ["###STOP###", '<tool_call>{"name": "x"}</tool_call> ###APPROVE###', ""]
     assert voice.agent_probability(only) == [0.0, 0.0, 0.0]
+
+
+# (a reply to "shall I go ahead?" none of the fitted lines holds, whether it agrees): thanks and praise, and Chinese
+# agreement words no rule lists (成, 妥, 要得), against questions, facts, new requests and the agent's own words
+AGREEMENT_HELD_OUT = [
+    ("Wonderful, thanks a lot!", True),
+    ("That would be great, thank you.", True),
+    ("Lovely, appreciate your help!", True),
+    ("OK then, let's do that.", True),
+    ("Brilliant.", True),
+    ("太棒了，谢谢！", True),
+    ("嗯嗯，麻烦了。", True),
+    ("成，就这么办吧。", True),
+    ("妥了，谢谢你。", True),
+    ("要得，改吧。", True),
+    ("How much will I get back?", False),
+    ("Which card will the refund go to?", False),
+    ("My name is Yusuf Rossi.", False),
+    ("I'd like to exchange the lamp too.", False),
+    ("退款多久到账？", False),
+    ("还有一个订单也要取消。", False),
+    ("我叫王磊。", False),
+    ("这个券能叠加吗？", False),
+    ("I'm so glad to help with your order today.", False),
+]
+
+
+def test_replies_it_was_not_fitted_on_are_read_as_agreeing_or_not() -> None:
+    # A question or a fact read as agreement flags a stop that was the customer's right: none may be. An agreement
+    # missed leaves a premature stop in: at most one of the ten.
+    probabilities = Voice.shared().agreement_probability([text for text, _ in AGREEMENT_HELD_OUT])
+    said = [p >= AGREES_AT for p in probabilities]
+    others_as_agreement = [t for (t, agrees), s in zip(AGREEMENT_HELD_OUT, said, strict=True) if s and not agrees]
+    agreements_missed = [t for (t, agrees), s in zip(AGREEMENT_HELD_OUT, said, strict=True) if agrees and not s]
+    assert others_as_agreement == [] and len(agreements_missed) <= 1, (others_as_agreement, agreements_missed)
+    fitted = {text for _, text in AGREEMENT_LINES}
+    assert not fitted & {text for text, _ in AGREEMENT_HELD_OUT}  # held out: none of them was fitted on

@@ -9,7 +9,9 @@ evidence:
 - ``premature_stop``: the user ends the conversation right after the agent asked it to confirm an action, or
   announced one, while its stop message agrees to it and the task is not done: the write it confirmed never ran
   (tau2-bench issue #297). A message that negates, refuses or puts off anything ("no", "don't", "wait", "maybe
-  later", "不", "别", "改天再说") does not agree, whatever agreeing words it also holds;
+  later", "不", "别", "改天再说") does not agree, whatever agreeing words it also holds; one that refuses nothing
+  agrees in a listed word ("yes", "可以") or in any other words the agreement classifier reads as agreement ("That
+  works, thanks!");
 - ``unseen_fact``: an identifier, an e-mail address or a number of three or more digits in the user's messages that
   appears neither in its scenario nor in anything the agent or the tools said (compared in NFKC form, its digits
   ASCII: "R１０１" is "R101");
@@ -62,7 +64,7 @@ from rewardkit.loop.judge import PROMPT_VERSION, Judge
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, MISTAKES, STOP, Turn
 from rewardkit.loop.user_sim.openai_sim import REMINDER
-from rewardkit.loop.voice import THRESHOLD, Voice, without_tool_calls
+from rewardkit.loop.voice import AGREES_AT, THRESHOLD, Voice, without_tool_calls
 
 KINDS = MISTAKES
 MODEL_REVIEW = "model_review"  # the kind of a model reviewer's flag
@@ -225,15 +227,20 @@ _NOT_REFUSING = re.compile(
 
 
 def agrees(text: str) -> bool:
-    """Whether a user's message agrees (markers aside): an agreeing word, and no negation or refusal anywhere.
+    """Whether a user's message agrees (markers aside): no negation or refusal anywhere, and an agreeing word or, in
+    words no list holds, the agreement classifier (:meth:`Voice.agreement_probability` at least :data:`AGREES_AT`).
 
     >>> agrees("Yes, go ahead. ###STOP###"), agrees("No, do not go ahead with that. ###STOP###")
     (True, False)
     >>> agrees("可以，谢谢。###STOP###"), agrees("不行，我不确认"), agrees("请退到我的银行卡。")
     (True, False, False)
+    >>> agrees("Wonderful, thanks a lot! ###STOP###"), agrees("How much will I get back? ###STOP###")
+    (True, False)
     """
     said = _MARKERS.sub(" ", canonical(text))
-    return not _REFUSES.search(_NOT_REFUSING.sub(" ", said)) and _AGREES.search(said) is not None
+    if _REFUSES.search(_NOT_REFUSING.sub(" ", said)):
+        return False
+    return _AGREES.search(said) is not None or Voice.shared().agreement_probability([text])[0] >= AGREES_AT
 
 
 # --- how the agent speaks, which the user must not ----------------------------------------------------------------

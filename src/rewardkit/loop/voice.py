@@ -1,4 +1,5 @@
-"""Whose voice a message is in, the customer's or the agent's: a classifier on sentence embeddings, in both languages.
+"""How a customer's message reads: whose voice it is in (the customer's or the agent's) and whether it agrees to what
+it was asked. Two classifiers on one sentence embedding, in both languages.
 
 A simulated customer that answers as the agent ("I'm here to help you with your order") breaks its role in words no
 list foresees: a small instruct model does so in most replies, each time in other words. The user review asks this
@@ -10,8 +11,15 @@ built-in task's opening in the customer's words). A message
 is in the agent's voice when the probability is at least :data:`THRESHOLD`; each message is embedded as a whole,
 its markers (``###STOP###``) and tool-call blocks taken out.
 
+Agreement is read the same way, fitted on :data:`AGREEMENT_LINES`: a reply that accepts what the agent asked to do
+("That works, thanks!", "就按你说的办") against one that refuses, puts off, asks or tells something else. The user
+review asks it only where its exact refusal rules found none: a negation read as agreement would take a real outcome
+out of training, and an embedding tells "go ahead" from "don't go ahead" poorly.
+
 >>> voice = Voice.shared()
 >>> [round(p) for p in voice.agent_probability(["I'm here to help you with your order.", "I want to cancel my order."])]
+[1, 0]
+>>> [round(p) for p in voice.agreement_probability(["That works for me, thanks!", "What is the refund amount?"])]
 [1, 0]
 """
 
@@ -32,6 +40,7 @@ from rewardkit.loop.user_sim.base import GREETING
 from rewardkit.loop.user_sim.scripted import PHRASES
 
 THRESHOLD = 0.75  # P(agent) at or above which a message is in the agent's voice
+AGREES_AT = 0.75  # P(agrees) at or above which a reply agrees (where no refusal rule matched)
 L2 = 0.01  # the regression's penalty on its weights (the embeddings are unit vectors)
 _MARKERS = re.compile(r"###[A-Z-]+###")
 
@@ -137,6 +146,71 @@ LINES: tuple[tuple[int, str], ...] = (
 )
 
 
+# (stance, reply to an agent's "shall I go ahead?"): 1 = agrees, 0 = refuses, puts off, asks or tells something else.
+AGREES, OTHER = 1, 0
+AGREEMENT_LINES: tuple[tuple[int, str], ...] = (
+    (AGREES, "Yes, please go ahead."),
+    (AGREES, "Sure, do it."),
+    (AGREES, "That works for me."),
+    (AGREES, "Sounds great, thanks!"),
+    (AGREES, "Perfect, thank you so much."),
+    (AGREES, "Please proceed with the cancellation."),
+    (AGREES, "Confirmed."),
+    (AGREES, "Go for it."),
+    (AGREES, "That's exactly what I want."),
+    (AGREES, "Thanks, that would be wonderful."),
+    (AGREES, "Absolutely, cancel it."),
+    (AGREES, "Right, that's correct, please do."),
+    (AGREES, "Fine by me."),
+    (AGREES, "Yep, that's the one."),
+    (AGREES, "Awesome, thank you!"),
+    (AGREES, "I approve."),
+    (AGREES, "Okay, make the change."),
+    (AGREES, "Excellent, appreciate it."),
+    (AGREES, "好的，就这么办。"),
+    (AGREES, "可以，麻烦你了。"),
+    (AGREES, "没问题，处理吧。"),
+    (AGREES, "行，就这样。"),
+    (AGREES, "对，就是这个。"),
+    (AGREES, "同意。"),
+    (AGREES, "太好了，谢谢！"),
+    (AGREES, "嗯，按你说的办。"),
+    (AGREES, "确认，继续吧。"),
+    (AGREES, "那就这么定了。"),
+    (AGREES, "批准，改吧。"),
+    (AGREES, "好嘞，辛苦了。"),
+    (AGREES, "就这样，谢谢你。"),
+    (OTHER, "No, please don't."),
+    (OTHER, "Wait, I need to think about it."),
+    (OTHER, "What would the refund amount be?"),
+    (OTHER, "My order number is #W1234567."),
+    (OTHER, "I want to return my headphones."),
+    (OTHER, "Hmm, I'm not sure."),
+    (OTHER, "Actually, can you check the other order first?"),
+    (OTHER, "Why does it need approval?"),
+    (OTHER, "I don't know."),
+    (OTHER, "Let me check with my husband first."),
+    (OTHER, "That's not the order I meant."),
+    (OTHER, "Can you tell me more about the exchange policy?"),
+    (OTHER, "I'd rather keep it as it is."),
+    (OTHER, "My email is lei.wang@example.com."),
+    (OTHER, "How long will the refund take?"),
+    (OTHER, "I'm here to help you with your order."),
+    (OTHER, "Thank you for your patience, I have updated your order."),
+    (OTHER, "不用了。"),
+    (OTHER, "等一下，我再想想。"),
+    (OTHER, "退款金额是多少？"),
+    (OTHER, "我的订单号是W1234567。"),
+    (OTHER, "你先帮我查一下库存。"),
+    (OTHER, "为什么要审批？"),
+    (OTHER, "我不太确定。"),
+    (OTHER, "先别动。"),
+    (OTHER, "这不是我要的那个商品。"),
+    (OTHER, "我想把秒杀价改成八十九。"),
+    (OTHER, "您好，请问有什么可以帮您？"),
+)
+
+
 DOMAINS = ("retail", "livestream")  # the built-in domains whose customers' openings it is fitted on
 
 
@@ -181,8 +255,8 @@ def _readable(text: str) -> str:
 
 
 class Voice:
-    """The fitted classifier: :meth:`agent_probability` of each message. Thread-safe; one per process
-    (:meth:`shared`)."""
+    """The fitted classifiers: :meth:`agent_probability` and :meth:`agreement_probability` of each message.
+    Thread-safe; one per process (:meth:`shared`)."""
 
     _shared: Voice | None = None
     _lock = threading.Lock()
@@ -199,10 +273,8 @@ class Voice:
         finally:
             if shown:
                 hf_logging.enable_progress_bar()
-        labels, texts = zip(*_training_lines(), strict=True)
-        x = self._embed(list(texts))
-        y = np.asarray(labels, dtype=np.float64)
-        self.weights, self.bias = _fit(x, y)
+        self._voice = self._fitted(_training_lines())
+        self._agreement = self._fitted(AGREEMENT_LINES)
 
     @classmethod
     def shared(cls) -> Voice:
@@ -215,13 +287,25 @@ class Voice:
         vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True, batch_size=64)
         return np.asarray(vectors, dtype=np.float64)
 
+    def _fitted(self, lines: Sequence[tuple[int, str]]) -> tuple[np.ndarray, float]:
+        labels, texts = zip(*lines, strict=True)
+        return _fit(self._embed(list(texts)), np.asarray(labels, dtype=np.float64))
+
     def agent_probability(self, texts: Sequence[str]) -> list[float]:
         """P(the agent's voice) of each text, in [0, 1]; a text with nothing left to read (only markers) is 0."""
+        return self._probabilities(texts, self._voice)
+
+    def agreement_probability(self, texts: Sequence[str]) -> list[float]:
+        """P(it agrees to what it was asked) of each text, in [0, 1]; nothing left to read is 0."""
+        return self._probabilities(texts, self._agreement)
+
+    def _probabilities(self, texts: Sequence[str], head: tuple[np.ndarray, float]) -> list[float]:
         readable = [_readable(t)[:2000] for t in texts]  # MiniLM reads 256 tokens: the rest only costs time
         out = [0.0] * len(texts)
         todo = [i for i, t in enumerate(readable) if t]
         if todo:
-            scores = self._embed([readable[i] for i in todo]) @ self.weights + self.bias
+            weights, bias = head
+            scores = self._embed([readable[i] for i in todo]) @ weights + bias
             for i, p in zip(todo, 1.0 / (1.0 + np.exp(-scores)), strict=True):
                 out[i] = float(p)
         return out
