@@ -24,4 +24,11 @@ from rewardkit.envs.retail import DATA_DIR
 GOLD_FAILS = {"64": (6, "PRECONDITION_FAILED"), "105": (0, "INSUFFICIENT_FUNDS")}
 NO_EVIDENCE = ("25", "57", "65")  # 25 and 57 in train, 65 in test
 ALL_TASKS = [t["id"] for t in json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))]
-VALID = [tid for tid in ALL_TASKS if tid not in GOLD_FAILS and tid not in NO_EVIDENCE]  # 109 of the 114
+VALID = [tid for tid in ALL_TASKS if tid not in GOLD_FAILS and tid not in NO_EVIDENCE]  # the tasks the rewards score
+SPLITS: dict[str, list[str]] = json.loads((DATA_DIR / "split_tasks.json").read_text(encoding="utf-8"))
+LEFT_OUT = {**dict.fromkeys(GOLD_FAILS, "gold_fails"), **dict.fromkeys(NO_EVIDENCE, "no_evidence")}  # id -> reason
+
+
+def rows_of(split: str) -> list[str]:
+    """The split's task ids that ``build tau2-grpo`` makes rows of, in split order: all but :data:`LEFT_OUT`."""
+    return [tid for tid in SPLITS[split] if tid not in LEFT_OUT]

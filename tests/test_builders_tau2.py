@@ -6,11 +6,12 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _retail_gold import GOLD_FAILS, NO_EVIDENCE
+from _retail_gold import LEFT_OUT, SPLITS, rows_of
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.envs import get_domain
@@ -20,7 +21,6 @@ from rewardkit.envs.scenario import first_person, opening_turn, request_only
 ROOT = Path(__file__).resolve().parents[1]
 # Read the vendored files directly, not through the builder's loaders, so a loader bug cannot hide.
 TASKS = {t["id"]: t for t in json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))}
-SPLITS = json.loads((DATA_DIR / "split_tasks.json").read_text(encoding="utf-8"))
 POLICY = (DATA_DIR / "policy.md").read_text(encoding="utf-8")
 WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 REWRITTEN = {"you", "your", "yours", "yourself", "you're", "you'd", "you'll", "you've", "are", "were"}
@@ -40,23 +40,15 @@ def base_rows() -> list[dict[str, Any]]:
 
 
 class TestRows:
-    # Every task of the split but those whose gold writes fail (105 is in train, 64 in test) and those whose gold
-    # changes nothing and names nothing to show (25 and 57 in train, 65 in test; _retail_gold.py).
-    @pytest.mark.parametrize(
-        ("split", "size", "rejected"),
-        [
-            ("train", 74, {"gold_fails": 1, "no_evidence": 2}),
-            ("test", 40, {"gold_fails": 1, "no_evidence": 1}),
-            ("base", 114, {"gold_fails": 2, "no_evidence": 3}),
-        ],
-    )
-    def test_one_row_per_task_in_split_order(self, split: str, size: int, rejected: dict[str, int]) -> None:
+    # Every task of the split but those whose gold writes fail and those whose gold changes nothing and names
+    # nothing to show (_retail_gold.py), each counted under its reason.
+    @pytest.mark.parametrize("split", ["train", "test", "base"])
+    def test_one_row_per_task_in_split_order(self, split: str) -> None:
         rows, report = build(split)
-        assert len(SPLITS[split]) == size
-        left_out = {*GOLD_FAILS, *NO_EVIDENCE}
-        assert [json.loads(r["task"])["id"] for r in rows] == [i for i in SPLITS[split] if i not in left_out]
-        written = size - sum(rejected.values())
-        assert report.as_dict() == {"read": size, "written": written, "rejected": rejected}
+        assert [json.loads(r["task"])["id"] for r in rows] == rows_of(split)
+        rejected = Counter(LEFT_OUT[i] for i in SPLITS[split] if i in LEFT_OUT)
+        assert rejected and sum(rejected.values()) + len(rows) == len(SPLITS[split])  # each split leaves some out
+        assert report.as_dict() == {"read": len(SPLITS[split]), "written": len(rows), "rejected": dict(rejected)}
 
     def test_task_column_round_trips_to_tasks_json(self, base_rows: list[dict[str, Any]]) -> None:
         for row in base_rows:
@@ -64,10 +56,9 @@ class TestRows:
             task = json.loads(row["task"])
             assert task == TASKS[task["id"]]
 
-    def test_tools_column_is_the_16_openai_specs(self, base_rows: list[dict[str, Any]]) -> None:
+    def test_tools_column_is_the_domains_openai_specs(self, base_rows: list[dict[str, Any]]) -> None:
         assert {row["tools"] for row in base_rows} == {base_rows[0]["tools"]}  # one string shared by every row
-        specs = json.loads(base_rows[0]["tools"])
-        assert len(specs) == 16 and specs == get_domain("retail").tool_specs()
+        assert json.loads(base_rows[0]["tools"]) == get_domain("retail").tool_specs()
 
     def test_messages_are_policy_then_opening_turn(self, base_rows: list[dict[str, Any]]) -> None:
         for row in base_rows:
@@ -295,7 +286,7 @@ def test_ms_swift_loads_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     # GRPO keeps the extra columns (task, domain) for the reward functions: remove_unused_columns=False.
     train, val = load_dataset([str(path)], remove_unused_columns=False)
-    assert val is None and len(train) == len(rows) == 38  # the 40 test tasks but 64 (gold_fails), 65 (no_evidence)
+    assert val is None and len(train) == len(rows) == len(rows_of("test"))
     for loaded, row in zip(train, rows, strict=True):
         assert {"messages", "tools", "task", "domain"} <= set(loaded)
         assert [{"role": m["role"], "content": m["content"]} for m in loaded["messages"]] == row["messages"]

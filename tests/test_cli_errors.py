@@ -87,6 +87,8 @@ CASES = [
          ["--data", "teacher_*.jsonl"], {"d": None}),
     case("recipe-full-needs-model", ["recipe", "run", "planning", "--preset", "full"], "recipe run",
          ["--model is required"]),
+    case("recipe-eval-user-real-model", ["recipe", "run", "agent", "--workdir", "w", "--eval-user", "real-model"],
+         "recipe run", ["--eval-user 'real-model'", "rewardkit real-model"]),  # before any stage, not after training
     case("tiny-model-out-read-only", ["tiny-model", "f/model"], "tiny-model", ["f/model"], FILE),
     case("tiny-model-out-is-a-file", ["tiny-model", "f"], "tiny-model", ["f", "not a directory"], FILE),
     case("tiny-model-empty-corpus", ["tiny-model", "m", "--data", "d"], "tiny-model", ["no *.jsonl files"],

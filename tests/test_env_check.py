@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from rewardkit.envs import get_domain
+
 KINDS = ("schema", "idempotency", "gold", "outputs", "do_nothing", "say_only", "ids", "splits", "policy", "guidelines")
 NEEDS_MCP = pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="MCPToolSpec needs the mcp package")
 DOMAIN_IMPORT = "from rewardkit.envs import Domain, ResultCode, Tables, ToolError, environment, tool, toolset\n"
@@ -262,6 +264,7 @@ def test_an_unknown_domain_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 # no gold tool result shows (sums the agent must compute, facts read by calls the gold does not make, "481.50" where
 # the tools say 481.5). Everything else passes.
 RETAIL_UNSHOWN = (19, 21, 24, 36, 37, 38, 39, 54, 59, 76, 89, 95, 103, 104, 108)
+RETAIL_SAID_ONLY = {"24", "62", "67", "68"}  # gold only reads, and its outputs are all it asks: saying them is enough
 RETAIL_FAILS = {"gold:64", "gold:105", "gold:25", "gold:57", "gold:65", *(f"outputs:{i}" for i in RETAIL_UNSHOWN)}
 
 
@@ -270,14 +273,26 @@ def test_retail_fails_only_what_its_data_fails(tmp_path: Path, capsys: pytest.Ca
     failed = {c["name"] for c in report["checks"] if not c["passed"]}
     assert code == 1 and failed == RETAIL_FAILS, sorted(failed - RETAIL_FAILS) + sorted(RETAIL_FAILS - failed)
     kinds = {k: sum(c["name"].startswith(k + ":") for c in report["checks"]) for k in KINDS[:6]}
-    # 16 tools, 7 writes, 114 tasks; the reward refuses 5 (gold_fails 64, 105; no_evidence 25, 57, 65), so
-    # do_nothing scores 114 - 5 = 109; say_only all but the 4 whose gold only reads and whose outputs are all it
-    # asks (24, 62, 67, 68): 105. 16 + 7 + 114 + 114 + 109 + 105 + ids, splits, policy, guidelines = 469 checks;
-    # 5 gold + 15 outputs = 20 fail.
-    assert kinds == {"schema": 16, "idempotency": 7, "gold": 114, "outputs": 114, "do_nothing": 109, "say_only": 105}
+    # a schema check a tool, an idempotency check a write, a gold and an outputs check a task; do_nothing on each task
+    # the reward scores (all but the 5 it refuses: gold_fails 64, 105; no_evidence 25, 57, 65); say_only on those but
+    # the ones whose gold only reads and whose outputs are all it asks (RETAIL_SAID_ONLY); then ids, splits, policy
+    # and guidelines, one check each
+    retail = get_domain("retail")
+    scored = len(retail.tasks()) - 5
+    assert kinds == {
+        "schema": len(retail.tools),
+        "idempotency": len(retail.write_tools),
+        "gold": len(retail.tasks()),
+        "outputs": len(retail.tasks()),
+        "do_nothing": scored,
+        "say_only": scored - len(RETAIL_SAID_ONLY),
+    }
+    assert len(report["checks"]) == sum(kinds.values()) + 4
     splits = next(c for c in report["checks"] if c["name"] == "splits")
-    assert splits["passed"] and "base holds all 114" in splits["detail"]  # tau2's whole set, besides train and test
-    assert "20 of 469 checks failed" in out
+    assert splits["passed"] and f"base holds all {len(retail.tasks())}" in splits["detail"]  # besides train, test
+    assert f"{len(RETAIL_FAILS)} of {len(report['checks'])} checks failed" in out
+    said_only = {c["name"].split(":")[1] for c in report["checks"] if c["name"].startswith("say_only:")}
+    assert not said_only & RETAIL_SAID_ONLY  # those four are the ones it leaves out
     for task in ("25", "57", "65"):
         gold = next(c for c in report["checks"] if c["name"] == f"gold:{task}")
         assert gold["detail"].startswith("no_evidence: the gold leaves the database as it was"), gold

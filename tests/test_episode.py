@@ -328,7 +328,7 @@ class TestInfos:
 
 @pytest.fixture(scope="module")
 def gold_runs() -> list[EpisodeResult]:
-    # The 109 valid tasks: 64 and 105 have gold writes that fail, and 25, 57 and 65 a gold that changes nothing and
+    # The valid tasks: 64 and 105 have gold writes that fail, and 25, 57 and 65 a gold that changes nothing and
     # names nothing to show (_retail_gold.py): dataset bugs the rewards refuse.
     tasks = [TASKS[tid] for tid in VALID]
     return run_episodes(RETAIL, tasks, GoldAgent, ScriptedSimulator(), RolloutLimits(), workers=4)
@@ -346,19 +346,19 @@ def _score(reward: Any, runs: Sequence[EpisodeResult], **changes: Any) -> list[f
 
 
 class TestGoldAgent:
-    def test_all_109_valid_tasks_score_one(self, gold_runs: list[EpisodeResult]) -> None:
-        # Was all 114: tasks 64 and 105 scored 1.0 against gold states that lack their failed gold writes, and 25,
-        # 57 and 65 against the fresh state any episode keeps.
-        assert [r.task_id for r in gold_runs] == VALID and len(gold_runs) == 109
-        assert len(TASKS) - len(GOLD_FAILS) - len(NO_EVIDENCE) == 109
-        assert _score(TaskCompletion(), gold_runs) == [1.0] * 109
-        assert _score(TaskCompletionRate(), gold_runs) == [1.0] * 109
+    def test_every_valid_task_scores_one(self, gold_runs: list[EpisodeResult]) -> None:
+        # Was every task: 64 and 105 scored 1.0 against gold states that lack their failed gold writes, and 25, 57
+        # and 65 against the fresh state any episode keeps.
+        assert [r.task_id for r in gold_runs] == VALID
+        assert len(TASKS) - len(GOLD_FAILS) - len(NO_EVIDENCE) == len(VALID)
+        assert _score(TaskCompletion(), gold_runs) == [1.0] * len(VALID)
+        assert _score(TaskCompletionRate(), gold_runs) == [1.0] * len(VALID)
         endings = Counter(r.infos.termination for r in gold_runs)
         assert set(endings) <= {"user_stop", "agent_transfer"} and endings["agent_transfer"] > 0
 
     def test_the_ending_decides_before_the_state(self, gold_runs: list[EpisodeResult]) -> None:
-        assert _score(TaskCompletion(), gold_runs, termination="max_turns") == [0.0] * 109  # tau2: no proper ending
-        assert _score(TaskCompletion(), gold_runs, termination="user_sim_error") == [None] * 109  # left out
+        assert _score(TaskCompletion(), gold_runs, termination="max_turns") == [0.0] * len(VALID)  # tau2: no ending
+        assert _score(TaskCompletion(), gold_runs, termination="user_sim_error") == [None] * len(VALID)  # left out
 
     def test_mua_rl_variant_ignores_unsaid_outputs(self, gold_runs: list[EpisodeResult]) -> None:
         run = next(r for r in gold_runs if r.task_id == "59")

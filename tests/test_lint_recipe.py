@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _retail_gold import rows_of
 
 from rewardkit.lint.gold import with_gold
 from rewardkit.recipes import EXAMPLES, recipe_path
@@ -39,9 +40,7 @@ def tau2_rows() -> list[dict]:
     from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 
     rows, _ = build_tau2_grpo(Tau2Options(domain="retail", split="train"))
-    # the 74 train tasks but one whose gold write fails (105: gold_fails) and two whose gold changes nothing and names
-    # nothing to show (25, 57: no_evidence): 74 - 1 - 2 = 71
-    assert len(rows) == 71
+    assert [json.loads(r["task"])["id"] for r in rows] == rows_of("train")  # the train tasks the rewards score
     return rows
 
 

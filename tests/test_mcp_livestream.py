@@ -30,7 +30,7 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_every_gold_without_an_approval_ends_in_the_in_process_state(url: str) -> None:
-    assert len(UNGATED) == 37  # 47 tasks, 10 of them approved by their user
+    assert 0 < len(UNGATED) < len(DOMAIN.tasks())  # some tasks, not all, are approved by their user
     for task_id, task in UNGATED.items():
         with DOMAIN.make_env(None) as local, MCPEnvironment(url) as remote:
             here, there = local.replay(gold_actions(task)), remote.replay(gold_actions(task))

@@ -19,9 +19,10 @@ on top of the kit:
 - a column of the wrong length, or a scalar in place of a column, raises naming it.
 
 A new reward joins by being a file of ``rewards/`` (the registry finds it) with its own test,
-``tests/test_<key>.py``, which pins its scores on this batch as ``CONTRACT`` and, for a column
-no other reward reads, gives its fixture as ``CONTRACT_CELLS`` (``{column: N cells}``). Nothing
-here names a reward.
+``tests/test_<key>.py``, which pins its scores on this batch as ``CONTRACT``, gives its fixture as
+``CONTRACT_CELLS`` (``{column: N cells}``) for a column no other reward reads, and brings the rows
+it scores as its gold as ``GOLD_ROWS`` (``[{column: cell, ..., "completion": text}]``) where no row
+of the batch is. Nothing here names a reward, and nothing here is edited for a new one.
 """
 
 from __future__ import annotations
@@ -140,8 +141,13 @@ def rows(key: str, only: list[int] | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def gold_rows(key: str) -> list[int]:
-    return [i for i, e in enumerate(expected(key)) if e is not None and e >= GOLD_SCORE]
+def gold_rows(key: str) -> list[dict[str, Any]]:
+    """The rows the reward scores as its gold, for the gaming probes: those its own test brings (``GOLD_ROWS``, each
+    a row of its columns plus ``completion``), else the batch's rows whose pinned score is at least GOLD_SCORE."""
+    own = getattr(own_test(key), "GOLD_ROWS", None)
+    if own is not None:
+        return list(own)
+    return rows(key, [i for i, e in enumerate(expected(key)) if e is not None and e >= GOLD_SCORE])
 
 
 def documented_range(cls: type) -> tuple[str, bool]:
@@ -205,8 +211,13 @@ class TestEveryReward:
 
     def test_gaming_probes_stay_below_the_gold(self, key: str) -> None:
         golds = gold_rows(key)
-        assert golds, f"{key} has no gold row in the contract batch (pinned score >= {GOLD_SCORE})"
-        report = check_reward(REWARDS[key](), rows(key, golds), checks=["gaming"])
+        assert golds, (
+            f"{key} has no gold row: give GOLD_ROWS in tests/test_{key}.py (or score a batch row >= {GOLD_SCORE})"
+        )
+        columns = {name: [row.get(name) for row in golds] for name in read(REWARDS[key])}
+        scores = REWARDS[key]()([row["completion"] for row in golds], **columns)
+        assert all(s is not None and s >= GOLD_SCORE for s in scores), (key, scores)  # its gold rows are its gold
+        report = check_reward(REWARDS[key](), golds, checks=["gaming"])
         report.raise_for_failures()
         gaps = REWARDS[key].gameable
         waived = {c.name.removeprefix("gaming:") for c in report.checks if c.detail.startswith("waived")}

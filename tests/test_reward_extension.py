@@ -107,3 +107,34 @@ def test_the_contract_test_runs_on_it(site: Path) -> None:
     # its own test and fixtures, its documented columns, the pinned scores, the declaration against the docstring,
     # the testing kit, the gaming probes, unknown columns ignored: 7, and it reads no column to drop or resize
     assert passed == 7 and "failed" not in summary, summary
+
+
+# The agent reward docs/rewards.md shows ("A reward on the agent's episode"), read from the page as the one above.
+AGENT_REWARD = re.search(r"```python\n# file: closing/polite_closing.py\n(.*?)```", DOCS, re.DOTALL).group(1)
+
+
+def test_the_agent_reward_reads_the_episode_record_as_the_messages() -> None:
+    import doctest
+    import types
+
+    from rewardkit.envs import get_domain
+    from rewardkit.loop.config import RolloutLimits
+    from rewardkit.loop.drive import run_episode
+    from rewardkit.loop.gold import GoldAgent
+    from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+
+    module = types.ModuleType("polite_closing")
+    exec(compile(AGENT_REWARD, "docs/rewards.md", "exec"), module.__dict__)
+    assert doctest.testmod(module).failed == 0
+    reward = module.PoliteClosing()
+    retail = get_domain("retail")
+    runs = [
+        run_episode(retail, task, GoldAgent(task), ScriptedSimulator(), RolloutLimits())
+        for task in list(retail.tasks().values())[:6]
+    ]
+    live = [r.infos.to_json() for r in runs]
+    by_record = reward([""] * 6, messages=[r.messages for r in runs], rollout_infos=live)
+    by_messages = reward([""] * 6, messages=[r.messages for r in runs])  # an offline row: the messages parsed
+    assert by_record == by_messages and set(by_record) <= {0.0, 1.0}
+    failed = [{**cell, "termination": "user_sim_error"} for cell in live]  # the simulator failed: left out
+    assert reward([""] * 6, messages=[r.messages for r in runs], rollout_infos=failed) == [None] * 6

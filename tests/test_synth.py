@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _retail_gold import LEFT_OUT, SPLITS, rows_of
 from sim_server import free_port
 
 from rewardkit.envs import get_domain
 
 DOMAIN = get_domain("retail")
-# Left out, each said why: 105's only gold write fails (gold_fails); 25's and 57's gold changes nothing and names
-# nothing to show (no_evidence: doing nothing would complete them).
-UNUSABLE = {"105": "gold_fails: ", "25": "no_evidence: ", "57": "no_evidence: "}
-TRAIN = [i for i in DOMAIN.splits()["train"] if i not in UNUSABLE]
-N_TRAIN = 71  # the 74 tasks of tau2 retail's train split, less those 3
+# Left out, each said why (_retail_gold.py): a gold write that fails (gold_fails), or a gold that changes nothing and
+# names nothing to show (no_evidence: doing nothing would complete it).
+UNUSABLE = {tid: f"{reason}: " for tid, reason in LEFT_OUT.items() if tid in SPLITS["train"]}
+TRAIN = rows_of("train")
+N_TRAIN = len(TRAIN)
 TOOLS_JSON = json.dumps(DOMAIN.tool_specs(), ensure_ascii=False)
 ROLES = {"system", "user", "assistant", "tool_call", "tool"}
 

@@ -59,7 +59,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     agent.add_argument("--domain", default="retail", help=DOMAIN_HELP + " (default: retail)")
     agent.add_argument("--agent", default="gold", help="who synthesises the cold-start data: gold, or a teacher URL")
     agent.add_argument("--user", default="scripted", help="the user simulator: scripted, or a URL")
-    agent.add_argument("--eval-user", help="the user simulator of the evaluation (default: --user)")
+    agent.add_argument("--eval-user", help="the user simulator of the evaluation: scripted, or a URL (default: --user)")
     agent.add_argument("--eval-tasks", type=int, help="evaluate on the first N held-out tasks only")
     agent.add_argument("--eval-train-tasks", type=int, help="evaluate on the first N training tasks only")
     run.add_argument(

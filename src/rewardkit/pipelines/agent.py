@@ -39,7 +39,7 @@ from rewardkit.pipelines.chain import Chain, ChainOptions, ChainPreset, marker_p
 from rewardkit.pipelines.evidence import model_kinds
 from rewardkit.pipelines.stages import BrokenOutput, Context, PipelineError, Stage, check_jsonl, read_output
 from rewardkit.recipes import recipe_path
-from rewardkit.runs.episodes.spec import RunSpec
+from rewardkit.runs.episodes.spec import RunSpec, check_user
 
 MAX_POSITIONS = 4096  # the tiny model's: multi-turn conversations are longer than planning's prompts
 DOMAIN_FIELD = "{domain}"  # in a preset's system prompt file: replaced by the domain's name
@@ -124,6 +124,9 @@ class AgentPipeline(Chain):
         self.ref = portable_ref(opts.domain)  # how the rows, the runs and the GRPO config name it
         if not self.preset.tiny and (opts.agent == "gold" or opts.user == "scripted"):
             raise PipelineError("the full preset synthesises with a teacher: pass --agent URL and --user URL")
+        check_user(opts.user)  # before any stage runs: not at the evaluation, after the training
+        if opts.eval_user is not None:
+            check_user(opts.eval_user, "--eval-user")
         self.kinds = model_kinds(self.grpo_runs)
         self.samples = opts.eval_samples or self.preset.eval_trials
         self.band = opts.band or self.preset.band

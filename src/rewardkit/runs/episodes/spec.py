@@ -368,13 +368,22 @@ def run_config(spec: RunSpec) -> Config:
     return load_run_config(path=spec.config, flags=flags)  # a message names the file, or the flag
 
 
+def check_user(user: str, flag: str = "--user") -> None:
+    """A run's user simulator is ``scripted`` or the http(s):// URL of a chat model; anything else raises, naming
+    ``flag``."""
+    if user != "scripted" and not user.startswith(("http://", "https://")):
+        raise RunError(
+            f"{flag} {user!r}: pass scripted or an http(s):// URL (synth and eval agent also take real-model; "
+            f"elsewhere serve it: `rewardkit real-model` prints the command, and pass its URL)"
+        )
+
+
 def _user_flags(user: str | None, model: str | None) -> dict[str, tuple[str, Any]]:
     if user is None:
         return {}
+    check_user(user)
     if user == "scripted":
         return {"user_sim.kind": ("--user", "scripted")}
-    if not user.startswith(("http://", "https://")):
-        raise RunError(f"--user {user!r}: pass scripted or an http(s):// URL (synth and eval also take real-model)")
     flags = {"user_sim.kind": ("--user", "openai"), "user_sim.base_url": ("--user", user)}
     if model is None:
         flags["user_sim.model"] = ("--user", _only_model(user))
