@@ -135,6 +135,8 @@ def test_the_agent_reward_reads_the_episode_record_as_the_messages() -> None:
     live = [r.infos.to_json() for r in runs]
     by_record = reward([""] * 6, messages=[r.messages for r in runs], rollout_infos=live)
     by_messages = reward([""] * 6, messages=[r.messages for r in runs])  # an offline row: the messages parsed
-    assert by_record == by_messages and set(by_record) <= {0.0, 1.0}
+    assert by_record == by_messages == [1.0] * 6  # the gold agent closes with "Is there anything else I can ...?"
+    curt = [{**cell, "agent_said": [*cell["agent_said"][:-1], "Done."]} for cell in live]  # the record wins
+    assert reward([""] * 6, messages=[r.messages for r in runs], rollout_infos=curt) == [0.0] * 6
     failed = [{**cell, "termination": "user_sim_error"} for cell in live]  # the simulator failed: left out
     assert reward([""] * 6, messages=[r.messages for r in runs], rollout_infos=failed) == [None] * 6
