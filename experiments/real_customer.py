@@ -37,7 +37,7 @@ from rewardkit.loop.drive import run_episodes
 from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.user_review import KINDS, review
-from rewardkit.loop.user_sim.base import GREETING, Progress, Turn
+from rewardkit.loop.user_sim.base import GREETINGS, Progress, Turn
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
 from rewardkit.rewards import TaskCompletion
 
@@ -112,7 +112,7 @@ def play(args: argparse.Namespace) -> None:
                     "prompt": args.prompt,
                     "task": str(task["id"]),
                     "scenario": task.get("user_scenario"),
-                    "dialogue": _dialogue(result.messages, replies, result.closing),
+                    "dialogue": _dialogue(GREETINGS[domain.language], result.messages, replies, result.closing),
                     "tool_texts": [m["content"] for m in result.messages if m.get("role") == "tool"],
                     "termination": infos.termination,
                     "error": infos.error,
@@ -126,10 +126,12 @@ def play(args: argparse.Namespace) -> None:
         print(f"{out}: {len(rows)} episodes in {time.monotonic() - started:.0f} s")
 
 
-def _dialogue(messages: Sequence[Mapping[str, Any]], replies: Sequence[Mapping[str, Any]], closing: str | None):
+def _dialogue(
+    greeting: str, messages: Sequence[Mapping[str, Any]], replies: Sequence[Mapping[str, Any]], closing: str | None
+):
     """The visible dialogue (greeting, the agent's texts to the user, the user's messages and closing line), each
     user message with its recorded ``cut`` and ``waiting``."""
-    out: list[dict[str, Any]] = [{"role": "agent", "text": GREETING}]
+    out: list[dict[str, Any]] = [{"role": "agent", "text": greeting}]
     users = iter(replies)
     for m in messages:
         if m.get("role") == "assistant" and "<tool_call>" not in (m.get("content") or ""):

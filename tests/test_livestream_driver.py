@@ -1,6 +1,6 @@
 """The live-stream domain's gold trajectories through ms-swift's driver: the ``simulated_user`` scheduler's hooks,
 called as ms-swift's rollout loop calls them, with the gold agent and the scripted user (in Chinese), on every one
-of the 47 tasks; each reaches its gold state, approvals and declines included, and TaskCompletion scores it 1.0."""
+of its tasks; each reaches its gold state, approvals and declines included, and TaskCompletion scores it 1.0."""
 
 from __future__ import annotations
 
@@ -79,6 +79,25 @@ def _gold_conversation(task_id: str) -> list[dict]:
 
     task = DOMAIN.tasks()[task_id]
     return run_episode(DOMAIN, task, GoldAgent(task), ScriptedSimulator(), RolloutLimits()).messages
+
+
+def test_the_customer_is_greeted_in_the_domains_language() -> None:
+    from rewardkit.loop.config import RolloutLimits
+    from rewardkit.loop.drive import run_episode
+    from rewardkit.loop.gold import GoldAgent
+    from rewardkit.loop.user_sim import GREETINGS
+    from rewardkit.loop.user_sim.scripted import ScriptedSimulator
+
+    firsts: list[str] = []
+
+    class Heard(ScriptedSimulator):  # the scripted customer, noting the first line of each history it is handed
+        def reply(self, task, dialogue, progress):
+            firsts.append(dialogue[0].text)
+            return super().reply(task, dialogue, progress)
+
+    task = DOMAIN.tasks()["t01"]
+    run_episode(DOMAIN, task, GoldAgent(task), Heard(), RolloutLimits())
+    assert firsts and set(firsts) == {GREETINGS["zh"]}  # a Chinese console greets in Chinese
 
 
 def _forge(messages: list[dict]) -> list[dict]:

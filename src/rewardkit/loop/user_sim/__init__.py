@@ -15,6 +15,7 @@ inside and outside training.
 
 from rewardkit.loop.user_sim.base import (
     GREETING,
+    GREETINGS,
     OUT_OF_SCOPE,
     STOP,
     TRANSFER,
@@ -31,6 +32,7 @@ from rewardkit.loop.user_sim.config import (
 
 __all__ = [
     "GREETING",
+    "GREETINGS",
     "OUT_OF_SCOPE",
     "STOP",
     "TRANSFER",

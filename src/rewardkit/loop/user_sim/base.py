@@ -17,8 +17,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
 OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
-# The agent's opening line in tau2-bench; the simulator's history starts with it.
-GREETING = "Hi! How can I help you today?"
+# The agent's opening line, by the domain's language (tau2-bench's in English); the simulator's history starts with
+# it, so a Chinese domain's customer is not greeted in English.
+GREETINGS = {"en": "Hi! How can I help you today?", "zh": "您好！请问有什么可以帮您？"}
+GREETING = GREETINGS["en"]
 # How an agent asks the user to confirm an action, by language: what the scripted user says yes to, what the user
 # review reads in the agent's message before a stop, where the faulty simulator stops too early.
 CONFIRMATION_REQUEST = {
