@@ -242,6 +242,10 @@ STOPS = [
     ("zh", "好的，我再考虑一下。###STOP###", False),
     ("zh", "好的，改天再说。###STOP###", False),
     ("zh", "好，暂缓吧。###STOP###", False),
+    ("en", "Perfect, I'll call back tomorrow to confirm. ###STOP###", False),  # an agreeing word, put off
+    ("en", "Great, but please hold that for now. ###STOP###", False),
+    ("zh", "好的，我晚点再确认。###STOP###", False),
+    ("zh", "感谢，这个先放着。###STOP###", False),
     # set phrases that hold a negation and refuse nothing, and agreeing words beyond yes and ok
     ("en", "Yes, please cancel it, I no longer need it. ###STOP###", True),  # the scenario's own reason
     ("en", "Yes, go ahead. No further questions. ###STOP###", True),

@@ -206,14 +206,16 @@ _AGREES = re.compile(
 # from the letters beside them (not from Chinese characters, which Python counts as word characters: "好的no" holds
 # "no").
 _REFUSES = re.compile(
-    _starts("ncswhrdaimltfkpui不别没未勿甭否算等稍慢且拒改再考想暂回以下免")
+    _starts("ncswhrdaimltfkpuig不别没未勿甭否算等稍慢且拒改再考想暂回以下免晚放")
     + r"(?:(?<![A-Za-z])(?:no|not|nope|nah|never|neither|nor|cannot|stop|wait|hold on|hang on|refuse[ds]?"
     r"|reject(?:ed)?|declined?|changed? my mind|second thoughts?|cancel that(?!\s*[A-Za-z0-9])"
-    r"|later|think (?:about it|it over)|hold off|forget (?:about )?it|scratch that|nvm|abort|keep (?:it|the)"
+    r"|later|think (?:about it|it over)|hold off|hold (?:that|it|this)|call (?:you )?back|get back to you"
+    r"|forget (?:about )?it|scratch that|nvm|abort|keep (?:it|the)"
     r"|leave it|I['’]ll pass|pass on (?:it|that)|unsure|idk"
     r"|(?:do|does|did|ca|wo|is|are|was|were|should|would|could|must|need|have|has|had|ai)n['’]?t)(?![A-Za-z])"
     r"|n['’]t(?![A-Za-z])"
-    r"|[不别没未勿甭否]|算了|等等|等一下|稍等|慢着|且慢|拒绝|改天|再说|考虑|再想|想想|暂缓|回头再|以后再|下次再|免了)",
+    r"|[不别没未勿甭否]|算了|等等|等一下|稍等|慢着|且慢|拒绝|改天|再说|考虑|再想|想想|暂缓|回头再|以后再|下次再|免了"
+    r"|晚点|放着|放一放)",
     re.IGNORECASE,
 )
 # Set phrases that hold a negation but refuse nothing: taken out before the refusal is looked for.
