@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.figures import png, pyplot, write_png
 from rewardkit.files.jsonl import dumps, read_jsonl
 from rewardkit.files.outputs import atomic_write_text
 from rewardkit.pipelines import evidence
@@ -112,11 +113,7 @@ def write_summary(ctx: Context, preset: str, domain: str, kinds: Mapping[str, st
 
 
 def plot(summary: Mapping[str, Any], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     models = list(summary["models"])
     fig, axes = plt.subplots(1, 2, figsize=(max(12, 1.1 * len(models) + 6), 4.2))
     width = 0.2
@@ -137,7 +134,4 @@ def plot(summary: Mapping[str, Any], out: Path) -> Path:
     )
     axes[1].legend(fontsize=8)
     fig.suptitle(f"{summary['domain']}, {summary['preset']} preset: cold start then GRPO")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return write_png(png(fig, "the agent chain's summary figure"), out)

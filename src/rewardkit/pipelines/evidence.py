@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.figures import png, pyplot, write_png
 from rewardkit.pipelines.chain import GrpoRun
 from rewardkit.runs.stats.paired import paired_items, spread
 
@@ -84,11 +85,7 @@ def sign_test(grpo: Mapping[str, Any], inverted: Mapping[str, Any], metric: str)
 def bar_chart(figures: Mapping[str, Mapping[str, Mapping[str, Any]]], ylabel: str, title: str, out: Path) -> Path:
     """Bars per kind and split (``figures``: {split: {kind: spread}}), the mean over seeds with error bars of
     one standard deviation, each seed's value as a dot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     splits = list(figures)
     kinds = [k for k in KINDS if any(k in figures[s] for s in splits)]
     width = 0.8 / max(1, len(splits))
@@ -104,7 +101,4 @@ def bar_chart(figures: Mapping[str, Mapping[str, Mapping[str, Any]]], ylabel: st
     ax.set_xticks(range(len(kinds)), [LABELS[k] for k in kinds], fontsize=8)
     ax.set(ylabel=ylabel, ylim=(0, 1.05), title=title)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return write_png(png(fig, "the bar chart"), out)

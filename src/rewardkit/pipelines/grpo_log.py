@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardkit.files.figures import png, pyplot, write_png
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.rewards.answers import parse
 
@@ -84,11 +85,7 @@ def plot(
 ) -> Path:
     """The rewards' curves (full names) and the weighted total; the mean think length per step, with the
     band that ThinkLength scores 1.0 shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     xs = [_step(r) for r in steps]
     names = list(reward_means(steps[0]))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
@@ -104,7 +101,4 @@ def plot(
         axes[1].legend(fontsize=7)
     axes[1].set(xlabel="GRPO step", ylabel="characters", title="think length")
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return write_png(png(fig, "the GRPO curves"), out)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders import write_jsonl
+from rewardkit.files.figures import png, pyplot, write_png
 from rewardkit.files.jsonl import dumps, read_jsonl
 from rewardkit.files.outputs import atomic_write_text, atomic_writer
 from rewardkit.pipelines import evidence
@@ -192,11 +193,7 @@ def think_plot(
 ) -> Path:
     """The think lengths of the sampled test completions before GRPO (SFT) and after it (every GRPO seed), with
     each one's mean and standard deviation, and the band ThinkLength scores 1.0."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for kind, colour in (("sft", "tab:blue"), ("grpo", "tab:orange")):
         lengths = [
@@ -216,7 +213,4 @@ def think_plot(
         title=f"planning {preset}: think length before and after GRPO (mean ± sd)",
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return write_png(png(fig, "the think-length figure"), out)

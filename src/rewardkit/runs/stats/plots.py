@@ -1,56 +1,21 @@
 """Figures of an agent evaluation (``metrics.summarize_episodes``) and of a run comparison (``metrics.compare``).
 
-matplotlib is imported inside the functions (Agg backend): importing this module costs nothing, and the
-CLI draws without a display. ``render_eval`` and ``render_compare`` return the PNG's bytes, so a caller can
-draw before it replaces any output and commit the figure with its other outputs (``OutputSet.write_bytes``);
-``plot_eval`` and ``plot_compare`` draw and write one file. A figure that cannot be drawn (a ``--title``
+``render_eval`` and ``render_compare`` return the PNG's bytes, so a caller can draw before it replaces any output
+and commit the figure with its other outputs (``OutputSet.write_bytes``); ``plot_eval`` and ``plot_compare`` draw
+and write one file. Both go through :mod:`rewardkit.files.figures`: a figure that cannot be drawn (a ``--title``
 with bad ``$...$`` math) raises ``PlotError`` before anything is written.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rewardkit.errors import UserError
-from rewardkit.files.outputs import OutputSet
+from rewardkit.files.figures import png, pyplot, write_png
 from rewardkit.runs.stats.metrics import TaskStats
-
-
-class PlotError(UserError, ValueError):
-    """A figure that matplotlib cannot draw from the text it was given (a title, a run's file name)."""
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig: Any, what: str) -> bytes:
-    """The figure as PNG bytes; text matplotlib cannot lay out (mathtext) is the caller's input at fault."""
-    data = io.BytesIO()
-    try:
-        fig.tight_layout()
-        fig.savefig(data, format="png", dpi=110)
-    except ValueError as exc:  # mathtext: "ParseException ... Unknown symbol: \foo"
-        raise PlotError(f"cannot draw {what} ({exc}); in a title, $...$ is math: write \\$ for a dollar sign") from None
-    finally:
-        _pyplot().close(fig)
-    return data.getvalue()
-
-
-def _write(data: bytes, png_path: str | Path, flag: str) -> Path:
-    with OutputSet() as outputs:
-        outputs.write_bytes(png_path, data, flag)
-    return Path(png_path)
 
 
 def plot_eval(
@@ -61,14 +26,14 @@ def plot_eval(
     flag: str = "output",
 ) -> Path:
     """``render_eval`` written to ``png_path``."""
-    return _write(render_eval(summary, tasks, title, flag), png_path, flag)
+    return write_png(render_eval(summary, tasks, title, flag), png_path, flag)
 
 
 def render_eval(
     summary: Mapping[str, Any], tasks: Sequence[TaskStats], title: str = "agent evaluation", flag: str = "output"
 ) -> bytes:
     """pass^k against k, the per-task success rates, termination reasons, and calls per tool, as PNG bytes."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
     ks = [e for e in summary["pass_hat_k"] if e["value"] is not None]
     ax = axes[0][0]
@@ -93,7 +58,7 @@ def render_eval(
     _barh(axes[1][1], calls, "calls", "tool calls (valid episodes)", "tab:purple")
     episodes = summary["episodes"]
     fig.suptitle(f"{title}: {episodes['valid']} valid episodes, {episodes['infra_error']} infra errors excluded")
-    return _png(fig, f"{flag} (title {title!r})")
+    return png(fig, f"{flag} (title {title!r})")
 
 
 def _plain(text: str) -> str:
@@ -117,14 +82,14 @@ def plot_compare(
     flag: str = "output",
 ) -> Path:
     """``render_compare`` written to ``png_path``."""
-    return _write(render_compare(result, title, labels, flag), png_path, flag)
+    return write_png(render_compare(result, title, labels, flag), png_path, flag)
 
 
 def render_compare(
     result: Mapping[str, Any], title: str = "B against A", labels: tuple[str, str] = ("A", "B"), flag: str = "output"
 ) -> bytes:
     """Per-task pass^1 of B against A (marker area = tasks at that point), and the mean diff with its interval."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [3, 2]})
     points = np.array([[row["a"], row["b"]] for row in result["per_task"]], dtype=float)
     where, counts = np.unique(points, axis=0, return_counts=True)  # single-trial runs pile up on four corners
@@ -153,4 +118,4 @@ def render_compare(
         title=f"{diff:+.3f}, {result['confidence']:.0%} CI [{low:+.3f}, {high:+.3f}]",
     )
     fig.suptitle(title)
-    return _png(fig, f"{flag} (title {title!r}, labels {labels[0]!r}, {labels[1]!r})")
+    return png(fig, f"{flag} (title {title!r}, labels {labels[0]!r}, {labels[1]!r})")

@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from rewardkit.files.figures import png, pyplot
 from rewardkit.files.outputs import OutputSet
 from rewardkit.loop.ledger import cost
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.config import load_config
 from rewardkit.rewards.think_length import ThinkLengthConfig
-from rewardkit.runs.stats.plots import _png, _pyplot
 from rewardkit.runs.training.audit import COUNTS, Run, read_rollouts, step_figures
 
 ZERO_VARIANCE_FLAG = 0.4
@@ -294,7 +294,7 @@ def _num(value: float | None) -> str:
 def dashboard(report: Mapping[str, Any]) -> bytes:
     """Four panels, as PNG: the group shares, each reward's mean, its share of the variance, and turns or think
     length."""
-    plt = _pyplot()
+    plt = pyplot()
     steps = report["steps"]
     x = [s["step"] for s in steps]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
@@ -322,4 +322,4 @@ def dashboard(report: Mapping[str, Any]) -> bytes:
             last.legend(fontsize=8)
         last.set(title="mean think length (chars)", xlabel="step")
     fig.suptitle(f"GRPO audit: {Path(report['run']).name}")
-    return _png(fig, "the audit dashboard")
+    return png(fig, "the audit dashboard")

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from rewardkit.errors import UserError
+from rewardkit.files.figures import png, pyplot, write_png
 from rewardkit.files.jsonl import read_jsonl
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.think_length import CURVES, ThinkLengthConfig, width
-from rewardkit.runs.stats.plots import _png, _pyplot, _write
 
 ANSWER_FIELDS = ("output", "response", "completion")
 
@@ -144,7 +144,7 @@ def calibrate(
 
 def plot(result: Calibration, out: Path) -> Path:
     """The length histogram under the reward's S-curve for the current band (shaded) and the proposed one."""
-    fig, hist = _pyplot().subplots(figsize=(8, 4.5))
+    fig, hist = pyplot().subplots(figsize=(8, 4.5))
     hist.hist(result.lengths, bins=min(40, max(5, len(set(result.lengths)))), color="#9bb7d4", label="think lengths")
     hist.set_xlabel(f"think length ({result.unit})")
     hist.set_ylabel("rows")
@@ -158,4 +158,4 @@ def plot(result: Calibration, out: Path) -> Path:
     curve.set_ylabel("reward")
     curve.legend(loc="upper right", fontsize=8)
     hist.set_title(f"think_length calibration: {len(result.lengths)} thinks, P{result.low:g}-P{result.high:g}")
-    return _write(_png(fig, "the calibration plot"), out, "--plot")
+    return write_png(png(fig, "the calibration plot"), out, "--plot")
