@@ -22,13 +22,18 @@ HELD_OUT = [
 ]
 
 
+def misread(probability, threshold: float, table: list[tuple[str, bool]]) -> tuple[list[str], list[str]]:
+    """The table's lines the classifier says yes to wrongly, and those it misses (yes: probability >= threshold)."""
+    said = [p >= threshold for p in probability([text for text, _ in table])]
+    wrong = [text for (text, truth), yes in zip(table, said, strict=True) if yes and not truth]
+    missed = [text for (text, truth), yes in zip(table, said, strict=True) if truth and not yes]
+    return wrong, missed
+
+
 def test_messages_it_was_not_fitted_on_are_read_in_their_voice() -> None:
     # A customer's line read as the agent's takes a good episode out of training: none may be. An agent's line missed
     # leaves a role break in: at most one of the six.
-    probabilities = Voice.shared().agent_probability([text for text, _ in HELD_OUT])
-    read = [(text, p >= THRESHOLD) for (text, _), p in zip(HELD_OUT, probabilities, strict=True)]
-    customers_as_agent = [text for (text, agent), (_, said) in zip(HELD_OUT, read, strict=True) if said and not agent]
-    agents_missed = [text for (text, agent), (_, said) in zip(HELD_OUT, read, strict=True) if agent and not said]
+    customers_as_agent, agents_missed = misread(Voice.shared().agent_probability, THRESHOLD, HELD_OUT)
     assert customers_as_agent == [] and len(agents_missed) <= 1, (customers_as_agent, agents_missed)
 
 
@@ -72,10 +77,7 @@ AGREEMENT_HELD_OUT = [
 def test_replies_it_was_not_fitted_on_are_read_as_agreeing_or_not() -> None:
     # A question or a fact read as agreement flags a stop that was the customer's right: none may be. An agreement
     # missed leaves a premature stop in: at most one of the ten.
-    probabilities = Voice.shared().agreement_probability([text for text, _ in AGREEMENT_HELD_OUT])
-    said = [p >= AGREES_AT for p in probabilities]
-    others_as_agreement = [t for (t, agrees), s in zip(AGREEMENT_HELD_OUT, said, strict=True) if s and not agrees]
-    agreements_missed = [t for (t, agrees), s in zip(AGREEMENT_HELD_OUT, said, strict=True) if agrees and not s]
-    assert others_as_agreement == [] and len(agreements_missed) <= 1, (others_as_agreement, agreements_missed)
+    others, agreements_missed = misread(Voice.shared().agreement_probability, AGREES_AT, AGREEMENT_HELD_OUT)
+    assert others == [] and len(agreements_missed) <= 1, (others, agreements_missed)
     fitted = {text for _, text in AGREEMENT_LINES}
     assert not fitted & {text for text, _ in AGREEMENT_HELD_OUT}  # held out: none of them was fitted on

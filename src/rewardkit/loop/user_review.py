@@ -62,8 +62,8 @@ from rewardkit.envs.tasks import approves, instructions, reason_for_call
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.judge import PROMPT_VERSION, Judge
 from rewardkit.loop.roles import JsonRole
-from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, MISTAKES, STOP, Turn
-from rewardkit.loop.user_sim.openai_sim import REMINDER
+from rewardkit.loop.user_sim.base import CONFIRMATION_REQUEST, LOOP_CHARS, MARKERS, MISTAKES, STOP, Turn
+from rewardkit.loop.user_sim.openai_sim import REMINDER, SPEAKERS
 from rewardkit.loop.voice import AGREES_AT, THRESHOLD, Voice, without_tool_calls
 
 KINDS = MISTAKES
@@ -239,7 +239,7 @@ def agrees(text: str) -> bool:
     >>> agrees("Wonderful, thanks a lot! ###STOP###"), agrees("How much will I get back? ###STOP###")
     (True, False)
     """
-    said = _MARKERS.sub(" ", canonical(text))
+    said = MARKERS.sub(" ", canonical(text))
     if _REFUSES.search(_NOT_REFUSING.sub(" ", said)):
         return False
     return _AGREES.search(said) is not None or Voice.shared().agreement_probability([text])[0] >= AGREES_AT
@@ -275,7 +275,6 @@ QUOTE_WORDS = 12  # a run of this many words of the user's behaviour instruction
 QUOTE_CHARS = 12  # the same for Chinese, which has no spaces: this many characters
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
-_MARKERS = re.compile(r"###[A-Z-]+###")
 
 
 def _user_turns(dialogue: Sequence[Turn]) -> list[tuple[int, str]]:
@@ -338,7 +337,7 @@ def loops(dialogue: Sequence[Turn], reached: Callable[[], bool] | None = None) -
     said: set[str] = set()
     flags = []
     for i, text in _user_turns(dialogue):
-        key = " ".join(_MARKERS.sub(" ", canonical(text)).split()).casefold()
+        key = " ".join(MARKERS.sub(" ", canonical(text)).split()).casefold()
         if len(key) >= LOOP_CHARS and key in said:
             flags.append(UserFlag("loop", i, f"the same message again: {text[:120]!r}"))
         said.add(key)
@@ -425,7 +424,7 @@ def unseen_facts(task: Mapping[str, Any], dialogue: Sequence[Turn], tool_texts: 
             seen += "\n" + text
             continue
         index, unseen, number = _Seen(seen), 0, number + 1
-        for fact in facts(_MARKERS.sub(" ", text))[:MAX_FACTS]:
+        for fact in facts(MARKERS.sub(" ", text))[:MAX_FACTS]:
             if fact not in named and not index.knows(fact):
                 named.add(fact)
                 flags.append(UserFlag("unseen_fact", number, fact))
@@ -449,8 +448,11 @@ def _quotes(text: str, source: str) -> str | None:
     return next((run for run in runs if canonical(run) in squeezed), None)
 
 
-_REMINDERS = [_MARKERS.sub(" ", text) for text in REMINDER.values()]
-_AGENT_LINE = re.compile(r"^[ \t]*+(?:Agent|助手)[ \t]*+[:：]", re.MULTILINE)  # the markers are the customer's to write
+_REMINDERS = [MARKERS.sub(" ", text) for text in REMINDER.values()]  # the markers are the customer's to write
+# A line of the user's that starts with the transcript's label for the agent (``SPEAKERS``), in either language.
+_AGENT_LINE = re.compile(
+    r"^[ \t]*+(?:" + "|".join(re.escape(names["agent"]) for names in SPEAKERS.values()) + r")[ \t]*+[:：]", re.MULTILINE
+)
 
 
 def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserFlag]:
@@ -498,7 +500,7 @@ def wrong_language(dialogue: Sequence[Turn], language: str) -> list[UserFlag]:
     role break)."""
     flags = []
     for i, said in _user_turns(dialogue):
-        words = _ANY_FACT.sub(" ", _MARKERS.sub(" ", without_tool_calls(canonical(said))))
+        words = _ANY_FACT.sub(" ", MARKERS.sub(" ", without_tool_calls(canonical(said))))
         cjk, latin = len(_CJK.findall(words)), len(_LATIN.findall(words))
         wrong = (language == "zh" and cjk == 0 and latin >= 3) or (language == "en" and cjk > latin)
         if wrong:

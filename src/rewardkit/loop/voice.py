@@ -36,13 +36,12 @@ from scipy.optimize import minimize
 from rewardkit.envs import get_domain
 from rewardkit.envs.scenario import opening_turn
 from rewardkit.envs.tasks import instructions
-from rewardkit.loop.user_sim.base import GREETINGS
+from rewardkit.loop.user_sim.base import GREETINGS, MARKERS
 from rewardkit.loop.user_sim.scripted import PHRASES
 
 THRESHOLD = 0.75  # P(agent) at or above which a message is in the agent's voice
 AGREES_AT = 0.75  # P(agrees) at or above which a reply agrees (where no refusal rule matched)
 L2 = 0.01  # the regression's penalty on its weights (the embeddings are unit vectors)
-_MARKERS = re.compile(r"###[A-Z-]+###")
 
 # (voice, line): 1 = the agent's, 0 = the customer's. Written for the classifier; a domain's own lines are added by
 # _training_lines.
@@ -251,7 +250,7 @@ def without_tool_calls(text: str) -> str:
 def _readable(text: str) -> str:
     """The message without its markers and tool-call blocks (the rules read those exactly), a lone surrogate (not
     text: the tokenizer refuses it) as "?"."""
-    return without_tool_calls(_MARKERS.sub(" ", text.encode("utf-8", "replace").decode("utf-8"))).strip()
+    return without_tool_calls(MARKERS.sub(" ", text.encode("utf-8", "replace").decode("utf-8"))).strip()
 
 
 class Voice:

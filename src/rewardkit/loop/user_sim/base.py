@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 STOP = "###STOP###"
 TRANSFER = "###TRANSFER###"
 OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
+MARKERS = re.compile(r"###[A-Z-]+###")  # any marker a user writes: these three, ###APPROVE###, ###DECLINE###
 # The agent's opening line, by the domain's language (tau2-bench's in English); the simulator's history starts with
 # it, so a Chinese domain's customer is not greeted in English.
 GREETINGS = {"en": "Hi! How can I help you today?", "zh": "您好！请问有什么可以帮您？"}
