@@ -22,7 +22,7 @@ import numpy as np
 from _timing import quick_flag
 
 from rewardkit.envs import get_domain, make_env
-from rewardkit.envs.outcomes import task_check
+from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episodes
 from rewardkit.loop.endpoint import EndpointSettings
@@ -88,7 +88,7 @@ def harness_overhead(n_calls: int) -> None:
 
 def gold_throughput(limit: int | None) -> None:
     """All tasks whose gold succeeds (a task whose gold write fails on purpose is no measure of the loop)."""
-    tasks = [t for t in RETAIL.tasks().values() if task_check(t, "retail") is None][:limit]
+    tasks = [t for t in RETAIL.tasks().values() if task_verdict("retail", t).playable][:limit]
     sim, limits = ScriptedSimulator(), RolloutLimits()
     run_episodes(RETAIL, tasks, GoldAgent, sim, limits, workers=8)  # warm-up: template, gold outcomes cached
     print(f"\n### Gold agent + scripted user, {len(tasks)} retail tasks (those whose gold succeeds)\n")

@@ -30,7 +30,7 @@ from pathlib import Path
 from _timing import quick_flag
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.outcomes import task_check
+from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.envs.termination import NATURAL
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import run_episodes
@@ -65,7 +65,7 @@ def main() -> None:
     if python is None:
         print("no OpenEnv stack: set $REWARDKIT_OPENENV_PYTHON (make bench builds .venv-openenv and sets it)")
         return
-    playable = [t for t in RETAIL.tasks().values() if task_check(t, "retail") is None]
+    playable = [t for t in RETAIL.tasks().values() if task_verdict("retail", t).playable]
     tasks = [playable[i % len(playable)] for i in range(episodes)]
 
     def in_process() -> list[str]:

@@ -33,8 +33,8 @@ from typing import Any
 from rewardkit.data_builders._io import BuildReport, Record
 from rewardkit.data_builders.tau2_tasks import Tau2Options, load_sources, task_problem
 from rewardkit.envs import portable_ref
-from rewardkit.envs.outcomes import gold_outcome
 from rewardkit.envs.scenario import opening_turn
+from rewardkit.envs.task_verdict import gold_outcome
 from rewardkit.envs.tasks import instructions, scripted_actions
 
 # --- building ---------------------------------------------------------------------

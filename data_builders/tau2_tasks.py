@@ -6,11 +6,10 @@ reject: a tasks-file item that is not an object with a string or integer ``id``
 (``bad_task``, so it can never be named by a split), a repeated id
 (``duplicate_task_id``), and, for the tasks a split names, an
 ``evaluation_criteria`` that the rewards could not read (``bad_evaluation_criteria``),
-gold arguments that the tool's schema refuses (``bad_gold_arguments``), a gold write
-that fails when the gold actions are replayed on a fresh database (``gold_fails``),
-a gold that changes nothing and names nothing an episode must show instead
-(``no_evidence``), a gold the simulated tools of a spec domain cannot answer (``tool_sim_error``),
-or instructions of the wrong type (``bad_user_scenario``).
+gold arguments that the tool's schema refuses (``bad_gold_arguments``), instructions of the
+wrong type (``bad_user_scenario``), and every reason of the task's verdict
+(:mod:`rewardkit.envs.task_verdict`: ``gold_fails``, ``bad_outcome_entry``, ``no_change``,
+``no_evidence``, ``tool_sim_error``, ``env_error``, ``gold_raises``).
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rewardkit.data_builders._io import SURROGATE, BuildError
 from rewardkit.envs import tasks
-from rewardkit.envs.outcomes import replayed_problem
-from rewardkit.envs.simulated import ToolSimError
+from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.files.jsonl import encodable, json_problem, kind
 
 if TYPE_CHECKING:
@@ -132,20 +130,17 @@ def load_sources(opts: Tau2Options) -> Sources:
 def task_problem(task: Mapping[str, Any], domain: Domain) -> tuple[str, str] | None:
     """(reason, detail) when a task the split names cannot become a row, else None.
 
-    Besides the task checks every consumer shares (:func:`rewardkit.envs.tasks.task_problem` with the tools'
-    schemas, then :func:`~rewardkit.envs.outcomes.replayed_problem`: its gold actions and its script replayed
-    on a fresh copy of the database), a row needs a request to open the conversation with, and a task that can be
-    written back as UTF-8.
+    Its verdict first (:func:`rewardkit.envs.task_verdict.task_verdict`: the task's shape with the tools' schemas, its
+    gold and its script replayed on a fresh copy of the database; a task whose replay the tools could not answer
+    is rejected as ``tool_sim_error`` or ``env_error`` too), then what a row needs besides: a request to open the
+    conversation with, and a task that can be written back as UTF-8.
     """
-    found = tasks.task_problem(task, domain.tools, domain.name)
-    if found is not None:
-        return found
+    verdict = task_verdict(domain.name, task)
+    if verdict.problem is not None:
+        return verdict.problem
     reason = tasks.reason_for_call(task)
     if not isinstance(reason, str) or not reason.strip():
         return "no_reason_for_call", "user_scenario.instructions.reason_for_call must be a non-empty string"
     if not encodable(task):
         return "bad_task", f"the task {SURROGATE}"
-    try:
-        return replayed_problem(domain.name, task)
-    except ToolSimError as exc:  # a spec domain's simulator cannot answer a gold call (a tool without a rule)
-        return "tool_sim_error", f"the gold cannot be replayed: {exc}"
+    return None

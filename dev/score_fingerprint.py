@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_reward_stack import batch  # noqa: E402
 from bench_task_completion import trajectory  # noqa: E402
 
-from rewardkit.envs.outcomes import checked_task  # noqa: E402
 from rewardkit.envs.retail.domain import tasks  # noqa: E402
+from rewardkit.envs.task_verdict import checked_task  # noqa: E402
 from rewardkit.envs.tasks import TaskError  # noqa: E402
 from rewardkit.rewards import REWARDS  # noqa: E402
 

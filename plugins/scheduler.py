@@ -27,8 +27,8 @@ from swift.utils import get_logger
 
 from rewardkit.config.origin import sources_line
 from rewardkit.envs import Domain, get_domain
-from rewardkit.envs.outcomes import checked_task, task_goal
 from rewardkit.envs.registry import CONFIG_KEY, load_configured
+from rewardkit.envs.task_verdict import checked_task, task_goal
 from rewardkit.envs.tasks import TaskError
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.config import RolloutLimits, load_run_config

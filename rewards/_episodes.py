@@ -2,8 +2,8 @@
 
 An episode's outcome is the final state hash plus every call with its result. It comes from the rollout's own
 record when the environment left one in ``rollout_infos`` (keys ``state_hash`` and ``audit``), else from replaying
-the agent's tool calls on a fresh database copy. What completes the task is the environment layer's
-(:func:`rewardkit.envs.outcomes.task_goal`, from the gold outcome cached per process).
+the agent's tool calls on a fresh database copy. Whether the task can be scored and what completes it is its verdict's
+(:mod:`rewardkit.envs.task_verdict`, judged once per process).
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from typing import Any
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.episode_record import EpisodeRecord
-from rewardkit.envs.outcomes import Outcome, checked_task, recorded_outcome, replay_conversation
+from rewardkit.envs.outcomes import Outcome, recorded_outcome, replay_conversation
+from rewardkit.envs.task_verdict import checked_task
 from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
-from rewardkit.rewards._rows import RowCache, cells_key
 
 TAU2_FORMAT = (
     "Rows need 'messages' (the conversation, ending with the rollout), 'task' (the tau2 task object, "
     "or its JSON) and 'domain' (e.g. 'retail'); `rewardkit build tau2-grpo` writes such rows"
 )
-EPISODE_ROWS = RowCache()  # (task, domain) cells -> the checked task
 
 
-def _check_row(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
+def row_task(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
+    """The row's task, playable in its domain (judged once per distinct task per process, with the scheduler's)."""
     if not isinstance(domain, str):
         raise TaskError(
             f"{where('domain', row)}: must name a domain: 'retail', an installed domain or a domain folder's path; "
@@ -39,11 +39,6 @@ def _check_row(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
     except ValueError as exc:
         raise TaskError(f"{where('domain', row)}: {exc}") from exc
     return checked_task(task, where("task", row), domain)
-
-
-def row_task(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
-    """The row's task, checked with its domain once per distinct (task, domain) pair."""
-    return EPISODE_ROWS.get(cells_key(task, domain), lambda: _check_row(task, domain, row))
 
 
 def read_messages(cell: Any, row: int) -> list[Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from rewardkit.config import config_section, setting
 from rewardkit.envs.episode_record import EpisodeRecord, said_texts
-from rewardkit.envs.outcomes import task_goal
+from rewardkit.envs.task_verdict import task_goal
 from rewardkit.rewards._episodes import EpisodeReward, agent_outcome
 from rewardkit.rewards.config import RewardConfig, load_section
 

@@ -7,7 +7,8 @@ from types import MappingProxyType
 from typing import Any
 
 from rewardkit.envs.episode_record import EpisodeRecord, said_texts
-from rewardkit.envs.outcomes import gold_outcome, matches, task_goal
+from rewardkit.envs.outcomes import matches
+from rewardkit.envs.task_verdict import gold_outcome, task_goal
 from rewardkit.envs.tasks import communicated_texts, gold_actions
 from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, write_tools
 

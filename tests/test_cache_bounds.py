@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import E5, GOLD, answer, completion, step
 
-from rewardkit.envs import outcomes
+from rewardkit.envs import task_verdict
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.files.cache import (
     ENTRY_OVERHEAD,
@@ -248,12 +248,12 @@ class TestRowCaches:
         assert cache.validations == 100 and len(cache._values) < 20
         assert cache.get(key, lambda: -1) == 99  # the latest row is still there
 
-    def test_gold_outcomes_are_bounded_and_shared(self) -> None:
-        store = outcomes.GOLD_OUTCOMES
+    def test_task_verdicts_are_bounded_and_shared(self) -> None:
+        store = task_verdict.VERDICTS
         assert store.maxsize == 4096 and store.budget == SMALL_BUDGET
         task = tasks()["0"]
-        first = outcomes.gold_outcome("retail", task)
-        assert outcomes.gold_outcome("retail", task) is first  # replayed once
+        first = task_verdict.gold_outcome("retail", task)
+        assert task_verdict.gold_outcome("retail", task) is first  # replayed once
         check_accounting(store)
 
 

@@ -15,6 +15,7 @@ import pytest
 from conftest import E5, GOLD, GOOD, solution, step
 
 from rewardkit.envs.retail.domain import tasks
+from rewardkit.envs.task_verdict import VERDICTS
 from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards import (
     ExpertMatch,
@@ -22,7 +23,6 @@ from rewardkit.rewards import (
     RewriteSimilarity,
     TaskCompletion,
     TaskCompletionRate,
-    _episodes,
     _rows,
     think_length,
 )
@@ -248,7 +248,7 @@ class TestTau2Rows:
             TaskCompletion()([GARBAGE], messages=[cell], task=[TASK], domain=["retail"])
 
     def test_once_per_distinct_row(self) -> None:
-        _episodes.EPISODE_ROWS.clear()
+        VERDICTS.clear()
         batch = {
             "messages": [[]] * 4,
             "task": [TASK, TASK, json.dumps(TASK), json.dumps(TASK)],
@@ -257,4 +257,5 @@ class TestTau2Rows:
         for cls in (TaskCompletion, TaskCompletionRate):
             for _ in range(2):
                 assert cls()([GARBAGE] * 4, **batch) == [0.0] * 4
-        assert _episodes.EPISODE_ROWS.validations == 2  # the object and its JSON text are distinct cells
+        # One verdict for the object (its JSON, keys sorted) and one for the text cell, kept for the 16 scorings.
+        assert set(VERDICTS.keys()) == {("retail", json.dumps(TASK, sort_keys=True)), ("retail", json.dumps(TASK))}

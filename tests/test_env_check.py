@@ -164,17 +164,14 @@ CASES = [
         {f"gold:{i}" for i in LENDS},
         id="tool-raises",
     ),
-    # lend_book writes nothing: the gold state is the fresh state; saying "14" without a call scores 1, staying
-    # silent still scores 0 (the reward also wants "14" said)
-    pytest.param(
-        [(WRITES, "")], None, {*(f"gold:{i}" for i in LENDS), *(f"say_only:{i}" for i in LENDS)}, id="write-is-a-no-op"
-    ),
-    # the same, and task 0 expects nothing said: its gold changes nothing and names nothing to show (no_evidence),
-    # so the reward refuses it and its episodes are not scored (an episode with no call and no word would reach it)
+    # lend_book writes nothing: the gold state is the fresh state, and saying "14" without a call would reach it. The
+    # verdict refuses such a task (no_change), for training as for the check, so its episodes are not scored
+    pytest.param([(WRITES, "")], None, {f"gold:{i}" for i in LENDS}, id="write-is-a-no-op"),
+    # the same, and task 0 expects nothing said: no_change comes first (before no_evidence), with the same rows
     pytest.param(
         [(WRITES, "")],
         edit_task("0", communicate_info=[]),
-        {*(f"gold:{i}" for i in LENDS), *(f"say_only:{i}" for i in LENDS if i != 0)},
+        {f"gold:{i}" for i in LENDS},
         id="no-op-write-nothing-to-say",
     ),
     # task 4 only reads and says nothing: doing nothing reaches its gold (no_evidence), its episodes not scored

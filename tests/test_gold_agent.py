@@ -12,7 +12,7 @@ import pytest
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.approvals import DECLINE
-from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.task_verdict import gold_outcome
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.drive import EpisodeResult, run_episode

@@ -12,7 +12,7 @@ import pytest
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.approvals import gate_counts
-from rewardkit.envs.outcomes import gold_outcome
+from rewardkit.envs.task_verdict import gold_outcome
 from rewardkit.envs.tasks import approves, gold_actions, known_info, reason_for_call, scripted_actions
 
 FOLDER = Path(__file__).resolve().parents[1] / "src" / "rewardkit" / "envs" / "livestream"

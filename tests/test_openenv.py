@@ -28,7 +28,7 @@ from websockets.sync.client import connect as ws_connect
 
 from rewardkit.cli import main
 from rewardkit.envs import get_domain
-from rewardkit.envs.outcomes import task_check
+from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.envs.tasks import task_digest
 from rewardkit.loop.agents import as_reply
 from rewardkit.loop.config import RolloutLimits
@@ -68,7 +68,7 @@ def in_process(domain_name: str) -> dict[str, str]:
     domain, reward = get_domain(domain_name), TaskCompletion()
     out = {}
     for tid, task in domain.tasks().items():
-        if task_check(task, domain_name) is not None:  # a task the reward refuses: the server refuses it too
+        if not task_verdict(domain_name, task).playable:  # a task the reward refuses: the server refuses it too
             continue
         result = run_episode(domain, task, GoldAgent(task), ScriptedSimulator(), RolloutLimits(user_review="exclude"))
         cells = {"messages": [result.messages], "task": [task], "domain": [domain_name]}
@@ -225,7 +225,7 @@ def test_under_load_no_session_is_lost_and_memory_stays_bounded(tmp_path: Path) 
     # 8 clients at once, 240 episodes through a server capped at 8 sessions: every episode ends with its reward,
     # and the server holds no more memory after the last 160 than after the first 80 (plus 20% for the allocator).
     tasks = get_domain("retail").tasks()
-    ids = [tid for tid in sorted(tasks, key=int) if task_check(tasks[tid], "retail") is None][:80]
+    ids = [tid for tid in sorted(tasks, key=int) if task_verdict("retail", tasks[tid]).playable][:80]
     with served(tmp_path, "retail", "--max-sessions", "8") as (url, proc):
         with ThreadPoolExecutor(8) as pool:
             first = list(pool.map(lambda tid: play(url, tasks[tid]).reward, ids))

@@ -18,9 +18,9 @@ from spec_domains import task as spec_task
 from rewardkit.envs import get_domain
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.memory import open_memory
-from rewardkit.envs.outcomes import gold_changes_state, gold_outcome
 from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule, contradiction
 from rewardkit.envs.spec_domain import held_out, load_spec
+from rewardkit.envs.task_verdict import gold_outcome, task_verdict
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.tool_sim import MemoryWriter, ToolModel, simulated_domain
 from rewardkit.runs.domains.domain_check import check_domain
@@ -438,13 +438,13 @@ def test_an_episode_on_tools_a_model_answers_is_not_replayed_for_its_diff() -> N
     # Its environment tracks no writes, and a replay would ask the model again (tokens, another answer): the episode
     # log records its checks and no diff. By rule the same episode replays, and its diff is the gold's writes undone.
     from rewardkit.envs.episode_record import EpisodeRecord
-    from rewardkit.envs.outcomes import task_goal
+    from rewardkit.envs.task_verdict import task_goal
     from rewardkit.runs.episodes.scorer import Scorer
 
     silent = EpisodeRecord(termination="user_stop", state_hash="not the gold's", audit=(), agent_said=())
     said = [{"role": "user", "content": "hi"}]
     by_rule_domain = get_domain(str(SPEC))
-    task = next(t for t in by_rule_domain.tasks().values() if gold_changes_state(by_rule_domain.name, t))
+    task = next(t for t in by_rule_domain.tasks().values() if task_verdict(by_rule_domain.name, t).changes_state)
     checks, diff = Scorer(by_rule_domain.name, True).explain(said, task, silent)
     assert diff and ("the final database equals the gold state", False) in [(c["check"], c["passed"]) for c in checks]
     with SimServer(reply=rule_played) as server:

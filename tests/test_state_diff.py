@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.outcomes import gold_changes, replay, replay_gold
+from rewardkit.envs.outcomes import gold_changes, replay
 from rewardkit.envs.state_diff import state_diff, units
+from rewardkit.envs.tasks import approves, gold_actions
 
 BEFORE = {"status": "pending", "note": None}
 # (the agent's changes, the gold's, the diff): kind -> key -> (before, now); None is no such unit.
@@ -107,7 +108,7 @@ def test_the_tracked_changes_give_the_diff_the_whole_exports_give(agent_calls: l
     assert agent is not None
     tracked = state_diff(agent, gold_changes("retail", task))
     assert tracked and tracked == state_diff(exported(agent_calls), exported([CANCEL]))
-    assert replay_gold("retail", task, changes=True).changes == gold_changes("retail", task)
+    assert replay("retail", gold_actions(task), approves(task), changes=True).changes == gold_changes("retail", task)
 
 
 SCHEMA = """

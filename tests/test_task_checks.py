@@ -21,9 +21,11 @@ from rewardkit.data_builders.tau2_tasks import task_problem as builder_problem
 from rewardkit.envs import Domain, get_domain, register_domain
 from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.mcp_env import MCPToolSpec
-from rewardkit.envs.outcomes import checked_task, task_check
+from rewardkit.envs.task_verdict import VERDICTS, checked_task, task_goal, task_verdict
 from rewardkit.envs.tasks import TaskError, task_problem
-from rewardkit.rewards import TaskCompletion, _episodes
+from rewardkit.rewards import TaskCompletion
+from rewardkit.runs.domains.domain_check import replay_gold
+from rewardkit.runs.tasks.task_checks import Seen, rejection
 
 RETAIL = get_domain("retail")
 TASKS = RETAIL.tasks()
@@ -39,15 +41,15 @@ class TestBundledTasks:
         # valid, gold failures and no evidence partition the bundled tasks: none is dropped unaccounted for.
         assert sorted([*VALID, *GOLD_FAILS, *NO_EVIDENCE], key=int) == sorted(ALL_TASKS, key=int)
         for tid in VALID:  # the builder's check, and the rewards' (what a run selecting tasks calls)
-            assert builder_problem(TASKS[tid], RETAIL) is None and task_check(TASKS[tid], "retail") is None, tid
+            assert builder_problem(TASKS[tid], RETAIL) is None and task_verdict("retail", TASKS[tid]).playable, tid
         for tid, (index, code) in GOLD_FAILS.items():
             reason, detail = builder_problem(TASKS[tid], RETAIL) or ("", "")
             assert reason == "gold_fails" and f"actions[{index}]:" in detail and f"({code}: " in detail, detail
-            assert task_check(TASKS[tid], "retail") == (reason, detail)
+            assert task_verdict("retail", TASKS[tid]).problem == (reason, detail)
         for tid in NO_EVIDENCE:  # the gold leaves the database as it was and names nothing to show
             reason, detail = builder_problem(TASKS[tid], RETAIL) or ("", "")
             assert reason == "no_evidence" and "doing nothing reaches it" in detail, detail
-            assert task_check(TASKS[tid], "retail") == (reason, detail)
+            assert task_verdict("retail", TASKS[tid]).problem == (reason, detail)
 
     def test_the_schema_check_alone_accepts_every_bundled_task(self) -> None:
         # The two failures are failed writes on replay, not arguments the schemas refuse.
@@ -103,7 +105,7 @@ class TestRewardsAndScheduler:
         ],
     )
     def test_a_failing_gold_write_is_a_task_error(self, cell: Any, fragment: str) -> None:
-        # checked_task is what the simulated_user scheduler calls on each row; the rewards call it through _check_row.
+        # checked_task is what the simulated_user scheduler calls on each row; the rewards call it through row_task.
         with pytest.raises(TaskError, match="column 'task'") as info:
             checked_task(cell, "column 'task'", "retail")
         assert fragment in str(info.value) and "fix the task in the dataset" in str(info.value)
@@ -132,13 +134,61 @@ class TestRewardsAndScheduler:
                 "retail-counted", counting, RETAIL.tools, RETAIL.tasks, RETAIL.splits, RETAIL.policy, RETAIL.stop_tools
             )
         )
-        _episodes.EPISODE_ROWS.clear()
+        VERDICTS.clear()
         for _ in range(3):  # three batches, two rewards' worth of rows: one gold replay for the one task
             TaskCompletion()(["x"] * 2, messages=[[], []], task=[TASKS["59"]] * 2, domain=[domain.name] * 2)
             checked_task(TASKS["59"], "t", domain.name)
         # One gold replay, cached for the scores and the checks alike. (The rows say none of task 59's expected
         # outputs, so TaskCompletion scores them 0 without replaying the agent's calls.)
         assert len(opened) == 1
+
+
+class TestOneVerdict:
+    @pytest.mark.parametrize(
+        ("cell", "reason"),
+        [
+            (TASKS["105"], "gold_fails"),  # its one write: INSUFFICIENT_FUNDS on a fresh database
+            (TASKS["25"], "no_evidence"),  # reads only, and nothing to say
+            (with_actions([{"name": "renew_book", "arguments": {}}]), "bad_evaluation_criteria"),  # no such tool
+        ],
+    )
+    def test_every_consumer_reads_the_same_verdict(self, cell: dict[str, Any], reason: str) -> None:
+        # The builder's reject, env check's gold row, the generator's rejection and the scheduler's and rewards'
+        # TaskError all come from the one verdict: the same reason, and (but for the generator's) the same detail.
+        found = task_verdict("retail", cell).problem
+        assert found is not None and found[0] == reason
+        assert builder_problem(cell, RETAIL) == found
+        assert replay_gold(RETAIL, cell).problem == f"{found[0]}: {found[1]}"
+        assert (rejection(RETAIL, "retail", cell, Seen()) or ("",))[0] == reason
+        with pytest.raises(TaskError) as info:
+            checked_task(cell, "t", "retail")
+        assert found[1] in str(info.value)
+
+    def test_tools_that_fail_leave_the_task_playable_and_unkept(self) -> None:
+        # The first environment cannot open (its server is down): the task is not at fault, so it stays playable,
+        # its goal raises what an episode ends on (env_error), and the verdict is judged again next time.
+        opened: list[int] = []
+
+        def flaky(db_path: Any) -> ToolEnvironment:
+            opened.append(1)
+            if len(opened) == 1:
+                raise ConnectionError("server down")
+            return RETAIL.make_env(db_path)
+
+        domain = register_domain(
+            Domain("retail-flaky", flaky, RETAIL.tools, RETAIL.tasks, RETAIL.splits, RETAIL.policy, RETAIL.stop_tools)
+        )
+        first = task_verdict(domain.name, TASKS["59"])
+        assert (
+            first.playable
+            and first.untested
+            and first.problem == ("env_error", "the gold cannot be replayed: server down")
+        )
+        assert checked_task(TASKS["59"], "t", domain.name) == TASKS["59"]  # judged again: the server is back
+        second = task_verdict(domain.name, TASKS["59"])
+        assert second.problem is None and not second.untested and second.gold is not None
+        assert task_goal(domain.name, TASKS["59"]).state_hash == second.gold.state_hash
+        assert task_verdict(domain.name, TASKS["59"]) is second  # kept
 
 
 class TestBuilder:

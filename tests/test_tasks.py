@@ -12,9 +12,9 @@ from conftest import tau2_task
 
 from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.envs import get_domain
-from rewardkit.envs.outcomes import task_check
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.scenario import opening_turn
+from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.envs.tasks import (
     TaskError,
     gold_actions,
@@ -210,7 +210,7 @@ BAD_SCRIPT = [
 def test_an_entry_the_script_replay_contradicts_is_refused(extra: dict, approval: str, fragment: str) -> None:
     task = livestream_task("t08", extra, approval)
     assert task_problem(task, LIVESTREAM.tools, "livestream") is None  # its shape is right: the replay tells
-    found = task_check(task, "livestream")
+    found = task_verdict("livestream", task).problem
     assert found is not None and found[0] == "bad_outcome_entry" and found[1].startswith(fragment), found
 
 

@@ -1,11 +1,9 @@
-"""What a sequence of tool calls leaves behind on a fresh database, and a task's gold outcome, once per process.
+"""What a sequence of tool calls leaves behind on a fresh database, and the rule that says an episode did its task.
 
-An :class:`Outcome` is the final state hash plus every call with its result. :func:`gold_outcome` replays a task's
-gold actions on a fresh copy of the domain's database; the rollout loop, the multi-turn scheduler and the
-task-completion rewards all take it from one per-process cache, so a task replays once however many rollouts it
-has. :func:`task_check` and :func:`checked_task` are the task checks of :mod:`rewardkit.envs.tasks` with the
-domain's tool schemas, plus that gold replay (a gold write that fails is ``gold_fails``; a gold that changes nothing
-and names no evidence is ``no_evidence``).
+An :class:`Outcome` is the final state hash plus every call with its result: :func:`replay` makes one from calls,
+:func:`replay_conversation` from an episode's messages (each user decision in its place), :func:`recorded_outcome`
+from a live environment's own record. A task's gold outcome is its verdict's (:mod:`rewardkit.envs.task_verdict`,
+judged once per process).
 
 :class:`Goal` is the one completion rule: the task-completion rewards, the episode's progress (the scripted user's
 stop) and the multi-turn scheduler all judge an episode by :meth:`Goal.reached`.
@@ -21,22 +19,8 @@ from typing import Any
 from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.approvals import agent_rows, decided_rows, gate_counts, user_decision
 from rewardkit.envs.harness import StatefulEnvironment
-from rewardkit.envs.simulated import ToolSimError
 from rewardkit.envs.state_diff import Changes, units
-from rewardkit.envs.tasks import (
-    Evidence,
-    approves,
-    communicated_texts,
-    error_text,
-    evidence,
-    expected_outputs,
-    gold_actions,
-    gold_problem,
-    read_task,
-    scripted_actions,
-    task_error,
-    task_problem,
-)
+from rewardkit.envs.tasks import Evidence, approves, communicated_texts, error_text, gold_actions
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
@@ -48,6 +32,7 @@ class Call:
     arguments: Mapping[str, Any]  # without the idempotency key
     ok: bool
     error: str | None = field(default=None, compare=False)  # "CODE: message" of a failed replayed call
+    text: str = field(default="", compare=False)  # the result's text, when the replay kept it
 
 
 @dataclass(frozen=True)
@@ -100,18 +85,21 @@ def without_key(arguments: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def replay(
-    domain: str,
+    domain: str | Domain,
     calls: Sequence[Any],
     approve: bool = False,
     changes: bool = False,
     task: Mapping[str, Any] | None = None,
     fresh: bool = False,
+    texts: bool = False,
 ) -> Outcome:
     """Run ``calls`` (ToolCalls or {"name", "arguments"} mappings) on a fresh copy of ``domain``'s database (``task``'s
     memory, on a simulated domain); with ``approve``, each call held for approval is approved as its user would and
     sent again (``harness.replay``); with ``changes``, the outcome keeps what differs from the fresh state
-    (:mod:`rewardkit.envs.state_diff`); with ``fresh``, the state hash before the calls."""
-    with get_domain(domain).env_for(task) as env:
+    (:mod:`rewardkit.envs.state_diff`); with ``fresh``, the state hash before the calls; with ``texts``, each
+    result's text."""
+    found = get_domain(domain) if isinstance(domain, str) else domain
+    with found.env_for(task) as env:
         before = env.state_hash() if fresh else None
         if approve:  # a held call leaves its refusal and the user's approval first: keep each call's last row
             pairs = []
@@ -123,7 +111,8 @@ def replay(
             pairs = list(zip(env.audit(), results, strict=True))
         approved = gate_counts(env.audit())["approved"] if approve else 0
         changed = _changes(env) if changes else None
-        return Outcome(env.state_hash(), tuple(_call(a, r) for a, r in pairs), approved, changed, fresh_hash=before)
+        calls_made = tuple(_call(a, r, texts) for a, r in pairs)
+        return Outcome(env.state_hash(), calls_made, approved, changed, fresh_hash=before)
 
 
 def replay_conversation(
@@ -154,9 +143,11 @@ def _changes(env: StatefulEnvironment) -> Changes:
     return units(env.export()) if tracked is None else tracked
 
 
-def _call(row: Mapping[str, Any], result: Any) -> Call:
-    """One call as outcomes compare it: its audit row's tool and arguments (key dropped), and its result."""
-    return Call(row["tool"], without_key(row["arguments"]), result.ok, None if result.ok else error_text(result))
+def _call(row: Mapping[str, Any], result: Any, text: bool = False) -> Call:
+    """One call as outcomes compare it: its audit row's tool and arguments (key dropped), and its result (with
+    ``text``, the result's text too)."""
+    error = None if result.ok else error_text(result)
+    return Call(row["tool"], without_key(row["arguments"]), result.ok, error, result.text() if text else "")
 
 
 def _decision(message: Any) -> str | None:
@@ -166,124 +157,18 @@ def _decision(message: Any) -> str | None:
     return user_decision(message["content"])
 
 
-# (domain, gold actions as JSON) -> Outcome. It grows with the distinct tasks in the data, so it is bounded twice:
-# 4096 tasks (tau2 retail has 114) and a quarter of $REWARDKIT_CACHE_MB in bytes. An entry is a task's gold calls
-# and their arguments, typically a few KB, so the count is what binds; the bytes guard against unusual data.
-GOLD_OUTCOMES = ByteLRU(SMALL_BUDGET, maxsize=4096)
-SCRIPT_CODES = ByteLRU(SMALL_BUDGET, maxsize=4096)  # the same keys, for the scripted actions' result codes
-GOLD_CHANGES = ByteLRU(SMALL_BUDGET, maxsize=4096)  # the same keys, for what the gold changed (the viewer's diff)
-
-
-def _replay_key(domain: str, task: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
-    """What a replay of ``actions`` for ``task`` depends on: the calls, the user's answer, a simulated task's memory."""
-    memory = json.dumps(task, sort_keys=True) if get_domain(domain).simulation is not None else None  # per task
-    return (domain, json.dumps(actions, sort_keys=True), approves(task), memory)
-
-
-def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
-    """The outcome of ``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved
-    when its user approves (cached per process)."""
-    return GOLD_OUTCOMES.get(_replay_key(domain, task, gold_actions(task)), lambda: replay_gold(domain, task))
-
-
-def run_script(domain: Domain, task: Mapping[str, Any]) -> tuple[str, ...]:
-    """The result code of each of ``task``'s scripted actions (its declined and refused entries in their places) on a
-    fresh environment of ``domain``, each call held for approval approved when its user approves, as the gold
-    agent's conversation runs them: what :func:`~rewardkit.envs.tasks.gold_problem` checks the entries against.
-    Empty when no entry has an ``outcome`` (the script is then the gold); not cached."""
-    actions = scripted_actions(task)
-    if not any("outcome" in a for a in actions):
-        return ()
-    with domain.env_for(task) as env:
-        return tuple(r.code.value for r in env.replay(actions, approve=approves(task)))
-
-
-def script_codes(domain: str, task: Mapping[str, Any]) -> tuple[str, ...]:
-    """:func:`run_script` in ``domain``, once per task per process (as :func:`gold_outcome`)."""
-    key = _replay_key(domain, task, scripted_actions(task))
-    return SCRIPT_CODES.get(key, lambda: run_script(get_domain(domain), task))
-
-
-def gold_changes_state(domain: str, task: Mapping[str, Any]) -> bool:
-    """Whether ``task``'s gold actions change a fresh copy of ``domain``'s database (read off the cached gold
-    outcome). When they do not, the fresh state is the gold's, and doing nothing reaches it: what the episode shows
-    (:func:`~rewardkit.envs.tasks.evidence`) must tell the task done."""
-    gold = gold_outcome(domain, task)
-    return gold.state_hash != gold.fresh_hash
-
-
-def replay_gold(domain: str, task: Mapping[str, Any], changes: bool = False) -> Outcome:
-    """``task``'s gold actions on a fresh copy of ``domain``'s database, its soft-gated writes approved when its user
-    approves (not cached; with ``changes``, what they changed too)."""
-    return replay(domain, gold_actions(task), approves(task), changes=changes, task=task, fresh=True)
+# (domain, the task's JSON) -> what its gold changed (the viewer's diff), once per task per process, bounded as
+# the task verdicts are (rewardkit.envs.task_verdict).
+GOLD_CHANGES = ByteLRU(SMALL_BUDGET, maxsize=4096)
 
 
 def gold_changes(domain: str, task: Mapping[str, Any]) -> Changes:
-    """What ``task``'s gold actions change on a fresh copy of ``domain``'s database: the other side of an episode's
-    diff (cached per process, as :func:`gold_outcome`)."""
-    key = _replay_key(domain, task, gold_actions(task))
-    found = GOLD_CHANGES.get(key, lambda: replay_gold(domain, task, changes=True).changes)
+    """What ``task``'s gold actions change on a fresh copy of ``domain``'s database, its soft-gated writes approved
+    when its user approves: the other side of an episode's diff (cached per process)."""
+    key = (domain, json.dumps(task, sort_keys=True))
+    found = GOLD_CHANGES.get(key, lambda: replay(domain, gold_actions(task), approves(task), True, task).changes)
     assert found is not None  # asked for
     return found
-
-
-def run_gold(domain: Domain, task: Mapping[str, Any]) -> tuple[list[Any], bool]:
-    """The results of ``task``'s gold actions on a fresh environment of ``domain`` (``env_for(task)``, its soft-gated
-    writes approved when its user approves), and whether they changed the state; not cached (``env check`` and
-    ``tasks generate`` read every result)."""
-    with domain.env_for(task) as env:
-        before = env.state_hash()
-        results = env.replay(gold_actions(task), approve=approves(task))
-        return results, env.state_hash() != before
-
-
-def task_check(task: Mapping[str, Any], domain: str) -> tuple[str, str] | None:
-    """``(reason, detail)`` of what is wrong with ``task`` in ``domain``, else None: the shared task checks with the
-    domain's tool schemas, then the gold replay (a failed gold write is ``gold_fails``). For a run that selects
-    tasks and counts bad ones."""
-    problem = task_problem(task, get_domain(domain).tools, domain)
-    if problem is None:
-        try:
-            problem = replayed_problem(domain, task)
-        # The tool simulator failed, or the tools' server went away (an MCP server that died or forgot the session,
-        # over stdio a process of the replay's own), not the task: its episodes end as tool_sim_error or env_error.
-        except (ToolSimError, ConnectionError):
-            return None
-    return problem
-
-
-def replayed_problem(domain: str, task: Mapping[str, Any]) -> tuple[str, str] | None:
-    """:func:`~rewardkit.envs.tasks.gold_problem` of a task that passed ``task_problem``, from its cached gold
-    outcome and script replay in ``domain``. A ToolSimError (a spec domain's simulator) is the caller's to judge."""
-    found = get_domain(domain)
-    replayed = [(c.ok, c.error) for c in gold_outcome(domain, task).calls]
-    changes, script = gold_changes_state(domain, task), script_codes(domain, task)
-    return gold_problem(
-        task, replayed, found.write_tools, changes_state=changes, stop_tools=found.stop_tools, script=script
-    )
-
-
-# (domain, a task cell's JSON) -> the task read and checked. Every rollout of a GRPO step checks its row's task,
-# and a step holds each task 8 times or more: a cell passes its checks once per process. Failures are not kept.
-CHECKED_TASKS = ByteLRU(SMALL_BUDGET, maxsize=4096)
-
-
-def checked_task(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
-    """The task in ``cell`` (an object or its JSON), checked by :func:`task_check`; a TaskError names ``at``.
-    Checked once per distinct cell and shared: the same read-only task for every rollout of it."""
-    try:
-        key = (domain, cell if isinstance(cell, str) else json.dumps(cell, sort_keys=True))
-    except (TypeError, ValueError):  # not JSON: read_task says what is wrong with it
-        key = None
-    return CHECKED_TASKS.get(key, lambda: _checked(cell, at, domain))
-
-
-def _checked(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
-    task = read_task(cell, at, get_domain(domain).tools, domain)
-    problem = task_check(task, domain)
-    if problem is not None:
-        raise task_error(at, problem)
-    return task
 
 
 @dataclass(frozen=True)
@@ -357,11 +242,3 @@ def _shown(item: Evidence, said: Sequence[str], agent: Outcome) -> bool:
     if item.kind == "refused":  # not attempted at all, whatever the harness would answer (a gate refuses it anyway)
         return not any(matches(item.value, call, held=True) for call in agent.calls)
     return any(matches(item.value, call) for call in agent.calls)
-
-
-def task_goal(domain: str, task: Mapping[str, Any]) -> Goal:
-    """``task``'s :class:`Goal` in ``domain`` (from the cached gold outcome; a checked task)."""
-    stops = get_domain(domain).stop_tools
-    items = () if gold_changes_state(domain, task) else tuple(evidence(task, stops))
-    stray = frozenset() if any(a["name"] in stops for a in scripted_actions(task)) else frozenset(stops)
-    return Goal(gold_outcome(domain, task).state_hash, tuple(expected_outputs(task)), items, stray)

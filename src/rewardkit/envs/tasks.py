@@ -15,13 +15,9 @@ A task is tau2-bench's JSON object. What rewardkit reads of it:
   or free text, which the user simulators act out; rewardkit adds ``approval`` (``"approve"`` or
   ``"decline"``): how the user answers the agent's requests for approval of a soft-gated write.
 
-:func:`task_problem` says what is wrong with a task as ``(reason, detail)``; the builder counts the
-reason, and :func:`read_task` raises :class:`TaskError` with the detail and where the task came from.
-:func:`gold_problem` judges a replay of the gold actions on a fresh database: a gold write that fails
-(``gold_fails``) would leave the gold state without it, and an agent that does less would match it; a gold that
-changes nothing must name what an episode shows instead (:func:`evidence`), else doing nothing reaches it
-(``no_evidence``); a declined entry the script's replay does not hold for approval, or a refused one it runs, is
-``bad_outcome_entry``.
+:func:`task_problem` says what is wrong with a task's shape as ``(reason, detail)``, and :func:`read_task` raises
+:class:`TaskError` with the detail and where the task came from. Whether a well-shaped task can judge an episode
+(its gold replayed on a fresh database) is :mod:`rewardkit.envs.task_verdict`'s.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewardkit.envs.tool import ResultCode, canonical
+from rewardkit.envs.tool import canonical
 from rewardkit.errors import UserError
 from rewardkit.files.jsonl import kind
 
@@ -179,62 +175,8 @@ def task_problem(
     return ("bad_user_scenario", problem) if problem else None
 
 
-def gold_problem(
-    task: Mapping[str, Any],
-    replayed: Sequence[tuple[bool, str | None]],
-    write_tools: Collection[str],
-    *,
-    changes_state: bool,
-    stop_tools: Collection[str],
-    script: Sequence[str],
-) -> tuple[str, str] | None:
-    """``("gold_fails", detail)`` when a gold write failed in ``replayed``; ``("bad_outcome_entry", detail)`` when
-    the script (:func:`scripted_actions`, replayed as its user answers approvals) contradicts an entry: ``script``
-    holds each entry's result code, or nothing when no entry has an ``outcome``; ``("no_evidence", detail)`` when the
-    gold does not change the state (``changes_state``) and the task names nothing else an episode must show
-    (:func:`evidence`, given the domain's ``stop_tools``); else None.
-
-    ``replayed`` holds ``(ok, error)`` per gold action, in order, from replaying the gold actions on a
-    fresh database (a checked task: :func:`task_problem` found nothing). A failed write is left out of the
-    gold state, which then cannot tell the task's outcome from doing less (with every write failing, an
-    agent that does nothing matches it). Failed reads change nothing and are allowed (a lookup that finds
-    no such user is part of several tau2 tasks).
-    """
-    for (i, action), (ok, error) in zip(gold_entries(task), replayed, strict=True):
-        if not ok and action["name"] in write_tools:
-            return "gold_fails", (
-                f"evaluation_criteria.actions[{i}]: the gold write {action['name']!r} fails when the gold actions "
-                f"are replayed on a fresh database ({error}), so the gold state cannot judge the task"
-            )
-    problem = _script_problem(task, script)
-    if problem is not None:
-        return "bad_outcome_entry", problem
-    if not changes_state and not evidence(task, stop_tools):
-        return "no_evidence", NO_EVIDENCE
-    return None
-
-
-def _script_problem(task: Mapping[str, Any], script: Sequence[str]) -> str | None:
-    """The first declined entry that the script's replay does not hold for approval, or refused entry that it runs:
-    no episode could show it as the task says."""
-    for i, action in enumerate(scripted_actions(task)):
-        outcome, at = action.get("outcome"), f"evaluation_criteria.actions[{i}]"
-        held = ResultCode.APPROVAL_REQUIRED.value
-        if outcome == "declined" and script[i] != held:
-            return (
-                f"{at}: the declined entry {action['name']!r} comes back {script[i]} when the script is replayed, not "
-                f"{held}: no episode can propose it and have it declined; name a soft-gated write, or drop 'outcome'"
-            )
-        if outcome == "refused" and script[i] == ResultCode.OK.value:
-            return (
-                f"{at}: the refused entry {action['name']!r} comes back OK when the script is replayed (its user "
-                "answering approvals): the harness runs it; name a write a gate refuses, or drop the entry"
-            )
-    return None
-
-
 def error_text(result: Any) -> str:
-    """``CODE: message`` of a failed harness result (what :func:`gold_problem` reports)."""
+    """``CODE: message`` of a failed harness result (what a replayed call that failed records)."""
     value = getattr(result, "value", None)
     error = value.get("error") if isinstance(value, Mapping) else None
     message = error.get("message") if isinstance(error, Mapping) else result.text()
@@ -351,7 +293,7 @@ def evidence(task: Mapping[str, Any], stop_tools: Collection[str]) -> list[Evide
     ``declined`` entry, proposed by the agent, held for approval and declined by the user; every ``refused`` entry,
     not made. A refused entry alone is no evidence (doing nothing does not make it either), nor is an output that is
     blank once case and commas are dropped (every text says it): with nothing else the list is empty, as it is for a
-    task that names none of these (:func:`gold_problem`'s ``no_evidence``)."""
+    task that names none of these (its verdict's ``no_evidence``, :mod:`rewardkit.envs.task_verdict`)."""
     items = [Evidence("output", text) for text in expected_outputs(task)]
     for action in scripted_actions(task):
         outcome = action.get("outcome")

@@ -212,6 +212,13 @@ class ByteLRU:
                 self.maxsize = maxsize
             self._evict()
 
+    def discard(self, key: Hashable) -> None:
+        """Forget ``key``, if held."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is not None:
+                self.nbytes -= entry.cost
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -15,8 +15,8 @@ from typing import Any
 
 from rewardkit.envs import Domain
 from rewardkit.envs.episode_record import EpisodeRecord
-from rewardkit.envs.outcomes import task_goal
 from rewardkit.envs.state_diff import Changes
+from rewardkit.envs.task_verdict import task_goal
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.agents import Agent, AgentError, AgentReply, as_reply
 from rewardkit.loop.config import RolloutLimits

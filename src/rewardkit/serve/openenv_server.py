@@ -46,8 +46,8 @@ from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from rewardkit.envs import Domain
-from rewardkit.envs.outcomes import checked_task, task_check
 from rewardkit.envs.registry import get_domain
+from rewardkit.envs.task_verdict import checked_task, task_verdict
 from rewardkit.envs.tasks import TaskError, task_digest
 from rewardkit.envs.termination import Termination
 from rewardkit.errors import UserError
@@ -268,7 +268,7 @@ def environment_class(ref: str) -> type[DomainEnvironment]:
     domain = get_domain(ref)
     # The episodes run here: a server never forwards them to other servers (rollout.env_servers is the trainer's).
     limits = dataclasses.replace(cfg.rollout, user_review=cfg.rollout.user_review or "exclude", env_servers=())
-    playable = frozenset(tid for tid, task in domain.tasks().items() if task_check(task, ref) is None)
+    playable = frozenset(tid for tid, task in domain.tasks().items() if task_verdict(ref, task).playable)
     simulator, reviewer = make_simulator(cfg.user_sim, domain), make_reviewer(cfg.user_sim)
     served = Served(ref, domain, simulator, reviewer, limits, playable)
     name = "".join(part.capitalize() for part in domain.name.replace("-", "_").split("_")) + "Environment"

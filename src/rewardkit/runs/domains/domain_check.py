@@ -27,17 +27,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from rewardkit.envs import Domain, get_domain
-from rewardkit.envs.outcomes import run_gold, run_script
 from rewardkit.envs.spec_domain import SPEC_FILE
-from rewardkit.envs.tasks import (
-    error_text,
-    evidence,
-    expected_outputs,
-    gold_actions,
-    gold_problem,
-    reason_for_call,
-    task_problem,
-)
+from rewardkit.envs.task_verdict import judge_task
+from rewardkit.envs.tasks import communicated_texts, evidence, expected_outputs, gold_actions, reason_for_call
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.domains.domain_data_check import guidelines_check, ids_check, is_spec, policy_check, splits_check
@@ -90,14 +82,14 @@ DO_NOTHING = ("Done.", REFUSAL)
 
 @dataclass(frozen=True)
 class Gold:
-    """A task's gold replayed on a fresh environment: why it cannot judge the task (None: it can), the results'
-    texts (None: nothing ran), whether an episode that only says the outputs falls short of the task (it expects a
-    write, or shows a call or a declined write) and whether the reward would score it at all."""
+    """A task's gold replayed on a fresh environment, as the report reads its verdict: why it cannot judge the task
+    (None: it can, and the reward scores its episodes), the results' texts (None: nothing ran) and whether an
+    episode that only says the outputs falls short of the task (it expects a write, or shows a call or a declined
+    write)."""
 
     problem: str | None
     texts: tuple[str, ...] | None
-    say_only: bool
-    scorable: bool
+    say_only: bool = False
     detail: str = ""
 
 
@@ -122,7 +114,7 @@ def check_domain(ref: str, tasks: Mapping[str, Any] | None = None) -> DomainRepo
     checks += [idempotency_check(spec) for spec in domain.tools.values() if spec.risk == "write"]
     checks += [gold_check(i, g) for i, g in golds.items()]
     checks += [outputs_check(i, tasks[i], g) for i, g in golds.items() if g.texts is not None]
-    scored = [episode_checks(reward, ref, i, tasks[i], g.say_only) for i, g in golds.items() if g.scorable]
+    scored = [episode_checks(reward, ref, i, tasks[i], g.say_only) for i, g in golds.items() if g.problem is None]
     checks += [nothing for nothing, _ in scored] + [said for _, said in scored if said is not None]
     checks += [ids_check(domain, tasks), splits_check(splits, tasks, from_spec)]
     checks.append(policy_check(domain.policy(), from_spec))
@@ -158,43 +150,25 @@ def idempotency_check(spec: Any) -> Check:
 
 
 def replay_gold(domain: Domain, task: Any) -> Gold:
-    """The shared task checks, then the gold actions on a fresh environment (``env_for(task)``)."""
-    found = task_problem(task, domain.tools, domain.name)
-    if found is not None:
-        return Gold(f"{found[0]}: {found[1]}", None, False, False)
+    """The task's verdict (:func:`~rewardkit.envs.task_verdict.judge_task`) as the ``gold`` row reports it."""
+    verdict = judge_task(domain, task)
+    if verdict.problem is not None:
+        return Gold(": ".join(verdict.problem), verdict.texts)
     actions = gold_actions(task)
     writes = sum(a["name"] in domain.write_tools for a in actions)
-    say_only = words_fall_short(domain, task, bool(writes))
-    try:
-        results, changed_state = run_gold(domain, task)
-        script = run_script(domain, task)
-    except Exception as exc:  # a bug in the domain's environment or tools: reported, not a traceback
-        return Gold(f"replaying the gold raised {type(exc).__name__}: {exc}", None, say_only, False)
-    texts = tuple(r.text() for r in results)
-    replayed = [(r.ok, None if r.ok else error_text(r)) for r in results]
-    stops = domain.stop_tools
-    failed = gold_problem(
-        task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=stops, script=script
-    )
-    if failed is not None:
-        return Gold(f"{failed[0]}: {failed[1]}", texts, say_only, False)
-    if writes and not changed_state:
-        why = "the gold writes leave the state as it was (state_hash unchanged): doing nothing reaches the gold state"
-        return Gold(why, texts, say_only, True)
-    reads_failed = [error_text(r) for r in results if not r.ok]  # only reads: a failed write is gold_fails above
     changed = f"{writes} write(s), the state changed" if writes else "no write expected"
     detail = f"{len(actions)} gold action(s) replayed, {changed}"
+    reads_failed = verdict.failed_calls()  # only reads: a failed write is the verdict's gold_fails
     if reads_failed:
-        detail += f"; {len(reads_failed)} read(s) failed, as reads may: {reads_failed[0][:80]}"
-    return Gold(None, texts, say_only, True, detail)
+        detail += f"; {len(reads_failed)} read(s) failed, as reads may: {reads_failed[0][2][:80]}"
+    return Gold(None, verdict.texts, words_fall_short(domain, task, bool(writes)), detail)
 
 
 def gold_check(task_id: Any, gold: Gold) -> Check:
     """The ``gold:<task>`` row; a task the reward cannot score says that its episodes were not."""
     if gold.problem is None:
         return Check(f"gold:{task_id}", True, gold.detail)
-    unscored = "; do_nothing and say_only are not scored" if not gold.scorable else ""
-    return Check(f"gold:{task_id}", False, gold.problem + unscored)
+    return Check(f"gold:{task_id}", False, f"{gold.problem}; do_nothing and say_only are not scored")
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -209,16 +183,12 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def _normalise(text: str) -> str:
-    return text.lower().replace(",", "")  # TaskCompletion's rule for what was said: no case, no commas
-
-
 def outputs_check(task_id: Any, task: Mapping[str, Any], gold: Gold) -> Check:
     """Every expected output occurs in a gold tool result's text or in the user scenario (else only a guess
     produces it), compared as the reward compares what the agent said."""
     outputs = expected_outputs(task)
-    sources = [_normalise(t) for t in [*(gold.texts or ()), *_strings(task.get("user_scenario"))]]
-    missing = [out for out in outputs if not any(_normalise(out) in text for text in sources)]
+    sources = [*(gold.texts or ()), *_strings(task.get("user_scenario"))]
+    missing = [out for out, ok in zip(outputs, communicated_texts(sources, outputs), strict=True) if not ok]
     if missing:
         shown = ", ".join(repr(m) for m in missing[:5])
         why = "the gold never shows it to the agent (computed, read by calls the gold lacks, or guessed)"

@@ -17,9 +17,10 @@ from typing import Any
 from rewardkit.envs import get_domain
 from rewardkit.envs.approvals import agent_rows, gate_counts
 from rewardkit.envs.episode_record import EpisodeRecord
-from rewardkit.envs.outcomes import gold_changes, replay_conversation, task_goal
+from rewardkit.envs.outcomes import gold_changes, replay_conversation
 from rewardkit.envs.simulated import by_rule
 from rewardkit.envs.state_diff import Changes, state_diff
+from rewardkit.envs.task_verdict import task_goal
 from rewardkit.loop.drive import EpisodeResult
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 

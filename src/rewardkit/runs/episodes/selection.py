@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rewardkit.envs import Domain
-from rewardkit.envs.outcomes import task_check
+from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.runs.episodes.episode_log import RunError
 
 
@@ -33,11 +33,11 @@ def select_tasks(
     for i in ids:
         if limit is not None and len(usable) == limit:  # checked no further: a check may cost a model call (B1)
             break
-        problem = task_check(tasks[i], domain.name)
-        if problem is None:
+        verdict = task_verdict(domain.name, tasks[i])
+        if verdict.playable:
             usable.append(i)
         else:
-            unusable[i] = f"{problem[0]}: {problem[1]}"
+            unusable[i] = ": ".join(verdict.problem or ())
     if task_ids and unusable:
         first = next(iter(unusable))
         raise RunError(f"--tasks: task {first} of {domain.name} cannot be judged ({unusable[first]}); leave it out")

@@ -1,12 +1,12 @@
 """The checks a proposed task passes on the real environment before ``rewardkit tasks generate`` keeps it.
 
-Each check names the reason a task is rejected for, in this order: the shared task checks
-(:func:`~rewardkit.envs.tasks.task_problem`), ``gold_fails`` (a gold call, read or write, not OK on a fresh
-environment), ``no_change`` (gold writes that leave the state hash as it was, or a plain or gated task without a
-write), ``no_evidence`` (a gold that changes nothing and names nothing an episode must show instead: an output, a
-transfer, a declined write), ``outputs_unsupported`` and ``do_nothing_passes`` (``rewardkit env check``'s outputs and
-episode checks, on every task) and
-``duplicate`` (the same gold as a domain task or an earlier kept one, or a near-same request with the same tools).
+Each check names the reason a task is rejected for, in this order: the task's verdict
+(:mod:`rewardkit.envs.task_verdict`: its shape, then its gold replayed on a fresh environment: ``gold_fails``,
+``bad_outcome_entry``, ``no_change``, ``no_evidence``, ...), stricter for a proposal in two rules (``gold_fails``
+for any gold call not OK, a read included; ``no_change`` for a plain or gated task without a write),
+``outputs_unsupported`` and ``do_nothing_passes`` (``rewardkit env check``'s outputs and episode checks, on every
+task) and ``duplicate`` (the same gold as a domain task or an earlier kept one, or a near-same request with the
+same tools).
 It scores with the rewards, so it lives in ``rewardkit.runs``, like :mod:`rewardkit.runs.domains.domain_check`.
 """
 
@@ -20,15 +20,8 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from rewardkit.envs import Domain
-from rewardkit.envs.outcomes import run_gold, run_script
-from rewardkit.envs.tasks import (
-    error_text,
-    gold_entries,
-    gold_problem,
-    reason_for_call,
-    scripted_actions,
-    task_problem,
-)
+from rewardkit.envs.task_verdict import judge_task
+from rewardkit.envs.tasks import gold_actions, reason_for_call, scripted_actions, task_problem
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.domains.domain_check import Gold, episode_checks, outputs_check, words_fall_short
@@ -100,36 +93,23 @@ def seen_from(tasks: Iterable[Mapping[str, Any]]) -> Seen:
 
 
 def _replay(domain: Domain, task: Mapping[str, Any]) -> tuple[str, str] | Gold:
-    """The gold on a fresh environment: a rejection, or the :class:`Gold` the outputs check reads."""
-    entries = gold_entries(task)  # each with its index in evaluation_criteria.actions, as gold_problem names it
-    writes = sum(a["name"] in domain.write_tools for _, a in entries)
-    try:
-        results, changed_state = run_gold(domain, task)
-        script = run_script(domain, task)
-    except Exception as exc:  # a bug in the domain's tools: this task is rejected, the run goes on
-        return "gold_fails", f"replaying the gold raised {type(exc).__name__}: {exc}"
-    for (i, action), result in zip(entries, results, strict=True):
-        if not result.ok:
-            return "gold_fails", f"actions[{i}] {action['name']}: {error_text(result)}"
-    if writes and not changed_state:
-        return "no_change", "the gold writes leave the state hash unchanged"
+    """The task's verdict, stricter for a proposal (every gold call succeeds, reads included; a plain or gated task
+    writes): a rejection, or the :class:`Gold` the outputs check reads."""
+    verdict = judge_task(domain, task)
+    failed = verdict.failed_calls()
+    if failed:
+        i, name, error = failed[0]
+        return "gold_fails", f"actions[{i}] {name}: {error}"
+    if verdict.problem is not None:
+        return verdict.problem
+    writes = sum(a["name"] in domain.write_tools for a in gold_actions(task))
     if not writes and task.get("kind") in WRITING_KINDS:
         return "no_change", f"a {task.get('kind')} task must write; its gold only reads"
-    replayed = [(r.ok, None) for r in results]  # all OK (above): what is left to judge is the evidence
-    stops = domain.stop_tools
-    empty = gold_problem(
-        task, replayed, domain.write_tools, changes_state=changed_state, stop_tools=stops, script=script
-    )
-    if empty is not None:
-        return empty
-    return Gold(None, tuple(r.text() for r in results), words_fall_short(domain, task, bool(writes)), True)
+    return Gold(None, verdict.texts, words_fall_short(domain, task, bool(writes)))
 
 
 def rejection(domain: Domain, ref: str, task: Mapping[str, Any], seen: Seen) -> tuple[str, str] | None:
     """``(reason, detail)`` for the first check ``task`` fails, else None (it may be kept)."""
-    found = task_problem(task, domain.tools, domain.name)
-    if found is not None:
-        return found
     gold = _replay(domain, task)
     if not isinstance(gold, Gold):
         return gold

@@ -42,7 +42,7 @@ import numpy as np
 from rewardkit.envs import Domain, DomainError, get_domain
 from rewardkit.envs.approvals import user_decision
 from rewardkit.envs.episode_record import EpisodeRecord
-from rewardkit.envs.outcomes import task_check
+from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool import ResultCode
 from rewardkit.envs.tool_calls import ToolCall, tool_calls, without_calls
@@ -269,7 +269,7 @@ def _explained(record: Mapping[str, Any], tasks: Mapping[str, Any], scorer: Scor
     """The checks and the diff of a record that lacks them, replayed as the run would have recorded them; none for a
     task the domain no longer holds or whose gold fails."""
     task = tasks.get(str(record["task_id"]))
-    if task is None or task_check(task, scorer.domain) is not None:
+    if task is None or not task_verdict(scorer.domain, task).playable:
         return None, None
     return scorer.explain(record.get("messages") or [], task, EpisodeRecord.read(record))
 
