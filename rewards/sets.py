@@ -12,8 +12,8 @@ and its ``reward_funcs:`` and ``reward_weights:`` lines are generated from that 
 ['0.1', '0.1', '0.1', '0.1', '0.2', '0.3', '0.1']
 >>> dict(SETS["planner_no_think"].weights)
 {'answer_format': 0.1, 'json_valid': 0.1, 'rewrite_similarity': 0.2, 'expert_match': 0.3, 'plan_coverage': 0.1}
->>> SETS["agent_multi_turn"].yaml_weights()
-['1', '0', '0']
+>>> SETS["agent_multi_turn"].weights["task_completion"]  # trained on; its other members are logged (weight 0)
+1.0
 """
 
 from __future__ import annotations

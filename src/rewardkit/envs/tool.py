@@ -138,6 +138,25 @@ def arguments_schema(
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
 
+def declare(
+    fn: Callable[..., Any],
+    description: str,
+    gates: tuple[Gate, ...] = (),
+    *,
+    write: bool = False,
+    optional: tuple[str, ...] = (),
+    key: Mapping[str, Any] = IDEMPOTENCY_SCHEMA,
+    **properties: Any,
+) -> ToolSpec:
+    """A :class:`ToolSpec` named after ``fn(conn, ...)`` whose arguments are declared by hand, a JSON Schema each
+    (where :func:`tool` reads them from the signature): every property is required but the ``optional`` ones; a
+    ``write`` also takes the optional idempotency key (``key``: its schema), and its ``gates`` are checked before it
+    runs."""
+    required = [name for name in properties if name not in optional]
+    schema = arguments_schema(properties, required, write=write, key=key)
+    return ToolSpec(fn.__name__, description, schema, "write" if write else "read", fn, gates=gates)
+
+
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array"}
 _ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 

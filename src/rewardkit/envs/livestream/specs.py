@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from functools import partial
 
-from rewardkit.envs.approvals import Gate
 from rewardkit.envs.livestream import gates, reads, writes
-from rewardkit.envs.tool import ToolSpec, arguments_schema
+from rewardkit.envs.tool import declare
 
 ROOM_ID = {"type": "string", "pattern": "^R[0-9]{3}$", "description": "直播间编号，如 R101"}
 SKU = {"type": "string", "pattern": "^SP[0-9]{3}$", "description": "商品编号，如 SP001"}
@@ -21,18 +19,7 @@ KEY = {
 }
 
 
-def spec(
-    fn: Callable[..., Any],
-    description: str,
-    gated: tuple[Gate, ...] = (),
-    write: bool = False,
-    optional: tuple[str, ...] = (),
-    **properties: Any,
-) -> ToolSpec:
-    """A tool named after ``fn``; every listed property is required except ``optional`` ones."""
-    required = [name for name in properties if name not in optional]
-    schema = arguments_schema(properties, required, write=write, key=KEY)
-    return ToolSpec(fn.__name__, description, schema, "write" if write else "read", fn, gates=gated)
+spec = partial(declare, key=KEY)  # a write's idempotency key, described in the console's language
 
 
 SPECS = [

@@ -10,7 +10,7 @@ from typing import Any
 
 from rewardkit.envs.calculator import calculate
 from rewardkit.envs.retail import tools
-from rewardkit.envs.tool import ToolSpec, arguments_schema
+from rewardkit.envs.tool import ToolSpec, declare
 
 _ORDER_ID = {"type": "string", "description": "Order id, with the leading '#', e.g. '#W0000000'."}
 _USER_ID = {"type": "string", "description": "User id, e.g. 'sara_doe_496'."}
@@ -39,109 +39,97 @@ def _swap(verb: str) -> dict[str, Any]:
     }
 
 
-def _spec(fn: Any, risk: str, description: str, **properties: Any) -> ToolSpec:
-    parameters = arguments_schema(properties, list(properties), write=risk == "write")
-    return ToolSpec(fn.__name__, description, parameters, risk, fn)  # type: ignore[arg-type]
-
-
 _SPECS = [
-    _spec(
+    declare(
         tools.find_user_id_by_email,
-        "read",
         "Look up a user id by email address (case-insensitive).",
         email={"type": "string"},
     ),
-    _spec(
+    declare(
         tools.find_user_id_by_name_zip,
-        "read",
         "Look up a user id by first name, last name (case-insensitive) and zip code. "
         "Use it only when the user cannot give their email.",
         first_name={"type": "string"},
         last_name={"type": "string"},
         zip={"type": "string"},
     ),
-    _spec(
+    declare(
         tools.get_user_details,
-        "read",
         "A user's profile: name, address, email, payment methods, order ids.",
         user_id=_USER_ID,
     ),
-    _spec(
+    declare(
         tools.get_order_details,
-        "read",
         "An order's status, address, items, fulfillments and payments.",
         order_id=_ORDER_ID,
     ),
-    _spec(
+    declare(
         tools.get_product_details,
-        "read",
         "A product and all its variants (item ids, options, availability, price). A product id is not an item id.",
         product_id={"type": "string"},
     ),
-    _spec(tools.get_item_details, "read", "One item (a product variant) by item id.", item_id={"type": "string"}),
-    _spec(tools.list_all_product_types, "read", "All product names with their product ids, as a JSON object."),
-    _spec(
+    declare(tools.get_item_details, "One item (a product variant) by item id.", item_id={"type": "string"}),
+    declare(tools.list_all_product_types, "All product names with their product ids, as a JSON object."),
+    declare(
         calculate,
-        "read",
         "Evaluate arithmetic on numbers with + - * / and parentheses; the result is rounded to 2 decimals.",
         expression={"type": "string", "description": "e.g. '(19.99 + 5) * 2'."},
     ),
-    _spec(
+    declare(
         tools.transfer_to_human_agents,
-        "read",
         "Hand the conversation to a human agent, with a summary. Only when the user asks for one "
         "or the request cannot be handled with these tools under the policy.",
         summary={"type": "string"},
     ),
-    _spec(
+    declare(
         tools.cancel_pending_order,
-        "write",
         "Cancel a pending order and refund every payment (gift cards at once, other methods in 5-7 "
         "business days). Confirm with the user first.",
+        write=True,
         order_id=_ORDER_ID,
         reason={"type": "string", "enum": list(tools.CANCEL_REASONS)},
     ),
-    _spec(
+    declare(
         tools.exchange_delivered_order_items,
-        "write",
         "Request an exchange of delivered items for other variants of the same products; the price "
         "difference is settled with the given payment method. Once per order. Confirm with the user first.",
+        write=True,
         **_swap("exchange"),
     ),
-    _spec(
+    declare(
         tools.return_delivered_order_items,
-        "write",
         "Request a return of delivered items, refunded to the original payment method or a gift card. "
         "Confirm with the user first.",
+        write=True,
         order_id=_ORDER_ID,
         item_ids={**_ITEM_IDS, "description": "Item ids to return; repeat an id to return several units."},
         payment_method_id=_PAYMENT_ID,
     ),
-    _spec(
+    declare(
         tools.modify_pending_order_address,
-        "write",
         "Change the shipping address of a pending order. Confirm with the user first.",
+        write=True,
         order_id=_ORDER_ID,
         **_ADDRESS,
     ),
-    _spec(
+    declare(
         tools.modify_pending_order_items,
-        "write",
         "Swap items of a pending order for other variants of the same products; the difference is "
         "charged or refunded to the given payment method. Once per order. Confirm with the user first.",
+        write=True,
         **_swap("modify"),
     ),
-    _spec(
+    declare(
         tools.modify_pending_order_payment,
-        "write",
         "Pay a pending order with another of the user's payment methods. Confirm with the user first.",
+        write=True,
         order_id=_ORDER_ID,
         payment_method_id=_PAYMENT_ID,
     ),
-    _spec(
+    declare(
         tools.modify_user_address,
-        "write",
         "Change a user's default address. Confirm with the user first.",
+        write=True,
         user_id=_USER_ID,
         **_ADDRESS,
     ),
