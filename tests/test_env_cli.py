@@ -12,7 +12,7 @@ import pytest
 
 from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
-from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.sqlite_env import drop_nulls
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from rewardkit.envs import make_env
 from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.retail.domain import tasks
-from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.tool import ResultCode, ToolSpec
 from rewardkit.envs.tool_calls import ToolCall
 

@@ -8,7 +8,7 @@ import pytest
 
 from rewardkit.envs import get_domain, make_env
 from rewardkit.envs.harness import ToolEnvironment
-from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.tool import ResultCode
 
 # Orders of the vendored db.json, by what the tests need of them.

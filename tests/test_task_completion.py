@@ -15,7 +15,7 @@ from _retail_gold import VALID
 
 from rewardkit.envs import get_domain, make_env
 from rewardkit.envs.retail.domain import tasks
-from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 

@@ -20,7 +20,7 @@ from test_task_completion import (
     user,
 )
 
-from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.rewards import TaskCompletionRate
 
 # Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may change.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 
@@ -86,6 +86,25 @@ def test_the_description_is_the_first_paragraph_and_the_spec_stays_callable() ->
     spec = tool(search)
     assert spec.description == "Search the catalogue."
     assert spec(None, "dune", limit=2) == ["dune", 2, None]  # calling the spec calls the function
+
+
+def wrapped(conn: Any, room_id: str) -> None:
+    """上播商品。直播间须在直播中，
+    商品须有库存; then English
+    words, wrapped.
+
+    Args:
+        room_id: 直播间编号，
+            如 R101; or
+            its name
+    """
+
+
+def test_wrapped_lines_join_with_a_space_except_between_wide_characters() -> None:
+    # Chinese never separates words: two wide characters across a line break join as they are; else one space.
+    spec = tool(wrapped)
+    assert spec.description == "上播商品。直播间须在直播中，商品须有库存; then English words, wrapped."
+    assert spec.parameters["properties"]["room_id"]["description"] == "直播间编号，如 R101; or its name"
 
 
 def test_a_hand_written_schema_is_the_same_object_shape() -> None:

@@ -17,6 +17,7 @@ import json
 import re
 import types
 import typing
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -233,8 +234,20 @@ def _docstring(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, str]]:
             last = match.group(1)
             described[last] = match.group(2).strip()
         elif last and line.strip():
-            described[last] += " " + line.strip()
-    return " ".join(head.split("\n\n")[0].split()), described
+            described[last] = _joined([described[last], line])
+    return _joined(head.split("\n\n")[0].splitlines()), described
+
+
+def _joined(lines: list[str]) -> str:
+    """Wrapped lines as one: a space between two lines, none where both sides are wide (CJK) characters, which
+    Chinese and Japanese text never separates."""
+    out = ""
+    for line in (" ".join(line.split()) for line in lines):
+        if out and line:
+            wide = unicodedata.east_asian_width(out[-1]) in "WF" and unicodedata.east_asian_width(line[0]) in "WF"
+            out += "" if wide else " "
+        out += line
+    return out
 
 
 def _schema(hint: Any, where: str) -> dict[str, Any]:

@@ -9,10 +9,29 @@ import json
 from typing import Any
 
 from rewardkit.envs.domain import Domain, DomainDataError
-from rewardkit.envs.livestream.specs import TOOLS
+from rewardkit.envs.livestream import reads, writes
 from rewardkit.envs.livestream.tables import DATA, SEED, TABLES
 from rewardkit.envs.sqlite_env import environment
+from rewardkit.envs.tool import toolset
 
+# The tools in the order the agent reads them.
+TOOLS = toolset(
+    reads.get_shop_rules,
+    reads.list_live_rooms,
+    reads.get_live_room,
+    reads.search_products,
+    reads.get_product,
+    reads.list_past_sessions,
+    reads.get_past_session,
+    reads.list_coupons,
+    writes.create_live_room,
+    writes.sync_session_products,
+    writes.put_product_on_air,
+    writes.change_price,
+    writes.issue_coupon,
+    writes.write_cue_card,
+    writes.enable_smart_titles,
+)
 FILES = ("tasks.json", "split_tasks.json", "policy.md", "simulation_guidelines.md")
 DATA_FILES = (SEED, *(DATA / name for name in FILES))
 

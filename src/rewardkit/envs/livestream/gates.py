@@ -6,6 +6,9 @@ Hard (platform red lines, refused whatever was approved): a price, or a price af
 (``PRICE_OUT_OF_RANGE``). Soft (the streamer approves the exact call): every price change within that range
 (``PRICE_CHANGE_NEEDS_APPROVAL``); a switch of the product on air sooner than the shop's minimum interval after the
 room's last one (``SWITCH_WITHIN_MIN_INTERVAL``).
+
+A gated write's preconditions are a function of their own (``*_target``), which the write calls too: gates run
+before the tool, and an approval is never asked for a call that could not run.
 """
 
 from __future__ import annotations
@@ -15,8 +18,36 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rewardkit.envs.approvals import Gate
-from rewardkit.envs.livestream.tables import minutes_between, now, yuan
-from rewardkit.envs.livestream.writes import coupon_target, price_target, switch_target
+from rewardkit.envs.livestream.tables import LIVE, cents, minutes_between, now, product, room, room_product, yuan
+from rewardkit.envs.tool import ResultCode, ToolError
+
+
+def price_target(conn: sqlite3.Connection, sku: str, new_price: float) -> tuple[sqlite3.Row, int]:
+    """The product and the new price in cents; the same price as now is INVALID_ARGUMENT."""
+    row = product(conn, sku)
+    new = cents(new_price, "new_price")
+    if new == row["price_cents"]:
+        raise ToolError(ResultCode.INVALID_ARGUMENT, f"{sku} 现价已是 {yuan(new)}，无需改价")
+    return row, new
+
+
+def coupon_target(conn: sqlite3.Connection, room_id: str, sku: str, discount: float) -> tuple[sqlite3.Row, int]:
+    """The product (in the room's list) and the coupon's discount in cents."""
+    return room_product(conn, room_id, sku), cents(discount, "discount")
+
+
+def switch_target(conn: sqlite3.Connection, room_id: str, sku: str) -> sqlite3.Row:
+    """The product to put on air: the room is live, the product in its list, in stock and not on air already."""
+    row = room_product(conn, room_id, sku)
+    current = room(conn, room_id)
+    if current["status"] != LIVE:
+        raise ToolError(ResultCode.PRECONDITION_FAILED, f"直播间 {room_id} {current['status']}，开播后才能上播商品")
+    if current["on_air_sku"] == sku:
+        raise ToolError(ResultCode.PRECONDITION_FAILED, f"{sku} 已经在直播间 {room_id} 讲解中")
+    if row["stock"] <= 0:
+        raise ToolError(ResultCode.PRECONDITION_FAILED, f"{sku} {row['name']} 已售罄，不能上播")
+    return row
+
 
 # (product, current price, price the buyer pays) in cents, for a call's arguments
 Effective = Callable[[sqlite3.Connection, Mapping[str, Any]], tuple[sqlite3.Row, int, int]]

@@ -1,15 +1,18 @@
-"""The read tools: rules, rooms, products, past sessions and coupons, as the agent sees them (money in yuan)."""
+"""The read tools: rules, rooms, products, past sessions and coupons, as the agent sees them (money in yuan), each
+declared where it is written (``@tool``)."""
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Annotated, Any
 
-from rewardkit.envs.livestream.tables import now, product, room, yuan
-from rewardkit.envs.tool import ResultCode, ToolError
+from rewardkit.envs.livestream.tables import RoomId, SessionId, Sku, now, product, room, yuan
+from rewardkit.envs.tool import ResultCode, ToolError, tool
 
 
+@tool
 def get_shop_rules(conn: sqlite3.Connection) -> dict[str, Any]:
+    """查看店铺信息、当前时间，以及商家规则（改价审批、切品最小间隔）和平台红线（成本价底线、最大优惠比例）。"""
     shop = conn.execute("SELECT * FROM shop").fetchone()
     platform = conn.execute("SELECT * FROM platform").fetchone()
     interval, limit = shop["min_switch_interval_min"], platform["max_discount_pct"]
@@ -37,14 +40,21 @@ def _room_summary(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-def list_live_rooms(conn: sqlite3.Connection, status: str | None = None) -> list[dict[str, Any]]:
+@tool
+def list_live_rooms(
+    conn: sqlite3.Connection,
+    status: Annotated[str | None, {"enum": ["直播中", "预告", "已结束"], "description": "直播间状态"}] = None,
+) -> list[dict[str, Any]]:
+    """列出店铺的直播间（可按状态筛选）。"""
     rows = conn.execute(
         "SELECT * FROM rooms WHERE ? IS NULL OR status = ? ORDER BY room_id", (status, status)
     ).fetchall()
     return [_room_summary(r) for r in rows]
 
 
-def get_live_room(conn: sqlite3.Connection, room_id: str) -> dict[str, Any]:
+@tool
+def get_live_room(conn: sqlite3.Connection, room_id: RoomId) -> dict[str, Any]:
+    """查看一个直播间：状态、智能标题开关、正在讲解的商品、上次切品时间、商品列表及手卡。"""
     found = room(conn, room_id)
     items = conn.execute(
         "SELECT p.sku, p.name, p.price_cents, p.stock, c.content FROM room_products rp "
@@ -78,7 +88,12 @@ def get_live_room(conn: sqlite3.Connection, room_id: str) -> dict[str, Any]:
     }
 
 
-def search_products(conn: sqlite3.Connection, keyword: str) -> list[dict[str, Any]]:
+@tool
+def search_products(
+    conn: sqlite3.Connection,
+    keyword: Annotated[str, {"minLength": 1, "maxLength": 40, "description": "关键词，如 面膜、零食"}],
+) -> list[dict[str, Any]]:
+    """按名称、类目或编号搜索商品，返回编号、售价和库存。"""
     pattern = f"%{keyword}%"
     rows = conn.execute(
         "SELECT * FROM products WHERE name LIKE ? OR category LIKE ? OR sku = ? ORDER BY sku",
@@ -89,7 +104,9 @@ def search_products(conn: sqlite3.Connection, keyword: str) -> list[dict[str, An
     return [{"sku": r["sku"], "name": r["name"], "price": yuan(r["price_cents"]), "stock": r["stock"]} for r in rows]
 
 
-def get_product(conn: sqlite3.Connection, sku: str) -> dict[str, Any]:
+@tool
+def get_product(conn: sqlite3.Connection, sku: Sku) -> dict[str, Any]:
+    """查看商品详情：售价、成本价、库存、商家设定的调价区间。"""
     row = product(conn, sku)
     return {
         "sku": row["sku"],
@@ -103,7 +120,9 @@ def get_product(conn: sqlite3.Connection, sku: str) -> dict[str, Any]:
     }
 
 
+@tool
 def list_past_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """列出往期直播场次（最近的在前），含商品数量。"""
     rows = conn.execute(
         "SELECT s.*, COUNT(sp.sku) AS n FROM sessions s LEFT JOIN session_products sp USING (session_id) "
         "GROUP BY s.session_id ORDER BY s.date DESC"
@@ -120,7 +139,9 @@ def list_past_sessions(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ]
 
 
-def get_past_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
+@tool
+def get_past_session(conn: sqlite3.Connection, session_id: SessionId) -> dict[str, Any]:
+    """查看一场往期直播的商品及销量。"""
     found = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if found is None:
         raise ToolError(ResultCode.NOT_FOUND, f"没有往期场次 {session_id}")
@@ -137,7 +158,9 @@ def get_past_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any
     }
 
 
-def list_coupons(conn: sqlite3.Connection, room_id: str) -> list[dict[str, Any]]:
+@tool
+def list_coupons(conn: sqlite3.Connection, room_id: RoomId) -> list[dict[str, Any]]:
+    """列出直播间已发放的优惠券。"""
     room(conn, room_id)
     rows = conn.execute(
         "SELECT c.*, p.name FROM coupons c JOIN products p USING (sku) WHERE c.room_id = ? ORDER BY c.coupon_id",

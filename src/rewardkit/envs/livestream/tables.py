@@ -10,7 +10,7 @@ import json
 import sqlite3
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.sqlite_env import Tables
@@ -20,6 +20,18 @@ DATA = Path(__file__).resolve().parent / "data"
 SEED = DATA / "seed.json"
 TIME = "%Y-%m-%d %H:%M"
 LIVE, SCHEDULED, ENDED = "直播中", "预告", "已结束"
+
+# The arguments' JSON Schemas the tools share (each tool's own in its signature).
+RoomId = Annotated[str, {"pattern": "^R[0-9]{3}$", "description": "直播间编号，如 R101"}]
+Sku = Annotated[str, {"pattern": "^SP[0-9]{3}$", "description": "商品编号，如 SP001"}]
+SessionId = Annotated[str, {"pattern": "^S[0-9]{6}$", "description": "往期场次编号，如 S240610"}]
+YUAN = {"exclusiveMinimum": 0, "maximum": 100000}  # a sum of money, in yuan
+KEY = {  # the idempotency key's schema, described in the console's language
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 200,
+    "description": "幂等键：每个写操作传一个新的 UUID；重试同一操作时沿用原键，同一个键绝不会执行两次",
+}
 
 SCHEMA = f"""
 CREATE TABLE clock (now TEXT NOT NULL);

@@ -9,7 +9,7 @@ from typing import Any
 from rewardkit.envs.domain import Domain, DomainDataError
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.retail.db import TABLES
-from rewardkit.envs.retail.specs import TOOLS
+from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.sqlite_env import environment
 
 # Every file of data/ that some command reads (SOURCE.md and LICENSE are documentation).

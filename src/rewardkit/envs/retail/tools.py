@@ -1,8 +1,12 @@
-"""The 16 retail tools on SQL, with tau2-bench's retail semantics.
+"""The 16 retail tools on SQL, with tau2-bench's retail semantics, each declared where it is written (``@tool``).
 
 Each function takes the connection and the (already schema-checked) arguments
 and returns a JSON value, or raises :class:`ToolError`. Writes run inside the
-harness's transaction, so a refusal half-way through changes nothing.
+harness's transaction, so a refusal half-way through changes nothing. The model
+reads each tool's docstring's first paragraph and its arguments' schemas (from
+the type hints); argument names are exactly those of tau2-bench's retail tasks,
+so gold actions replay unchanged. :data:`TOOLS` lists them in the order the
+model sees them.
 
 Money follows tau2 exactly: Python floats, rounded to 2 dp only where tau2
 rounds (gift-card balances, exchange differences), so replayed states hash the
@@ -14,12 +18,26 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from typing import Any
+from typing import Annotated, Any
 
+from rewardkit.envs.calculator import calculate
 from rewardkit.envs.retail.db import order_dict, product_dict, user_dict, variant_dict
-from rewardkit.envs.tool import ResultCode, ToolError
+from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec, declare, tool, toolset
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
+
+OrderId = Annotated[str, "Order id, with the leading '#', e.g. '#W0000000'."]
+UserId = Annotated[str, "User id, e.g. 'sara_doe_496'."]
+PaymentId = Annotated[
+    str, "Payment method id from the user's details, e.g. 'gift_card_0000000' or 'credit_card_0000000'."
+]
+ItemIds = Annotated[list[str], {"minItems": 1}]
+NewItemIds = Annotated[list[str], {"minItems": 1, "description": "New item ids, position by position, same product."}]
+Address1 = Annotated[str, "First address line, e.g. '123 Main St'."]
+Address2 = Annotated[str, "Second address line, e.g. 'Apt 1', or ''."]
+State = Annotated[str, "State code, e.g. 'CA'."]
+Country = Annotated[str, "Country, e.g. 'USA'."]
+Zip = Annotated[str, "Zip code, e.g. '12345'."]
 
 
 def _order(conn: sqlite3.Connection, order_id: str) -> sqlite3.Row:
@@ -94,7 +112,9 @@ def _price_difference(conn: sqlite3.Connection, items: list[sqlite3.Row], pairs:
 # -- read tools -------------------------------------------------------------------------------------------
 
 
+@tool
 def find_user_id_by_email(conn: sqlite3.Connection, email: str) -> str:
+    """Look up a user id by email address (case-insensitive)."""
     wanted = email.lower()
     for row in conn.execute("SELECT user_id, email FROM users ORDER BY position"):
         if row["email"].lower() == wanted:
@@ -102,7 +122,10 @@ def find_user_id_by_email(conn: sqlite3.Connection, email: str) -> str:
     raise ToolError(ResultCode.NOT_FOUND, "User not found")
 
 
+@tool
 def find_user_id_by_name_zip(conn: sqlite3.Connection, first_name: str, last_name: str, zip: str) -> str:
+    """Look up a user id by first name, last name (case-insensitive) and zip code. Use it only when the user cannot
+    give their email."""
     rows = conn.execute("SELECT user_id, first_name, last_name FROM users WHERE zip = ? ORDER BY position", (zip,))
     for row in rows:
         if row["first_name"].lower() == first_name.lower() and row["last_name"].lower() == last_name.lower():
@@ -116,41 +139,65 @@ def _found(value: Any, what: str) -> Any:
     return value
 
 
-def get_user_details(conn: sqlite3.Connection, user_id: str) -> dict[str, Any]:
+@tool
+def get_user_details(conn: sqlite3.Connection, user_id: UserId) -> dict[str, Any]:
+    """A user's profile: name, address, email, payment methods, order ids."""
     return _found(user_dict(conn, user_id), "User")
 
 
-def get_order_details(conn: sqlite3.Connection, order_id: str) -> dict[str, Any]:
+@tool
+def get_order_details(conn: sqlite3.Connection, order_id: OrderId) -> dict[str, Any]:
+    """An order's status, address, items, fulfillments and payments."""
     return _found(order_dict(conn, order_id), "Order")
 
 
+@tool
 def get_product_details(conn: sqlite3.Connection, product_id: str) -> dict[str, Any]:
+    """A product and all its variants (item ids, options, availability, price). A product id is not an item id."""
     return _found(product_dict(conn, product_id), "Product")
 
 
+@tool
 def get_item_details(conn: sqlite3.Connection, item_id: str) -> dict[str, Any]:
+    """One item (a product variant) by item id."""
     row = _found(conn.execute("SELECT * FROM variants WHERE item_id = ?", (item_id,)).fetchone(), "Item")
     return variant_dict(row)
 
 
+@tool
 def list_all_product_types(conn: sqlite3.Connection) -> str:
+    """All product names with their product ids, as a JSON object."""
     names = {
         r["name"]: r["product_id"] for r in conn.execute("SELECT name, product_id FROM products ORDER BY position")
     }
     return json.dumps(names, sort_keys=True)
 
 
-# -- generic tools (calculate lives in src/rewardkit/envs/calculator.py) ------------------------------------------
+# -- generic tools (calculate is shared: src/rewardkit/envs/calculator.py) ----------------------------------------
+
+CALCULATE = declare(
+    calculate,
+    "Evaluate arithmetic on numbers with + - * / and parentheses; the result is rounded to 2 decimals.",
+    expression={"type": "string", "description": "e.g. '(19.99 + 5) * 2'."},
+)
 
 
+@tool
 def transfer_to_human_agents(conn: sqlite3.Connection, summary: str) -> str:
+    """Hand the conversation to a human agent, with a summary. Only when the user asks for one or the request cannot
+    be handled with these tools under the policy."""
     return "Transfer successful"
 
 
 # -- write tools ------------------------------------------------------------------------------------------
 
 
-def cancel_pending_order(conn: sqlite3.Connection, order_id: str, reason: str) -> dict[str, Any]:
+@tool(risk="write")
+def cancel_pending_order(
+    conn: sqlite3.Connection, order_id: OrderId, reason: Annotated[str, {"enum": list(CANCEL_REASONS)}]
+) -> dict[str, Any]:
+    """Cancel a pending order and refund every payment (gift cards at once, other methods in 5-7 business days).
+    Confirm with the user first."""
     order = _order(conn, order_id)
     if order["status"] != "pending":
         raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be cancelled")
@@ -172,9 +219,20 @@ def _swap_check(conn: sqlite3.Connection, order: sqlite3.Row, item_ids: list[str
     return items
 
 
+@tool(risk="write")
 def exchange_delivered_order_items(
-    conn: sqlite3.Connection, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
+    conn: sqlite3.Connection,
+    order_id: OrderId,
+    item_ids: ItemIds,
+    new_item_ids: NewItemIds,
+    payment_method_id: PaymentId,
 ) -> dict[str, Any]:
+    """Request an exchange of delivered items for other variants of the same products; the price difference is
+    settled with the given payment method. Once per order. Confirm with the user first.
+
+    Args:
+        item_ids: Item ids to exchange; repeat an id to exchange several units.
+    """
     order = _order(conn, order_id)
     if order["status"] != "delivered":
         raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-delivered order cannot be exchanged")
@@ -192,9 +250,16 @@ def exchange_delivered_order_items(
     return get_order_details(conn, order_id)
 
 
+@tool(risk="write")
 def return_delivered_order_items(
-    conn: sqlite3.Connection, order_id: str, item_ids: list[str], payment_method_id: str
+    conn: sqlite3.Connection, order_id: OrderId, item_ids: ItemIds, payment_method_id: PaymentId
 ) -> dict[str, Any]:
+    """Request a return of delivered items, refunded to the original payment method or a gift card. Confirm with the
+    user first.
+
+    Args:
+        item_ids: Item ids to return; repeat an id to return several units.
+    """
     order = _order(conn, order_id)
     if order["status"] != "delivered":
         raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-delivered order cannot be returned")
@@ -217,9 +282,18 @@ def return_delivered_order_items(
 _ADDRESS_SET = "address1 = ?, address2 = ?, city = ?, state = ?, country = ?, zip = ?"
 
 
+@tool(risk="write")
 def modify_pending_order_address(
-    conn: sqlite3.Connection, order_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+    conn: sqlite3.Connection,
+    order_id: OrderId,
+    address1: Address1,
+    address2: Address2,
+    city: str,
+    state: State,
+    country: Country,
+    zip: Zip,
 ) -> dict[str, Any]:
+    """Change the shipping address of a pending order. Confirm with the user first."""
     order = _order(conn, order_id)
     if "pending" not in order["status"]:  # tau2: any pending state, "pending (item modified)" included
         raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be modified")
@@ -230,9 +304,20 @@ def modify_pending_order_address(
     return get_order_details(conn, order_id)
 
 
+@tool(risk="write")
 def modify_pending_order_items(
-    conn: sqlite3.Connection, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
+    conn: sqlite3.Connection,
+    order_id: OrderId,
+    item_ids: ItemIds,
+    new_item_ids: NewItemIds,
+    payment_method_id: PaymentId,
 ) -> dict[str, Any]:
+    """Swap items of a pending order for other variants of the same products; the difference is charged or refunded
+    to the given payment method. Once per order. Confirm with the user first.
+
+    Args:
+        item_ids: Item ids to modify; repeat an id to modify several units.
+    """
     order = _order(conn, order_id)
     if order["status"] != "pending":  # tau2: items can be modified once, so strictly "pending"
         raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be modified")
@@ -260,7 +345,11 @@ def modify_pending_order_items(
     return get_order_details(conn, order_id)
 
 
-def modify_pending_order_payment(conn: sqlite3.Connection, order_id: str, payment_method_id: str) -> dict[str, Any]:
+@tool(risk="write")
+def modify_pending_order_payment(
+    conn: sqlite3.Connection, order_id: OrderId, payment_method_id: PaymentId
+) -> dict[str, Any]:
+    """Pay a pending order with another of the user's payment methods. Confirm with the user first."""
     order = _order(conn, order_id)
     if "pending" not in order["status"]:
         raise ToolError(ResultCode.PRECONDITION_FAILED, "Non-pending order cannot be modified")
@@ -280,12 +369,42 @@ def modify_pending_order_payment(conn: sqlite3.Connection, order_id: str, paymen
     return get_order_details(conn, order_id)
 
 
+@tool(risk="write")
 def modify_user_address(
-    conn: sqlite3.Connection, user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+    conn: sqlite3.Connection,
+    user_id: UserId,
+    address1: Address1,
+    address2: Address2,
+    city: str,
+    state: State,
+    country: Country,
+    zip: Zip,
 ) -> dict[str, Any]:
+    """Change a user's default address. Confirm with the user first."""
     cur = conn.execute(
         f"UPDATE users SET {_ADDRESS_SET} WHERE user_id = ?", (address1, address2, city, state, country, zip, user_id)
     )
     if cur.rowcount == 0:
         raise ToolError(ResultCode.NOT_FOUND, "User not found")
     return get_user_details(conn, user_id)
+
+
+# The tools in the order the model reads them.
+TOOLS: dict[str, ToolSpec] = toolset(
+    find_user_id_by_email,
+    find_user_id_by_name_zip,
+    get_user_details,
+    get_order_details,
+    get_product_details,
+    get_item_details,
+    list_all_product_types,
+    CALCULATE,
+    transfer_to_human_agents,
+    cancel_pending_order,
+    exchange_delivered_order_items,
+    return_delivered_order_items,
+    modify_pending_order_address,
+    modify_pending_order_items,
+    modify_pending_order_payment,
+    modify_user_address,
+)
