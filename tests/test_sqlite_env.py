@@ -172,14 +172,34 @@ def test_a_nested_format_is_read_exported_and_hashed_as_itself(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("declared", "message"),
     [
-        (nested(owners={"items": ("items", "item_id")}), "Nested.owners: tables ['notes'] of the schema"),
+        (nested(owners={"items": ("notes", "item_id")}, collections=("notes",)), "['notes'] name both a collection"),
         (nested(collections=("items", "extra")), "export() gives collections ['extra', 'items'], owners name"),
     ],
-    ids=["table-without-owner", "collection-without-owner"],
+    ids=["collection-named-as-a-table", "collection-without-owner"],
 )
 def test_a_nested_format_that_would_miss_writes_is_refused(declared: Nested, message: str) -> None:
     with pytest.raises(DomainDataError, match=re.escape(message)):
         environment(Tables(SCHEMA, SEED, nested=declared), TOOLS)()
+
+
+def test_a_table_no_collection_owns_is_rows_beside_the_collections() -> None:
+    # notes is no collection's (an item is its quantity alone): it is exported and hashed as rows next to the items
+    # collection, and a write to it reaches the hash (incrementally, equal to a full rebuild).
+    def item(conn, collection: str, key: str) -> dict | None:
+        row = conn.execute("SELECT qty FROM items WHERE item_id = ?", (key,)).fetchone()
+        return None if row is None else {"qty": row["qty"]}
+
+    def export(conn) -> dict:
+        return {"items": {r["item_id"]: {"qty": r["qty"]} for r in conn.execute("SELECT * FROM items")}}
+
+    tables = Tables(SCHEMA, SEED, nested=Nested({"items": ("items", "item_id")}, item, export))
+    env = environment(tables, TOOLS)()
+    fresh = env.state_hash()
+    assert set(env.export()) == {"items", "notes"} and env.export()["notes"] == []
+    assert env.call("note", {"item_id": "a", "text": "x"}).ok
+    assert env.export()["notes"] == [{"item_id": "a", "text": "x"}]
+    assert env.state_hash() != fresh and env.state_hash() == tables.full_hash(env.conn)
+    assert env.changes() == {"notes": {'{"item_id":"a","text":"x"}': (None, {"item_id": "a", "text": "x"})}}
 
 
 def test_copies_made_at_once_read_the_seed_once(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ returning them, or the path of a file that ``read_seed`` turns into them (by def
 By default the hashed state is each table's rows as a multiset: sorted by their canonical JSON, without rowids. A
 domain whose data has a nested format of its own (tau2's db.json) gives ``read_seed`` (that format -> rows) and a
 :class:`Nested` (rows -> that format, entity by entity): its export is that format, and its hash that of the export
-with null-valued keys dropped. Tables must have rowids (no ``WITHOUT ROWID``), and no name in a schema may start with
-``_rewardkit_`` (:func:`load_schema`). docs/domains.md writes a domain on it.
+with null-valued keys dropped. A table no collection owns stays rows beside them, in the export and the hash alike.
+Tables must have rowids (no ``WITHOUT ROWID``), and no name in a schema may start with ``_rewardkit_``
+(:func:`load_schema`). docs/domains.md writes a domain on it.
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ class Nested:
     """A state in a nested JSON format of the domain's own: collection -> key -> entity, an entity made of rows of
     one or more tables (a tau2 order: its row of ``orders`` and its rows of ``order_items``, ``payment_history``)."""
 
-    owners: Mapping[str, tuple[str, str]]  # every table -> (the collection, the column of its entity's key)
+    # Every table an entity reads -> (the collection, the column of its entity's key): a write to it then marks the
+    # entity. A table left out is rows of its own beside the collections (and must not be read by an entity).
+    owners: Mapping[str, tuple[str, str]]
     entity: Callable[[sqlite3.Connection, str, str], Any]  # (collection, key) -> the entity's JSON; None when gone
     export: Callable[[sqlite3.Connection], dict[str, dict[str, Any]]]  # the whole state: collection -> key -> entity
 
@@ -114,25 +117,25 @@ class Nested:
 class _Snapshot:
     """A state serialised unit by unit (a row, or a nested entity), with each kind's part of the hashed text."""
 
-    def __init__(self, units: dict[str, dict[Any, str]], keyed: bool) -> None:
+    def __init__(self, units: dict[str, dict[Any, str]], keyed: frozenset[str] = frozenset()) -> None:
         self.units = units
-        self.keyed = keyed  # nested: a kind is an object, key -> entity; else a list of rows, sorted by their text
-        self.bodies = {kind: self.body(found) for kind, found in units.items()}  # unchanged kinds reuse these
-        # Nested: each kind's "key":entity entries in key order, so that a few touched entities are put in place
-        # instead of every key being sorted and serialised again.
-        ordered = {kind: sorted(found) for kind, found in units.items()} if keyed else {}
+        self.keyed = keyed  # nested collections: an object, key -> entity; every other kind a list of rows, sorted
+        self.bodies = {kind: self.body(kind, found) for kind, found in units.items()}  # unchanged kinds reuse these
+        # Nested: each collection's "key":entity entries in key order, so that a few touched entities are put in
+        # place instead of every key being sorted and serialised again.
+        ordered = {kind: sorted(units[kind]) for kind in keyed}
         self.entries = {kind: [f"{canonical(k)}:{units[kind][k]}" for k in keys] for kind, keys in ordered.items()}
         self.places = {kind: {k: i for i, k in enumerate(keys)} for kind, keys in ordered.items()}
         self._unchanged: str | None = None  # digest({}), once asked for
 
-    def body(self, units: Mapping[Any, str | None]) -> str:
-        if self.keyed:
+    def body(self, kind: str, units: Mapping[Any, str | None]) -> str:
+        if kind in self.keyed:
             return "{" + ",".join(f"{canonical(k)}:{t}" for k, t in sorted(units.items()) if t is not None) + "}"
         return "[" + ",".join(sorted(t for t in units.values() if t is not None)) + "]"
 
     def changed_body(self, kind: str, changed: Mapping[Any, str | None]) -> str:
-        if not self.keyed or not changed.keys() <= self.places[kind].keys():  # rows re-sorted, or a new entity
-            return self.body({**self.units[kind], **changed})
+        if kind not in self.keyed or not changed.keys() <= self.places[kind].keys():  # rows re-sorted, a new entity
+            return self.body(kind, {**self.units[kind], **changed})
         entries: list[str | None] = list(self.entries[kind])
         for key, text in changed.items():
             entries[self.places[kind][key]] = None if text is None else f"{canonical(key)}:{text}"
@@ -219,12 +222,17 @@ class Tables:
     @functools.cached_property
     def _owners(self) -> dict[str, tuple[str, str]]:
         """Table -> (the kind its rows are hashed under, the SQL of the unit a row belongs to)."""
-        if self.nested is None:
-            return {t: (t, "rowid") for t in self.names}
-        missing = sorted(set(self.names) - set(self.nested.owners))
-        if missing:  # their writes would never reach the hash
-            raise DomainDataError(f"Nested.owners: tables {missing} of the schema have no collection")
-        return {t: (kind, f'"{key}"') for t, (kind, key) in self.nested.owners.items()}
+        owned = {t: (kind, f'"{key}"') for t, (kind, key) in (self.nested.owners if self.nested else {}).items()}
+        clash = sorted(set(self.flat) & {kind for kind, _ in owned.values()})
+        if clash:  # one name for a table of its own and a collection: the two would share a key of the state
+            raise DomainDataError(f"Nested.owners: {clash} name both a collection and a table outside it; rename one")
+        return {t: owned.get(t, (t, "rowid")) for t in self.names}
+
+    @functools.cached_property
+    def flat(self) -> list[str]:
+        """The tables whose rows are the state as they are: every table, or those no :class:`Nested` collection
+        owns (a nested domain's own tables, exported and hashed beside its collections)."""
+        return [t for t in self.names if self.nested is None or t not in self.nested.owners]
 
     def _rows(self, seed_file: str | None) -> tuple[Rows, str]:
         if seed_file is not None or isinstance(self.seed, Path):
@@ -259,19 +267,20 @@ class Tables:
         return conn, self._snapshot(conn)
 
     def _snapshot(self, conn: sqlite3.Connection) -> _Snapshot:
+        select = 'SELECT rowid AS {}, * FROM "{}"'
+        rows = {t: {r[ROWID]: _row_text(r) for r in conn.execute(select.format(ROWID, t))} for t in self.flat}
         if self.nested is None:
-            select = 'SELECT rowid AS {}, * FROM "{}"'
-            rows = {t: {r[ROWID]: _row_text(r) for r in conn.execute(select.format(ROWID, t))} for t in self.names}
-            return _Snapshot(rows, keyed=False)
+            return _Snapshot(rows)
         state = self.nested.export(conn)
         owned = {collection for collection, _ in self.nested.owners.values()}
         if set(state) != owned:  # a write to a collection the export lacks would never reach the hash
             raise DomainDataError(f"Nested: export() gives collections {sorted(state)}, owners name {sorted(owned)}")
-        return _Snapshot({c: {str(k): canonical(drop_nulls(v)) for k, v in e.items()} for c, e in state.items()}, True)
+        entities = {c: {str(k): canonical(drop_nulls(v)) for k, v in e.items()} for c, e in state.items()}
+        return _Snapshot({**entities, **rows}, frozenset(entities))
 
     def _unit(self, conn: sqlite3.Connection, kind: str, unit: Any) -> tuple[Any, str | None]:
         """A touched unit's id and its text now (None: gone)."""
-        if self.nested is None:
+        if self.nested is None or kind in self.flat:
             found = conn.execute(f'SELECT rowid AS {ROWID}, * FROM "{kind}" WHERE rowid = ?', (unit,)).fetchone()
             return unit, None if found is None else _row_text(found)
         value = self.nested.entity(conn, kind, unit)
@@ -286,10 +295,9 @@ class Tables:
         return out
 
     def export(self, conn: sqlite3.Connection) -> dict[str, Any]:
-        """The state as JSON: the nested format, or every table's rows in insertion order."""
-        if self.nested is not None:
-            return self.nested.export(conn)
-        return {t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in self.names}
+        """The state as JSON: the nested format's collections, and each other table's rows in insertion order."""
+        rows = {t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in self.flat}
+        return rows if self.nested is None else {**self.nested.export(conn), **rows}
 
     def state_hash(self, conn: sqlite3.Connection, seed_file: str | None = None) -> str:
         """The state's hash, serialising again only what the triggers marked as touched since the copy was made."""
@@ -317,7 +325,8 @@ class Tables:
             for side, found in ((before, was), (now, text)):
                 if found is not None:
                     value = json.loads(found)
-                    side.setdefault(kind, {})[str(key) if self.nested else self._row_key(kind, value, found)] = value
+                    flat = kind in self.flat
+                    side.setdefault(kind, {})[self._row_key(kind, value, found) if flat else str(key)] = value
         out: dict[str, dict[str, tuple[Any, Any]]] = {}
         for kind in set(before) | set(now):
             was_rows, now_rows = before.get(kind, {}), now.get(kind, {})

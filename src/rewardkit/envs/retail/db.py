@@ -3,7 +3,9 @@
 ``read → export`` reproduces db.json exactly (as JSON, after dropping null-valued keys): list order is kept in
 ``position`` columns, prices and balances are REAL, which stores the JSON doubles bit for bit. :data:`TABLES`
 is retail on the shared plumbing (:mod:`rewardkit.envs.sqlite_env`): a template per process, a private copy per
-rollout, and the state hash of the exported db.json, kept incrementally per user, product and order.
+rollout, and the state hash of the exported db.json, kept incrementally per user, product and order. A table of
+:data:`SCHEMA` outside tau2's three collections is a key of db.json holding its rows as they are (exported and
+hashed row by row): a new table is its ``CREATE TABLE`` here and its rows there.
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def _dumps(value: Any) -> str:
 
 
 def _rows(db: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """db.json's products, users and orders as rows, parents before children (the foreign keys are checked)."""
+    """db.json's products, users and orders as rows, parents before children (the foreign keys are checked); any
+    other key of db.json is a table of the schema beside tau2's collections, its rows as they are."""
     products, variants, users, methods, user_orders = [], [], [], [], []
     for pos, p in enumerate(db["products"].values()):
         products.append({"product_id": p["product_id"], "position": pos, "name": p["name"]})
@@ -173,6 +176,7 @@ def _rows(db: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         "order_items": items,
         "fulfillments": fulfillments,
         "payment_history": payments,
+        **{name: rows for name, rows in db.items() if name not in _ENTITY},
     }
 
 
