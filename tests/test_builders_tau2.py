@@ -17,6 +17,7 @@ from rewardkit.data_builders.tau2 import Tau2Options, build_tau2_grpo
 from rewardkit.envs import get_domain
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.scenario import first_person, opening_turn, request_only
+from rewardkit.runs.stats.metrics import task_order
 
 ROOT = Path(__file__).resolve().parents[1]
 # Read the vendored files directly, not through the builder's loaders, so a loader bug cannot hide.
@@ -147,7 +148,7 @@ def test_opening_turn_is_known_info_then_reason_only(scenario: dict[str, Any], e
 
 
 class TestAllTasksKeepTheirFacts:
-    @pytest.mark.parametrize("task_id", sorted(TASKS, key=int))
+    @pytest.mark.parametrize("task_id", sorted(TASKS, key=task_order))
     def test_only_pronouns_change_and_ids_stay_verbatim(self, task_id: str) -> None:
         ins = instructions(task_id)
         # the sentences kept for the opening turn, before the pronoun rewrite

@@ -29,6 +29,7 @@ from rewardkit.cli import main
 from rewardkit.envs import get_domain
 from rewardkit.envs.termination import EXCLUDED, Termination
 from rewardkit.loop.user_sim.openai_sim import system_prompt
+from rewardkit.runs.stats.metrics import task_order
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MAX_TOKENS, MAX_TURNS = 32, 3
@@ -155,7 +156,7 @@ def test_compare_gold_against_the_deployed_model(tiny_run: tuple[Path, int, str]
     assert rc == 0, err
     result = json.loads(report.read_text(encoding="utf-8"))
     model = pass1(tiny)
-    failed = sorted((t for t, p in model.items() if p < 1.0), key=int)
+    failed = sorted((t for t, p in model.items() if p < 1.0), key=task_order)
     assert failed, "the tiny model completed every task: the comparison has nothing to show"
     assert result["paired_tasks"] == 3 and result["a"]["pass1"] == 1.0
     assert result["diff"] == pytest.approx(sum(model.values()) / 3 - 1.0) and result["diff"] < 0

@@ -37,6 +37,7 @@ from rewardkit.loop.gold import GoldAgent
 from rewardkit.loop.remote_env import RemoteEpisode
 from rewardkit.loop.user_sim.scripted import ScriptedSimulator
 from rewardkit.rewards import TaskCompletion
+from rewardkit.runs.stats.metrics import task_order
 
 pytestmark = pytest.mark.openenv
 TOKEN = "0123456789abcdef0123"
@@ -225,7 +226,7 @@ def test_under_load_no_session_is_lost_and_memory_stays_bounded(tmp_path: Path) 
     # 8 clients at once, 240 episodes through a server capped at 8 sessions: every episode ends with its reward,
     # and the server holds no more memory after the last 160 than after the first 80 (plus 20% for the allocator).
     tasks = get_domain("retail").tasks()
-    ids = [tid for tid in sorted(tasks, key=int) if task_verdict("retail", tasks[tid]).playable][:80]
+    ids = [tid for tid in sorted(tasks, key=task_order) if task_verdict("retail", tasks[tid]).playable][:80]
     with served(tmp_path, "retail", "--max-sessions", "8") as (url, proc):
         with ThreadPoolExecutor(8) as pool:
             first = list(pool.map(lambda tid: play(url, tasks[tid]).reward, ids))

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from rewardkit.envs.retail import DATA_DIR
-from rewardkit.envs.retail.db import TABLES, export
+from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.sqlite_env import drop_nulls
 
 RAW = json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8"))
@@ -22,7 +22,7 @@ def template() -> sqlite3.Connection:
 
 class TestRetailDb:
     def test_import_export_reproduces_db_json(self, template: sqlite3.Connection) -> None:
-        assert drop_nulls(export(template)) == drop_nulls(RAW)
+        assert drop_nulls(TABLES.export(template)) == drop_nulls(RAW)
 
     def test_sizes(self, template: sqlite3.Connection) -> None:
         counts = {
@@ -39,8 +39,8 @@ class TestRetailDb:
         copy = TABLES.copy()
         copy.execute("UPDATE orders SET status = 'cancelled', cancel_reason = 'no longer needed'")
         copy.execute("DELETE FROM user_orders")
-        assert drop_nulls(export(template)) == drop_nulls(RAW)
-        exported = export(copy)
+        assert drop_nulls(TABLES.export(template)) == drop_nulls(RAW)
+        exported = TABLES.export(copy)
         assert all(o["status"] == "cancelled" and o["cancel_reason"] for o in exported["orders"].values())
 
     def test_foreign_keys_and_checks_are_enforced(self, template: sqlite3.Connection) -> None:
@@ -73,4 +73,4 @@ class TestRetailDb:
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             assert list(pool.map(rollout, range(64))) == [float(i) for i in range(64)]
-        assert drop_nulls(export(template)) == drop_nulls(RAW)
+        assert drop_nulls(TABLES.export(template)) == drop_nulls(RAW)

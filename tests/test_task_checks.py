@@ -39,7 +39,7 @@ def with_actions(actions: list[Any], task_id: str = "x") -> dict[str, Any]:
 class TestBundledTasks:
     def test_every_bundled_task_is_either_valid_or_a_known_gold_failure(self) -> None:
         # valid, gold failures and no evidence partition the bundled tasks: none is dropped unaccounted for.
-        assert sorted([*VALID, *GOLD_FAILS, *NO_EVIDENCE], key=int) == sorted(ALL_TASKS, key=int)
+        assert sorted([*VALID, *GOLD_FAILS, *NO_EVIDENCE]) == sorted(ALL_TASKS)
         for tid in VALID:  # the builder's check, and the rewards' (what a run selecting tasks calls)
             assert builder_problem(TASKS[tid], RETAIL) is None and task_verdict("retail", TASKS[tid]).playable, tid
         for tid, (index, code) in GOLD_FAILS.items():

@@ -18,6 +18,7 @@ from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
+from rewardkit.runs.stats.metrics import task_order
 
 # Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
 # change. row 0 replays the gold and says its outputs; row 4 ended in user_sim_error.
@@ -117,7 +118,7 @@ def mutations(action: Action) -> list[Action]:
     return out
 
 
-@pytest.mark.parametrize("task_id", sorted(VALID, key=int))
+@pytest.mark.parametrize("task_id", sorted(VALID, key=task_order))
 class TestEveryTask:
     def test_gold_trajectories_score_one_in_both_forms(self, task_id: str) -> None:
         task = TASKS[task_id]
