@@ -23,7 +23,8 @@ from rewardkit.envs.retail import DATA_DIR
 # task id -> (index of the failing gold action, its result code)
 GOLD_FAILS = {"64": (6, "PRECONDITION_FAILED"), "105": (0, "INSUFFICIENT_FUNDS")}
 NO_EVIDENCE = ("25", "57", "65")  # 25 and 57 in train, 65 in test
-ALL_TASKS = [t["id"] for t in json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))]
+TASKS = {t["id"]: t for t in json.loads((DATA_DIR / "tasks.json").read_text(encoding="utf-8"))}
+ALL_TASKS = list(TASKS)
 VALID = [tid for tid in ALL_TASKS if tid not in GOLD_FAILS and tid not in NO_EVIDENCE]  # the tasks the rewards score
 SPLITS: dict[str, list[str]] = json.loads((DATA_DIR / "split_tasks.json").read_text(encoding="utf-8"))
 LEFT_OUT = {**dict.fromkeys(GOLD_FAILS, "gold_fails"), **dict.fromkeys(NO_EVIDENCE, "no_evidence")}  # id -> reason
@@ -32,3 +33,11 @@ LEFT_OUT = {**dict.fromkeys(GOLD_FAILS, "gold_fails"), **dict.fromkeys(NO_EVIDEN
 def rows_of(split: str) -> list[str]:
     """The split's task ids that ``build tau2-grpo`` makes rows of, in split order: all but :data:`LEFT_OUT`."""
     return [tid for tid in SPLITS[split] if tid not in LEFT_OUT]
+
+
+def said_only(task_id: str, write_tools: frozenset[str], stop_tools: frozenset[str]) -> bool:
+    """Whether saying the task's expected outputs is the whole task: its gold only reads, makes no transfer (a stop
+    tool) and no call it compares (``compare_args``), and holds no declined or refused entry."""
+    actions = TASKS[task_id]["evaluation_criteria"].get("actions") or []
+    shown = [a for a in actions if a["name"] in write_tools | stop_tools or "compare_args" in a or "outcome" in a]
+    return not shown

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _retail_gold import said_only
 
 from rewardkit.envs import get_domain
 
@@ -261,7 +262,6 @@ def test_an_unknown_domain_is_a_usage_error(capsys: pytest.CaptureFixture[str]) 
 # no gold tool result shows (sums the agent must compute, facts read by calls the gold does not make, "481.50" where
 # the tools say 481.5). Everything else passes.
 RETAIL_UNSHOWN = (19, 21, 24, 36, 37, 38, 39, 54, 59, 76, 89, 95, 103, 104, 108)
-RETAIL_SAID_ONLY = {"24", "62", "67", "68"}  # gold only reads, and its outputs are all it asks: saying them is enough
 RETAIL_FAILS = {"gold:64", "gold:105", "gold:25", "gold:57", "gold:65", *(f"outputs:{i}" for i in RETAIL_UNSHOWN)}
 
 
@@ -272,24 +272,26 @@ def test_retail_fails_only_what_its_data_fails(tmp_path: Path, capsys: pytest.Ca
     kinds = {k: sum(c["name"].startswith(k + ":") for c in report["checks"]) for k in KINDS[:6]}
     # a schema check a tool, an idempotency check a write, a gold and an outputs check a task; do_nothing on each task
     # the reward scores (all but the 5 it refuses: gold_fails 64, 105; no_evidence 25, 57, 65); say_only on those but
-    # the ones whose gold only reads and whose outputs are all it asks (RETAIL_SAID_ONLY); then ids, splits, policy
+    # the ones whose gold only reads and whose outputs are all it asks (said); then ids, splits, policy
     # and guidelines, one check each
     retail = get_domain("retail")
-    scored = len(retail.tasks()) - 5
+    scored = [t for t in retail.tasks() if f"gold:{t}" not in RETAIL_FAILS]
+    # 24, 62, 67 and 68 in tau2-bench's release: the gold only reads, and its outputs are all it asks
+    said = {t for t in scored if said_only(t, retail.write_tools, retail.stop_tools)}
     assert kinds == {
         "schema": len(retail.tools),
         "idempotency": len(retail.write_tools),
         "gold": len(retail.tasks()),
         "outputs": len(retail.tasks()),
-        "do_nothing": scored,
-        "say_only": scored - len(RETAIL_SAID_ONLY),
+        "do_nothing": len(scored),
+        "say_only": len(scored) - len(said),
     }
     assert len(report["checks"]) == sum(kinds.values()) + 4
     splits = next(c for c in report["checks"] if c["name"] == "splits")
     assert splits["passed"] and f"base holds all {len(retail.tasks())}" in splits["detail"]  # besides train, test
     assert f"{len(RETAIL_FAILS)} of {len(report['checks'])} checks failed" in out
-    said_only = {c["name"].split(":")[1] for c in report["checks"] if c["name"].startswith("say_only:")}
-    assert not said_only & RETAIL_SAID_ONLY  # those four are the ones it leaves out
+    say = {c["name"].split(":")[1] for c in report["checks"] if c["name"].startswith("say_only:")}
+    assert said and say == set(scored) - said  # those are the ones it leaves out
     for task in ("25", "57", "65"):
         gold = next(c for c in report["checks"] if c["name"] == f"gold:{task}")
         assert gold["detail"].startswith("no_evidence: the gold leaves the database as it was"), gold
