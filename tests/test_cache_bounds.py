@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -291,3 +292,28 @@ def test_threads_missing_one_key_compute_it_once(fails: bool) -> None:
     assert len(calls) == (2 if fails else 1)
     assert len(errors) == (1 if fails else 0) and results.count("value") == (15 if fails else 16)
     assert cache.lookup("task-1") == "value"
+
+
+def test_a_value_keep_refuses_is_shared_by_its_waiters_and_not_stored() -> None:
+    """16 threads miss one key whose value ``keep`` refuses (the tools were down): one computes, the 15 waiting
+    share its value (calls == 1), and nothing is stored, so the next miss computes again (calls == 2)."""
+    cache, calls, started = ByteLRU(budget=MIB), [], threading.Barrier(16)
+
+    def compute() -> str:
+        calls.append(1)
+        time.sleep(0.2)  # the others arrive meanwhile and wait on this computation
+        return "down"
+
+    results: list[str] = []
+
+    def worker() -> None:
+        started.wait()
+        results.append(cache.get("task-1", compute, keep=lambda value: value != "down"))
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(calls), results.count("down"), cache.lookup("task-1")) == (1, 16, MISS)
+    assert cache.get("task-1", compute, keep=lambda value: value != "down") == "down" and len(calls) == 2

@@ -7,7 +7,11 @@ outcomes. A gold call that cannot run leaves the gold state without it, so an ag
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +193,59 @@ class TestOneVerdict:
         assert second.problem is None and not second.untested and second.gold is not None
         assert task_goal(domain.name, TASKS["59"]).state_hash == second.gold.state_hash
         assert task_verdict(domain.name, TASKS["59"]) is second  # kept
+
+    def test_tools_down_for_16_rollouts_at_once_are_asked_once(self) -> None:
+        # 16 rollouts of a task start while the tools' server is down: one replay finds it down, the other 15 share
+        # that verdict (env_error, untested) rather than each asking the dead server; none is kept.
+        opened: list[int] = []
+
+        def down(db_path: Any) -> ToolEnvironment:
+            opened.append(1)
+            time.sleep(0.2)  # the other rollouts arrive meanwhile
+            raise ConnectionError("server down")
+
+        domain = register_domain(
+            Domain("retail-down", down, RETAIL.tools, RETAIL.tasks, RETAIL.splits, RETAIL.policy, RETAIL.stop_tools)
+        )
+        found: list[Any] = []
+        threads = [
+            threading.Thread(target=lambda: found.append(task_verdict(domain.name, TASKS["59"]))) for _ in range(16)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(opened) == 1 and {v.problem for v in found} == {
+            ("env_error", "the gold cannot be replayed: server down")
+        }
+        with pytest.raises(ConnectionError, match="server down"):  # what the episode ends on: env_error
+            task_goal(domain.name, TASKS["59"])
+        assert len(opened) == 2  # not kept: asked again
+
+    @pytest.mark.parametrize(
+        ("cell", "fragment"),
+        [
+            (functools.reduce(lambda inner, _: {"a": inner}, range(1000), {}), "not JSON (RecursionError"),
+            ({**TASKS["59"], "metadata": {"when": object()}}, "not JSON (TypeError"),
+            ({**TASKS["59"], "metadata": {"x": float("nan")}}, "not JSON (ValueError"),
+        ],
+        ids=["1000-deep", "an-object", "nan"],
+    )
+    def test_a_cell_json_cannot_hold_is_a_bad_task(self, cell: Any, fragment: str) -> None:
+        assert task_verdict("retail", cell).problem[0] == "bad_task"
+        with pytest.raises(TaskError, match=re.escape(f"row 1: the task is {fragment}")):
+            checked_task(cell, "row 1", "retail")
+
+    def test_the_task_is_judged_as_json_reads_it(self) -> None:
+        # A tuple of actions is the list JSON writes: the same task, one verdict, handed back as JSON reads it.
+        as_tuple = copy.deepcopy(TASKS["59"])
+        as_tuple["evaluation_criteria"]["actions"] = tuple(as_tuple["evaluation_criteria"]["actions"])
+        assert task_verdict("retail", as_tuple) is task_verdict("retail", TASKS["59"])
+        assert checked_task(as_tuple, "t", "retail") == TASKS["59"]
+
+    def test_an_unplayable_task_has_no_goal(self) -> None:
+        with pytest.raises(TaskError, match="gold write"):  # 105: its one write fails on a fresh database
+            task_goal("retail", TASKS["105"])
 
 
 class TestBuilder:

@@ -168,24 +168,24 @@ VERDICTS = ByteLRU(SMALL_BUDGET, maxsize=4096)
 
 def task_verdict(domain: str, cell: Any) -> TaskVerdict:
     """:func:`judge_task` of the task in ``cell`` (an object or its JSON text) in the domain named ``domain``, once
-    per distinct cell per process."""
-    try:
-        key = (domain, cell if isinstance(cell, str) else json.dumps(cell, sort_keys=True))
-    except (TypeError, ValueError):  # not JSON: task_problem says what is wrong with it
-        key = None
-    verdict = VERDICTS.get(key, lambda: _judged(domain, cell))
-    if verdict.untested and key is not None:
-        VERDICTS.discard(key)
-    return verdict
+    per distinct task per process. The task judged is the cell as JSON reads it (a tuple is a list, a key a string):
+    the dataset's form, whatever object carried it; a cell JSON cannot hold is ``bad_task``."""
+    if isinstance(cell, str):
+        text = cell
+    else:
+        try:
+            text = json.dumps(cell, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            found = ("bad_task", f"the task is not JSON ({type(exc).__name__}: {str(exc)[:80]})")
+            return TaskVerdict(cell, found)
+    return VERDICTS.get((domain, text), lambda: _judged(domain, text), keep=lambda verdict: not verdict.untested)
 
 
-def _judged(domain: str, cell: Any) -> TaskVerdict:
-    if not isinstance(cell, str):
-        return judge_task(get_domain(domain), cell)
+def _judged(domain: str, text: str) -> TaskVerdict:
     try:
-        task = json.loads(cell)
+        task = json.loads(text)
     except (ValueError, RecursionError):
-        return TaskVerdict(cell, ("bad_task", f"holds a string that is not JSON: {cell[:80]!r}"))
+        return TaskVerdict(text, ("bad_task", f"holds a string that is not JSON: {text[:80]!r}"))
     return judge_task(get_domain(domain), task)
 
 
@@ -199,22 +199,30 @@ def checked_task(cell: Any, at: str, domain: str) -> Mapping[str, Any]:
     return verdict.task  # an object: task_problem passed
 
 
-def gold_outcome(domain: str, task: Mapping[str, Any]) -> Outcome:
-    """``task``'s gold outcome in ``domain`` (its verdict's): ToolSimError or ConnectionError when the tools failed on
-    it (an episode then ends as they fail), TaskError when the task is malformed."""
-    verdict = task_verdict(domain, task)
-    if verdict.gold is None:
-        reason, detail = verdict.problem or ("", "")
-        failure = {"tool_sim_error": ToolSimError, "env_error": ConnectionError}.get(reason)
-        raise (failure or TaskError)(detail)
-    return verdict.gold
+def gold_outcome(domain: str, task: Any) -> Outcome:
+    """The gold outcome of a playable ``task`` (an object or its JSON text) in ``domain``: ToolSimError or
+    ConnectionError when the tools fail on it (an episode then ends as they fail), TaskError when it is not
+    playable."""
+    return _playable(domain, task).gold  # type: ignore[return-value]  # a playable, tested verdict has its gold
 
 
-def task_goal(domain: str, task: Mapping[str, Any]) -> Goal:
+def task_goal(domain: str, task: Any) -> Goal:
     """``task``'s :class:`~rewardkit.envs.outcomes.Goal` in ``domain``: the gold's final state, the outputs to say,
-    and, when the gold changes nothing, the evidence to show."""
-    gold = gold_outcome(domain, task)
+    and, when the gold changes nothing, the evidence to show (errors as :func:`gold_outcome`)."""
+    verdict = _playable(domain, task)
+    gold, found = verdict.gold, verdict.task
+    assert gold is not None  # _playable: tested
     stops = get_domain(domain).stop_tools
-    items = () if gold.state_hash != gold.fresh_hash else tuple(evidence(task, stops))
-    stray = frozenset() if any(a["name"] in stops for a in scripted_actions(task)) else frozenset(stops)
-    return Goal(gold.state_hash, tuple(expected_outputs(task)), items, stray)
+    items = () if verdict.changes_state else tuple(evidence(found, stops))
+    stray = frozenset() if any(a["name"] in stops for a in scripted_actions(found)) else frozenset(stops)
+    return Goal(gold.state_hash, tuple(expected_outputs(found)), items, stray)
+
+
+def _playable(domain: str, task: Any) -> TaskVerdict:
+    """The verdict of a playable task whose gold ran; else what its episode ends on, or a TaskError."""
+    verdict = task_verdict(domain, task)
+    if verdict.gold is None or not verdict.playable:
+        reason, detail = verdict.problem or ("", "")
+        failures = {"tool_sim_error": ToolSimError, "env_error": ConnectionError} if verdict.untested else {}
+        raise failures.get(reason, TaskError)(detail)
+    return verdict

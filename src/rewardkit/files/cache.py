@@ -88,13 +88,15 @@ class _Entry:
 
 
 class _Flight:
-    """A computation in progress: its waiters wake when it ends, and see whether it raised."""
+    """A computation in progress: its waiters wake when it ends, and see whether it raised, or the value it gave
+    when that value is not to be kept."""
 
-    __slots__ = ("done", "raised")
+    __slots__ = ("done", "raised", "unkept")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.raised = False
+        self.unkept: Any = MISS
 
 
 class ByteLRU:
@@ -169,12 +171,14 @@ class ByteLRU:
             self._evict()
             return True
 
-    def get(self, key: Hashable | None, compute: Callable[[], T]) -> T:
-        """The stored value for ``key``, else ``compute()`` (stored when it returns; ``key`` None: never stored).
+    def get(self, key: Hashable | None, compute: Callable[[], T], keep: Callable[[T], bool] | None = None) -> T:
+        """The stored value for ``key``, else ``compute()`` (stored when it returns, unless ``keep(value)`` is false;
+        ``key`` None: never stored).
 
         One computation per key at a time: threads that miss a key while it is being computed wait for it (256
         rollouts starting at once replay each task's gold once, not once each). When that computation raised, a
-        waiter takes over; when its value was not kept (too large), each waiter computes its own."""
+        waiter takes over; when ``keep`` refused its value, the waiters share it (the next miss computes again); when
+        it was too large to keep, each waiter computes its own."""
         if key is None:
             return compute()
         found = self.lookup(key)
@@ -188,12 +192,17 @@ class ByteLRU:
         if not leader:
             flight.done.wait()
             if flight.raised:
-                return self.get(key, compute)
+                return self.get(key, compute, keep)
+            if flight.unkept is not MISS:
+                return flight.unkept  # type: ignore[no-any-return]
             found = self.lookup(key)
             return compute() if found is MISS else found  # type: ignore[no-any-return]
         try:
             value = compute()
-            self.store(key, value)
+            if keep is None or keep(value):
+                self.store(key, value)
+            else:
+                flight.unkept = value
         except BaseException:
             flight.raised = True
             raise
@@ -211,13 +220,6 @@ class ByteLRU:
             if maxsize is not None:
                 self.maxsize = maxsize
             self._evict()
-
-    def discard(self, key: Hashable) -> None:
-        """Forget ``key``, if held."""
-        with self._lock:
-            entry = self._entries.pop(key, None)
-            if entry is not None:
-                self.nbytes -= entry.cost
 
     def clear(self) -> None:
         with self._lock:
