@@ -1,4 +1,4 @@
-"""The 16 retail tools: tau2 semantics, on hand-picked orders of the vendored db.json."""
+"""The retail tools: tau2 semantics, on hand-picked orders of the vendored db.json."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class TestDeclarations:
         }
     )
 
-    def test_sixteen_tools_with_their_risk(self) -> None:
+    def test_each_tool_with_its_risk(self) -> None:
         assert {n for n, s in TOOLS.items() if s.risk == "read"} == self.READS
         assert {n for n, s in TOOLS.items() if s.risk == "write"} == self.WRITES
 

@@ -100,11 +100,17 @@ def wrapped(conn: Any, room_id: str) -> None:
     """
 
 
+def korean(conn: Any) -> None:
+    """사용자의 주문을
+    취소합니다."""
+
+
 def test_wrapped_lines_join_with_a_space_except_between_wide_characters() -> None:
     # Chinese never separates words: two wide characters across a line break join as they are; else one space.
     spec = tool(wrapped)
     assert spec.description == "上播商品。直播间须在直播中，商品须有库存; then English words, wrapped."
     assert spec.parameters["properties"]["room_id"]["description"] == "直播间编号，如 R101; or its name"
+    assert tool(korean).description == "사용자의 주문을 취소합니다."  # Hangul is wide, and Korean spaces its words
 
 
 def test_a_hand_written_schema_is_the_same_object_shape() -> None:
@@ -140,12 +146,17 @@ def no_conn(*, q: str) -> None:
 
 
 # (function, what the error names)
+def keyed(conn, idempotency_key: str) -> None:
+    """The harness takes this argument off every call."""
+
+
 REFUSED = [
     (undocumented, "tool 'undocumented': no docstring"),
     (untyped, "tool 'untyped': parameter 'q' needs a type hint"),
     (variadic, "tool 'variadic': parameter 'kwargs' needs a type hint and a name"),
     (unmappable, r"tool 'unmappable': parameter 'q': the type hint set\[str\] has no JSON Schema"),
     (no_conn, "tool 'no_conn': the first parameter must be the database connection"),
+    (keyed, "tool 'keyed': 'idempotency_key' is the harness's; name the parameter otherwise"),
 ]
 
 

@@ -12,7 +12,7 @@ Every caller goes through the domain registry (:mod:`rewardkit.envs.registry`).
 - ``calculator.py``: tau2's ``calculate`` tool without ``eval``;
 - ``sqlite_env.py``: a domain's tables (schema and seed): the template per process, a private copy per
   rollout, the export and the incremental state hash;
-- ``retail/``: tau2-bench's retail domain on those tables (db.json <-> rows, its 16 tools, tasks);
+- ``retail/``: tau2-bench's retail domain on those tables (db.json <-> rows, its tools, tasks);
 - ``mcp_server.py``: any registered domain served over the Model Context Protocol, one private
   database per MCP session (``rewardkit env serve --mcp``; needs the optional ``mcp`` package);
 - ``mcp_env.py`` and ``mcp_domain.py``: an MCP server's tools as an environment, and as a registered domain

@@ -6,7 +6,7 @@ import ast
 import operator
 import sqlite3
 
-from rewardkit.envs.tool import ResultCode, ToolError
+from rewardkit.envs.tool import ResultCode, ToolError, tool
 
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
@@ -22,8 +22,15 @@ def _evaluate(node: ast.AST) -> float:
     raise ValueError("only numbers, + - * / and parentheses are allowed")
 
 
+@tool
 def calculate(conn: sqlite3.Connection, expression: str) -> str:
-    """tau2's calculator without ``eval``: + - * / on numbers, rounded to 2 dp."""
+    """Evaluate arithmetic on numbers with + - * / and parentheses; the result is rounded to 2 decimals.
+
+    tau2's calculator without ``eval``.
+
+    Args:
+        expression: e.g. '(19.99 + 5) * 2'.
+    """
     if not all(c in "0123456789+-*/(). " for c in expression):
         raise ToolError(ResultCode.INVALID_ARGUMENT, "Invalid characters in expression")
     if len(expression) > 1000:

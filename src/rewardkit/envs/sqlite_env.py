@@ -17,7 +17,8 @@ returning them, or the path of a file that ``read_seed`` turns into them (by def
 By default the hashed state is each table's rows as a multiset: sorted by their canonical JSON, without rowids. A
 domain whose data has a nested format of its own (tau2's db.json) gives ``read_seed`` (that format -> rows) and a
 :class:`Nested` (rows -> that format, entity by entity): its export is that format, and its hash that of the export
-with null-valued keys dropped. A table no collection owns stays rows beside them, in the export and the hash alike.
+with null-valued keys dropped. Its own tables (``Nested.rows``, which no entity reads) are rows beside the
+collections, exported as the hash reads them: without null-valued keys, in the order of their canonical JSON.
 Tables must have rowids (no ``WITHOUT ROWID``), and no name in a schema may start with ``_rewardkit_``
 (:func:`load_schema`). docs/domains.md writes a domain on it.
 """
@@ -107,11 +108,11 @@ class Nested:
     """A state in a nested JSON format of the domain's own: collection -> key -> entity, an entity made of rows of
     one or more tables (a tau2 order: its row of ``orders`` and its rows of ``order_items``, ``payment_history``)."""
 
-    # Every table an entity reads -> (the collection, the column of its entity's key): a write to it then marks the
-    # entity. A table left out is rows of its own beside the collections (and must not be read by an entity).
-    owners: Mapping[str, tuple[str, str]]
+    owners: Mapping[str, tuple[str, str]]  # every table an entity reads -> (the collection, its entity's key column)
     entity: Callable[[sqlite3.Connection, str, str], Any]  # (collection, key) -> the entity's JSON; None when gone
     export: Callable[[sqlite3.Connection], dict[str, dict[str, Any]]]  # the whole state: collection -> key -> entity
+    # The domain's own tables besides, which no entity reads: exported, hashed and diffed as rows of their own.
+    rows: tuple[str, ...] = ()
 
 
 class _Snapshot:
@@ -222,17 +223,25 @@ class Tables:
     @functools.cached_property
     def _owners(self) -> dict[str, tuple[str, str]]:
         """Table -> (the kind its rows are hashed under, the SQL of the unit a row belongs to)."""
-        owned = {t: (kind, f'"{key}"') for t, (kind, key) in (self.nested.owners if self.nested else {}).items()}
-        clash = sorted(set(self.flat) & {kind for kind, _ in owned.values()})
-        if clash:  # one name for a table of its own and a collection: the two would share a key of the state
-            raise DomainDataError(f"Nested.owners: {clash} name both a collection and a table outside it; rename one")
-        return {t: owned.get(t, (t, "rowid")) for t in self.names}
+        if self.nested is None:
+            return {t: (t, "rowid") for t in self.names}
+        missing = sorted(set(self.names) - set(self.nested.owners) - set(self.nested.rows))
+        if missing:  # their writes would never reach the hash
+            raise DomainDataError(
+                f"Nested.owners: tables {missing} of the schema have no collection; list a table an entity reads in "
+                "owners, and one of the domain's own in Nested.rows"
+            )
+        owned = {t: (kind, f'"{key}"') for t, (kind, key) in self.nested.owners.items()}
+        clash = sorted(set(self.nested.rows) & ({kind for kind, _ in owned.values()} | set(owned)))
+        if clash:  # one name for a table of its own and a collection (or an owned table): they would share the key
+            raise DomainDataError(f"Nested.rows: {clash} also named in Nested.owners; a table is one or the other")
+        return {**owned, **{t: (t, "rowid") for t in self.nested.rows}}
 
     @functools.cached_property
     def flat(self) -> list[str]:
-        """The tables whose rows are the state as they are: every table, or those no :class:`Nested` collection
-        owns (a nested domain's own tables, exported and hashed beside its collections)."""
-        return [t for t in self.names if self.nested is None or t not in self.nested.owners]
+        """The tables whose rows are the state as they are: every table, or a nested domain's own (``Nested.rows``),
+        exported and hashed beside its collections."""
+        return list(self.names) if self.nested is None else [t for t in self.names if t in self.nested.rows]
 
     def _rows(self, seed_file: str | None) -> tuple[Rows, str]:
         if seed_file is not None or isinstance(self.seed, Path):
@@ -260,15 +269,21 @@ class Tables:
         load_schema(conn, self.schema)
         conn.execute("BEGIN")
         for table, table_rows in rows.items():
+            if not isinstance(table_rows, list):
+                raise DomainDataError(f"{where}: {table} must be a list of rows, got {type(table_rows).__name__}")
             _insert(conn, table, table_rows, where)
         conn.execute("COMMIT")
         _track(conn, self._owners)
         attach(conn)  # the template's (empty) approval requests are every fresh copy's: ``fresh_requests``
         return conn, self._snapshot(conn)
 
+    def _text(self, row: sqlite3.Row) -> str:
+        """A row as the hash reads it: its columns (a nested domain's own table: without the null ones)."""
+        return _row_text(row) if self.nested is None else canonical(drop_nulls(dict(row) | {ROWID: None}))
+
     def _snapshot(self, conn: sqlite3.Connection) -> _Snapshot:
         select = 'SELECT rowid AS {}, * FROM "{}"'
-        rows = {t: {r[ROWID]: _row_text(r) for r in conn.execute(select.format(ROWID, t))} for t in self.flat}
+        rows = {t: {r[ROWID]: self._text(r) for r in conn.execute(select.format(ROWID, t))} for t in self.flat}
         if self.nested is None:
             return _Snapshot(rows)
         state = self.nested.export(conn)
@@ -282,7 +297,7 @@ class Tables:
         """A touched unit's id and its text now (None: gone)."""
         if self.nested is None or kind in self.flat:
             found = conn.execute(f'SELECT rowid AS {ROWID}, * FROM "{kind}" WHERE rowid = ?', (unit,)).fetchone()
-            return unit, None if found is None else _row_text(found)
+            return unit, None if found is None else self._text(found)
         value = self.nested.entity(conn, kind, unit)
         return str(unit), None if value is None else canonical(drop_nulls(value))
 
@@ -295,9 +310,13 @@ class Tables:
         return out
 
     def export(self, conn: sqlite3.Connection) -> dict[str, Any]:
-        """The state as JSON: the nested format's collections, and each other table's rows in insertion order."""
+        """The state as JSON: every table's rows in insertion order; or the nested format's collections, and its own
+        tables' rows as the hash reads them (no null-valued key, in the order of their text)."""
         rows = {t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in self.flat}
-        return rows if self.nested is None else {**self.nested.export(conn), **rows}
+        if self.nested is None:
+            return rows
+        own = {t: sorted((drop_nulls(r) for r in found), key=canonical) for t, found in rows.items()}
+        return {**self.nested.export(conn), **own}
 
     def state_hash(self, conn: sqlite3.Connection, seed_file: str | None = None) -> str:
         """The state's hash, serialising again only what the triggers marked as touched since the copy was made."""

@@ -139,25 +139,6 @@ def arguments_schema(
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
 
-def declare(
-    fn: Callable[..., Any],
-    description: str,
-    gates: tuple[Gate, ...] = (),
-    *,
-    write: bool = False,
-    optional: tuple[str, ...] = (),
-    key: Mapping[str, Any] = IDEMPOTENCY_SCHEMA,
-    **properties: Any,
-) -> ToolSpec:
-    """A :class:`ToolSpec` named after ``fn(conn, ...)`` whose arguments are declared by hand, a JSON Schema each
-    (where :func:`tool` reads them from the signature): every property is required but the ``optional`` ones; a
-    ``write`` also takes the optional idempotency key (``key``: its schema), and its ``gates`` are checked before it
-    runs."""
-    required = [name for name in properties if name not in optional]
-    schema = arguments_schema(properties, required, write=write, key=key)
-    return ToolSpec(fn.__name__, description, schema, "write" if write else "read", fn, gates=gates)
-
-
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array"}
 _ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
@@ -198,6 +179,8 @@ def tool(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name not in hints:
             why = "needs a type hint and a name the model can pass (no *args or **kwargs)"
             raise ToolSpecError(f"tool {name!r}: parameter {param.name!r} {why}")
+        if param.name == IDEMPOTENCY_KEY:  # the harness takes it off every call before the tool runs
+            raise ToolSpecError(f"tool {name!r}: {IDEMPOTENCY_KEY!r} is the harness's; name the parameter otherwise")
         schema = _schema(hints[param.name], f"tool {name!r}: parameter {param.name!r}")
         if param.name in described:
             schema = {**schema, "description": described[param.name]}
@@ -239,15 +222,19 @@ def _docstring(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, str]]:
 
 
 def _joined(lines: list[str]) -> str:
-    """Wrapped lines as one: a space between two lines, none where both sides are wide (CJK) characters, which
-    Chinese and Japanese text never separates."""
+    """Wrapped lines as one: a space between two lines, none where both sides are Chinese or Japanese characters
+    (wide, and not Korean, which spaces its words), which that text never separates."""
     out = ""
     for line in (" ".join(line.split()) for line in lines):
         if out and line:
-            wide = unicodedata.east_asian_width(out[-1]) in "WF" and unicodedata.east_asian_width(line[0]) in "WF"
-            out += "" if wide else " "
+            out += "" if _unspaced(out[-1]) and _unspaced(line[0]) else " "
         out += line
     return out
+
+
+def _unspaced(char: str) -> bool:
+    """A character of a script written without spaces between words: a wide one, Hangul aside."""
+    return unicodedata.east_asian_width(char) in "WF" and not unicodedata.name(char, "").startswith("HANGUL")
 
 
 def _schema(hint: Any, where: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def _read_json(name: str) -> Any:
 
 
 def tasks() -> dict[str, dict[str, Any]]:
-    """The 114 tau2 retail tasks by id (the parsed, shared objects: do not mutate)."""
+    """The retail tasks by id (the parsed, shared objects: do not mutate)."""
     raw = _read_json("tasks.json")
     if not isinstance(raw, list) or not all(isinstance(t, dict) and "id" in t for t in raw):
         raise DomainDataError(

@@ -1,4 +1,4 @@
-"""The 16 retail tools on SQL, with tau2-bench's retail semantics, each declared where it is written (``@tool``).
+"""The retail tools on SQL, with tau2-bench's retail semantics, each declared where it is written (``@tool``).
 
 Each function takes the connection and the (already schema-checked) arguments
 and returns a JSON value, or raises :class:`ToolError`. Writes run inside the
@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from rewardkit.envs.calculator import calculate
 from rewardkit.envs.retail.db import order_dict, product_dict, user_dict, variant_dict
-from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec, declare, tool, toolset
+from rewardkit.envs.tool import ResultCode, ToolError, ToolSpec, tool, toolset
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 
@@ -174,12 +174,6 @@ def list_all_product_types(conn: sqlite3.Connection) -> str:
 
 
 # -- generic tools (calculate is shared: src/rewardkit/envs/calculator.py) ----------------------------------------
-
-CALCULATE = declare(
-    calculate,
-    "Evaluate arithmetic on numbers with + - * / and parentheses; the result is rounded to 2 decimals.",
-    expression={"type": "string", "description": "e.g. '(19.99 + 5) * 2'."},
-)
 
 
 @tool
@@ -398,7 +392,7 @@ TOOLS: dict[str, ToolSpec] = toolset(
     get_product_details,
     get_item_details,
     list_all_product_types,
-    CALCULATE,
+    calculate,
     transfer_to_human_agents,
     cancel_pending_order,
     exchange_delivered_order_items,
