@@ -70,7 +70,8 @@ CREATE TABLE payment_history (
     PRIMARY KEY (order_id, position)
 );
 """
-OWN_TABLES: tuple[str, ...] = ()  # tables of SCHEMA beside the collections: db.json's other keys, rows as they are
+# The tables of SCHEMA beside the collections, which no entity reads: db.json's other keys, rows as they are.
+OWN_TABLES: tuple[str, ...] = ()
 
 _ADDRESS = ("address1", "address2", "city", "country", "state", "zip")
 # Order fields stored as JSON text (lists) or plain values; absent when NULL.
