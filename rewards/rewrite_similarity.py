@@ -14,11 +14,6 @@ from rewardkit.rewards._similarity import backend_for
 from rewardkit.rewards._text import CjkUnit, content_units
 
 
-def unit_coverage(pred: str, gold: str, cjk: CjkUnit = "bigram") -> float:
-    """Share of the gold's content units that also occur in the prediction."""
-    return _covered(content_units(pred, cjk), content_units(gold, cjk))
-
-
 def _covered(pred_units: set[str], gold_units: set[str]) -> float:
     return len(gold_units & pred_units) / len(gold_units) if gold_units else 1.0
 

@@ -168,13 +168,14 @@ VERDICTS = ByteLRU(SMALL_BUDGET, maxsize=4096)
 
 def task_verdict(domain: str, cell: Any) -> TaskVerdict:
     """:func:`judge_task` of the task in ``cell`` (an object or its JSON text) in the domain named ``domain``, once
-    per distinct task per process. The task judged is the cell as JSON reads it (a tuple is a list, a key a string):
-    the dataset's form, whatever object carried it; a cell JSON cannot hold is ``bad_task``."""
+    per distinct task per process. The task judged is the cell as JSON reads it (a tuple is a list, a key a string,
+    the keys in their order: a simulated domain's memory is written in it): the dataset's form, whatever object
+    carried it; a cell JSON cannot hold is ``bad_task``. An object and its JSON text are one task."""
     if isinstance(cell, str):
         text = cell
     else:
         try:
-            text = json.dumps(cell, sort_keys=True, allow_nan=False)
+            text = json.dumps(cell, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             found = ("bad_task", f"the task is not JSON ({type(exc).__name__}: {str(exc)[:80]})")
             return TaskVerdict(cell, found)
