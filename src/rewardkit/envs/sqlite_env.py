@@ -158,10 +158,12 @@ class _Snapshot:
         return hashlib.sha256(("{" + ",".join(parts) + "}").encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _row_text(row: sqlite3.Row) -> str:
+def _row_text(row: sqlite3.Row, nulls: bool = True) -> str:
+    """A row as the hash reads it: its columns, without the rowid (and, unless ``nulls``, the null ones: a nested
+    domain's own tables, as its export writes them)."""
     columns = dict(row)
     columns.pop(ROWID, None)  # the rowid depends on insertion order, not on the state
-    return canonical(columns)
+    return canonical(columns if nulls else drop_nulls(columns))
 
 
 def _insert(conn: sqlite3.Connection, table: str, rows: Sequence[Mapping[str, Any]], where: str) -> None:
@@ -277,13 +279,10 @@ class Tables:
         attach(conn)  # the template's (empty) approval requests are every fresh copy's: ``fresh_requests``
         return conn, self._snapshot(conn)
 
-    def _text(self, row: sqlite3.Row) -> str:
-        """A row as the hash reads it: its columns (a nested domain's own table: without the null ones)."""
-        return _row_text(row) if self.nested is None else canonical(drop_nulls(dict(row) | {ROWID: None}))
-
     def _snapshot(self, conn: sqlite3.Connection) -> _Snapshot:
         select = 'SELECT rowid AS {}, * FROM "{}"'
-        rows = {t: {r[ROWID]: self._text(r) for r in conn.execute(select.format(ROWID, t))} for t in self.flat}
+        nulls = self.nested is None  # a nested domain's own tables drop them, as its export does
+        rows = {t: {r[ROWID]: _row_text(r, nulls) for r in conn.execute(select.format(ROWID, t))} for t in self.flat}
         if self.nested is None:
             return _Snapshot(rows)
         state = self.nested.export(conn)
@@ -297,7 +296,7 @@ class Tables:
         """A touched unit's id and its text now (None: gone)."""
         if self.nested is None or kind in self.flat:
             found = conn.execute(f'SELECT rowid AS {ROWID}, * FROM "{kind}" WHERE rowid = ?', (unit,)).fetchone()
-            return unit, None if found is None else self._text(found)
+            return unit, None if found is None else _row_text(found, self.nested is None)
         value = self.nested.entity(conn, kind, unit)
         return str(unit), None if value is None else canonical(drop_nulls(value))
 

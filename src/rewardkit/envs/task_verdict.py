@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rewardkit.envs import Domain, get_domain
@@ -56,12 +56,14 @@ class TaskVerdict:
     ``problem``: ``(reason, detail)`` when the task cannot judge an episode, else None. ``gold``: its gold actions'
     outcome on a fresh database, with each result's text (None when the shape checks stopped first or the replay
     raised). ``script``: each scripted entry's result code, when an entry has an ``outcome`` (else empty).
-    ``untested``: the tools failed, not the task; it may be played."""
+    ``writes``: how many gold actions are the domain's writes. ``untested``: the tools failed, not the task; it may
+    be played."""
 
     task: Any
     problem: tuple[str, str] | None = None
     gold: Outcome | None = None
     script: tuple[str, ...] = ()
+    writes: int = 0
     untested: bool = False
 
     @property
@@ -92,6 +94,7 @@ def judge_task(domain: Domain, task: Any) -> TaskVerdict:
     found = task_problem(task, domain.tools, domain.name)
     if found is not None:
         return TaskVerdict(task, found)
+    writes = sum(a["name"] in domain.write_tools for a in gold_actions(task))
     try:
         gold = replay(domain, gold_actions(task), approves(task), task=task, fresh=True, texts=True)
         script = run_script(domain, task)
@@ -103,8 +106,8 @@ def judge_task(domain: Domain, task: Any) -> TaskVerdict:
         return TaskVerdict(task, ("env_error", f"the gold cannot be replayed: {exc}"), untested=True)
     except Exception as exc:  # a bug in the domain's environment or tools: reported with the task, not a traceback
         return TaskVerdict(task, ("gold_raises", f"replaying the gold raised {type(exc).__name__}: {exc}"))
-    verdict = TaskVerdict(task, None, gold, script)
-    return TaskVerdict(task, _replay_problem(verdict, domain), gold, script)
+    verdict = TaskVerdict(task, None, gold, script, writes)
+    return replace(verdict, problem=_replay_problem(verdict, domain))
 
 
 def _replay_problem(verdict: TaskVerdict, domain: Domain) -> tuple[str, str] | None:
@@ -118,8 +121,7 @@ def _replay_problem(verdict: TaskVerdict, domain: Domain) -> tuple[str, str] | N
     problem = _script_problem(task, verdict.script)
     if problem is not None:
         return "bad_outcome_entry", problem
-    writes = any(a["name"] in domain.write_tools for a in gold_actions(task))
-    if writes and not verdict.changes_state:
+    if verdict.writes and not verdict.changes_state:
         return "no_change", (
             "the gold writes leave the state as it was (state_hash unchanged): doing nothing reaches the gold state; "
             "fix the gold actions' arguments, or drop the writes"

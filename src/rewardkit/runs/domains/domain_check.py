@@ -154,8 +154,7 @@ def replay_gold(domain: Domain, task: Any) -> Gold:
     verdict = judge_task(domain, task)
     if verdict.problem is not None:
         return Gold(": ".join(verdict.problem), verdict.texts)
-    actions = gold_actions(task)
-    writes = sum(a["name"] in domain.write_tools for a in actions)
+    actions, writes = gold_actions(task), verdict.writes
     changed = f"{writes} write(s), the state changed" if writes else "no write expected"
     detail = f"{len(actions)} gold action(s) replayed, {changed}"
     reads_failed = verdict.failed_calls()  # only reads: a failed write is the verdict's gold_fails

@@ -21,7 +21,7 @@ from rapidfuzz import fuzz
 
 from rewardkit.envs import Domain
 from rewardkit.envs.task_verdict import judge_task
-from rewardkit.envs.tasks import gold_actions, reason_for_call, scripted_actions, task_problem
+from rewardkit.envs.tasks import reason_for_call, scripted_actions, task_problem
 from rewardkit.envs.tool import IDEMPOTENCY_KEY
 from rewardkit.rewards import TaskCompletion
 from rewardkit.runs.domains.domain_check import Gold, episode_checks, outputs_check, words_fall_short
@@ -102,7 +102,7 @@ def _replay(domain: Domain, task: Mapping[str, Any]) -> tuple[str, str] | Gold:
         return "gold_fails", f"actions[{i}] {name}: {error}"
     if verdict.problem is not None:
         return verdict.problem
-    writes = sum(a["name"] in domain.write_tools for a in gold_actions(task))
+    writes = verdict.writes
     if not writes and task.get("kind") in WRITING_KINDS:
         return "no_change", f"a {task.get('kind')} task must write; its gold only reads"
     return Gold(None, verdict.texts, words_fall_short(domain, task, bool(writes)))
