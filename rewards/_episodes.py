@@ -2,21 +2,22 @@
 
 An episode's outcome is the final state hash plus every call with its result. It comes from the rollout's own
 record when the environment left one in ``rollout_infos`` (keys ``state_hash`` and ``audit``), else from replaying
-the agent's tool calls on a fresh database copy. Whether the task can be scored and what completes it is its verdict's
-(:mod:`rewardkit.envs.task_verdict`, judged once per process).
+the agent's tool calls on a fresh database copy. What completes the task (its :class:`~rewardkit.envs.outcomes.Goal`)
+comes with a live record too (``goal``: the scheduler judged the task); any other row's task is judged here, by its
+verdict (:mod:`rewardkit.envs.task_verdict`, once per process).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.episode_record import EpisodeRecord
-from rewardkit.envs.outcomes import Outcome, recorded_outcome, replay_conversation
-from rewardkit.envs.task_verdict import checked_task
+from rewardkit.envs.episode_record import EpisodeRecord, said_texts
+from rewardkit.envs.outcomes import Goal, Outcome, recorded_outcome, replay_conversation
+from rewardkit.envs.task_verdict import checked_task, task_goal
 from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
@@ -27,8 +28,8 @@ TAU2_FORMAT = (
 )
 
 
-def row_task(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
-    """The row's task, playable in its domain (judged once per distinct task per process, with the scheduler's)."""
+def row_domain(domain: Any, row: int) -> str:
+    """The row's domain, known to the registry, else a TaskError naming the cell."""
     if not isinstance(domain, str):
         raise TaskError(
             f"{where('domain', row)}: must name a domain: 'retail', an installed domain or a domain folder's path; "
@@ -38,7 +39,7 @@ def row_task(task: Any, domain: Any, row: int) -> Mapping[str, Any]:
         get_domain(domain)
     except ValueError as exc:
         raise TaskError(f"{where('domain', row)}: {exc}") from exc
-    return checked_task(task, where("task", row), domain)
+    return domain
 
 
 def read_messages(cell: Any, row: int) -> list[Any]:
@@ -54,27 +55,50 @@ def read_messages(cell: Any, row: int) -> list[Any]:
     return list(cell)
 
 
-def agent_outcome(
-    domain: str,
-    messages: Sequence[Mapping[str, Any]],
-    record: EpisodeRecord | None,
-    need_calls: bool,
-    task: Mapping[str, Any],
-) -> Outcome:
-    """The episode's outcome: the state hash and audit the live environment recorded, where it did; a replay of the
-    messages for what it did not (with ``need_calls``, the calls of a record without its audit)."""
-    state = record.state_hash if record is not None else None
-    if state is None:
-        return replay_conversation(domain, messages, task=task)
-    if record is not None and record.audit is not None:
-        return recorded_outcome(state, list(record.audit))
-    if not need_calls:
-        return Outcome(state, ())
-    return replace(replay_conversation(domain, messages, task=task), state_hash=state)
+@dataclass(frozen=True)
+class EpisodeRow:
+    """One row as the episode rewards read it: the conversation, its live record (None offline) and what completes
+    its task. ``task`` is None where the goal came with a live record (its scheduler judged the task, and the record
+    holds the state and the calls): then nothing is replayed."""
+
+    messages: Sequence[Mapping[str, Any]]
+    domain: str
+    record: EpisodeRecord | None
+    goal: Goal
+    task: Mapping[str, Any] | None = None
+
+    def said(self) -> list[str]:
+        """What the agent said to the user, message by message (the record's, where it kept it)."""
+        return said_texts(self.messages, self.record)
+
+    def outcome(self, need_calls: bool) -> Outcome:
+        """The episode's outcome: the state hash and audit the live environment recorded, where it did; a replay of
+        the messages for what it did not (with ``need_calls``, the calls of a record without its audit)."""
+        record = self.record
+        state = record.state_hash if record is not None else None
+        if state is None:
+            return replay_conversation(self.domain, self.messages, task=self.task)
+        if record is not None and record.audit is not None:
+            return recorded_outcome(state, list(record.audit))
+        if not need_calls:
+            return Outcome(state, ())
+        return replace(replay_conversation(self.domain, self.messages, task=self.task), state_hash=state)
 
 
-def write_tools(domain: str) -> frozenset[str]:
-    return get_domain(domain).write_tools
+def live_goal(record: EpisodeRecord | None) -> Goal | None:
+    """The goal a live episode's record carries beside its final state and calls, or None (judge the task)."""
+    if record is None or record.state_hash is None or record.audit is None:
+        return None
+    return record.goal
+
+
+def episode_row(
+    messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None, domain: str, record: EpisodeRecord | None
+) -> EpisodeRow:
+    """The row of a checked ``task`` (None: its live record brings the goal): the goal the record carries, else the
+    task's verdict's."""
+    goal = live_goal(record) or task_goal(domain, task)
+    return EpisodeRow(messages, domain, record, goal, task)
 
 
 class EpisodeReward(Reward):
@@ -86,20 +110,23 @@ class EpisodeReward(Reward):
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         infos = [EpisodeRecord.read(i) for i in columns.get("rollout_infos") or [None] * len(completions)]
-        # Every row's task and domain first: a dataset bug fails the first batch, whatever the model did.
-        rows = [(row_task(t, d, i), d) for i, (t, d) in enumerate(zip(columns["task"], columns["domain"], strict=True))]
+        # Every row's domain, and the task of every row whose record brings no goal (judged once per distinct task
+        # per process, with the scheduler's), first: a dataset bug fails the first batch, whatever the model did.
+        tasks: list[Mapping[str, Any] | None] = []
+        for i, (cell, domain, info) in enumerate(zip(columns["task"], columns["domain"], infos, strict=True)):
+            known = row_domain(domain, i)
+            tasks.append(None if live_goal(info) else checked_task(cell, where("task", i), known))
         out: list[float | None] = []
-        for i, (cell, (task, domain), info) in enumerate(zip(columns["messages"], rows, infos, strict=True)):
+        rows = zip(columns["messages"], tasks, columns["domain"], infos, strict=True)
+        for i, (cell, task, domain, info) in enumerate(rows):
             messages = read_messages(cell, i)
             if info is not None and info.excluded:  # the simulator failed: not the policy's doing, left out of training
                 out.append(None)
             elif info is not None and info.termination is not None and not info.natural:  # tau2: no credit
                 out.append(0.0)
             else:
-                out.append(self.score_episode(messages, task, domain, info))
+                out.append(self.score_episode(episode_row(messages, task, domain, info)))
         return out
 
-    def score_episode(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
-    ) -> float:
+    def score_episode(self, episode: EpisodeRow) -> float:
         raise NotImplementedError

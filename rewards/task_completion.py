@@ -9,9 +9,8 @@ from types import MappingProxyType
 from typing import Any
 
 from rewardkit.config import config_section, setting
-from rewardkit.envs.episode_record import EpisodeRecord, said_texts
-from rewardkit.envs.task_verdict import task_goal
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome
+from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.rewards._episodes import EpisodeReward, EpisodeRow, episode_row
 from rewardkit.rewards.config import RewardConfig, load_section
 
 
@@ -102,19 +101,17 @@ class TaskCompletion(EpisodeReward):
         self.cfg = load_section(TaskCompletionConfig, config)
         self.require_outputs = self.cfg.require_outputs
 
-    def score_episode(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
-    ) -> float:
-        goal = task_goal(domain, task)
+    def score_episode(self, episode: EpisodeRow) -> float:
+        goal = episode.goal
         # The calls are read only where the goal judges them (evidence, a stray transfer), else the hash alone.
-        agent = partial(agent_outcome, domain, messages, infos, goal.needs_calls, task)
-        return float(goal.reached(said_texts(messages, infos), agent, self.require_outputs))
+        return float(goal.reached(episode.said(), partial(episode.outcome, goal.needs_calls), self.require_outputs))
 
     def checks(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
+        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, record: EpisodeRecord | None
     ) -> list[tuple[str, bool]]:
-        """This reward's checks of one episode, named, each passed or not (``Goal.checks``): a checked task scores 1.0
-        when all pass and its episode ended by a stop. What the episode log and the viewer show beside the score."""
-        goal = task_goal(domain, task)
-        agent = agent_outcome(domain, messages, infos, goal.needs_calls, task)
-        return goal.checks(said_texts(messages, infos), agent, self.require_outputs)
+        """This reward's checks of one episode of a checked ``task``, named, each passed or not (``Goal.checks``): it
+        scores 1.0 when all pass and the episode ended by a stop. What the episode log and the viewer show beside
+        the score."""
+        episode = episode_row(messages, task, domain, record)
+        goal = episode.goal
+        return goal.checks(episode.said(), episode.outcome(goal.needs_calls), self.require_outputs)

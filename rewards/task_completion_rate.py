@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
 
-from rewardkit.envs.episode_record import EpisodeRecord, said_texts
 from rewardkit.envs.outcomes import matches
-from rewardkit.envs.task_verdict import gold_outcome, task_goal
-from rewardkit.envs.tasks import communicated_texts, gold_actions
-from rewardkit.rewards._episodes import EpisodeReward, agent_outcome, write_tools
+from rewardkit.envs.tasks import communicated_texts
+from rewardkit.rewards._episodes import EpisodeReward, EpisodeRow
 
 
 class TaskCompletionRate(EpisodeReward):
@@ -70,25 +66,19 @@ class TaskCompletionRate(EpisodeReward):
     order = 110
     sets = MappingProxyType({"agent": 0.0, "agent_multi_turn": 0.0})
 
-    def score_episode(
-        self, messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, infos: EpisodeRecord | None
-    ) -> float:
-        writes = write_tools(domain)
-        gold, goal = gold_outcome(domain, task), task_goal(domain, task)
-        # A gold write that fails on replay (tau2 keeps a few) is not something the task requires.
-        gold_writes = [a for a, c in zip(gold_actions(task), gold.calls, strict=True) if a["name"] in writes and c.ok]
-        texts = said_texts(messages, infos)
+    def score_episode(self, episode: EpisodeRow) -> float:
+        goal, texts = episode.goal, episode.said()
         said = communicated_texts(texts, goal.outputs)
-        agent = agent_outcome(domain, messages, infos, need_calls=True, task=task)
+        agent = episode.outcome(need_calls=True)
         unused = list(agent.calls)
         matched = 0
-        for action in gold_writes:
+        for action in goal.writes:  # a gold write that fails on replay (tau2 keeps a few) is not one the task requires
             hit = next((c for c in unused if matches(action, c)), None)
             if hit is not None:
                 unused.remove(hit)
                 matched += 1
-        state = agent.state_hash == gold.state_hash and not goal.stopped_early(agent)
+        state = agent.state_hash == goal.state_hash and not goal.stopped_early(agent)
         if not goal.evidence:
-            return (matched + sum(said) + state) / (len(gold_writes) + len(said) + 1)
+            return (matched + sum(said) + state) / (len(goal.writes) + len(said) + 1)
         shown = [ok for item, ok in zip(goal.evidence, goal.shown(texts, agent), strict=True) if item.kind != "output"]
-        return state * (matched + sum(said) + sum(shown)) / (len(gold_writes) + len(said) + len(shown))
+        return state * (matched + sum(said) + sum(shown)) / (len(goal.writes) + len(said) + len(shown))

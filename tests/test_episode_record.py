@@ -8,7 +8,18 @@ from typing import Any
 import pytest
 
 from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.outcomes import Goal
+from rewardkit.envs.tasks import Evidence
 from rewardkit.envs.termination import Termination
+
+TRANSFER = {"name": "transfer_to_human_agents", "arguments": {"summary": "refund"}, "compare_args": []}
+GOAL = Goal(
+    state_hash="cd34",
+    outputs=("refund",),
+    evidence=(Evidence("output", "refund"), Evidence("call", TRANSFER)),
+    stray_stops=frozenset(),
+    writes=({"name": "cancel_pending_order", "arguments": {"order_id": "#W1"}},),
+)
 
 FULL = EpisodeRecord(
     termination="user_stop",
@@ -22,6 +33,7 @@ FULL = EpisodeRecord(
     transcript="user: hi",
     user_sim="scripted",
     error=None,
+    goal=GOAL,
 )
 
 
@@ -41,7 +53,30 @@ READ = [
     ({"state_hash": 7, "error": ["x"]}, EpisodeRecord()),  # wrong types are not recorded
     ({"audit": "[]", "agent_said": "hi"}, EpisodeRecord()),  # a string is not a list of rows or texts
     ({"audit": [{"tool": "a"}, 3], "agent_said": ["a", 1]}, EpisodeRecord(audit=({"tool": "a"},), agent_said=("a",))),
+    ({"goal": GOAL.to_json()}, EpisodeRecord(goal=GOAL)),
 ]
+
+OK_GOAL = GOAL.to_json()
+# A recorded goal off its shape is no goal (the reward then judges the task itself): (what is off, the goal cell)
+BAD_GOALS = [
+    ("not an object", "cd34"),
+    ("no state hash", {**OK_GOAL, "state_hash": None}),
+    ("outputs not texts", {**OK_GOAL, "outputs": ["refund", 3]}),
+    ("a list missing", {k: v for k, v in OK_GOAL.items() if k != "writes"}),
+    ("stray stops a string", {**OK_GOAL, "stray_stops": "transfer_to_human_agents"}),
+    ("a write without a name", {**OK_GOAL, "writes": [{"arguments": {}}]}),
+    ("a write's arguments a list", {**OK_GOAL, "writes": [{"name": "x", "arguments": []}]}),
+    ("compare_args not names", {**OK_GOAL, "writes": [{"name": "x", "compare_args": [1]}]}),
+    ("an evidence kind unknown", {**OK_GOAL, "evidence": [{"kind": "maybe", "value": TRANSFER}]}),
+    ("an output's value no text", {**OK_GOAL, "evidence": [{"kind": "output", "value": TRANSFER}]}),
+    ("an evidence item with a third key", {**OK_GOAL, "evidence": [{"kind": "output", "value": "x", "why": 1}]}),
+]
+
+
+@pytest.mark.parametrize(("what", "cell"), BAD_GOALS, ids=[w for w, _ in BAD_GOALS])
+def test_a_recorded_goal_off_its_shape_is_not_recorded(what: str, cell: Any) -> None:
+    assert Goal.read(cell) is None
+    assert EpisodeRecord.read({"termination": "user_stop", "goal": cell}) == EpisodeRecord(termination="user_stop")
 
 
 @pytest.mark.parametrize(("cell", "record"), READ)
@@ -82,6 +117,7 @@ def test_an_unstarted_episode_records_its_ending_and_error_and_nothing_else() ->
         "error": "the server is unreachable",
         "user_flags": [],
         "user_sim_fault": None,
+        "goal": None,  # nothing judged: the reward judges the row's task itself
     }
 
 

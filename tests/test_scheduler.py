@@ -10,6 +10,7 @@ import pytest
 from _tiny_agent import OPEN_TASK, short_rows
 from sim_server import SimServer, free_port
 
+from rewardkit.envs.task_verdict import task_goal
 from rewardkit.loop.config import RolloutLimits
 from rewardkit.loop.endpoint import EndpointSettings
 from rewardkit.loop.user_sim.openai_sim import OpenAISimulator
@@ -210,6 +211,7 @@ class TestConversation:
         infos = final["rollout_infos"]
         assert final["done"] and infos["termination"] == "max_turns" and infos["tool_calls"] == 1
         assert [a["tool"] for a in infos["audit"]] == ["get_order_details"]
+        assert infos["goal"] == task_goal(req.data_dict["domain"], req.data_dict["task"]).to_json()  # for the reward
         assert sched.episodes == {}  # the episode and its database are released
 
     def test_rows_without_the_task_columns_fail_naming_them(self) -> None:

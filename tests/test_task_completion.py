@@ -16,6 +16,7 @@ from _retail_gold import VALID
 from rewardkit.envs import get_domain, make_env
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.tools import TOOLS
+from rewardkit.envs.task_verdict import VERDICTS, task_goal
 from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 from rewardkit.runs.stats.metrics import task_order
@@ -177,6 +178,39 @@ class TestRolloutInfos:
         assert score(TaskCompletion(), task, hermes([], info(task)), rollout_infos=[right]) == 1.0
         wrong = {"state_hash": "0" * 64, "num_turns": 3}
         assert score(TaskCompletion(), task, hermes(gold(task), info(task)), rollout_infos=[wrong]) == 0.0
+
+    @pytest.mark.parametrize(
+        ("cls", "expected"),
+        [
+            (TaskCompletion, 1.0),  # both outputs said, the gold state recorded
+            (TaskCompletionRate, 0.6),  # no write in the (empty) audit: (0 + 2 + 1) / (2 writes + 2 outputs + 1)
+        ],
+    )
+    def test_a_live_records_goal_is_read_and_the_task_not_judged_again(self, cls: type, expected: float) -> None:
+        # The scheduler judged task 59 and recorded its goal: the reward reads it, so even a task cell it could not
+        # judge (not JSON) scores, and no verdict is asked for.
+        task = TASKS["59"]
+        record = {
+            "termination": "user_stop",
+            "state_hash": final_hash(gold(task)),
+            "audit": [],
+            "goal": task_goal("retail", task).to_json(),
+        }
+        VERDICTS.clear()
+        (value,) = cls()(
+            [""], messages=[hermes([], info(task))], task=["{not json"], domain=["retail"], rollout_infos=[record]
+        )
+        assert value == pytest.approx(expected) and len(VERDICTS) == 0
+
+    def test_a_goal_without_the_records_state_is_judged_from_the_task(self) -> None:
+        # A record without its audit replays the messages, so the goal is the task's own: a bad task cell raises.
+        record = {
+            "termination": "user_stop",
+            "state_hash": "0" * 64,
+            "goal": task_goal("retail", TASKS["59"]).to_json(),
+        }
+        with pytest.raises(TaskError):
+            TaskCompletion()([""], messages=[[]], task=["{not json"], domain=["retail"], rollout_infos=[record])
 
     def test_infos_without_a_hash_fall_back_to_replay(self) -> None:
         task = TASKS["59"]

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewardkit.envs.outcomes import Goal
 from rewardkit.envs.termination import EXCLUDED, NATURAL, Termination
 from rewardkit.envs.tool_calls import user_facing_texts
 
@@ -66,6 +67,7 @@ class EpisodeRecord:
     error: str | None = None  # why an infrastructure ending happened
     user_flags: tuple[Mapping[str, Any], ...] = ()  # the user review's flags: {"kind", "turn", "evidence"} each
     user_sim_fault: str | None = None  # the mistake a simulator made on purpose (user_sim.fault_rate): its label
+    goal: Goal | None = None  # what completes the task, as the episode's scheduler judged it: the reward's to read
 
     @classmethod
     def unstarted(cls, error: str, user_sim: str, ending: Termination = Termination.ENV_ERROR) -> EpisodeRecord:
@@ -89,6 +91,7 @@ class EpisodeRecord:
         out["audit"] = None if self.audit is None else [dict(row) for row in self.audit]
         out["agent_said"] = None if self.agent_said is None else list(self.agent_said)
         out["user_flags"] = [dict(flag) for flag in self.user_flags]
+        out["goal"] = None if self.goal is None else self.goal.to_json()
         return out
 
     @classmethod
@@ -114,6 +117,7 @@ class EpisodeRecord:
             error=_text(value.get("error")),
             user_flags=_rows(value.get("user_flags")) or (),
             user_sim_fault=_text(value.get("user_sim_fault")),
+            goal=Goal.read(value.get("goal")),
         )
 
 

@@ -20,7 +20,7 @@ from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.approvals import agent_rows, decided_rows, gate_counts, user_decision
 from rewardkit.envs.harness import StatefulEnvironment
 from rewardkit.envs.state_diff import Changes, units
-from rewardkit.envs.tasks import Evidence, approves, communicated_texts, error_text, gold_actions
+from rewardkit.envs.tasks import OUTCOMES, Evidence, approves, communicated_texts, error_text, gold_actions
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode
 from rewardkit.envs.tool_calls import tool_calls
 from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
@@ -182,6 +182,29 @@ class Goal:
     outputs: tuple[str, ...]
     evidence: tuple[Evidence, ...]
     stray_stops: frozenset[str] = frozenset()
+    writes: tuple[Mapping[str, Any], ...] = ()  # the gold writes that succeed on a fresh database (partial credit)
+
+    def to_json(self) -> dict[str, Any]:
+        """The goal as an episode record carries it (``rollout_infos["goal"]``), for the reward to read back."""
+        return {
+            "state_hash": self.state_hash,
+            "outputs": list(self.outputs),
+            "evidence": [{"kind": item.kind, "value": item.value} for item in self.evidence],
+            "stray_stops": sorted(self.stray_stops),
+            "writes": [dict(action) for action in self.writes],
+        }
+
+    @classmethod
+    def read(cls, value: Any) -> Goal | None:
+        """A recorded goal (:meth:`to_json`), or None for a cell that holds none or holds one off that shape: the
+        reward then judges the row's task itself."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("state_hash"), str):
+            return None
+        outputs, evidence, stops, writes = (value.get(k) for k in ("outputs", "evidence", "stray_stops", "writes"))
+        if not (_all(outputs, str) and _all(stops, str) and _all(writes, _action) and _all(evidence, _evidence)):
+            return None
+        items = tuple(Evidence(item["kind"], item["value"]) for item in evidence)
+        return cls(value["state_hash"], tuple(outputs), items, frozenset(stops), tuple(writes))
 
     @property
     def needs_calls(self) -> bool:
@@ -222,6 +245,31 @@ class Goal:
         shown = self.shown(said, agent)
         out += [(_evidence_name(item), ok) for item, ok in zip(self.evidence, shown, strict=True)]
         return out
+
+
+def _all(value: Any, fits: Any) -> bool:
+    """Whether ``value`` is a list whose every item fits (``fits``: a type, or a predicate)."""
+    check = (lambda item: isinstance(item, fits)) if isinstance(fits, type) else fits
+    return isinstance(value, list) and all(check(item) for item in value)
+
+
+def _action(value: Any) -> bool:
+    """Whether ``value`` is a gold action :func:`matches` reads: a name, an arguments object, compare_args named."""
+    keys = value.get("compare_args") if isinstance(value, Mapping) else None
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("name"), str)
+        and isinstance(value.get("arguments", {}), Mapping)
+        and (keys is None or _all(keys, str))
+    )
+
+
+def _evidence(value: Any) -> bool:
+    if not isinstance(value, Mapping) or set(value) != {"kind", "value"}:
+        return False
+    if value["kind"] == "output":
+        return isinstance(value["value"], str)
+    return value["kind"] in ("call", *OUTCOMES) and _action(value["value"])
 
 
 def _evidence_name(item: Evidence) -> str:

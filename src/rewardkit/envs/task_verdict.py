@@ -211,14 +211,18 @@ def gold_outcome(domain: str, task: Any) -> Outcome:
 
 def task_goal(domain: str, task: Any) -> Goal:
     """``task``'s :class:`~rewardkit.envs.outcomes.Goal` in ``domain``: the gold's final state, the outputs to say,
-    and, when the gold changes nothing, the evidence to show (errors as :func:`gold_outcome`)."""
+    when the gold changes nothing the evidence to show, and the gold writes that succeed (errors as
+    :func:`gold_outcome`)."""
     verdict = _playable(domain, task)
     gold, found = verdict.gold, verdict.task
     assert gold is not None  # _playable: tested
-    stops = get_domain(domain).stop_tools
+    played = get_domain(domain)
+    stops = played.stop_tools
     items = () if verdict.changes_state else tuple(evidence(found, stops))
     stray = frozenset() if any(a["name"] in stops for a in scripted_actions(found)) else frozenset(stops)
-    return Goal(gold.state_hash, tuple(expected_outputs(found)), items, stray)
+    pairs = zip(gold_actions(found), gold.calls, strict=True)
+    writes = tuple(action for action, call in pairs if action["name"] in played.write_tools and call.ok)
+    return Goal(gold.state_hash, tuple(expected_outputs(found)), items, stray, writes)
 
 
 def _playable(domain: str, task: Any) -> TaskVerdict:

@@ -128,7 +128,7 @@ class Episode(Turns):
         self._opening = threading.Lock()
         if self._fresh_requests is None:
             self._environment = domain.env_for(task)
-        self.goal = goal  # what completes the task: only needed by simulators that read Progress
+        self.goal = goal  # what completes the task: the scripted user stops on it; the record hands it to the reward
         self.dialogue: list[Turn] = [Turn("agent", GREETINGS.get(domain.language, GREETING))]
         self.agent_said: list[str] = []  # every assistant message's user-facing text
         self.transcript: list[str] = []
@@ -295,6 +295,7 @@ class Episode(Turns):
             error=self.error,
             user_flags=tuple(flag.to_json() for flag in self.user_flags),
             user_sim_fault=self.user_sim_fault,
+            goal=self.goal,
         )
 
     def changes(self) -> Changes | None:
