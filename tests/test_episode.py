@@ -309,6 +309,7 @@ class TestInfos:
             "error",
             "user_flags",
             "user_sim_fault",
+            "goal",
         }
         assert (infos["termination"], infos["turns"], infos["tool_calls"], infos["tool_errors"]) == (
             "user_stop",

@@ -19,8 +19,9 @@ from rewardkit.envs import get_domain
 from rewardkit.envs.domain import DomainDataError
 from rewardkit.envs.memory import open_memory
 from rewardkit.envs.simulated import SimCall, ToolSimError, by_rule, contradiction
-from rewardkit.envs.spec_domain import held_out, load_spec
+from rewardkit.envs.spec_domain import load_spec
 from rewardkit.envs.task_verdict import gold_outcome, task_verdict
+from rewardkit.envs.tasks import held_out
 from rewardkit.loop.roles import JsonRole
 from rewardkit.loop.tool_sim import MemoryWriter, ToolModel, simulated_domain
 from rewardkit.runs.domains.domain_check import check_domain

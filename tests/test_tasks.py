@@ -18,8 +18,10 @@ from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.envs.tasks import (
     TaskError,
     gold_actions,
+    held_out,
     instructions,
     known_info,
+    placed,
     reason_for_call,
     scripted_actions,
     task_problem,
@@ -231,3 +233,19 @@ def test_compare_args_must_name_the_tools_parameters(extra: dict) -> None:
     assert found[1].startswith(
         f"evaluation_criteria.actions[1]: compare_args names {bad!r}, which {extra['name']!r}"
     ), found
+
+
+# (splits given, the domain's task ids, the splits placed). A task no split lists is a test task when the first 8 hex
+# digits of its id's sha256, over 16**8, fall below 0.2 (held_out): "d" 0.096 and "c" 0.182 are; "a" 0.791 and
+# "b" 0.243 are not. A listed task stays where it is listed, whatever its hash.
+PLACED = [
+    ({}, ["a", "b", "c", "d"], {"train": ["a", "b"], "test": ["c", "d"]}),
+    ({"train": ["d"], "base": ["d"]}, ["a", "d"], {"train": ["d", "a"], "test": [], "base": ["d"]}),
+    ({"test": ["a"]}, ["a", "c"], {"train": [], "test": ["a", "c"]}),
+]
+
+
+@pytest.mark.parametrize(("given", "ids", "expected"), PLACED)
+def test_a_task_no_split_lists_is_placed_by_its_ids_hash(given: dict, ids: list[str], expected: dict) -> None:
+    assert placed(given, ids) == expected
+    assert [held_out(i) for i in "abcd"] == [False, False, True, True]

@@ -10,7 +10,7 @@ a tool LLM (``--tools simulated --tool-model URL``). ``get_domain`` loads a fold
   (:mod:`rewardkit.envs.schema_sql`); ``seed``: a JSON file of table -> rows, the memory of a task without its own
   ``memory`` (optional: empty tables);
 - ``tasks``: a JSON file of tau2 tasks, or a list of such files; ``splits``: split name -> task ids (optional: a
-  fifth of the tasks in ``test`` by the hash of their ids, :func:`held_out`, the rest in ``train``);
+  task it does not list is in ``test`` or ``train`` by the hash of its id, :func:`~rewardkit.envs.tasks.placed`);
 - ``tools``: a list of ``{"name", "description", "parameters", "risk", "returns", "rule"}``; ``returns`` is the JSON
   Schema of what the tool returns, ``rule`` (optional) how the deterministic simulator answers it.
 
@@ -21,7 +21,6 @@ the spec does not have, a file outside the folder, a ``$ref`` that points nowher
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -40,6 +39,7 @@ from rewardkit.envs.schema_sql import check_schema_sql
 from rewardkit.envs.schemas import DATA_KEYWORDS, ref_loop
 from rewardkit.envs.simulated import Simulation
 from rewardkit.envs.sqlite_env import Tables
+from rewardkit.envs.tasks import placed
 from rewardkit.envs.tool import ToolSpec
 from rewardkit.files.jsonl import kind
 
@@ -192,10 +192,10 @@ def _task_files(path: Path, spec: Mapping[str, Any]) -> list[Path]:
     return files
 
 
-def _splits(path: Path, given: Any) -> dict[str, list[str]] | None:
-    """``splits``: split name -> task ids (strings, or whole numbers read as strings); None when not given."""
+def _splits(path: Path, given: Any) -> dict[str, list[str]]:
+    """``splits``: split name -> task ids (strings, or whole numbers read as strings); none when not given."""
     if given is None:
-        return None
+        return {}
     if not isinstance(given, Mapping):
         raise DomainDataError(f"{path}: splits: must be an object of split name -> list of task ids, got {kind(given)}")
     for name, ids in given.items():
@@ -221,16 +221,6 @@ def _tasks(path: Path, files: list[Path]) -> dict[str, dict[str, Any]]:
                 )
             out[str(task["id"])] = task
     return out
-
-
-def held_out(task_id: str, share: float = 0.2) -> bool:
-    """Whether a task is in the ``test`` split of a spec without ``splits``: by the hash of its id, so adding tasks
-    never moves one (a fifth held out)."""
-    return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 16**8 < share
-
-
-def _hashed_splits(tasks: Mapping[str, Any]) -> dict[str, list[str]]:
-    return {"train": [t for t in tasks if not held_out(t)], "test": [t for t in tasks if held_out(t)]}
 
 
 def _ref_problem(schema: Any) -> str | None:
@@ -418,17 +408,12 @@ def load_spec(folder: str | Path) -> Domain:
     simulation = Simulation(
         Tables(schema, seed), tools, {t.name: r for t, r, _ in found}, {t.name: rule for t, _, rule in found if rule}
     )
-    splits = (
-        (lambda: {n: list(ids) for n, ids in given.items()})
-        if given is not None
-        else (lambda: _hashed_splits(_tasks(path, task_files)))
-    )
     return Domain(
         name=spec["name"],
         make_env=lambda db_path=None: simulation.env(None),
         tools=tools,
         tasks=lambda: _tasks(path, task_files),
-        splits=splits,
+        splits=lambda: placed(given, _tasks(path, task_files)),
         policy=lambda: policy,
         guidelines=(lambda: guidelines) if guidelines is not None else None,
         language=spec.get("language", "en"),

@@ -17,8 +17,9 @@ returning them, or the path of a file that ``read_seed`` turns into them (by def
 By default the hashed state is each table's rows as a multiset: sorted by their canonical JSON, without rowids. A
 domain whose data has a nested format of its own (tau2's db.json) gives ``read_seed`` (that format -> rows) and a
 :class:`Nested` (rows -> that format, entity by entity): its export is that format, and its hash that of the export
-with null-valued keys dropped. Its own tables (``Nested.rows``, which no entity reads) are rows beside the
-collections, exported as the hash reads them: without null-valued keys, in the order of their canonical JSON.
+with null-valued keys dropped. Its own tables (those ``Nested.owners`` does not name: no entity reads them) are rows
+beside the collections, exported as the hash reads them: without null-valued keys, in the order of their canonical
+JSON.
 Tables must have rowids (no ``WITHOUT ROWID``), and no name in a schema may start with ``_rewardkit_``
 (:func:`load_schema`). docs/domains.md writes a domain on it.
 """
@@ -111,8 +112,6 @@ class Nested:
     owners: Mapping[str, tuple[str, str]]  # every table an entity reads -> (the collection, its entity's key column)
     entity: Callable[[sqlite3.Connection, str, str], Any]  # (collection, key) -> the entity's JSON; None when gone
     export: Callable[[sqlite3.Connection], dict[str, dict[str, Any]]]  # the whole state: collection -> key -> entity
-    # The domain's own tables besides, which no entity reads: exported, hashed and diffed as rows of their own.
-    rows: tuple[str, ...] = ()
 
 
 class _Snapshot:
@@ -225,25 +224,20 @@ class Tables:
     @functools.cached_property
     def _owners(self) -> dict[str, tuple[str, str]]:
         """Table -> (the kind its rows are hashed under, the SQL of the unit a row belongs to)."""
-        if self.nested is None:
-            return {t: (t, "rowid") for t in self.names}
-        missing = sorted(set(self.names) - set(self.nested.owners) - set(self.nested.rows))
-        if missing:  # their writes would never reach the hash
-            raise DomainDataError(
-                f"Nested.owners: tables {missing} of the schema have no collection; list a table an entity reads in "
-                "owners, and one of the domain's own in Nested.rows"
-            )
-        owned = {t: (kind, f'"{key}"') for t, (kind, key) in self.nested.owners.items()}
-        clash = sorted(set(self.nested.rows) & ({kind for kind, _ in owned.values()} | set(owned)))
-        if clash:  # one name for a table of its own and a collection (or an owned table): they would share the key
-            raise DomainDataError(f"Nested.rows: {clash} also named in Nested.owners; a table is one or the other")
-        return {**owned, **{t: (t, "rowid") for t in self.nested.rows}}
+        owned = {} if self.nested is None else self.nested.owners
+        unknown = sorted(set(owned) - set(self.names))
+        if unknown:  # a typo there would leave the table it meant to be exported as rows of its own
+            raise DomainDataError(f"Nested.owners: {unknown} are not tables of the schema ({', '.join(self.names)})")
+        clash = sorted(set(self.flat) & {kind for kind, _ in owned.values()})
+        if clash:  # one name for a table of its own and a collection: they would share the key
+            raise DomainDataError(f"Nested.owners: tables {clash} no entity reads share a collection's name")
+        return {**{t: (kind, f'"{key}"') for t, (kind, key) in owned.items()}, **{t: (t, "rowid") for t in self.flat}}
 
     @functools.cached_property
     def flat(self) -> list[str]:
-        """The tables whose rows are the state as they are: every table, or a nested domain's own (``Nested.rows``),
-        exported and hashed beside its collections."""
-        return list(self.names) if self.nested is None else [t for t in self.names if t in self.nested.rows]
+        """The tables whose rows are the state as they are: every table, or those of a nested domain no entity reads
+        (not in ``Nested.owners``: its own tables), exported and hashed beside its collections."""
+        return [t for t in self.names if self.nested is None or t not in self.nested.owners]
 
     def _rows(self, seed_file: str | None) -> tuple[Rows, str]:
         if seed_file is not None or isinstance(self.seed, Path):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,6 +223,23 @@ def known_info(task: Mapping[str, Any]) -> str | None:
     found = instructions(task)
     info = found.get("known_info") if isinstance(found, Mapping) else None
     return info if isinstance(info, str) else None
+
+
+def held_out(task_id: str, share: float = 0.2) -> bool:
+    """Whether a task no split lists is a ``test`` task: by the hash of its id, so adding tasks never moves one (a
+    fifth held out)."""
+    return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 16**8 < share
+
+
+def placed(splits: Mapping[str, Sequence[str]], task_ids: Iterable[str]) -> dict[str, list[str]]:
+    """``splits`` (split name -> task ids), with each task they list nowhere added to ``test`` when
+    :func:`held_out`, else to ``train``: a task added to a domain needs no split file."""
+    out: dict[str, list[str]] = {"train": [], "test": [], **{name: list(ids) for name, ids in splits.items()}}
+    listed = {task_id for ids in splits.values() for task_id in ids}
+    for task_id in task_ids:
+        if task_id not in listed:
+            out["test" if held_out(task_id) else "train"].append(task_id)
+    return out
 
 
 def task_digest(task: Mapping[str, Any]) -> str:

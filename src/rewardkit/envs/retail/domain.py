@@ -11,6 +11,7 @@ from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.sqlite_env import environment
+from rewardkit.envs.tasks import placed
 
 # Every file of data/ that some command reads (SOURCE.md and LICENSE are documentation).
 DATA_FILES = tuple(
@@ -48,14 +49,15 @@ def tasks() -> dict[str, dict[str, Any]]:
 
 
 def splits() -> dict[str, list[str]]:
-    """Task ids per split, as in tau2's split_tasks.json (train, test, base)."""
+    """Task ids per split, as in tau2's split_tasks.json (train, test, base); a task it does not list is in test or
+    train by the hash of its id (:func:`~rewardkit.envs.tasks.placed`)."""
     raw = _read_json("split_tasks.json")
     if not isinstance(raw, dict) or not all(isinstance(ids, list) for ids in raw.values()):
         raise DomainDataError(
             f"{DATA_DIR / 'split_tasks.json'}: not a tau2 split file (a JSON object: split name "
             f"-> list of task ids); {_FIX}"
         )
-    return raw
+    return placed(raw, tasks())
 
 
 @functools.cache  # every episode's system prompt: read once per process
