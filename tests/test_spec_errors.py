@@ -412,7 +412,7 @@ HINT_CASES = [
     ("empty-guidelines", lambda s: s.update(guidelines="blank.md"), "guidelines", "domain.json's guidelines"),
     ("empty-policy", lambda s: s.update(policy="blank.md"), "policy", "domain.json's policy"),
     ("empty-description", tool(1, description=" "), "schema:list_notes", "domain.json's tools[1].description"),
-    ("task-in-no-split", lambda s: s.update(splits={"train": ["t1"], "test": ["t3"]}), "splits", "domain.json"),
+    ("split-of-no-task", lambda s: s.update(splits={"train": ["t1", "t9"], "test": ["t3"]}), "splits", "domain.json"),
 ]
 
 

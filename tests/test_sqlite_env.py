@@ -201,8 +201,8 @@ def test_a_table_no_collection_owns_is_rows_beside_the_collections() -> None:
     assert set(env.export()) == {"items", "notes"} and env.export()["notes"] == []
     assert env.call("note", {"item_id": "a", "text": "x"}).ok
     assert env.export()["notes"] == [{"item_id": "a", "text": "x"}]
-    assert env.call("note", {"item_id": "a", "text": "a"}).ok  # written second, its text sorts first
-    assert [n["text"] for n in env.export()["notes"]] == ["a", "x"]
+    assert env.call("note", {"item_id": "a", "text": "a"}).ok  # written second: second, as a file would list it
+    assert [n["text"] for n in env.export()["notes"]] == ["x", "a"]
     text = json.dumps(env.export(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     assert env.state_hash() != fresh and env.state_hash() == tables.full_hash(env.conn)
     assert env.state_hash() == hashlib.sha256(text.encode()).hexdigest()

@@ -237,10 +237,10 @@ def test_compare_args_must_name_the_tools_parameters(extra: dict) -> None:
 
 # (splits given, the domain's task ids, the splits placed). A task no split lists is a test task when the first 8 hex
 # digits of its id's sha256, over 16**8, fall below 0.2 (held_out): "d" 0.096 and "c" 0.182 are; "a" 0.791 and
-# "b" 0.243 are not. A listed task stays where it is listed, whatever its hash.
+# "b" 0.243 are not. A listed task stays where it is listed, whatever its hash; tau2's base (every task) gains it too.
 PLACED = [
     ({}, ["a", "b", "c", "d"], {"train": ["a", "b"], "test": ["c", "d"]}),
-    ({"train": ["d"], "base": ["d"]}, ["a", "d"], {"train": ["d", "a"], "test": [], "base": ["d"]}),
+    ({"train": ["d"], "base": ["d"]}, ["a", "d"], {"train": ["d", "a"], "test": [], "base": ["d", "a"]}),
     ({"test": ["a"]}, ["a", "c"], {"train": [], "test": ["a", "c"]}),
 ]
 

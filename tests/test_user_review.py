@@ -413,6 +413,23 @@ def test_the_agents_voice_is_a_role_break_and_the_customers_own_report_is_not(
     assert [f.evidence for f in found] == ([] if evidence is None else [evidence])
 
 
+SAID_BY_THE_AGENT = "The order has been cancelled and a refund is on its way to you."  # the classifier: P(agent) 0.87
+
+
+@pytest.mark.parametrize(
+    ("given", "flagged"),
+    [
+        ({}, True),  # the agent's voice, in words no set phrase matches
+        ({"reason_for_call": SAID_BY_THE_AGENT}, False),  # the scenario's own words, said as given: the customer's
+        ({"known_info": SAID_BY_THE_AGENT}, False),
+    ],
+)
+def test_the_scenarios_own_words_are_never_the_agents_voice(given: dict, flagged: bool) -> None:
+    task = {"user_scenario": {"instructions": {"domain": "retail", **given}}}
+    found = review(task, talk(SAID_BY_THE_AGENT), language="en", kinds=["role_break"])
+    assert [f.kind for f in found] == (["role_break"] if flagged else [])
+
+
 # --- facts: one form, whatever the characters it was typed in ---------------------------------------------------
 
 FULL_WIDTH_TASK = {"user_scenario": {"instructions": {"reason_for_call": "Cancel order ＃Ｗ６７７９８２７."}}}

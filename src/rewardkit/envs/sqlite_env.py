@@ -18,8 +18,8 @@ By default the hashed state is each table's rows as a multiset: sorted by their 
 domain whose data has a nested format of its own (tau2's db.json) gives ``read_seed`` (that format -> rows) and a
 :class:`Nested` (rows -> that format, entity by entity): its export is that format, and its hash that of the export
 with null-valued keys dropped. Its own tables (those ``Nested.owners`` does not name: no entity reads them) are rows
-beside the collections, exported as the hash reads them: without null-valued keys, in the order of their canonical
-JSON.
+beside the collections, exported as the hash reads them: without null-valued keys, in the order the rows were
+written (the file's, then each insert's at the end).
 Tables must have rowids (no ``WITHOUT ROWID``), and no name in a schema may start with ``_rewardkit_``
 (:func:`load_schema`). docs/domains.md writes a domain on it.
 """
@@ -117,9 +117,12 @@ class Nested:
 class _Snapshot:
     """A state serialised unit by unit (a row, or a nested entity), with each kind's part of the hashed text."""
 
-    def __init__(self, units: dict[str, dict[Any, str]], keyed: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, units: dict[str, dict[Any, str]], keyed: frozenset[str] = frozenset(), ordered: frozenset[str] = frozenset()
+    ) -> None:
         self.units = units
         self.keyed = keyed  # nested collections: an object, key -> entity; every other kind a list of rows, sorted
+        self.ordered = ordered  # lists of rows in their rowid order (a nested domain's own tables, as its file has them)
         self.bodies = {kind: self.body(kind, found) for kind, found in units.items()}  # unchanged kinds reuse these
         # Nested: each collection's "key":entity entries in key order, so that a few touched entities are put in
         # place instead of every key being sorted and serialised again.
@@ -131,7 +134,8 @@ class _Snapshot:
     def body(self, kind: str, units: Mapping[Any, str | None]) -> str:
         if kind in self.keyed:
             return "{" + ",".join(f"{canonical(k)}:{t}" for k, t in sorted(units.items()) if t is not None) + "}"
-        return "[" + ",".join(sorted(t for t in units.values() if t is not None)) + "]"
+        texts = [t for _, t in sorted(units.items()) if t is not None]  # in rowid order
+        return "[" + ",".join(texts if kind in self.ordered else sorted(texts)) + "]"
 
     def changed_body(self, kind: str, changed: Mapping[Any, str | None]) -> str:
         if kind not in self.keyed or not changed.keys() <= self.places[kind].keys():  # rows re-sorted, a new entity
@@ -284,7 +288,7 @@ class Tables:
         if set(state) != owned:  # a write to a collection the export lacks would never reach the hash
             raise DomainDataError(f"Nested: export() gives collections {sorted(state)}, owners name {sorted(owned)}")
         entities = {c: {str(k): canonical(drop_nulls(v)) for k, v in e.items()} for c, e in state.items()}
-        return _Snapshot({**entities, **rows}, frozenset(entities))
+        return _Snapshot({**entities, **rows}, frozenset(entities), frozenset(rows))
 
     def _unit(self, conn: sqlite3.Connection, kind: str, unit: Any) -> tuple[Any, str | None]:
         """A touched unit's id and its text now (None: gone)."""
@@ -304,12 +308,11 @@ class Tables:
 
     def export(self, conn: sqlite3.Connection) -> dict[str, Any]:
         """The state as JSON: every table's rows in insertion order; or the nested format's collections, and its own
-        tables' rows as the hash reads them (no null-valued key, in the order of their text)."""
+        tables' rows as the hash reads them (no null-valued key, in insertion order: the file's)."""
         rows = {t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in self.flat}
         if self.nested is None:
             return rows
-        own = {t: sorted((drop_nulls(r) for r in found), key=canonical) for t, found in rows.items()}
-        return {**self.nested.export(conn), **own}
+        return {**self.nested.export(conn), **{t: [drop_nulls(r) for r in found] for t, found in rows.items()}}
 
     def state_hash(self, conn: sqlite3.Connection, seed_file: str | None = None) -> str:
         """The state's hash, serialising again only what the triggers marked as touched since the copy was made."""

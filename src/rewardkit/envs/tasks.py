@@ -233,12 +233,14 @@ def held_out(task_id: str, share: float = 0.2) -> bool:
 
 def placed(splits: Mapping[str, Sequence[str]], task_ids: Iterable[str]) -> dict[str, list[str]]:
     """``splits`` (split name -> task ids), with each task they list nowhere added to ``test`` when
-    :func:`held_out`, else to ``train``: a task added to a domain needs no split file."""
+    :func:`held_out`, else to ``train``, and to ``base`` when there is one (tau2's whole set): a task added to a
+    domain needs no split file."""
     out: dict[str, list[str]] = {"train": [], "test": [], **{name: list(ids) for name, ids in splits.items()}}
     listed = {task_id for ids in splits.values() for task_id in ids}
     for task_id in task_ids:
         if task_id not in listed:
             out["test" if held_out(task_id) else "train"].append(task_id)
+            out.get("base", []).append(task_id)
     return out
 
 

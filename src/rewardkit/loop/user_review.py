@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rewardkit.envs.approvals import user_decision
-from rewardkit.envs.tasks import approves, instructions, reason_for_call
+from rewardkit.envs.tasks import approves, instructions, known_info, reason_for_call
 from rewardkit.envs.termination import Termination
 from rewardkit.loop.judge import PROMPT_VERSION, Judge
 from rewardkit.loop.roles import JsonRole
@@ -477,6 +477,9 @@ def role_breaks(task: Mapping[str, Any], dialogue: Sequence[Turn]) -> list[UserF
             flags.append(UserFlag("role_break", i, evidence))
         else:
             unread.append((i, said))
+    # What the user wants and knows, word for word, is the scenario's own words: whatever it sounds like, it is theirs.
+    given = {canonical(t) for t in (reason_for_call(task), known_info(task)) if isinstance(t, str)}
+    unread = [(i, said) for i, said in unread if canonical(said) not in given]
     if unread:
         for (i, said), p in zip(unread, Voice.shared().agent_probability([s for _, s in unread]), strict=True):
             if p >= THRESHOLD:
