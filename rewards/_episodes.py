@@ -3,8 +3,8 @@
 An episode's outcome is the final state hash plus every call with its result. It comes from the rollout's own
 record when the environment left one in ``rollout_infos`` (keys ``state_hash`` and ``audit``), else from replaying
 the agent's tool calls on a fresh database copy. What completes the task (its :class:`~rewardkit.envs.outcomes.Goal`)
-comes with a live record too (``goal``: the scheduler judged the task); any other row's task is judged here, by its
-verdict (:mod:`rewardkit.envs.task_verdict`, once per process).
+comes with a live record too (``goal``: the scheduler judged the task; read for the row's own task, by its digest);
+any other row's task is judged here, by its verdict (:mod:`rewardkit.envs.task_verdict`, once per process).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rewardkit.envs import get_domain
 from rewardkit.envs.episode_record import EpisodeRecord, said_texts
 from rewardkit.envs.outcomes import Goal, Outcome, recorded_outcome, replay_conversation
 from rewardkit.envs.task_verdict import checked_task, task_goal
-from rewardkit.envs.tasks import TaskError
+from rewardkit.envs.tasks import TaskError, read_task, task_digest
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
 
@@ -57,15 +57,14 @@ def read_messages(cell: Any, row: int) -> list[Any]:
 
 @dataclass(frozen=True)
 class EpisodeRow:
-    """One row as the episode rewards read it: the conversation, its live record (None offline) and what completes
-    its task. ``task`` is None where the goal came with a live record (its scheduler judged the task, and the record
-    holds the state and the calls): then nothing is replayed."""
+    """One row as the episode rewards read it: the conversation, its task, its live record (None offline) and what
+    completes the task."""
 
     messages: Sequence[Mapping[str, Any]]
+    task: Mapping[str, Any]
     domain: str
     record: EpisodeRecord | None
     goal: Goal
-    task: Mapping[str, Any] | None = None
 
     def said(self) -> list[str]:
         """What the agent said to the user, message by message (the record's, where it kept it)."""
@@ -85,20 +84,30 @@ class EpisodeRow:
         return replace(replay_conversation(self.domain, self.messages, task=self.task), state_hash=state)
 
 
-def live_goal(record: EpisodeRecord | None) -> Goal | None:
-    """The goal a live episode's record carries beside its final state and calls, or None (judge the task)."""
-    if record is None or record.state_hash is None or record.audit is None:
+def live_goal(record: EpisodeRecord | None, task: Mapping[str, Any]) -> Goal | None:
+    """The goal a live episode's record carries for ``task`` (its digest), beside its final state and calls; else
+    None: the task is judged here."""
+    if record is None or record.goal is None or record.state_hash is None or record.audit is None:
         return None
-    return record.goal
+    return record.goal if record.goal.task == task_digest(task) else None
+
+
+def row_task(cell: Any, domain: Any, record: EpisodeRecord | None, row: int) -> Mapping[str, Any]:
+    """The row's task: its shape checked, and, unless its live record brings its goal, judged (once per distinct
+    task per process, with the scheduler's): a dataset bug raises TaskError naming the cell."""
+    at, known = where("task", row), row_domain(domain, row)
+    if record is not None and record.goal is not None:
+        task = read_task(cell, at, get_domain(known).tools, known)
+        if live_goal(record, task) is not None:
+            return task
+    return checked_task(cell, at, known)
 
 
 def episode_row(
-    messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any] | None, domain: str, record: EpisodeRecord | None
+    messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, record: EpisodeRecord | None
 ) -> EpisodeRow:
-    """The row of a checked ``task`` (None: its live record brings the goal): the goal the record carries, else the
-    task's verdict's."""
-    goal = live_goal(record) or task_goal(domain, task)
-    return EpisodeRow(messages, domain, record, goal, task)
+    """The row of a checked ``task``: the goal its live record carries, else the task's verdict's."""
+    return EpisodeRow(messages, task, domain, record, live_goal(record, task) or task_goal(domain, task))
 
 
 class EpisodeReward(Reward):
@@ -110,12 +119,9 @@ class EpisodeReward(Reward):
 
     def score(self, completions: list[str], columns: Mapping[str, Any]) -> list[float | None]:
         infos = [EpisodeRecord.read(i) for i in columns.get("rollout_infos") or [None] * len(completions)]
-        # Every row's domain, and the task of every row whose record brings no goal (judged once per distinct task
-        # per process, with the scheduler's), first: a dataset bug fails the first batch, whatever the model did.
-        tasks: list[Mapping[str, Any] | None] = []
-        for i, (cell, domain, info) in enumerate(zip(columns["task"], columns["domain"], infos, strict=True)):
-            known = row_domain(domain, i)
-            tasks.append(None if live_goal(info) else checked_task(cell, where("task", i), known))
+        # Every row's task first: a dataset bug fails the first batch, whatever the model did.
+        cells = zip(columns["task"], columns["domain"], infos, strict=True)
+        tasks = [row_task(cell, domain, info, i) for i, (cell, domain, info) in enumerate(cells)]
         out: list[float | None] = []
         rows = zip(columns["messages"], tasks, columns["domain"], infos, strict=True)
         for i, (cell, task, domain, info) in enumerate(rows):

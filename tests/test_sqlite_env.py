@@ -173,11 +173,11 @@ def test_a_nested_format_is_read_exported_and_hashed_as_itself(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("declared", "message"),
     [
-        (nested(owners={"items": ("items", "item_id"), "note": ("items", "item_id")}), "['note'] are not tables"),
+        (nested(owners={"items": ("items", "item_id")}), "Nested.owners: tables ['notes'] of the schema"),
         (nested(collections=("items", "extra")), "export() gives collections ['extra', 'items'], owners name"),
-        (nested(owners={"items": ("notes", "item_id")}, collections=("notes",)), "tables ['notes'] no entity reads"),
+        (Nested({"items": ("items", "item_id")}, lambda *_: None, lambda _: {}, ("notes", "items")), "['items'] also"),
     ],
-    ids=["owner-of-no-table", "collection-without-owner", "own-table-named-as-a-collection"],
+    ids=["table-without-owner", "collection-without-owner", "own-table-also-owned"],
 )
 def test_a_nested_format_that_would_miss_writes_is_refused(declared: Nested, message: str) -> None:
     with pytest.raises(DomainDataError, match=re.escape(message)):
@@ -185,9 +185,9 @@ def test_a_nested_format_that_would_miss_writes_is_refused(declared: Nested, mes
 
 
 def test_a_table_no_collection_owns_is_rows_beside_the_collections() -> None:
-    # notes is the domain's own (no owner names it; an item is its quantity alone): it is exported and hashed as rows
-    # next to the items collection, and a write to it reaches the hash (incrementally, equal to a full rebuild, equal
-    # to the sha256 of the export's canonical JSON).
+    # notes is the domain's own (Nested.rows; an item is its quantity alone): it is exported and hashed as rows next
+    # to the items collection, and a write to it reaches the hash (incrementally, equal to a full rebuild, equal to
+    # the sha256 of the export's canonical JSON).
     def item(conn, collection: str, key: str) -> dict | None:
         row = conn.execute("SELECT qty FROM items WHERE item_id = ?", (key,)).fetchone()
         return None if row is None else {"qty": row["qty"]}
@@ -195,14 +195,14 @@ def test_a_table_no_collection_owns_is_rows_beside_the_collections() -> None:
     def export(conn) -> dict:
         return {"items": {r["item_id"]: {"qty": r["qty"]} for r in conn.execute("SELECT * FROM items")}}
 
-    tables = Tables(SCHEMA, SEED, nested=Nested({"items": ("items", "item_id")}, item, export))
+    tables = Tables(SCHEMA, SEED, nested=Nested({"items": ("items", "item_id")}, item, export, rows=("notes",)))
     env = environment(tables, TOOLS)()
     fresh = env.state_hash()
     assert set(env.export()) == {"items", "notes"} and env.export()["notes"] == []
     assert env.call("note", {"item_id": "a", "text": "x"}).ok
     assert env.export()["notes"] == [{"item_id": "a", "text": "x"}]
-    assert env.call("note", {"item_id": "a", "text": "a"}).ok  # written second: second, as a file would list it
-    assert [n["text"] for n in env.export()["notes"]] == ["x", "a"]
+    assert env.call("note", {"item_id": "a", "text": "a"}).ok  # written second, its text sorts first
+    assert [n["text"] for n in env.export()["notes"]] == ["a", "x"]
     text = json.dumps(env.export(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     assert env.state_hash() != fresh and env.state_hash() == tables.full_hash(env.conn)
     assert env.state_hash() == hashlib.sha256(text.encode()).hexdigest()

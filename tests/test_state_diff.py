@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from rewardkit.envs import get_domain
-from rewardkit.envs.outcomes import gold_changes, replay
+from rewardkit.envs.outcomes import replay
 from rewardkit.envs.state_diff import state_diff, units
+from rewardkit.envs.task_verdict import gold_outcome
 from rewardkit.envs.tasks import approves, gold_actions
 
 BEFORE = {"status": "pending", "note": None}
@@ -106,9 +107,10 @@ def test_the_tracked_changes_give_the_diff_the_whole_exports_give(agent_calls: l
 
     agent = replay("retail", agent_calls, changes=True).changes
     assert agent is not None
-    tracked = state_diff(agent, gold_changes("retail", task))
+    tracked = state_diff(agent, gold_outcome("retail", task).changes)
     assert tracked and tracked == state_diff(exported(agent_calls), exported([CANCEL]))
-    assert replay("retail", gold_actions(task), approves(task), changes=True).changes == gold_changes("retail", task)
+    gold = gold_outcome("retail", task).changes  # the task's verdict keeps what its gold changed
+    assert replay("retail", gold_actions(task), approves(task), changes=True).changes == gold
 
 
 SCHEMA = """

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from _retail_gold import VALID
 
 from rewardkit.envs import get_domain, make_env
+from rewardkit.envs.outcomes import Goal
 from rewardkit.envs.retail.domain import tasks
 from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.task_verdict import VERDICTS, task_goal
@@ -62,6 +64,11 @@ def openai(actions: Sequence[Action], said: Sequence[str]) -> list[dict[str, Any
 def score(reward: Callable[..., list], task: dict[str, Any], messages: list[dict[str, Any]], **extra: Any) -> float:
     (value,) = reward(["<last turn>"], messages=[messages], task=[json.dumps(task)], domain=["retail"], **extra)
     return value
+
+
+def live(task: dict[str, Any], goal: Goal) -> dict[str, Any]:
+    """A live record of ``task`` that ended at the gold state, its calls not recorded, carrying ``goal``."""
+    return {"termination": "user_stop", "state_hash": final_hash(gold(task)), "audit": [], "goal": goal.to_json()}
 
 
 def gold(task: dict[str, Any]) -> list[Action]:
@@ -187,30 +194,29 @@ class TestRolloutInfos:
         ],
     )
     def test_a_live_records_goal_is_read_and_the_task_not_judged_again(self, cls: type, expected: float) -> None:
-        # The scheduler judged task 59 and recorded its goal: the reward reads it, so even a task cell it could not
-        # judge (not JSON) scores, and no verdict is asked for.
+        # The scheduler judged task 59 and recorded its goal: the reward checks the row's task's shape and reads the
+        # goal, and asks for no verdict.
         task = TASKS["59"]
-        record = {
-            "termination": "user_stop",
-            "state_hash": final_hash(gold(task)),
-            "audit": [],
-            "goal": task_goal("retail", task).to_json(),
-        }
+        record = live(task, task_goal("retail", task))
         VERDICTS.clear()
         (value,) = cls()(
-            [""], messages=[hermes([], info(task))], task=["{not json"], domain=["retail"], rollout_infos=[record]
+            [""], messages=[hermes([], info(task))], task=[task], domain=["retail"], rollout_infos=[record]
         )
         assert value == pytest.approx(expected) and len(VERDICTS) == 0
 
-    def test_a_goal_without_the_records_state_is_judged_from_the_task(self) -> None:
-        # A record without its audit replays the messages, so the goal is the task's own: a bad task cell raises.
-        record = {
-            "termination": "user_stop",
-            "state_hash": "0" * 64,
-            "goal": task_goal("retail", TASKS["59"]).to_json(),
-        }
-        with pytest.raises(TaskError):
-            TaskCompletion()([""], messages=[[]], task=["{not json"], domain=["retail"], rollout_infos=[record])
+    def test_another_tasks_goal_is_not_read(self) -> None:
+        # Task 0's goal, its state made the fresh one, on a row of task 59 (a server with other tasks, a row put
+        # together by hand): read, it would pass an episode that did nothing; 59 is judged, and that episode fails it.
+        task, fresh = TASKS["59"], final_hash([])
+        goal = replace(task_goal("retail", TASKS["0"]), state_hash=fresh, outputs=(), evidence=())
+        record = {**live(task, goal), "state_hash": fresh}
+        assert score(TaskCompletion(), task, hermes([], info(task)), rollout_infos=[record]) == 0.0
+
+    @pytest.mark.parametrize("cell", ["{not json", {"id": "x"}, 42])
+    def test_a_bad_task_cell_raises_beside_a_live_goal(self, cell: Any) -> None:
+        record = live(TASKS["59"], task_goal("retail", TASKS["59"]))
+        with pytest.raises(TaskError, match="column 'task' row 0"):
+            TaskCompletion()([""], messages=[[]], task=[cell], domain=["retail"], rollout_infos=[record])
 
     def test_infos_without_a_hash_fall_back_to_replay(self) -> None:
         task = TASKS["59"]

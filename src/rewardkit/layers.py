@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rewardkit.markdown import table
+
 
 @dataclass(frozen=True)
 class Package:
@@ -22,7 +24,10 @@ class Package:
 
 # Each inner tuple is one layer; its packages are peers and do not import each other.
 LAYERS: tuple[tuple[Package, ...], ...] = (
-    (Package("rewardkit.errors", "src/rewardkit/errors.py", "`UserError`: the base of every error in your input"),),
+    (
+        Package("rewardkit.errors", "src/rewardkit/errors.py", "`UserError`: the base of every error in your input"),
+        Package("rewardkit.markdown", "src/rewardkit/markdown.py", "`table`: every Markdown table a report writes"),
+    ),
     (
         Package("rewardkit", "src/rewardkit/__init__.py", "the version, the public errors, and this declaration"),
         Package(
@@ -107,9 +112,9 @@ def packages() -> dict[str, int]:
 
 def render_table() -> str:
     """The Markdown table of ``docs/architecture.md``: one row per package, lowest layer first."""
-    rows = ["| layer | package | folder | holds |", "| --- | --- | --- | --- |"]
-    for level, layer in enumerate(LAYERS):
-        for p in layer:
-            entry = " (entry point)" if p.name in ENTRY_POINTS else ""
-            rows.append(f"| {level} | `{p.name}`{entry} | `{p.folder}` | {p.holds} |")
-    return "\n".join(rows) + "\n"
+    rows = [
+        (level, f"`{p.name}`" + (" (entry point)" if p.name in ENTRY_POINTS else ""), f"`{p.folder}`", p.holds)
+        for level, layer in enumerate(LAYERS)
+        for p in layer
+    ]
+    return "\n".join(table(["layer", "package", "folder", "holds"], rows)) + "\n"

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from rewardkit.config.declare import allowed, plain, yaml_scalar
 from rewardkit.config.load import ConfigSchema
+from rewardkit.markdown import table
 
 # The lines around the generated table in a Markdown page; the begin marker may carry a note after its name.
 TABLE_BEGIN = "<!-- rewardkit:config-table:begin (generated: rewardkit config table) -->"
@@ -89,24 +90,20 @@ def _rows(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.
             yield f"{prefix}{f.name}", cls, f
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def render_table(schema: ConfigSchema) -> str:
     """The key table (Markdown): one row per key, with its default, its values and its meaning."""
-    lines = ["| key | default | values | meaning |", "| --- | --- | --- | --- |"]
+    rows = []
     groups = [("", schema.shared)] if schema.shared is not None else []
     groups += [(f"{c.SECTION}.", c) for c in schema.sections]
     for prefix, cls in groups:
         where = f" ({cls.__name__}, `{module_file(cls)}`)"
         for i, (key, owner, f) in enumerate(_rows(cls, prefix)):
             meaning = f.metadata["doc"] + (where if i == 0 else "")
-            default = f"`{yaml_scalar(plain(f.default))}`"
-            lines.append(f"| `{key}` | {_md(default)} | {_md(allowed(owner, f))} | {_md(meaning)} |")
-    for key, meaning in schema.reserved.items():
-        lines.append(f"| `{key}` | `{{}}` | mapping | {_md(meaning[:1].upper() + meaning[1:])} |")
-    return "\n".join(lines) + "\n"
+            rows.append((f"`{key}`", f"`{yaml_scalar(plain(f.default))}`", allowed(owner, f), meaning))
+    rows += [
+        (f"`{key}`", "`{}`", "mapping", meaning[:1].upper() + meaning[1:]) for key, meaning in schema.reserved.items()
+    ]
+    return "\n".join(table(["key", "default", "values", "meaning"], rows)) + "\n"
 
 
 def table_block(table: str) -> str:

@@ -87,7 +87,7 @@ class EpisodeRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object ms-swift carries as ``rollout_infos``."""
-        out = dataclasses.asdict(self)
+        out = dataclasses.asdict(dataclasses.replace(self, goal=None))  # the goal is written by its own to_json
         out["audit"] = None if self.audit is None else [dict(row) for row in self.audit]
         out["agent_said"] = None if self.agent_said is None else list(self.agent_said)
         out["user_flags"] = [dict(flag) for flag in self.user_flags]

@@ -11,7 +11,6 @@ stop) and the multi-turn scheduler all judge an episode by :meth:`Goal.reached`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +19,9 @@ from rewardkit.envs import Domain, get_domain
 from rewardkit.envs.approvals import agent_rows, decided_rows, gate_counts, user_decision
 from rewardkit.envs.harness import StatefulEnvironment
 from rewardkit.envs.state_diff import Changes, units
-from rewardkit.envs.tasks import OUTCOMES, Evidence, approves, communicated_texts, error_text, gold_actions
+from rewardkit.envs.tasks import OUTCOMES, Evidence, communicated_texts, error_text
 from rewardkit.envs.tool import IDEMPOTENCY_KEY, ResultCode
 from rewardkit.envs.tool_calls import tool_calls
-from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
 
 
 @dataclass(frozen=True)
@@ -157,20 +155,6 @@ def _decision(message: Any) -> str | None:
     return user_decision(message["content"])
 
 
-# (domain, the task's JSON) -> what its gold changed (the viewer's diff), once per task per process, bounded as
-# the task verdicts are (rewardkit.envs.task_verdict).
-GOLD_CHANGES = ByteLRU(SMALL_BUDGET, maxsize=4096)
-
-
-def gold_changes(domain: str, task: Mapping[str, Any]) -> Changes:
-    """What ``task``'s gold actions change on a fresh copy of ``domain``'s database, its soft-gated writes approved
-    when its user approves: the other side of an episode's diff (cached per process)."""
-    key = (domain, json.dumps(task, sort_keys=True))
-    found = GOLD_CHANGES.get(key, lambda: replay(domain, gold_actions(task), approves(task), True, task).changes)
-    assert found is not None  # asked for
-    return found
-
-
 @dataclass(frozen=True)
 class Goal:
     """What completes a task (:func:`task_goal`): the gold's final state hash, the outputs to say, when the gold
@@ -183,10 +167,12 @@ class Goal:
     evidence: tuple[Evidence, ...]
     stray_stops: frozenset[str] = frozenset()
     writes: tuple[Mapping[str, Any], ...] = ()  # the gold writes that succeed on a fresh database (partial credit)
+    task: str = ""  # the task's digest (tasks.task_digest): a recorded goal is read only for the row's own task
 
     def to_json(self) -> dict[str, Any]:
         """The goal as an episode record carries it (``rollout_infos["goal"]``), for the reward to read back."""
         return {
+            "task": self.task,
             "state_hash": self.state_hash,
             "outputs": list(self.outputs),
             "evidence": [{"kind": item.kind, "value": item.value} for item in self.evidence],
@@ -196,15 +182,20 @@ class Goal:
 
     @classmethod
     def read(cls, value: Any) -> Goal | None:
-        """A recorded goal (:meth:`to_json`), or None for a cell that holds none or holds one off that shape: the
-        reward then judges the row's task itself."""
-        if not isinstance(value, Mapping) or not isinstance(value.get("state_hash"), str):
+        """A recorded goal (:meth:`to_json`), or None for a cell that holds none, or one off that shape or that no
+        task's verdict gives (nothing to write or show, an evidence output not among the outputs): the reward then
+        judges the row's task itself."""
+        if not isinstance(value, Mapping) or not all(isinstance(value.get(k), str) for k in ("task", "state_hash")):
             return None
         outputs, evidence, stops, writes = (value.get(k) for k in ("outputs", "evidence", "stray_stops", "writes"))
         if not (_all(outputs, str) and _all(stops, str) and _all(writes, _action) and _all(evidence, _evidence)):
             return None
         items = tuple(Evidence(item["kind"], item["value"]) for item in evidence)
-        return cls(value["state_hash"], tuple(outputs), items, frozenset(stops), tuple(writes))
+        if not (writes or any(i.kind != "refused" for i in items)) or any(
+            i.kind == "output" and i.value not in outputs for i in items
+        ):
+            return None
+        return cls(value["state_hash"], tuple(outputs), items, frozenset(stops), tuple(writes), value["task"])
 
     @property
     def needs_calls(self) -> bool:

@@ -31,7 +31,7 @@ from jsonschema import Draft202012Validator
 from rewardkit.envs.harness import ToolEnvironment
 from rewardkit.envs.memory import MemorySchemaError, apply_writes, open_memory, unstorable
 from rewardkit.envs.schemas import first_error
-from rewardkit.envs.sqlite_env import Tables
+from rewardkit.envs.sqlite_env import Tables, next_id
 from rewardkit.envs.tool import ResultCode, ToolResult, ToolSpec
 
 
@@ -175,14 +175,6 @@ def _rows(conn: sqlite3.Connection, table: str, where: Mapping[str, Any]) -> lis
     return [dict(r) for r in conn.execute(f'SELECT * FROM "{table}" WHERE {clause} ORDER BY rowid', (*where.values(),))]
 
 
-def _next_id(conn: sqlite3.Connection, table: str, spec: Mapping[str, Any]) -> str:
-    """The next id after the largest one with the prefix: ``C007`` -> ``C008``."""
-    column, prefix, width = spec["column"], spec.get("prefix", ""), int(spec.get("width", 3))
-    ids = [r[0] for r in conn.execute(f'SELECT "{column}" FROM "{table}"') if str(r[0]).startswith(prefix)]
-    numbers = [int(str(i)[len(prefix) :]) for i in ids if str(i)[len(prefix) :].isdigit()]
-    return f"{prefix}{max(numbers, default=0) + 1:0{width}d}"
-
-
 def by_rule(call: SimCall) -> dict[str, Any]:
     """The deterministic answer: the tool's rule (``get``, ``list``, ``update``, ``insert`` or ``upsert`` a table,
     docs/simulated_tools.md) run on the memory; a write the schema refuses (a key taken, a foreign key to nothing)
@@ -210,7 +202,8 @@ def _by_rule(call: SimCall) -> dict[str, Any]:
     if op in ("insert", "upsert"):
         values = _mapped(rule.get("values") or {}, args)
         if "id" in rule:
-            values[rule["id"]["column"]] = _next_id(conn, table, rule["id"])
+            spec = rule["id"]
+            values[spec["column"]] = next_id(conn, table, spec["column"], spec.get("prefix", ""), spec.get("width", 3))
         write = {"op": op, "table": table, "values": values}
         return {"ok": True, "result": values, "writes": [write]}
     key = _mapped(rule.get("key") or {}, args)

@@ -17,9 +17,9 @@ returning them, or the path of a file that ``read_seed`` turns into them (by def
 By default the hashed state is each table's rows as a multiset: sorted by their canonical JSON, without rowids. A
 domain whose data has a nested format of its own (tau2's db.json) gives ``read_seed`` (that format -> rows) and a
 :class:`Nested` (rows -> that format, entity by entity): its export is that format, and its hash that of the export
-with null-valued keys dropped. Its own tables (those ``Nested.owners`` does not name: no entity reads them) are rows
-beside the collections, exported as the hash reads them: without null-valued keys, in the order the rows were
-written (the file's, then each insert's at the end).
+with null-valued keys dropped. Its own tables (``Nested.rows``, which no entity reads) are rows beside the
+collections, exported as the hash reads them: a multiset of rows (equal whatever order their writes came in), without
+null-valued keys, in the order of their canonical JSON.
 Tables must have rowids (no ``WITHOUT ROWID``), and no name in a schema may start with ``_rewardkit_``
 (:func:`load_schema`). docs/domains.md writes a domain on it.
 """
@@ -112,17 +112,16 @@ class Nested:
     owners: Mapping[str, tuple[str, str]]  # every table an entity reads -> (the collection, its entity's key column)
     entity: Callable[[sqlite3.Connection, str, str], Any]  # (collection, key) -> the entity's JSON; None when gone
     export: Callable[[sqlite3.Connection], dict[str, dict[str, Any]]]  # the whole state: collection -> key -> entity
+    # The domain's own tables besides, which no entity reads: exported, hashed and diffed as rows of their own.
+    rows: tuple[str, ...] = ()
 
 
 class _Snapshot:
     """A state serialised unit by unit (a row, or a nested entity), with each kind's part of the hashed text."""
 
-    def __init__(
-        self, units: dict[str, dict[Any, str]], keyed: frozenset[str] = frozenset(), ordered: frozenset[str] = frozenset()
-    ) -> None:
+    def __init__(self, units: dict[str, dict[Any, str]], keyed: frozenset[str] = frozenset()) -> None:
         self.units = units
         self.keyed = keyed  # nested collections: an object, key -> entity; every other kind a list of rows, sorted
-        self.ordered = ordered  # lists of rows in their rowid order (a nested domain's own tables, as its file has them)
         self.bodies = {kind: self.body(kind, found) for kind, found in units.items()}  # unchanged kinds reuse these
         # Nested: each collection's "key":entity entries in key order, so that a few touched entities are put in
         # place instead of every key being sorted and serialised again.
@@ -134,8 +133,7 @@ class _Snapshot:
     def body(self, kind: str, units: Mapping[Any, str | None]) -> str:
         if kind in self.keyed:
             return "{" + ",".join(f"{canonical(k)}:{t}" for k, t in sorted(units.items()) if t is not None) + "}"
-        texts = [t for _, t in sorted(units.items()) if t is not None]  # in rowid order
-        return "[" + ",".join(texts if kind in self.ordered else sorted(texts)) + "]"
+        return "[" + ",".join(sorted(t for t in units.values() if t is not None)) + "]"
 
     def changed_body(self, kind: str, changed: Mapping[Any, str | None]) -> str:
         if kind not in self.keyed or not changed.keys() <= self.places[kind].keys():  # rows re-sorted, a new entity
@@ -167,6 +165,13 @@ def _row_text(row: sqlite3.Row, nulls: bool = True) -> str:
     columns = dict(row)
     columns.pop(ROWID, None)  # the rowid depends on insertion order, not on the state
     return canonical(columns if nulls else drop_nulls(columns))
+
+
+def next_id(conn: sqlite3.Connection, table: str, column: str, prefix: str = "", width: int = 3) -> str:
+    """The next id after the largest of ``column``'s with ``prefix`` (any other value ignored): ``C007`` -> ``C008``."""
+    found = (str(r[0]) for r in conn.execute(f'SELECT "{column}" FROM "{table}"'))
+    numbers = [int(i[len(prefix) :]) for i in found if i.startswith(prefix) and i[len(prefix) :].isdecimal()]
+    return f"{prefix}{max(numbers, default=0) + 1:0{width}d}"
 
 
 def _insert(conn: sqlite3.Connection, table: str, rows: Sequence[Mapping[str, Any]], where: str) -> None:
@@ -228,20 +233,25 @@ class Tables:
     @functools.cached_property
     def _owners(self) -> dict[str, tuple[str, str]]:
         """Table -> (the kind its rows are hashed under, the SQL of the unit a row belongs to)."""
-        owned = {} if self.nested is None else self.nested.owners
-        unknown = sorted(set(owned) - set(self.names))
-        if unknown:  # a typo there would leave the table it meant to be exported as rows of its own
-            raise DomainDataError(f"Nested.owners: {unknown} are not tables of the schema ({', '.join(self.names)})")
-        clash = sorted(set(self.flat) & {kind for kind, _ in owned.values()})
-        if clash:  # one name for a table of its own and a collection: they would share the key
-            raise DomainDataError(f"Nested.owners: tables {clash} no entity reads share a collection's name")
-        return {**{t: (kind, f'"{key}"') for t, (kind, key) in owned.items()}, **{t: (t, "rowid") for t in self.flat}}
+        if self.nested is None:
+            return {t: (t, "rowid") for t in self.names}
+        missing = sorted(set(self.names) - set(self.nested.owners) - set(self.nested.rows))
+        if missing:  # their writes would never reach the hash
+            raise DomainDataError(
+                f"Nested.owners: tables {missing} of the schema have no collection; list a table an entity reads in "
+                "owners, and one of the domain's own in Nested.rows"
+            )
+        owned = {t: (kind, f'"{key}"') for t, (kind, key) in self.nested.owners.items()}
+        clash = sorted(set(self.nested.rows) & ({kind for kind, _ in owned.values()} | set(owned)))
+        if clash:  # one name for a table of its own and a collection (or an owned table): they would share the key
+            raise DomainDataError(f"Nested.rows: {clash} also named in Nested.owners; a table is one or the other")
+        return {**owned, **{t: (t, "rowid") for t in self.nested.rows}}
 
     @functools.cached_property
     def flat(self) -> list[str]:
-        """The tables whose rows are the state as they are: every table, or those of a nested domain no entity reads
-        (not in ``Nested.owners``: its own tables), exported and hashed beside its collections."""
-        return [t for t in self.names if self.nested is None or t not in self.nested.owners]
+        """The tables whose rows are the state as they are: every table, or a nested domain's own (``Nested.rows``),
+        exported and hashed beside its collections."""
+        return list(self.names) if self.nested is None else [t for t in self.names if t in self.nested.rows]
 
     def _rows(self, seed_file: str | None) -> tuple[Rows, str]:
         if seed_file is not None or isinstance(self.seed, Path):
@@ -288,7 +298,7 @@ class Tables:
         if set(state) != owned:  # a write to a collection the export lacks would never reach the hash
             raise DomainDataError(f"Nested: export() gives collections {sorted(state)}, owners name {sorted(owned)}")
         entities = {c: {str(k): canonical(drop_nulls(v)) for k, v in e.items()} for c, e in state.items()}
-        return _Snapshot({**entities, **rows}, frozenset(entities), frozenset(rows))
+        return _Snapshot({**entities, **rows}, frozenset(entities))
 
     def _unit(self, conn: sqlite3.Connection, kind: str, unit: Any) -> tuple[Any, str | None]:
         """A touched unit's id and its text now (None: gone)."""
@@ -308,11 +318,12 @@ class Tables:
 
     def export(self, conn: sqlite3.Connection) -> dict[str, Any]:
         """The state as JSON: every table's rows in insertion order; or the nested format's collections, and its own
-        tables' rows as the hash reads them (no null-valued key, in insertion order: the file's)."""
+        tables' rows as the hash reads them (no null-valued key, in the order of their text)."""
         rows = {t: [dict(r) for r in conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid')] for t in self.flat}
         if self.nested is None:
             return rows
-        return {**self.nested.export(conn), **{t: [drop_nulls(r) for r in found] for t, found in rows.items()}}
+        own = {t: sorted((drop_nulls(r) for r in found), key=canonical) for t, found in rows.items()}
+        return {**self.nested.export(conn), **own}
 
     def state_hash(self, conn: sqlite3.Connection, seed_file: str | None = None) -> str:
         """The state's hash, serialising again only what the triggers marked as touched since the copy was made."""

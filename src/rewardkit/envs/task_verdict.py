@@ -42,6 +42,7 @@ from rewardkit.envs.tasks import (
     gold_actions,
     gold_entries,
     scripted_actions,
+    task_digest,
     task_error,
     task_problem,
 )
@@ -54,10 +55,10 @@ class TaskVerdict:
     """One task judged in one domain (:func:`judge_task`).
 
     ``problem``: ``(reason, detail)`` when the task cannot judge an episode, else None. ``gold``: its gold actions'
-    outcome on a fresh database, with each result's text (None when the shape checks stopped first or the replay
-    raised). ``script``: each scripted entry's result code, when an entry has an ``outcome`` (else empty).
-    ``writes``: how many gold actions are the domain's writes. ``untested``: the tools failed, not the task; it may
-    be played."""
+    outcome on a fresh database, with each result's text and what it changed (None when the shape checks stopped
+    first or the replay raised). ``script``: each scripted entry's result code, when an entry has an ``outcome``
+    (else empty). ``writes``: how many gold actions are the domain's writes. ``untested``: the tools failed, not the
+    task; it may be played."""
 
     task: Any
     problem: tuple[str, str] | None = None
@@ -96,7 +97,7 @@ def judge_task(domain: Domain, task: Any) -> TaskVerdict:
         return TaskVerdict(task, found)
     writes = sum(a["name"] in domain.write_tools for a in gold_actions(task))
     try:
-        gold = replay(domain, gold_actions(task), approves(task), task=task, fresh=True, texts=True)
+        gold = replay(domain, gold_actions(task), approves(task), changes=True, task=task, fresh=True, texts=True)
         script = run_script(domain, task)
     # The tool simulator failed, or the tools' server went away (an MCP server that died or forgot the session,
     # over stdio a process of the replay's own), not the task: its episodes end as tool_sim_error or env_error.
@@ -222,7 +223,7 @@ def task_goal(domain: str, task: Any) -> Goal:
     stray = frozenset() if any(a["name"] in stops for a in scripted_actions(found)) else frozenset(stops)
     pairs = zip(gold_actions(found), gold.calls, strict=True)
     writes = tuple(action for action, call in pairs if action["name"] in played.write_tools and call.ok)
-    return Goal(gold.state_hash, tuple(expected_outputs(found)), items, stray, writes)
+    return Goal(gold.state_hash, tuple(expected_outputs(found)), items, stray, writes, task_digest(found))
 
 
 def _playable(domain: str, task: Any) -> TaskVerdict:

@@ -225,17 +225,18 @@ def known_info(task: Mapping[str, Any]) -> str | None:
     return info if isinstance(info, str) else None
 
 
-def held_out(task_id: str, share: float = 0.2) -> bool:
+def held_out(task_id: Any, share: float = 0.2) -> bool:
     """Whether a task no split lists is a ``test`` task: by the hash of its id, so adding tasks never moves one (a
     fifth held out)."""
-    return int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 16**8 < share
+    digest = hashlib.sha256(str(task_id).encode("utf-8", "surrogatepass")).hexdigest()  # an id is hashed as text
+    return int(digest[:8], 16) / 16**8 < share
 
 
-def placed(splits: Mapping[str, Sequence[str]], task_ids: Iterable[str]) -> dict[str, list[str]]:
+def placed(splits: Mapping[str, Sequence[Any]], task_ids: Iterable[Any]) -> dict[str, list[Any]]:
     """``splits`` (split name -> task ids), with each task they list nowhere added to ``test`` when
     :func:`held_out`, else to ``train``, and to ``base`` when there is one (tau2's whole set): a task added to a
     domain needs no split file."""
-    out: dict[str, list[str]] = {"train": [], "test": [], **{name: list(ids) for name, ids in splits.items()}}
+    out: dict[str, list[Any]] = {"train": [], "test": [], **{name: list(ids) for name, ids in splits.items()}}
     listed = {task_id for ids in splits.values() for task_id in ids}
     for task_id in task_ids:
         if task_id not in listed:

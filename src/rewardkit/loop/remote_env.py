@@ -73,6 +73,7 @@ class Answer:
 
 _RECORD_FIELDS = tuple(f.name for f in fields(EpisodeRecord))
 _ENDINGS = ", ".join(t.value for t in Termination)
+_HOLDS = {"goal": "a goal as Goal.to_json writes it (task, state_hash, outputs, evidence, stray_stops sorted, writes)"}
 
 
 # The roles a server's messages may have: those that answer the agent (they join the policy's conversation), and at
@@ -152,7 +153,8 @@ def _record(kind: str, value: Any) -> EpisodeRecord:
     read = record.to_json()
     for name in _RECORD_FIELDS:  # the reader takes a field of the wrong type as not recorded: here it is refused
         if name in value and read[name] != value[name]:
-            raise _off(kind, f"observation.record.{name} is not what an episode record holds there", value[name])
+            holds = _HOLDS.get(name, "what an episode record holds there")
+            raise _off(kind, f"observation.record.{name} is not {holds}", value[name])
     return record
 
 

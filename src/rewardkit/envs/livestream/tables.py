@@ -118,10 +118,3 @@ def room_product(conn: sqlite3.Connection, room_id: str, sku: str) -> sqlite3.Ro
     if conn.execute("SELECT 1 FROM room_products WHERE room_id = ? AND sku = ?", (room_id, sku)).fetchone() is None:
         raise ToolError(ResultCode.PRECONDITION_FAILED, f"{sku} 不在直播间 {room_id} 的商品列表里，请先同步商品")
     return found
-
-
-def next_id(conn: sqlite3.Connection, table: str, column: str, prefix: str, width: int) -> str:
-    """The next id after the largest one: ``R106`` -> ``R107``."""
-    ids = [r[0] for r in conn.execute(f"SELECT {column} FROM {table}")]
-    top = max((int(i[len(prefix) :]) for i in ids), default=0)
-    return f"{prefix}{top + 1:0{width}d}"

@@ -18,12 +18,12 @@ from rewardkit.envs.livestream.tables import (
     RoomId,
     SessionId,
     Sku,
-    next_id,
     now,
     room,
     room_product,
     yuan,
 )
+from rewardkit.envs.sqlite_env import next_id
 from rewardkit.envs.tool import ResultCode, ToolError, tool
 
 

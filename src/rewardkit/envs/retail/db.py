@@ -4,8 +4,9 @@
 ``position`` columns, prices and balances are REAL, which stores the JSON doubles bit for bit. :data:`TABLES`
 is retail on the shared plumbing (:mod:`rewardkit.envs.sqlite_env`): a template per process, a private copy per
 rollout, and the state hash of the exported db.json, kept incrementally per user, product and order. A table of
-retail's own, beside tau2's three collections and read by none of their entities (not in ``_OWNERS``), is its
-``CREATE TABLE`` in :data:`SCHEMA` and a key of db.json holding its rows (exported and hashed row by row).
+retail's own, beside tau2's three collections and read by none of their entities, is its ``CREATE TABLE`` in
+:data:`SCHEMA`, its name in :data:`OWN_TABLES`, and a key of db.json holding its rows (exported and hashed row by
+row).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ CREATE TABLE payment_history (
     PRIMARY KEY (order_id, position)
 );
 """
+# The tables of SCHEMA beside the collections, which no entity reads: db.json's other keys, rows as they are.
+OWN_TABLES: tuple[str, ...] = ()
 
 _ADDRESS = ("address1", "address2", "city", "country", "state", "zip")
 # Order fields stored as JSON text (lists) or plain values; absent when NULL.
@@ -82,7 +85,7 @@ def _dumps(value: Any) -> str:
 
 def _rows(db: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """db.json's products, users and orders as rows, parents before children (the foreign keys are checked), and the
-    rows of retail's own tables (``TABLES.flat``) as they are."""
+    rows of :data:`OWN_TABLES` as they are."""
     products, variants, users, methods, user_orders = [], [], [], [], []
     for pos, p in enumerate(db["products"].values()):
         products.append({"product_id": p["product_id"], "position": pos, "name": p["name"]})
@@ -176,7 +179,7 @@ def _rows(db: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         "order_items": items,
         "fulfillments": fulfillments,
         "payment_history": payments,
-        **{name: db[name] for name in TABLES.flat if name in db},
+        **{name: db[name] for name in OWN_TABLES if name in db},
     }
 
 
@@ -198,10 +201,10 @@ def read_db(path: Path) -> Rows:
             db = json.load(f, parse_float=_finite, parse_constant=_no_constants)
     except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise DomainDataError(f"{path}: not a usable db.json: {exc}") from None
-    unknown = sorted(set(db) - set(_ENTITY) - set(TABLES.flat)) if isinstance(db, dict) else []
+    unknown = sorted(set(db) - set(_ENTITY) - set(OWN_TABLES)) if isinstance(db, dict) else []
     if unknown:
         raise DomainDataError(
-            f"{path}: keys {unknown} are neither users, products, orders nor a table of db.py's SCHEMA"
+            f"{path}: keys {unknown} are neither users, products, orders nor a table of retail's OWN_TABLES"
         )
     try:
         return _rows(db)
@@ -372,5 +375,5 @@ TABLES = Tables(
     SCHEMA,
     DATA_DIR / "db.json",
     read_seed=read_db,
-    nested=Nested(_OWNERS, lambda conn, collection, key: _ENTITY[collection](conn, key), export),
+    nested=Nested(_OWNERS, lambda conn, collection, key: _ENTITY[collection](conn, key), export, OWN_TABLES),
 )

@@ -17,10 +17,10 @@ from typing import Any
 from rewardkit.envs import get_domain
 from rewardkit.envs.approvals import agent_rows, gate_counts
 from rewardkit.envs.episode_record import EpisodeRecord
-from rewardkit.envs.outcomes import gold_changes, replay_conversation
+from rewardkit.envs.outcomes import replay_conversation
 from rewardkit.envs.simulated import by_rule
 from rewardkit.envs.state_diff import Changes, state_diff
-from rewardkit.envs.task_verdict import task_goal
+from rewardkit.envs.task_verdict import gold_outcome, task_goal
 from rewardkit.loop.drive import EpisodeResult
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
 
@@ -89,4 +89,6 @@ class Scorer:
                 return checks, None
             changes = replay_conversation(self.domain, messages, changes=True, task=task).changes
             assert changes is not None  # asked for
-        return checks, state_diff(changes, gold_changes(self.domain, task))
+        gold = gold_outcome(self.domain, task).changes
+        assert gold is not None  # the verdict's replay keeps them
+        return checks, state_diff(changes, gold)

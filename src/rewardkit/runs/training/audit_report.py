@@ -30,6 +30,7 @@ import numpy as np
 from rewardkit.files.figures import png, pyplot
 from rewardkit.files.outputs import OutputSet
 from rewardkit.loop.ledger import cost
+from rewardkit.markdown import table
 from rewardkit.rewards.answers import parse
 from rewardkit.rewards.config import load_config
 from rewardkit.rewards.think_length import ThinkLengthConfig
@@ -186,35 +187,23 @@ def markdown(report: Mapping[str, Any]) -> str:
         "",
     ]
     lines += [f"- **{f['flag']}** from step {f['step']}: {f['message']}" for f in report["flags"]] or ["- none"]
-    lines += [
-        "",
-        "## Steps",
-        "",
-        "| step | groups | zero variance | all correct | all wrong | think (chars) | turns |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    header = ["step", "groups", "zero variance", "all correct", "all wrong", "think (chars)", "turns"]
+    shares = ("zero_variance", "all_correct", "all_wrong")
+    rows = [
+        (s["step"], s["groups"], *(f"{s[k]:.2f}" for k in shares), f"{s['think']['mean']:.0f}", _num(_turns(s), 1))
+        for s in steps
     ]
-    for s in steps:
-        turns = f"{s['turns']['mean']:.1f}" if "turns" in s else ""
-        lines.append(
-            f"| {s['step']} | {s['groups']} | {s['zero_variance']:.2f} | {s['all_correct']:.2f} | "
-            f"{s['all_wrong']:.2f} | {s['think']['mean']:.0f} | {turns} |"
-        )
+    lines += ["", "## Steps", "", *table(header, rows, right=range(7))]
     lines += _episode_rows(steps) + _ledger_rows(report.get("ledger", [])) + _step_check_rows(report.get("step_check"))
     if steps:
         last = steps[-1]
-        lines += [
-            "",
-            f"## Rewards at step {last['step']}",
-            "",
-            "| reward | mean | std | zero variance | None rate | share of the variance |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        header = ["reward", "mean", "std", "zero variance", "None rate", "share of the variance"]
+        shares = ("zero_variance", "none_rate", "variance_share")
+        rows = [
+            (name, _num(r["mean"]), _num(r["std"]), *(_num(r[k], 2) for k in shares))
+            for name, r in last["rewards"].items()
         ]
-        for name, r in last["rewards"].items():
-            share = "" if r["variance_share"] is None else f"{r['variance_share']:.2f}"
-            lines.append(
-                f"| {name} | {_num(r['mean'])} | {_num(r['std'])} | {r['zero_variance']:.2f} | "
-                f"{r['none_rate']:.2f} | {share} |"
-            )
+        lines += ["", f"## Rewards at step {last['step']}", "", *table(header, rows, right=range(1, 6))]
     return "\n".join(lines) + "\n"
 
 
@@ -238,14 +227,12 @@ def _step_check_rows(check: Mapping[str, Any] | None) -> list[str]:
             f"- each update against the one before it: mean cosine {momentum} (near 1: the steps move where "
             "Adam's momentum points, and a step's sign speaks for earlier batches too)"
         )
-    lines += [
-        "",
-        "| step | A*d (reward) | agree (reward) | A*d (logged) | agree (logged) | cos(update, last) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    header = ["step", "A*d (reward)", "agree (reward)", "A*d (logged)", "agree (logged)", "cos(update, last)"]
+    rows = [
+        (s["step"], *(c for k in ("reward", "logged") for c in _check_cells(s.get(k))), _num(s.get("momentum")))
+        for s in check["steps"]
     ]
-    for s in check["steps"]:
-        cells = [f"{s[k]['objective']:+.4f} | {_num(s[k]['agree'])}" if k in s else " | " for k in ("reward", "logged")]
-        lines.append(f"| {s['step']} | {cells[0]} | {cells[1]} | {_num(s.get('momentum'))} |")
+    lines += ["", *table(header, rows, right=range(6))]
     if check["skipped"]:
         lines.append(f"\nSkipped (no checkpoint before and after): steps {check['skipped']}.")
     return lines
@@ -256,39 +243,41 @@ def _episode_rows(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     logged = [s for s in steps if "episodes" in s]
     if not logged:
         return []
-    out = [
-        "",
-        "## Episodes",
-        "",
-        "| step | episodes | excluded | user flagged | tool calls | tool errors | endings |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
+    header = ["step", "episodes", "excluded", "user flagged", "tool calls", "tool errors", "endings"]
+    rows = []
     for s in logged:
         e = s["episodes"]
         endings = ", ".join(f"{k} {v}" for k, v in e["terminations"].items())
         calls = sum(t["calls"] for t in e["tools"].values())
         flagged = e.get("user_flagged", "-")  # runs from before the user review have no count
-        cells = [s["step"], e["episodes"], e["excluded"], flagged, calls, e["tool_errors"], endings]
-        out.append("| " + " | ".join(map(str, cells)) + " |")
-    return out
+        rows.append((s["step"], e["episodes"], e["excluded"], flagged, calls, e["tool_errors"], endings))
+    return ["", "## Episodes", "", *table(header, rows, right=range(6))]
 
 
 def _ledger_rows(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     if not entries:
         return []
-    header = "| role | endpoint | requests | retries | failed | cached | tokens | p50 s | cost |"
-    out = ["", "## Model endpoints", "", header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    header = ["role", "endpoint", "requests", "retries", "failed", "cached", "tokens", "p50 s", "cost"]
+    rows = []
     for e in entries:
-        p50 = "" if e["latency_s"]["p50"] is None else f"{e['latency_s']['p50']:.3f}"
+        counts = (e[k] for k in ("requests", "retries", "failures", "cache_hits"))
         price = f"${e['cost_usd']:.4f}" if "cost_usd" in e else ""
-        counts = f"{e['requests']} | {e['retries']} | {e['failures']} | {e['cache_hits']}"
         tokens = f"{e['prompt_tokens']}+{e['completion_tokens']}"
-        out.append(f"| {e['role']} | {e['endpoint']} | {counts} | {tokens} | {p50} | {price} |")
-    return out
+        rows.append((e["role"], e["endpoint"], *counts, tokens, _num(e["latency_s"]["p50"]), price))
+    return ["", "## Model endpoints", "", *table(header, rows, right=range(2, 9))]
 
 
-def _num(value: float | None) -> str:
-    return "" if value is None else f"{value:.3f}"
+def _num(value: float | None, places: int = 3) -> str:
+    return "" if value is None else f"{value:.{places}f}"
+
+
+def _turns(step: Mapping[str, Any]) -> float | None:
+    return step["turns"]["mean"] if "turns" in step else None
+
+
+def _check_cells(side: Mapping[str, Any] | None) -> tuple[str, str]:
+    """A side of the step check: sum A*d and the sign agreement (empty where the step has none)."""
+    return ("", "") if side is None else (f"{side['objective']:+.4f}", _num(side["agree"]))
 
 
 def dashboard(report: Mapping[str, Any]) -> bytes:
