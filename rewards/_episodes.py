@@ -19,6 +19,7 @@ from rewardkit.envs.episode_record import EpisodeRecord, said_texts
 from rewardkit.envs.outcomes import Goal, Outcome, recorded_outcome, replay_conversation
 from rewardkit.envs.task_verdict import checked_task, task_goal
 from rewardkit.envs.tasks import TaskError, read_task, task_digest
+from rewardkit.files.cache import SMALL_BUDGET, ByteLRU
 from rewardkit.rewards._base import Reward
 from rewardkit.rewards._parsing import DatasetError, where
 
@@ -84,30 +85,45 @@ class EpisodeRow:
         return replace(replay_conversation(self.domain, self.messages, task=self.task), state_hash=state)
 
 
-def live_goal(record: EpisodeRecord | None, task: Mapping[str, Any]) -> Goal | None:
-    """The goal a live episode's record carries for ``task`` (its digest), beside its final state and calls; else
-    None: the task is judged here."""
+def live_goal(record: EpisodeRecord | None, digest: str) -> Goal | None:
+    """The goal a live episode's record carries for the task of ``digest`` (:func:`~rewardkit.envs.tasks.task_digest`),
+    beside its final state and calls; else None: the task is judged here."""
     if record is None or record.goal is None or record.state_hash is None or record.audit is None:
         return None
-    return record.goal if record.goal.task == task_digest(task) else None
+    return record.goal if record.goal.task == digest else None
 
 
-def row_task(cell: Any, domain: Any, record: EpisodeRecord | None, row: int) -> Mapping[str, Any]:
-    """The row's task: its shape checked, and, unless its live record brings its goal, judged (once per distinct
-    task per process, with the scheduler's): a dataset bug raises TaskError naming the cell."""
+# (domain, a task cell's JSON text) -> the task, its shape checked, and its digest: every row of every step asks, to
+# read its live record's goal, so once per distinct task per process, as the verdicts are.
+SHAPES = ByteLRU(SMALL_BUDGET, maxsize=4096)
+
+
+def row_task(cell: Any, domain: Any, record: EpisodeRecord | None, row: int) -> tuple[Mapping[str, Any], Goal | None]:
+    """The row's task, its shape checked, and the goal its live record brings for it; without one, the task judged
+    (once per distinct task per process, with the scheduler's). A dataset bug raises TaskError naming the cell."""
     at, known = where("task", row), row_domain(domain, row)
     if record is not None and record.goal is not None:
-        task = read_task(cell, at, get_domain(known).tools, known)
-        if live_goal(record, task) is not None:
-            return task
-    return checked_task(cell, at, known)
+
+        def shaped() -> tuple[Mapping[str, Any], str]:
+            task = read_task(cell, at, get_domain(known).tools, known)
+            return task, task_digest(task)
+
+        task, digest = SHAPES.get((known, cell) if isinstance(cell, str) else None, shaped)
+        goal = live_goal(record, digest)
+        if goal is not None:
+            return task, goal
+    return checked_task(cell, at, known), None
 
 
 def episode_row(
-    messages: Sequence[Mapping[str, Any]], task: Mapping[str, Any], domain: str, record: EpisodeRecord | None
+    messages: Sequence[Mapping[str, Any]],
+    task: Mapping[str, Any],
+    domain: str,
+    record: EpisodeRecord | None,
+    goal: Goal | None = None,
 ) -> EpisodeRow:
-    """The row of a checked ``task``: the goal its live record carries, else the task's verdict's."""
-    return EpisodeRow(messages, task, domain, record, live_goal(record, task) or task_goal(domain, task))
+    """The row of a checked ``task``: ``goal`` (its live record's), else the task's verdict's."""
+    return EpisodeRow(messages, task, domain, record, goal or task_goal(domain, task))
 
 
 class EpisodeReward(Reward):
@@ -124,14 +140,14 @@ class EpisodeReward(Reward):
         tasks = [row_task(cell, domain, info, i) for i, (cell, domain, info) in enumerate(cells)]
         out: list[float | None] = []
         rows = zip(columns["messages"], tasks, columns["domain"], infos, strict=True)
-        for i, (cell, task, domain, info) in enumerate(rows):
+        for i, (cell, (task, goal), domain, info) in enumerate(rows):
             messages = read_messages(cell, i)
             if info is not None and info.excluded:  # the simulator failed: not the policy's doing, left out of training
                 out.append(None)
             elif info is not None and info.termination is not None and not info.natural:  # tau2: no credit
                 out.append(0.0)
             else:
-                out.append(self.score_episode(episode_row(messages, task, domain, info)))
+                out.append(self.score_episode(episode_row(messages, task, domain, info, goal)))
         return out
 
     def score_episode(self, episode: EpisodeRow) -> float:

@@ -10,7 +10,8 @@ from typing import Any
 
 from rewardkit.config import config_section, setting
 from rewardkit.envs.episode_record import EpisodeRecord
-from rewardkit.rewards._episodes import EpisodeReward, EpisodeRow, episode_row
+from rewardkit.envs.tasks import task_digest
+from rewardkit.rewards._episodes import EpisodeReward, EpisodeRow, episode_row, live_goal
 from rewardkit.rewards.config import RewardConfig, load_section
 
 
@@ -112,6 +113,6 @@ class TaskCompletion(EpisodeReward):
         """This reward's checks of one episode of a checked ``task``, named, each passed or not (``Goal.checks``): it
         scores 1.0 when all pass and the episode ended by a stop. What the episode log and the viewer show beside
         the score."""
-        episode = episode_row(messages, task, domain, record)
+        episode = episode_row(messages, task, domain, record, live_goal(record, task_digest(task)))
         goal = episode.goal
         return goal.checks(episode.said(), episode.outcome(goal.needs_calls), self.require_outputs)

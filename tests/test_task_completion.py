@@ -21,6 +21,7 @@ from rewardkit.envs.retail.tools import TOOLS
 from rewardkit.envs.task_verdict import VERDICTS, task_goal
 from rewardkit.envs.tasks import TaskError
 from rewardkit.rewards import TaskCompletion, TaskCompletionRate
+from rewardkit.rewards._episodes import SHAPES
 from rewardkit.runs.stats.metrics import task_order
 
 # Its scores on the contract batch of test_reward_contract.py (COMPLETIONS x CELLS), pinned: no score may
@@ -194,15 +195,16 @@ class TestRolloutInfos:
         ],
     )
     def test_a_live_records_goal_is_read_and_the_task_not_judged_again(self, cls: type, expected: float) -> None:
-        # The scheduler judged task 59 and recorded its goal: the reward checks the row's task's shape and reads the
-        # goal, and asks for no verdict.
+        # The scheduler judged task 59 and recorded its goal: the reward checks the row's task's shape (once per task
+        # cell: every row of every step asks) and reads the goal, and asks for no verdict.
         task = TASKS["59"]
-        record = live(task, task_goal("retail", task))
+        cell, record = json.dumps(task), live(task, task_goal("retail", task))
         VERDICTS.clear()
+        SHAPES.clear()
         (value,) = cls()(
-            [""], messages=[hermes([], info(task))], task=[task], domain=["retail"], rollout_infos=[record]
+            [""], messages=[hermes([], info(task))], task=[cell], domain=["retail"], rollout_infos=[record]
         )
-        assert value == pytest.approx(expected) and len(VERDICTS) == 0
+        assert value == pytest.approx(expected) and len(VERDICTS) == 0 and ("retail", cell) in SHAPES
 
     def test_another_tasks_goal_is_not_read(self) -> None:
         # Task 0's goal, its state made the fresh one, on a row of task 59 (a server with other tasks, a row put
