@@ -115,7 +115,13 @@ def _checked(kind: str, answer: Any, task_id: str) -> Answer:
         raise RemoteError(f"{kind}: {message}")
     if not isinstance(data, Mapping):
         raise _off(kind, "data is not an object", data)
-    observation, done, reward = data.get("observation"), data.get("done"), data.get("reward")
+    return read_result(kind, data.get("observation"), data.get("reward"), data.get("done"), task_id)
+
+
+def read_result(kind: str, observation: Any, reward: Any, done: Any, task_id: str) -> Answer:
+    """An observation answer's three parts, checked as :func:`read_answer` checks them: where a client (OpenEnv's
+    own, which ms-swift's ``openenv_scheduler`` uses) has already split the answer into observation, reward and
+    done."""
     if not isinstance(observation, Mapping):
         raise _off(kind, "data.observation is not an object", observation)
     if not isinstance(done, bool):
