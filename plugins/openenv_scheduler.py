@@ -93,7 +93,14 @@ class Session:
 class OpenEnvUserScheduler(OpenEnvScheduler):
     """ms-swift's ``OpenEnvScheduler`` on a ``rewardkit env serve --openenv`` server: see the module's docstring."""
 
-    def __init__(self, infer_engine: Any = None, max_turns: int | None = None, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        infer_engine: Any = None,
+        max_turns: int | None = None,
+        *args: Any,
+        concurrency: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         if not hasattr(MultiTurnScheduler, "get_response_token_data"):
             raise UserError(
                 f"--multi_turn_scheduler {KEY} needs ms-swift >= 4.6 (sampled token ids kept natively); on ms-swift "
@@ -103,7 +110,8 @@ class OpenEnvUserScheduler(OpenEnvScheduler):
         cfg = load_run_config(flags={"rollout.max_turns": ("--max_turns", max_turns)} if max_turns else None)
         self.limits = cfg.rollout
         self.max_turns = max_turns or self.limits.max_turns
-        self.pool = ThreadPoolExecutor(max_workers=cfg.user_sim.concurrency, thread_name_prefix="openenv")
+        workers = concurrency or cfg.user_sim.concurrency  # the benchmark's batch; else the config's
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openenv")
         self.sessions: dict[str, Session] = {}
         self.end_ids = end_of_turn_ids(self.tokenizer) if self.tokenizer is not None else frozenset()
 
@@ -131,9 +139,7 @@ class OpenEnvUserScheduler(OpenEnvScheduler):
     async def on_trajectory_start(self, requests: list[Any]) -> None:
         loop = asyncio.get_running_loop()
         opened = [self._session(req) for req in requests]
-        prompts = await asyncio.gather(
-            *(loop.run_in_executor(self.pool, self._open, session) for session in opened)
-        )
+        prompts = await asyncio.gather(*(loop.run_in_executor(self.pool, self._open, session) for session in opened))
         for req, prompt in zip(requests, prompts, strict=True):
             if prompt is None:
                 continue  # ended at its opening: the row's prompt stays, the first turn ends it

@@ -222,17 +222,18 @@ def cmd_env_serve(args: argparse.Namespace) -> int:
 
     if args.openenv:
         return _serve_openenv(args)
+    if args.transport == "http":
+        check_bind(args.host, args.token)  # before anything loads: a refused bind says so at once
     try:
         from rewardkit.envs.mcp_server import serve
-    except ModuleNotFoundError as exc:
+    except ImportError as exc:  # not installed, or mcp 1 (a stack that holds openenv)
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "uvicorn"):
             raise
         print(
-            "rewardkit env serve: the MCP server needs the mcp package: pip install 'rewardkit[mcp]'", file=sys.stderr
+            "rewardkit env serve: the MCP server needs the mcp package, 2.3 or later: pip install 'rewardkit[mcp]'",
+            file=sys.stderr,
         )
         return 2
-    if args.transport == "http":
-        check_bind(args.host, args.token)  # before the domain loads: a refused bind says so at once
     try:
         serve(get_domain(args.domain), args.transport, args.host, args.port or 8765, args.token)
     except KeyboardInterrupt:
