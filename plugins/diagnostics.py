@@ -24,6 +24,13 @@ TensorBoard and wandb as its own do:
   ``.../prompt_tokens``, ``.../completion_tokens``, ``.../latency_p50_s``). A rollout server in another process
   keeps its own ledger: only colocated simulators are seen here.
 
+In multi-turn runs it also shows a few of a step's episodes (``diagnostics.sample_episodes``, spread over the step's
+episodes, at each logging step or every ``diagnostics.sample_every`` steps: :mod:`rewardkit.loop.episode_sample`)
+in each tracker of the trainer's ``--report_to``, under ``rewardkit/episodes``: each episode's transcript, each
+reward's score, the checks of the run's task-completion reward (a reward with ``row_checks``) and the line that says
+why it scored so, as the episode viewer says it. TensorBoard gets them as a text summary (the trainer's own writer),
+wandb as a ``wandb.Table`` on the active run. A tracker not in ``--report_to`` is never touched.
+
 Thresholds come from the ``diagnostics:`` section of ``$REWARDKIT_CONFIG``: above a ``*_warn`` share a warning is
 logged; above a ``*_stop`` share ``patience`` steps in a row the run stops with :class:`DiagnosticsStop`, whose
 message says what happened, since which step, and which key sets the threshold. Loading it twice is harmless.
@@ -43,6 +50,7 @@ from swift.callbacks import TrainerCallback, callbacks_map
 from swift.utils import get_logger
 
 from rewardkit.loop.config import DiagnosticsLimits, load_run_config
+from rewardkit.loop.episode_sample import TAG, Explainer, SampledEpisode, markdown, sample_episodes, table
 from rewardkit.loop.ledger import START, Ledger, Mark, ledgers
 from rewardkit.loop.rollouts import FILE, summarize_rollouts
 from rewardkit.rewards.groups import group_shares
@@ -64,9 +72,9 @@ class Timed:
         func: Callable[..., Any],
         name: str,
         metrics: Callable[[], dict[str, list[float]]],
-        episodes: Callable[[Any, list[Any]], None] | None = None,
+        seen: Callable[[str, dict[str, Any], list[Any]], None] | None = None,
     ) -> None:
-        self.func, self.name, self.metrics, self.episodes = func, name, metrics, episodes
+        self.func, self.name, self.metrics, self.seen = func, name, metrics, seen
         self.__name__ = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -75,8 +83,8 @@ class Timed:
         metrics = self.metrics()
         metrics[f"{PREFIX}/{self.name}/latency_ms"].append((time.perf_counter() - start) * 1000)
         values = list(scores)
-        if self.episodes is not None and kwargs.get("rollout_infos"):
-            self.episodes(kwargs["rollout_infos"], values)
+        if self.seen is not None and kwargs.get("rollout_infos"):
+            self.seen(self.name, kwargs, values)
         metrics[f"{PREFIX}/{self.name}/none_rate"].append(sum(v is None for v in values) / max(len(values), 1))
         return scores
 
@@ -93,6 +101,10 @@ class Diagnostics(TrainerCallback):
         self.over: dict[str, list[int]] = {}  # threshold -> the steps in a row above it
         self.infos: list[Any] = []  # the step's episodes, as the first reward saw them
         self.scores: list[Any] = []  # and its scores of them
+        self.rows: list[tuple[Any, Any, Any]] = []  # their messages, task and domain cells
+        self.rewards: dict[str, list[Any]] = {}  # every reward's scores of them, by name
+        self.trackers: list[Callable[[int, list[SampledEpisode]], None]] = []  # those of --report_to we show them in
+        self.every = 1  # the steps between two samples of episodes
         self.marks: dict[Ledger, Mark] = {}  # where each model endpoint's ledger stood at the last step's end
 
     def _metrics(self) -> dict[str, list[float]]:
@@ -104,11 +116,18 @@ class Diagnostics(TrainerCallback):
             is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
             wrappable = callable(func) and not is_async
             if wrappable and not isinstance(func, Timed) and not hasattr(func, "parameters"):  # not a reward model
-                funcs[i] = Timed(func, name, self._metrics, self._seen if i == 0 else None)
+                funcs[i] = Timed(func, name, self._metrics, self._seen)
+        self.every = self.limits.sample_every or max(int(state.logging_steps or 1), 1)
+        if self.limits.sample_episodes and self.trainer.accelerator.is_main_process:
+            self.trackers = trackers(args, self.trainer)
 
-    def _seen(self, infos: Any, scores: list[Any]) -> None:
-        self.infos.extend(infos)
-        self.scores.extend(scores)
+    def _seen(self, name: str, columns: dict[str, Any], scores: list[Any]) -> None:
+        if name == self.trainer.reward_func_names[0]:
+            self.infos.extend(columns["rollout_infos"])
+            self.scores.extend(scores)
+            cells = [columns.get(c) or [None] * len(scores) for c in ("messages", "task", "domain")]
+            self.rows.extend(zip(*cells, strict=True))
+        self.rewards.setdefault(name, []).extend(scores)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         start = time.perf_counter()
@@ -132,9 +151,15 @@ class Diagnostics(TrainerCallback):
         self._check(step, shares["zero_variance"], none)
 
     def _episodes(self, step: int, metrics: dict[str, list[float]]) -> None:
+        if self.trackers and self.infos and step % self.every == 0:
+            shown = sample_episodes(step, self.infos, self.rewards, self.limits.sample_episodes, self._explainer())
+            for track in self.trackers:
+                track(step, shown)
         summary = summarize_rollouts(self.infos, self.scores if len(self.scores) == len(self.infos) else None)
         self.infos.clear()
         self.scores.clear()
+        self.rows.clear()
+        self.rewards.clear()
         summary["ledger"] = self._ledger(metrics)
         n = summary["episodes"]
         if not n:
@@ -149,6 +174,16 @@ class Diagnostics(TrainerCallback):
         if self.trainer.accelerator.is_main_process:
             with open(Path(self.args.output_dir) / FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"step": step, **summary}) + "\n")
+
+    def _explainer(self) -> Explainer | None:
+        """The first reward of the run that says why it scored an episode (``row_checks``: TaskCompletion's), with
+        its checks of the step's i-th episode."""
+        funcs = zip(self.trainer.reward_funcs, self.trainer.reward_func_names, strict=True)
+        found = next(((f.row_checks, name) for f, name in funcs if callable(getattr(f, "row_checks", None))), None)
+        if found is None or len(self.rows) != len(self.infos):
+            return None
+        row_checks, name = found
+        return name, lambda i: row_checks(*self.rows[i], self.infos[i])
 
     def _ledger(self, metrics: dict[str, list[float]]) -> list[dict[str, Any]]:
         """This step's calls of each model endpoint of the process (the user simulator's, in colocate mode)."""
@@ -197,6 +232,47 @@ class Diagnostics(TrainerCallback):
                     f"diagnostics.{key} = {stop:g} for {len(run)} steps in a row (since step {run[0]}); fix the "
                     f"rewards or the data, or raise diagnostics.{key} in $REWARDKIT_CONFIG"
                 )
+
+
+def trackers(args: Any, trainer: Any) -> list[Callable[[int, list[SampledEpisode]], None]]:
+    """What shows the sampled episodes in each tracker of ``args.report_to`` that has one: TensorBoard and wandb."""
+    report = set(args.report_to or ())
+    out: list[Callable[[int, list[SampledEpisode]], None]] = []
+    if "tensorboard" in report:
+        out.append(TensorBoard(args, trainer))
+    if "wandb" in report:
+        import wandb  # asked for: a missing package fails here (the trainer's own callback fails first)
+
+        def to_wandb(step: int, shown: list[SampledEpisode]) -> None:
+            if wandb.run is not None:  # the trainer's callback started it (on the main process)
+                columns, rows = table(shown)
+                wandb.run.log({TAG: wandb.Table(columns=columns, data=rows), "train/global_step": step})
+
+        out.append(to_wandb)
+    return out
+
+
+class TensorBoard:
+    """The sample as a text summary in the trainer's own TensorBoard writer (transformers' ``TensorBoardCallback``),
+    else in a writer of this callback's own in the trainer's log folder."""
+
+    def __init__(self, args: Any, trainer: Any) -> None:
+        from transformers.integrations import TensorBoardCallback
+
+        self.callbacks = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TensorBoardCallback)]
+        self.folder = args.logging_dir or str(Path(args.output_dir) / "runs")
+        self.own: Any = None
+
+    def __call__(self, step: int, shown: list[SampledEpisode]) -> None:
+        writer = next((cb.tb_writer for cb in self.callbacks if cb.tb_writer is not None), None)
+        if writer is None:
+            if self.own is None:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.own = SummaryWriter(log_dir=self.folder)
+            writer = self.own
+        writer.add_text(TAG, markdown(shown), step)
+        writer.flush()
 
 
 def register() -> None:

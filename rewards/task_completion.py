@@ -11,7 +11,7 @@ from typing import Any
 from rewardkit.config import config_section, setting
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.tasks import task_digest
-from rewardkit.rewards._episodes import EpisodeReward, EpisodeRow, episode_row, live_goal
+from rewardkit.rewards._episodes import EpisodeReward, EpisodeRow, episode_row, live_goal, read_messages, row_task
 from rewardkit.rewards.config import RewardConfig, load_section
 
 
@@ -116,3 +116,11 @@ class TaskCompletion(EpisodeReward):
         episode = episode_row(messages, task, domain, record, live_goal(record, task_digest(task)))
         goal = episode.goal
         return goal.checks(episode.said(), episode.outcome(goal.needs_calls), self.require_outputs)
+
+    def row_checks(self, messages: Any, task: Any, domain: Any, rollout_infos: Any = None) -> list[tuple[str, bool]]:
+        """:meth:`checks` of one row as the reward receives it: its ``messages``, ``task`` and ``domain`` cells (a
+        task as JSON or not) and its ``rollout_infos``, the live episode's record (the goal it brings is read for
+        the row's own task). What the live diagnostics send to the trackers beside the score."""
+        record = EpisodeRecord.read(rollout_infos)
+        checked, _ = row_task(task, domain, record, 0)
+        return self.checks(read_messages(messages, 0), checked, domain, record)

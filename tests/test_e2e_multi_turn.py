@@ -1,4 +1,7 @@
-"""End to end: real `swift rlhf` multi-turn GRPO with the simulated_user scheduler and the scripted user on CPU."""
+"""End to end: real `swift rlhf` multi-turn GRPO with the simulated_user scheduler and the scripted user on CPU.
+
+The run reports to TensorBoard and to wandb (offline: files only): what the live diagnostics sent there, a few of
+each step's episodes, is read back from TensorBoard's event file and from wandb's run folder."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import json, os
 from swift.rewards import orms
 from rewardkit.rewards import TaskCompletion as Real
 
-KEYS = ("state_hash", "termination", "turns", "num_turns")
+KEYS = ("state_hash", "termination", "turns", "num_turns", "transcript")
 
 class TaskCompletion(Real):  # same class name: ms-swift logs rewards/TaskCompletion/mean
     def __call__(self, completions, **kwargs):
@@ -53,7 +56,8 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     probe.write_text(PROBE, encoding="utf-8")
     out = tmp_path / "grpo"
     cmd = probed_rlhf(ROOT / "recipes/agent/tiny_multiturn.yaml", probe, tiny_agent_model, data, out)
-    env = {**os.environ, **offline_env(), "RK_PROBE": str(probe_log)}
+    cmd += ["--report_to", "tensorboard", "wandb"]
+    env = {**os.environ, **offline_env(), **wandb_offline(tmp_path / "wandb"), "RK_PROBE": str(probe_log)}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     (tmp_path / "swift.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
@@ -68,10 +72,10 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     assert len(seen) == 2 * 4 and all(isinstance(s["state_hash"], str) and s["termination"] for s in seen)
     assert max(s["num_turns"] for s in seen) > 1
     # The completions log shows the conversations: the scripted user answered in later turns.
-    logged = [json.loads(line) for f in out.glob("**/completions.jsonl") for line in f.read_text().splitlines()]
-    turns = [n for row in logged for n in row["num_turns"]]  # columnar: one list per logged step
+    completions = [json.loads(line) for f in out.glob("**/completions.jsonl") for line in f.read_text().splitlines()]
+    turns = [n for row in completions for n in row["num_turns"]]  # columnar: one list per logged step
     assert turns and max(turns) > 1
-    prompts = " ".join(p for row in logged for p in row["prompt"])
+    prompts = " ".join(p for row in completions for p in row["prompt"])
     # A tool result from the database (the user id find_user_id_by_name_zip returns), and a scripted user reply.
     assert "<tool_response>" in prompts and "yusuf_rossi_9620" in prompts
     assert "As I said" in prompts or "zip code" in prompts
@@ -85,3 +89,79 @@ def test_multi_turn_grpo_with_the_scripted_user(tiny_agent_model: Path, tmp_path
     assert [r["turns"] for r in logged] == [[s["turns"] for s in seen[i * 4 : (i + 1) * 4]] for i in range(2)]
     for row in steps:
         assert 0 <= row["rewardkit/episodes/max_turns"] <= 1 and row["rewardkit/episodes/excluded"] == 0
+    # A sample of each step's episodes in both trackers (diagnostics.sample_episodes 4: all four of a step here), each
+    # with its transcript, its scores, the reward's checks and why: the same episodes the reward saw, in its order.
+    transcripts = [[s["transcript"] for s in seen[i * 4 : (i + 1) * 4]] for i in range(2)]
+    logged_scores = {row["step"][0]: row["TaskCompletion"] for row in completions}  # ms-swift's own, by step
+    scores = [logged_scores[str(step)] for step in (1, 2)]
+    assert_episodes_in_the_trackers(out, tmp_path / "wandb", transcripts, scores)
+
+
+def wandb_offline(folder: Path) -> dict[str, str]:
+    """wandb writing its run's files under ``folder`` only: no network, no login, nothing in the home folder."""
+    return {
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        **{key: str(folder) for key in ("WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR")},
+    }
+
+
+def tensorboard_texts(out: Path, tag: str) -> dict[int, str]:
+    """Step -> the text summary of ``tag`` in the run's TensorBoard event files, read by TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    found: dict[int, str] = {}
+    for path in out.glob("**/events.out.tfevents.*"):
+        events = EventAccumulator(str(path), size_guidance={"tensors": 0})
+        events.Reload()
+        if tag in events.Tags()["tensors"]:
+            for event in events.Tensors(tag):
+                found[event.step] = tensor_util.make_ndarray(event.tensor_proto).item().decode("utf-8")
+    return found
+
+
+def wandb_tables(folder: Path, key: str) -> dict[int, dict]:
+    """Step -> the table logged under ``key`` in the offline wandb run under ``folder`` (its JSON media file)."""
+    (run,) = folder.glob("wandb/offline-run-*")
+    *parents, name = key.split("/")
+    tables = [
+        json.loads(p.read_text()) for p in run.joinpath("files/media/table", *parents).glob(f"{name}_*.table.json")
+    ]
+    return {table["data"][0][table["columns"].index("step")]: table for table in tables}
+
+
+def assert_episodes_in_the_trackers(
+    out: Path, wandb_dir: Path, transcripts: list[list[str]], rewards: list[list[float]]
+) -> None:
+    steps = range(1, len(transcripts) + 1)
+    # TensorBoard's writer files a text under its tag + "/text_summary"
+    texts = tensorboard_texts(out, "rewardkit/episodes/text_summary")
+    tables = wandb_tables(wandb_dir, "rewardkit/episodes")
+    assert sorted(texts) == sorted(tables) == list(steps)
+    for step, said, scores in zip(steps, transcripts, rewards, strict=True):
+        table = tables[step]
+        rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
+        assert [r["episode"] for r in rows] == [0, 1, 2, 3] and {r["step"] for r in rows} == {step}
+        assert [r["transcript"] for r in rows] == said and all("assistant: " in t for t in said)
+        assert [r["reward/TaskCompletion"] for r in rows] == scores
+        assert all(
+            {"reward/TaskCompletionRate", "reward/UserSimFailure", "termination", "turns"} <= set(r) for r in rows
+        )
+        text = texts[step]
+        for r in rows:
+            checks = r["checks"].splitlines()
+            assert checks and all(c[:2] in ("✓ ", "✗ ") for c in checks), r
+            # Why, by the score, the ending and the first check not met (the viewer's line).
+            missed = [c[2:] for c in checks if c.startswith("✗")]
+            if r["reward/TaskCompletion"] == 1.0:
+                assert r["why"] == "complete: every check passed" and not missed
+            elif r["why"].startswith("no credit:"):
+                assert r["why"] == f"no credit: it ended as {r['termination']}; only a stop or a transfer earns credit"
+            else:
+                assert r["why"].startswith(f"not complete: {missed[0]}: not met"), r
+            # The same episode in TensorBoard's text: its heading, why, each check and each transcript line.
+            heading = f"### step {step}, episode {r['episode']}: TaskCompletion {r['reward/TaskCompletion']:g}"
+            assert heading in text and f"**why:** {r['why']}" in text
+            assert all(f"- {c}" in text for c in checks)
+            assert all(f"    {line}" in text for line in r["transcript"].splitlines())

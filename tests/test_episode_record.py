@@ -133,4 +133,4 @@ def test_the_module_examples_run() -> None:
     import rewardkit.envs.episode_record as module
 
     result = doctest.testmod(module)
-    assert result.failed == 0 and result.attempted == 4  # the examples at the top of the module
+    assert result.failed == 0 and result.attempted == 6  # the examples at the top of the module, and why_scored's

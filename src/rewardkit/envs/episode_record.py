@@ -121,6 +121,32 @@ class EpisodeRecord:
         )
 
 
+def why_scored(
+    ending: str | None, reward: float | None, checks: Sequence[tuple[str, bool]] | None, left_out: bool = False
+) -> str:
+    """One line: why an episode scored ``reward`` (the task-completion score) by the reward's ``checks`` (name,
+    passed): its first check not met, or its ending. ``left_out``: it failed on the infrastructure, whatever its
+    ``ending`` (an excluded ending is left out anyway). The episode viewer and the live diagnostics' trackers both
+    say it.
+
+    >>> why_scored("user_stop", 0.0, [("said 'refund'", False), ("the final database equals the gold state", True)])
+    "not complete: said 'refund': not met"
+    >>> why_scored("max_turns", 0.0, [("the final database equals the gold state", True)])
+    'no credit: it ended as max_turns; only a stop or a transfer earns credit'
+    """
+    if left_out or ending in EXCLUDED:
+        return f"left out of training: it ended as {ending}, the infrastructure's doing, not the agent's"
+    if reward == 1.0:
+        return "complete: every check passed"
+    if ending not in NATURAL:
+        return f"no credit: it ended as {ending}; only a stop or a transfer earns credit"
+    missed = [name for name, ok in checks or () if not ok]
+    if missed:
+        more = f" (and {len(missed) - 1} more)" if len(missed) > 1 else ""
+        return f"not complete: {missed[0]}: not met{more}"
+    return f"scored {reward}"
+
+
 def said_texts(messages: Sequence[Mapping[str, Any]], record: EpisodeRecord | None = None) -> list[str]:
     """What the agent said to the user, message by message. A live rollout's ``agent_said`` is used when recorded
     (on ms-swift >= 4.6 ``messages`` may hold assistant turns as token ids)."""

@@ -113,7 +113,7 @@ def env_server_ws(url: str) -> str:
 @config_section("diagnostics")
 @dataclass(frozen=True)
 class DiagnosticsLimits:
-    """What the live GRPO diagnostics (``--callbacks rewardkit_diagnostics``) warn about, or stop the run on."""
+    """What the live GRPO diagnostics (``--callbacks rewardkit_diagnostics``) warn on, stop on, and send to trackers."""
 
     zero_variance_warn: float = setting(
         0.5,
@@ -137,6 +137,15 @@ class DiagnosticsLimits:
         maximum=1,
     )
     patience: int = setting(3, "Steps in a row a stop threshold must be passed before the run stops.", minimum=1)
+    sample_episodes: int = setting(
+        4,
+        "Multi-turn runs: how many of a step's episodes (the transcript, each reward's score, the reward's checks and "
+        "why it scored so) go to each tracker of ms-swift's --report_to: TensorBoard text, a wandb table; 0: none.",
+        minimum=0,
+    )
+    sample_every: int | None = setting(
+        None, "Send those episodes every this many steps; null: at each logging step (--logging_steps).", minimum=1
+    )
 
 
 RUN_SCHEMA = ConfigSchema(

@@ -41,7 +41,7 @@ import numpy as np
 
 from rewardkit.envs import Domain, DomainError, get_domain
 from rewardkit.envs.approvals import user_decision
-from rewardkit.envs.episode_record import EpisodeRecord
+from rewardkit.envs.episode_record import EpisodeRecord, why_scored
 from rewardkit.envs.task_verdict import task_verdict
 from rewardkit.envs.termination import EXCLUDED
 from rewardkit.envs.tool import ResultCode
@@ -275,19 +275,10 @@ def _explained(record: Mapping[str, Any], tasks: Mapping[str, Any], scorer: Scor
 
 
 def why(record: Mapping[str, Any], checks: Sequence[tuple[str, bool]] | None) -> str:
-    """One line: why the episode scored what it did (its first check not met, or its ending)."""
+    """One line: why the episode of an episode-log record scored what it did (:func:`why_scored`); a record whose
+    status is not ``ok`` was left out."""
     ending = str(record.get("termination") or record.get("status"))
-    if record.get("termination") in EXCLUDED or record.get("status") != "ok":
-        return f"left out of training: it ended as {ending}, the infrastructure's doing, not the agent's"
-    if record.get("reward") == 1.0:
-        return "complete: every check passed"
-    if not EpisodeRecord(termination=ending).natural:
-        return f"no credit: it ended as {ending}; only a stop or a transfer earns credit"
-    missed = [name for name, ok in checks or () if not ok]
-    if missed:
-        more = f" (and {len(missed) - 1} more)" if len(missed) > 1 else ""
-        return f"not complete: {missed[0]}: not met{more}"
-    return f"scored {record.get('reward')}"
+    return why_scored(ending, record.get("reward"), checks, left_out=record.get("status") != "ok")
 
 
 def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, review: bool = False) -> dict[str, Any]:
