@@ -142,6 +142,7 @@ def main() -> None:
         for name, batch in schedulers:
             batch()  # warm-up: each server's template and gold outcomes, each client's imports
             results.append((name, timed(batch)))
+            print(f"{name}: {results[-1][1][0]:.2f} s", flush=True)
     print(f"\n### {episodes} gold-agent episodes at once, scripted user: in process and on `env serve --openenv`\n")
     print("| where the episodes run | wall s | episodes/s | this process's CPU s | natural endings |")
     print("|---|---:|---:|---:|---:|")
