@@ -20,56 +20,100 @@ changes in ms-swift's scheduler, and why:
   puts every observation in one ``user`` message as JSON); ``--max_turns`` travels with the turn that reaches it;
 - **the reward**: the ended episode's record (the server's, checked as :func:`rewardkit.loop.remote_env.read_result`
   checks it) goes into ``rollout_infos``, so ``task_completion`` and the advantage exclusion read it as they read an
-  in-process episode's; ms-swift's own ``total_reward`` is the server's reward;
+  in-process episode's (ms-swift's gym reward, ``total_reward``, is not used);
 - **concurrency**: OpenEnv's sync client blocks, and ms-swift calls it on the event loop, so a batch's episodes
   would run one at a time; here they run in a thread pool of ``user_sim.concurrency`` threads;
-- **failures**: a server that cannot be reached or refuses the task, or an answer off the schema, ends the episode
-  as ``env_error`` with the reason (left out of training), never the run.
+- **the client**: the trainer's answer timeout (``rollout.env_timeout_s``), the server's token from
+  ``$REWARDKIT_SERVE_TOKEN`` as a header, and no retry (ms-swift's wrapper retries on a new session, where a step
+  meets no episode);
+- **failures**: a server that cannot be reached, is full or refuses the task, or an answer off the schema, ends the
+  episode as ``env_error`` with the reason (left out of training); past ``rollout.max_failed_share`` of a batch the
+  run stops, naming the server and the last error, as with rewardkit's own client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from swift.rollout.multi_turn import MultiTurnScheduler, OpenEnvScheduler, multi_turns
+from swift.rollout.openenv_wrapper import OpenEnvWrapper
 from swift.utils import get_logger
-from websockets.exceptions import WebSocketException
 
+from rewardkit.envs.access import TOKEN_ENV
 from rewardkit.envs.episode_record import EpisodeRecord
 from rewardkit.envs.task_verdict import checked_task
 from rewardkit.envs.tasks import TaskError, task_digest
 from rewardkit.envs.termination import Termination
 from rewardkit.errors import UserError
-from rewardkit.loop.config import load_run_config
-from rewardkit.loop.remote_env import read_result
+from rewardkit.loop.config import RolloutLimits, load_run_config
+from rewardkit.loop.remote_env import RemoteError, read_result
 from rewardkit.plugins import exclusion
-from rewardkit.plugins.tokens import end_of_turn_ids, strip_end
+from rewardkit.plugins.scheduler import FailedShare
+from rewardkit.plugins.tokens import end_of_turn_ids, turn_before_a_tool
 
 KEY = "rewardkit_openenv"
 logger = get_logger()
-# What OpenEnv's client raises for a server it cannot reach, a session it lost and an error answer (RuntimeError:
-# "Server error: ..."), and read_result for an answer off the schema (RemoteError, a ConnectionError): each ends
-# that episode as env_error.
-_LOST = (OSError, RuntimeError, WebSocketException)
+_LOST = frozenset({Termination.ENV_ERROR.value, Termination.USER_SIM_ERROR.value})
+
+
+class Wrapper(OpenEnvWrapper):
+    """ms-swift's wrapper with the trainer's answer timeout (``rollout.env_timeout_s``; OpenEnv's client waits 60 s)
+    and the server's token (``$REWARDKIT_SERVE_TOKEN``, as a header), and no retried step: a step sent again on a
+    new session would meet no episode there."""
+
+    def __init__(self, env_config: dict[str, Any], limits: RolloutLimits) -> None:
+        super().__init__(env_config)
+        self.timeout_s = limits.env_timeout_s
+
+    def _ensure_client(self) -> Any:
+        if self._client is None:
+            from openenv.core.generic_client import GenericEnvClient
+
+            token = os.environ.get(TOKEN_ENV)
+            client = GenericEnvClient(
+                base_url=self.base_url,
+                connect_timeout_s=self.timeout_s,
+                message_timeout_s=self.timeout_s,
+                headers={"Authorization": f"Bearer {token}"} if token else None,
+            )
+            self._client = client.sync()
+            self._client.__enter__()
+        return self._client
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """``fn`` once; anything it raises (OpenEnv's client raises what its transport and parser raise, for a
+        server gone or an answer it cannot read) as a :class:`RemoteError` naming its type."""
+        try:
+            return fn()
+        except Exception as exc:  # the client's and ms-swift's wrapper's, whatever the server sent
+            raise RemoteError(f"{type(exc).__name__}: {exc}") from exc
+
+    def reset(self) -> tuple[Any, Any]:
+        return self.call(lambda: (self._ensure_client().reset(**self.reset_kwargs).observation, None))
+
+    def step(self, action_dict: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+        result = self.call(lambda: self._ensure_client().step(action_dict))
+        return result.observation, result.reward, result.done, None
 
 
 class Session:
-    """One rollout's episode on its server: ms-swift's wrapper (its client and reconnection), the task it plays,
-    and, once it ended, its record."""
+    """One rollout's episode on its server: its wrapper, the task it plays, and, once it ended, its record."""
 
-    def __init__(self, wrapper: Any, task_id: str, max_turns: int) -> None:
+    def __init__(self, wrapper: Wrapper, task_id: str, max_turns: int) -> None:
         self.wrapper, self.task_id, self.max_turns = wrapper, task_id, max_turns
         self.turns = 0
         self.record: EpisodeRecord | None = None
 
     def open(self) -> tuple[list[dict[str, str]], list[dict[str, Any]]] | None:
         """The server's messages (its system prompt and the customer's opening) and tools, after a reset of the
-        session's task; None where the episode ended at its opening (its record is then kept). ms-swift's wrapper
-        returns no ``done`` for a reset: an observation with a record is an ended episode's."""
+        session's task; None where the episode ended at its opening (its record is then kept). A reset answers no
+        ``done`` through the client: an observation with a record is an ended episode's."""
         observation, _ = self.wrapper.reset()
-        ended = isinstance(observation, dict) and observation.get("record") is not None
+        ended = isinstance(observation, Mapping) and observation.get("record") is not None
         answer = read_result("reset", observation, None, ended, self.task_id)
         if answer.record is not None:
             self.record = answer.record
@@ -88,6 +132,12 @@ class Session:
         answer = read_result("step", observation, reward, done, self.task_id)
         self.record = answer.record
         return [] if done else answer.messages
+
+
+def _text(value: Any, at: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{KEY}: {at} must be a non-empty string; got {value!r}")
+    return value
 
 
 class OpenEnvUserScheduler(OpenEnvScheduler):
@@ -113,11 +163,15 @@ class OpenEnvUserScheduler(OpenEnvScheduler):
         workers = concurrency or cfg.user_sim.concurrency  # the benchmark's batch; else the config's
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openenv")
         self.sessions: dict[str, Session] = {}
+        self.lost = FailedShare(self.limits.max_failed_share)
         self.end_ids = end_of_turn_ids(self.tokenizer) if self.tokenizer is not None else frozenset()
 
-    def env_config(self, row: dict[str, Any]) -> dict[str, Any]:
+    def env_config(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """The row's ``env_config`` over the defaults its ``task`` column and ``rollout.env_servers`` give."""
-        config = dict(row.get("env_config") or {})
+        given = row.get("env_config") or {}
+        if not isinstance(given, Mapping):
+            raise UserError(f"{KEY}: column 'env_config' must be an object, like {{\"base_url\": URL}}; got {given!r}")
+        config = dict(given)
         if "base_url" not in config:
             if not self.limits.env_servers:
                 raise UserError(
@@ -125,12 +179,14 @@ class OpenEnvUserScheduler(OpenEnvScheduler):
                     "$REWARDKIT_CONFIG"
                 )
             config["base_url"] = self.limits.env_servers[0]
+        _text(config["base_url"], "env_config.base_url")
         if "reset_kwargs" not in config and "task" in row:
             if "domain" not in row:
                 raise TaskError(f"{KEY}: a row with a 'task' column needs its 'domain' column too")
             task = checked_task(row["task"], "column 'task'", row["domain"])
             config["reset_kwargs"] = {"task_id": str(task.get("id")), "task_sha256": task_digest(task)}
-        if not str((config.get("reset_kwargs") or {}).get("task_id") or "").strip():
+        reset = config.get("reset_kwargs")
+        if not isinstance(reset, Mapping) or reset.get("task_id") is None or not str(reset["task_id"]).strip():
             raise UserError(f"{KEY}: a row names no task: give it a 'task' column or env_config.reset_kwargs.task_id")
         return config
 
@@ -138,8 +194,11 @@ class OpenEnvUserScheduler(OpenEnvScheduler):
 
     async def on_trajectory_start(self, requests: list[Any]) -> None:
         loop = asyncio.get_running_loop()
-        opened = [self._session(req) for req in requests]
+        self.lost.start(len(requests))
+        opened = [await self._session(req) for req in requests]
         prompts = await asyncio.gather(*(loop.run_in_executor(self.pool, self._open, session) for session in opened))
+        for session in opened:
+            self._count_lost(session)
         for req, prompt in zip(requests, prompts, strict=True):
             if prompt is None:
                 continue  # ended at its opening: the row's prompt stays, the first turn ends it
@@ -152,55 +211,63 @@ class OpenEnvUserScheduler(OpenEnvScheduler):
                 req.messages, req.tools = [*[m for m in messages if m["role"] == "system"], *served], tools
 
     async def on_turn_end(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
-        session = self.sessions.get(infer_request.uuid)
+        uuid = infer_request.uuid
+        session = self.sessions.get(uuid)
         if session is None:
-            uuid = infer_request.uuid
             raise RuntimeError(f"{KEY}: no session for rollout {uuid}; on_trajectory_start was not called for it")
         if session.record is None:
             ids = response_choice.token_ids or []
             text, finish = response_choice.message.content, response_choice.finish_reason
             loop = asyncio.get_running_loop()
-            pending = await loop.run_in_executor(self.pool, self._step, session, text, finish, len(ids))
-            self._pending_obs[infer_request.uuid] = pending
+            self._pending_obs[uuid] = await loop.run_in_executor(self.pool, self._step, session, text, finish, len(ids))
+            self._count_lost(session)
         if session.record is None:
             return {"done": False}
-        await self._close_and_remove(infer_request.uuid)
-        del self.sessions[infer_request.uuid]
-        infos = session.record.to_json()
-        return {"done": True, "rollout_infos": infos}
+        await self._close(uuid)
+        return {"done": True, "rollout_infos": session.record.to_json()}
 
     def step(self, infer_request: Any, response_choice: Any, current_turn: int) -> dict[str, Any]:
         out: dict[str, Any] = {"infer_request": infer_request}
         pending = self._pending_obs.pop(infer_request.uuid, None) or []
         if pending and pending[0]["role"] == "tool":
-            # ms-swift's template closes a turn that a tool response follows with its own end-of-turn id: without
-            # this the sampled <|im_end|> would be trained twice.
-            out["response_token_ids"] = strip_end(response_choice.token_ids or [], self.end_ids)
+            out.update(turn_before_a_tool(response_choice, self.end_ids))
         infer_request.messages.extend(pending)
         return out
 
     # --- internals -------------------------------------------------------------------
 
-    def _session(self, req: Any) -> Session:
+    async def _session(self, req: Any) -> Session:
         config = self.env_config(req.data_dict or {})
-        session = Session(self._create_env(config), str(config["reset_kwargs"]["task_id"]), self.max_turns)
+        if req.uuid in self.sessions:  # a rollout restarted under the same id: release the stale session first
+            await self._close(req.uuid)
+        session = Session(Wrapper(config, self.limits), str(config["reset_kwargs"]["task_id"]), self.max_turns)
         self.sessions[req.uuid] = session
         self._envs[req.uuid] = session.wrapper
         return session
 
+    async def _close(self, uuid: str) -> None:
+        await self._close_and_remove(uuid)
+        self.sessions.pop(uuid, None)
+
     def _open(self, session: Session) -> tuple[list[dict[str, str]], list[dict[str, Any]]] | None:
         try:
             return session.open()
-        except _LOST as exc:
+        except RemoteError as exc:
             self._fail(session, f"opening a session on {session.wrapper.base_url}: {exc}")
             return None
 
     def _step(self, session: Session, text: Any, finish: str | None, n_tokens: int) -> list[dict[str, str]]:
         try:
             return session.step(text if isinstance(text, str) else "", finish, n_tokens)
-        except _LOST as exc:
+        except RemoteError as exc:
             self._fail(session, f"step on {session.wrapper.base_url}: {exc}")
             return []
+
+    def _count_lost(self, session: Session) -> None:
+        """An episode that ended lost to the server side (its server, or the server's user simulator) counts against
+        ``rollout.max_failed_share``."""
+        if session.record is not None and session.record.termination in _LOST:
+            self.lost.add(session.wrapper.base_url, session.record.error)
 
     @staticmethod
     def _fail(session: Session, error: str) -> None:

@@ -41,7 +41,7 @@ from rewardkit.plugins.tokens import (
     ExactTurns,
     end_of_turn_ids,
     response_prefix_ids,
-    strip_end,
+    turn_before_a_tool,
 )
 
 logger = get_logger()
@@ -49,6 +49,26 @@ logger = get_logger()
 
 class SimulatorUnavailable(RuntimeError):
     """Too many episodes of one batch lost their user simulator: stop training rather than learn from noise."""
+
+
+class FailedShare:
+    """A batch's episodes lost to the simulator side (the user simulator, its reviewer, or the environment server),
+    against ``rollout.max_failed_share``: past that share the run stops with :class:`SimulatorUnavailable`."""
+
+    def __init__(self, share: float) -> None:
+        self.share, self.size, self.failed = share, 0, 0
+
+    def start(self, size: int) -> None:
+        self.size, self.failed = size, 0
+
+    def add(self, endpoint: str, error: str | None) -> None:
+        self.failed += 1
+        if self.failed > self.share * max(self.size, 1):
+            raise SimulatorUnavailable(
+                f"{self.failed} of {self.size} episodes in this batch lost {endpoint} (the user simulator, its "
+                f"reviewer or the environment server; rollout.max_failed_share = {self.share}); last error: {error}. "
+                "Check that the endpoint is up and reachable, or raise its timeout_s/retries."
+            )
 
 
 def _lost(ep: Episode | RemoteEpisode) -> bool:
@@ -99,7 +119,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="user-sim")
         self.episodes: dict[str, Episode | RemoteEpisode] = {}
         self.exact: dict[str, ExactTurns] = {}
-        self.batch_size = self.batch_failed = 0
+        self.lost = FailedShare(self.limits.max_failed_share)
         self._prefix: list[int] | None = None
         self.end_ids = end_of_turn_ids(self.tokenizer) if self.tokenizer is not None else frozenset()
 
@@ -107,7 +127,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
 
     async def on_trajectory_start(self, requests: list[Any]) -> None:
         episodes = [self._start(req) for req in requests]
-        self.batch_size, self.batch_failed = len(requests), 0
+        self.lost.start(len(requests))
         # One simulator call per rollout, all at once: the batch waits for the slowest, not the sum. The requests
         # go out first; the episodes' database copies are made here while the replies are on their way.
         loop = asyncio.get_running_loop()
@@ -164,10 +184,8 @@ class SimulatedUserScheduler(MultiTurnScheduler):
             exact = self.exact.setdefault(infer_request.uuid, ExactTurns(self._prefix_ids(), self.end_ids))
             ids, mask = exact.freeze(infer_request.messages, sampled)
             out.update(response_token_ids=ids, response_loss_mask=mask)
-        elif pending and pending[0]["role"] == "tool":
-            # 4.6 keeps the sampled ids, but its template closes a turn that a tool response follows with its own
-            # end-of-turn id: without this the sampled <|im_end|> would be trained twice (the token audit shows it).
-            out["response_token_ids"] = strip_end(sampled, self.end_ids)
+        elif pending and pending[0]["role"] == "tool":  # 4.6 keeps the sampled ids: see turn_before_a_tool
+            out.update(turn_before_a_tool(response_choice, self.end_ids))
         infer_request.messages.extend(pending)
         return out
 
@@ -199,14 +217,7 @@ class SimulatedUserScheduler(MultiTurnScheduler):
         return episode
 
     def _failed(self, ep: Episode | RemoteEpisode) -> None:
-        self.batch_failed += 1
-        share = self.limits.max_failed_share
-        if self.batch_failed > share * max(self.batch_size, 1):
-            raise SimulatorUnavailable(
-                f"{self.batch_failed} of {self.batch_size} episodes in this batch lost {ep.simulator.name} (the user "
-                f"simulator, its reviewer or the environment server; rollout.max_failed_share = {share}); last "
-                f"error: {ep.error}. Check that the endpoint is up and reachable, or raise its timeout_s/retries."
-            )
+        self.lost.add(ep.simulator.name, ep.error)
 
     def _simulator(self, domain: Domain) -> UserSimulator:
         """The simulator of ``domain``'s users, built on its first episode (an LLM user plays by its guidelines)."""

@@ -42,6 +42,18 @@ def strip_end(ids: Sequence[int], end_ids: frozenset[int]) -> list[int]:
     return ids[:-1] if ids and ids[-1] in end_ids else ids
 
 
+def turn_before_a_tool(choice: Any, end_ids: frozenset[int]) -> dict[str, list[Any]]:
+    """ms-swift >= 4.6, a turn that a tool response follows: its sampled ids without the end-of-turn id (the template
+    closes such a turn with its own, which would otherwise be trained twice), with their loss mask and logprobs cut
+    to the same length (else colocate mode drops the turn's logprobs and server mode refuses the mask)."""
+    ids = strip_end(choice.token_ids or [], end_ids)
+    out: dict[str, list[Any]] = {"response_token_ids": ids, "response_loss_mask": [1] * len(ids)}
+    logprobs = MultiTurnScheduler._extract_logprobs_from_choice(choice)
+    if logprobs:
+        out["rollout_logprobs"] = logprobs[: len(ids)]
+    return out
+
+
 class ExactTurns:
     """Per trajectory: the assistant messages frozen to ids, and their text to restore."""
 

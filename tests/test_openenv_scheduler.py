@@ -161,14 +161,24 @@ def test_a_rows_task_becomes_the_reset_with_its_digest() -> None:
     assert json.loads(row["task"])["id"] == OPEN_TASK
 
 
-def test_a_dead_server_ends_each_episode_as_env_error_not_the_run(tiny_agent_model: Path) -> None:
+def test_a_dead_server_ends_each_episode_as_env_error_and_past_the_share_stops_the_run(
+    tiny_agent_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rewardkit.plugins.scheduler import SimulatorUnavailable
     from rewardkit.rewards.task_completion import TaskCompletion
 
     rows = short_rows([OPEN_TASK]) * 2
-    _, outputs, sampled, _, _ = drive(tiny_agent_model, "http://127.0.0.1:9", rows, max_turns=2)
+    # The default share (0.5): 2 of 2 episodes lost stops the run, naming the server and the fix.
+    with pytest.raises(SimulatorUnavailable, match=r"2 of 2 episodes in this batch lost http://127\.0\.0\.1:9"):
+        drive(tiny_agent_model, "http://127.0.0.1:9", rows, max_turns=2)
+    # Every episode may fail (max_failed_share 1.0): each ends as env_error, left out of training, not scored 0.
+    config = tmp_path / "config.yaml"
+    config.write_text("rollout:\n  max_failed_share: 1.0\n", encoding="utf-8")
+    monkeypatch.setenv("REWARDKIT_CONFIG", str(config))
+    _, outputs, sampled, _, sched = drive(tiny_agent_model, "http://127.0.0.1:9", rows, max_turns=2)
     infos = [o.rollout_infos for o in outputs]
     assert [i["termination"] for i in infos] == ["env_error", "env_error"]
-    assert all("127.0.0.1:9" in i["error"] for i in infos)
+    assert all("ConnectionError" in i["error"] and "127.0.0.1:9" in i["error"] for i in infos)
     assert all(len(t) == 1 for t in sampled.values())  # one turn on the row's own prompt, then the end
     scores = TaskCompletion()(
         completions=["", ""],
@@ -177,4 +187,5 @@ def test_a_dead_server_ends_each_episode_as_env_error_not_the_run(tiny_agent_mod
         domain=["retail"] * 2,
         rollout_infos=infos,
     )
-    assert scores == [None, None]  # left out of training, not scored 0
+    assert scores == [None, None]
+    assert sched.sessions == {} and sched._envs == {}
