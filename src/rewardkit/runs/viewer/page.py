@@ -8,7 +8,7 @@ content security policy lets only the page's own script and style run, named by 
 
 For each episode it shows why it scored what it did first: one line, the reward's checks each met or not, and the
 final database against the task's gold state as a diff of fields (a missing value apart from a null). The run
-recorded both (``Scorer.explain``), so building the page costs little more than reading the log; a log written
+recorded both (``Scorer.explain``), so the page is built from the log alone, with no replay; a log written
 before that is replayed on fresh copies of the domain's database. Then the transcript: each call once, its
 arguments and the tools' JSON results formatted and folded when long, a tool's error or a gate marked on the
 message where it happened, the system prompt folded to its first line. Whatever it shows as JSON it shows in the
