@@ -8,8 +8,8 @@ The log is real: the gold agent on retail's 38 test tasks, four trials each, cut
 152 episodes fail (most with a database that is not the gold's), replicated with fresh trial numbers to the size.
 Each size is timed three ways, best of three each:
 - read: ``read_log`` alone (every line parsed and checked), the floor any viewer pays;
-- build: ``rewardkit view`` on the same log (read, build the page's data, render the HTML), its episodes carrying
-  the checks and the diff their run recorded;
+- build: ``rewardkit view`` on the same log (read, build the page's data, render the HTML, write the page), its
+  episodes carrying the checks and the diff their run recorded, printed with its ratio to the read (build/read);
 - replayed: the same log with those two fields removed, as a log written before runs recorded them, which the
   viewer replays (1,000 only: it grows with the failing episodes).
 The browser is headless Chromium (Debian's ``chromium``, through Playwright; skipped without them), timed inside the
@@ -108,7 +108,7 @@ def main() -> None:
         read = best_of(lambda log=log: read_log(log))
         built = best_of(lambda log=log: view(log))
         page = view(log)
-        line = f"{n:>6,} episodes: read {read:.2f} s, build {built:.2f} s ({built / read:.1f}x the read)"
+        line = f"{n:>6,} episodes: read {read:.2f} s, build {built:.2f} s (build/read {built / read:.2f})"
         if n <= 1_000:
             old = replicate(records, n, work / f"old-{n}.jsonl", recorded=False)
             replayed = best_of(lambda old=old: view(old), repeat=1)

@@ -97,7 +97,7 @@ def test_text_cannot_end_the_embedded_script() -> None:
         "tasks": {},
         "episodes": [{"messages": [{"content": "</script><script>alert(1)</script>"}]}],
     }
-    page = render(view)
+    page = render(view).decode("utf-8")
     # Every < and >, escaped as JSON reads them back.
     escaped = "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e"
     assert "</script><script>alert(1)" not in page and escaped in page

@@ -55,7 +55,7 @@ def _write(out: Path, view: dict) -> int:
     from rewardkit.runs.viewer.page import render
 
     with OutputSet() as outputs:
-        outputs.write_text(out, render(view), "--out")
+        outputs.write_bytes(out, render(view), "--out")
     s = view["summary"]
     what, of = ("completions", "groups") if view["domain"] == "grpo" else ("episodes", "tasks")
     print(f"{out}: {s['episodes']} {what} of {s['tasks']} {of}, {s['passed']} passed, {s['excluded']} excluded")

@@ -8,7 +8,7 @@ content security policy lets only the page's own script and style run, named by 
 
 For each episode it shows why it scored what it did first: one line, the reward's checks each met or not, and the
 final database against the task's gold state as a diff of fields (a missing value apart from a null). The run
-recorded both (``Scorer.explain``), so building the page costs little more than reading the log; a log written
+recorded both (``Scorer.explain``), so the page is built from the log alone, with no replay; a log written
 before that is replayed on fresh copies of the domain's database. Then the transcript: each call once, its
 arguments and the tools' JSON results formatted and folded when long, a tool's error or a gate marked on the
 message where it happened, the system prompt folded to its first line. Whatever it shows as JSON it shows in the
@@ -27,16 +27,21 @@ another log of the same run reuses the ids for other episodes.
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
+import gc
 import hashlib
 import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from rewardkit.envs import Domain, DomainError, get_domain
@@ -56,10 +61,15 @@ from rewardkit.runs.training.audit import Run
 
 MARKER = "/*__EPISODES__*/null"  # where the page's data goes
 # Placeholders of the template, each replaced once, in one pass: nothing substituted in is read again.
-_SLOTS = re.compile(re.escape(MARKER) + "|__TITLE__|__LANG__|__SCRIPT_SHA256__|__STYLE_SHA256__")
+_SLOTS = re.compile(f"({re.escape(MARKER)}|__TITLE__|__LANG__|__SCRIPT_SHA256__|__STYLE_SHA256__)")
 GATE_CODES = frozenset({ResultCode.APPROVAL_REQUIRED.value, ResultCode.HARD_GATE.value})  # a gate's, not a failure
-# Characters that could end the data's script, start a comment or markup in it, or cannot be written as UTF-8.
-_INERT = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+# What could end the data's script or start a comment or markup in it, in the data's UTF-8: the characters <, > and
+# &, and the line and paragraph separators (U+2028, U+2029), each written as its JSON escape.
+_MARKUP = {c.encode(): f"\\u{ord(c):04x}".encode() for c in "<>&"}
+_SEPARATORS = re.compile(b"\xe2\x80[\xa8\xa9]")
+# The page's JSON text (:func:`_json`: strict, NaN refused) and a message's text that is not a string (:func:`_text`).
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_TEXT = json.JSONEncoder(ensure_ascii=False).encode
 
 
 class ViewerError(UserError, ValueError):
@@ -157,36 +167,68 @@ def log_domain(log: Path, name: str | None) -> Domain:
         raise ViewerError(f"{summary}: the run's domain: {exc}; name it with --domain PATH") from None
 
 
-def _turns(messages: Sequence[Mapping[str, Any]], systems: dict[str, int]) -> list[dict[str, Any]]:
-    """The messages as the page shows them: each call once (parsed, its raw text taken out of the message), a tool
-    error or gate marked on the message where it happened, and a system prompt stored once in ``systems`` (text ->
-    index), as every episode of a run repeats it."""
-    out = []
+@dataclass
+class _Seen:
+    """What a page's episodes share, each worked out once: the system prompts (text -> index on the page), the
+    messages of text alone (role and text -> :func:`_said`) and the hashes after an episode's first message (its
+    part of the digest -> the hash after it)."""
+
+    systems: dict[str, int] = field(default_factory=dict)
+    said: dict[tuple[str, str], tuple[dict[str, Any] | None, bytes]] = field(default_factory=dict)
+    opened: dict[bytes, Any] = field(default_factory=dict)
+
+
+def _messages(messages: Sequence[Any], seen: _Seen) -> tuple[list[dict[str, Any]], str]:
+    """The messages as the page shows them (:func:`_turn`) and their digest (:func:`episode_digest`), the hash after
+    the first message worked out once per page: every episode of a run opens with the same system prompt, most of
+    an episode's text."""
+    turns, parts = [], []
     for message in messages:
-        if not isinstance(message, Mapping):
-            continue
-        role, text = str(message.get("role")), _text(message.get("content"))
-        calls = [_call(c) for c in tool_calls([message])]
-        turn: dict[str, Any] = {"role": role, "calls": calls}
-        if role == "system":
-            turn["system"] = systems.setdefault(text, len(systems))
-        elif role == "assistant":
-            turn["content"] = without_calls(text).strip()
-        else:
-            turn["content"] = "" if role == "tool_call" else text  # ms-swift's call message: the call is shown
-        mark = _mark(role, text)
-        if mark is not None:
-            turn["mark"] = mark
-        out.append(turn)
-    return out
+        turn, part = _said(message, seen)
+        if turn is not None:
+            turns.append(turn)
+        parts.append(part)
+    if not parts:
+        return turns, hashlib.blake2b(digest_size=8).hexdigest()
+    opened = seen.opened.get(parts[0])
+    if opened is None:
+        opened = seen.opened[parts[0]] = hashlib.blake2b(parts[0], digest_size=8)
+    digest = opened.copy()
+    digest.update(b"".join(parts[1:]))
+    return turns, digest.hexdigest()
 
 
-def _closing(text: Any) -> list[dict[str, Any]]:
-    """The user's line that ended the episode, after the messages the agent saw, marked as the one it never saw:
-    the last of the user messages a review flag counts."""
-    if not isinstance(text, str):
-        return []
-    return [{"role": "user", "calls": [], "content": text, "mark": "closing closing"}]
+def _said(message: Any, seen: _Seen) -> tuple[dict[str, Any] | None, bytes]:
+    """A message's turn (None for what is not a message) and its part of the digest (:func:`_part`). A message of
+    text alone as JSON reads it (an object with a string role and text, no calls beside them) is worked out once per
+    page, as the trials of a task repeat the same messages."""
+    if type(message) is dict and message.get("tool_calls") is None:
+        key = (message.get("role"), message.get("content"))
+        if type(key[0]) is str and type(key[1]) is str:
+            said = seen.said.get(key)
+            if said is None:
+                said = seen.said[key] = _turn(message, seen.systems), _part(message)
+            return said
+    return (_turn(message, seen.systems) if isinstance(message, Mapping) else None), _part(message)
+
+
+def _turn(message: Mapping[str, Any], systems: dict[str, int]) -> dict[str, Any]:
+    """A message as the page shows it: each call once (parsed, its raw text taken out of the message), a tool error
+    or gate marked on the message where it happened, and a system prompt stored once in ``systems`` (text ->
+    index), as every episode of a run repeats it."""
+    role, text = str(message.get("role")), _text(message.get("content"))
+    calls = [_call(c) for c in tool_calls([message])]
+    turn: dict[str, Any] = {"role": role, "calls": calls}
+    if role == "system":
+        turn["system"] = systems.setdefault(text, len(systems))
+    elif role == "assistant":
+        turn["content"] = without_calls(text).strip()
+    else:
+        turn["content"] = "" if role == "tool_call" else text  # ms-swift's call message: the call is shown
+    mark = _mark(role, text)
+    if mark is not None:
+        turn["mark"] = mark
+    return turn
 
 
 def _call(call: ToolCall) -> dict[str, Any]:
@@ -198,7 +240,7 @@ def _call(call: ToolCall) -> dict[str, Any]:
 def _json(value: Any) -> str:
     """``value`` as the page shows it: JSON text in its own key order. The page lays it out (``pretty``) but never
     reads it into a JavaScript object, which would put the keys that are array indices first and round numbers."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    return _JSON(value)
 
 
 def _mark(role: str, text: str) -> str | None:
@@ -220,18 +262,23 @@ def _mark(role: str, text: str) -> str | None:
 
 
 def _text(content: Any) -> str:
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if isinstance(content, str):
+        return content
+    return "null" if content is None else _TEXT(content)  # most messages carry no calls: their null needs no encoder
 
 
 def _episode(
-    record: Mapping[str, Any], explain: Callable[[Mapping[str, Any]], tuple[Any, Any]], systems: dict[str, int]
+    eid: str, record: Mapping[str, Any], explain: Callable[[Mapping[str, Any]], tuple[Any, Any]], seen: _Seen
 ) -> dict[str, Any]:
-    messages = record.get("messages") or []
+    turns, digest = _messages(record.get("messages") or [], seen)
+    closing = record.get("closing")
+    if isinstance(closing, str):  # the user's line that ended it, after the messages the agent saw: never seen by it
+        turns.append({"role": "user", "calls": [], "content": closing, "mark": "closing closing"})
     checks, diff = record.get("checks"), record.get("diff")
     if "checks" not in record and record.get("status") == "ok":  # a log from before runs recorded why: replay it
         checks, diff = explain(record)
     return {
-        "id": episode_id(record),
+        "id": eid,
         "task": str(record["task_id"]),
         "trial": record["trial"],
         "reward": record.get("reward"),
@@ -243,26 +290,33 @@ def _episode(
         "user_flags": [f for f in record.get("user_flags") or [] if isinstance(f, Mapping)],  # the user review's
         "checks": checks,
         "why": why(record, None if checks is None else [(c["check"], c["passed"]) for c in checks]),
-        "messages": _turns(messages, systems) + _closing(record.get("closing")),
+        "messages": turns,
         "diff": None if diff is None else [_shown_diff(d) for d in diff],
-        "digest": episode_digest(record),
+        "digest": digest,
     }
 
 
 def _shown_diff(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A diff's entry with each side's value as JSON text (:func:`_json`)."""
-    return {**entry, **{side: _json(entry[side]) for side in ("agent", "gold") if side in entry}}
+    shown = dict(entry)
+    for side in ("agent", "gold"):
+        if side in shown:
+            shown[side] = _json(shown[side])
+    return shown
 
 
 def episode_digest(record: Mapping[str, Any]) -> str:
     """A short digest of an episode's messages (roles, texts, calls): a verdict, kept in the browser or saved to a
     file, is applied only to the episode it was given on."""
-    digest = hashlib.blake2b(digest_size=8)
-    for message in record.get("messages") or []:
-        found = message if isinstance(message, Mapping) else {"content": message}
-        for part in (found.get("role"), found.get("content"), found.get("tool_calls")):
-            digest.update(_text(part).encode("utf-8", "replace") + b"\0")
-    return digest.hexdigest()
+    parts = b"".join(_part(message) for message in record.get("messages") or [])
+    return hashlib.blake2b(parts, digest_size=8).hexdigest()
+
+
+def _part(message: Any) -> bytes:
+    """A message's part of its episode's digest: its role, text and calls, each ended by a NUL."""
+    found = message if isinstance(message, Mapping) else {"content": message}
+    role, content, calls = (_text(found.get(key)) for key in ("role", "content", "tool_calls"))
+    return f"{role}\0{content}\0{calls}\0".encode("utf-8", "replace")
 
 
 def _explained(record: Mapping[str, Any], tasks: Mapping[str, Any], scorer: Scorer) -> tuple[Any, Any]:
@@ -284,14 +338,31 @@ def why(record: Mapping[str, Any], checks: Sequence[tuple[str, bool]] | None) ->
 def build(records: Sequence[Mapping[str, Any]], domain: Domain, title: str, review: bool = False) -> dict[str, Any]:
     """The page's data for an episode log: a summary, per task the passes over its trials, and every episode."""
     # A resumed log holds an episode again after its infrastructure failed: the last record of each is the episode.
-    episodes = list({episode_id(r): r for r in records if isinstance(r, Mapping) and "task_id" in r}.values())
+    episodes = {episode_id(r): r for r in records if isinstance(r, Mapping) and "task_id" in r}
     if not episodes:
         raise ViewerError("the log holds no episodes")
-    systems: dict[str, int] = {}
-    tasks, scorer = domain.tasks(), Scorer(domain.name, TaskCompletion().require_outputs)  # for a log without checks
-    shown = [_episode(r, lambda r: _explained(r, tasks, scorer), systems) for r in episodes]
-    view = _page(title, str(episodes[0].get("run", "")), domain.name, review, shown, systems)
+    seen = _Seen()
+    # The domain's tasks and a scorer, made for the first record that lacks its checks (a log from before).
+    scoring = functools.cache(lambda: (domain.tasks(), Scorer(domain.name, TaskCompletion().require_outputs)))
+    with _uncollected():
+        shown = [_episode(eid, r, lambda r: _explained(r, *scoring()), seen) for eid, r in episodes.items()]
+    run = str(next(iter(episodes.values())).get("run", ""))
+    view = _page(title, run, domain.name, review, shown, seen.systems)
     return {**view, "language": domain.language}
+
+
+@contextlib.contextmanager
+def _uncollected() -> Iterator[None]:
+    """The cyclic garbage collector paused: the page's data holds no cycles, and each collection while it is built
+    would walk every record of the log again."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def build_grpo(run: Run, title: str) -> dict[str, Any]:
@@ -354,18 +425,20 @@ def _page(
     }
 
 
-def render(view: Mapping[str, Any]) -> str:
-    """The self-contained page: the template with the data embedded inert (:func:`embed`), the title escaped, and
-    the content security policy naming the SHA-256 of the page's own script and style, so that nothing else runs."""
+def render(view: Mapping[str, Any]) -> bytes:
+    """The self-contained page, in UTF-8: the template with the data embedded inert (:func:`embed`), the title
+    escaped, and the content security policy naming the SHA-256 of the page's own script and style, so that nothing
+    else runs."""
     page = resources.files("rewardkit.runs.viewer").joinpath("viewer.html").read_text(encoding="utf-8")
     slots = {
         MARKER: embed(view),
         "__TITLE__": _escape(str(view["title"])),
-        "__LANG__": "zh" if view.get("language") == "zh" else "en",  # the domain's: the browser picks fonts by it
+        "__LANG__": b"zh" if view.get("language") == "zh" else b"en",  # the domain's: the browser picks fonts by it
         "__SCRIPT_SHA256__": _sha256(_element(page, "script")),
         "__STYLE_SHA256__": _sha256(_element(page, "style")),
     }
-    return _SLOTS.sub(lambda m: slots[m.group()], page)
+    pieces = _SLOTS.split(page)  # the template's text, each placeholder between two pieces of it
+    return b"".join(slots[piece] if i % 2 else piece.encode("utf-8") for i, piece in enumerate(pieces))
 
 
 def _element(page: str, tag: str) -> str:
@@ -373,17 +446,22 @@ def _element(page: str, tag: str) -> str:
     return page.partition(f"<{tag}>")[2].partition(f"</{tag}>")[0]
 
 
-def embed(value: Any) -> str:
-    """``value`` as JSON that holds no ``<``, ``>``, ``&``, line or paragraph separator and no lone surrogate: each
-    is its ``\\u`` escape, which JSON reads back as the same text."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    return _INERT.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+def embed(value: Any) -> bytes:
+    """``value`` as JSON in UTF-8 that holds no ``<``, ``>``, ``&``, line or paragraph separator and no lone
+    surrogate: each is its ``\\u`` escape, which JSON reads back as the same text."""
+    try:
+        data = msgspec.json.encode(value)
+    except UnicodeEncodeError:  # a lone surrogate, which UTF-8 cannot hold: written as its escape
+        data = _JSON(value).encode("utf-8", "backslashreplace")
+    for raw, escaped in _MARKUP.items():
+        data = data.replace(raw, escaped)
+    return _SEPARATORS.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
 
 
-def _sha256(text: str) -> str:
-    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+def _sha256(text: str) -> bytes:
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest())
 
 
-def _escape(text: str) -> str:
+def _escape(text: str) -> bytes:
     escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    return escaped.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (a path's odd byte) cannot be written
+    return escaped.encode("utf-8", "replace")  # a lone surrogate (a path's odd byte) cannot be written
