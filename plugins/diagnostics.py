@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -105,6 +106,7 @@ class Diagnostics(TrainerCallback):
         self.rewards: dict[str, list[Any]] = {}  # every reward's scores of them, by name
         self.trackers: list[Callable[[int, list[SampledEpisode]], None]] = []  # those of --report_to we show them in
         self.every = 1  # the steps between two samples of episodes
+        self.due = True  # a sample is due: it goes with the next step's episodes
         self.marks: dict[Ledger, Mark] = {}  # where each model endpoint's ledger stood at the last step's end
 
     def _metrics(self) -> dict[str, list[float]]:
@@ -122,11 +124,15 @@ class Diagnostics(TrainerCallback):
             self.trackers = trackers(args, self.trainer)
 
     def _seen(self, name: str, columns: dict[str, Any], scores: list[Any]) -> None:
+        infos = columns["rollout_infos"]
+        if not isinstance(infos, list | tuple):  # not the trainer's column: nothing to show or count
+            return
         if name == self.trainer.reward_func_names[0]:
-            self.infos.extend(columns["rollout_infos"])
+            self.infos.extend(infos)
             self.scores.extend(scores)
             cells = [columns.get(c) or [None] * len(scores) for c in ("messages", "task", "domain")]
-            self.rows.extend(zip(*cells, strict=True))
+            if all(isinstance(c, list | tuple) and len(c) == len(infos) for c in cells):
+                self.rows.extend(zip(*cells, strict=True))  # else the explainer is off for the step (rows != infos)
         self.rewards.setdefault(name, []).extend(scores)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -151,10 +157,12 @@ class Diagnostics(TrainerCallback):
         self._check(step, shares["zero_variance"], none)
 
     def _episodes(self, step: int, metrics: dict[str, list[float]]) -> None:
-        if self.trackers and self.infos and step % self.every == 0:
-            shown = sample_episodes(step, self.infos, self.rewards, self.limits.sample_episodes, self._explainer())
-            for track in self.trackers:
-                track(step, shown)
+        # A sample falls due every `every` steps and goes at the first step end with episodes from then on (a run
+        # that generates every few steps has none at most step ends); the first comes with the first episodes.
+        self.due = self.due or step % self.every == 0
+        if self.trackers and self.infos and self.due:
+            self.due = False
+            self._show(step)
         summary = summarize_rollouts(self.infos, self.scores if len(self.scores) == len(self.infos) else None)
         self.infos.clear()
         self.scores.clear()
@@ -174,6 +182,20 @@ class Diagnostics(TrainerCallback):
         if self.trainer.accelerator.is_main_process:
             with open(Path(self.args.output_dir) / FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"step": step, **summary}) + "\n")
+
+    def _show(self, step: int) -> None:
+        """The step's sample in each tracker. A tracker that fails (its disk, its service) or an episode the sample
+        cannot read costs that sample, with a warning, never the run."""
+        try:
+            shown = sample_episodes(step, self.infos, self.rewards, self.limits.sample_episodes, self._explainer())
+        except Exception as exc:  # the rows as the trainer handed them over: whatever they hold
+            logger.warning(f"{KEY}: the episodes of step {step} were not shown: {type(exc).__name__}: {exc}")
+            return
+        for track in self.trackers:
+            try:
+                track(step, shown)
+            except Exception as exc:  # the tracker's own failure
+                logger.warning(f"{KEY}: {track} did not take the episodes of step {step}: {type(exc).__name__}: {exc}")
 
     def _explainer(self) -> Explainer | None:
         """The first reward of the run that says why it scored an episode (``row_checks``: TaskCompletion's), with
@@ -260,7 +282,8 @@ class TensorBoard:
         from transformers.integrations import TensorBoardCallback
 
         self.callbacks = [cb for cb in trainer.callback_handler.callbacks if isinstance(cb, TensorBoardCallback)]
-        self.folder = args.logging_dir or str(Path(args.output_dir) / "runs")
+        logging_dir = os.environ.get("TENSORBOARD_LOGGING_DIR") or getattr(args, "logging_dir", None)
+        self.folder = logging_dir or str(Path(args.output_dir) / "runs")
         self.own: Any = None
 
     def __call__(self, step: int, shown: list[SampledEpisode]) -> None:

@@ -128,7 +128,8 @@ def test_what_is_sampled_and_what_each_tracker_gets() -> None:
         "transcript",
     ]
     assert rows[1] == [3, 4, 0.0, "user_stop", 4, "", "", "assistant: 4"]
-    assert markdown(shown).startswith("### step 3, episode 0: TaskCompletion 1; user_stop, 0 turns\n\n    assistant: 0")
+    first = "### step 3, episode 0: TaskCompletion 1; user_stop, 0 turns\n\n**transcript:**\n\n    assistant: 0"
+    assert markdown(shown).startswith(first)
     assert sample_episodes(3, [None, {"turns": 2}], {}, 4) == []  # no live episode: nothing to show
 
 
@@ -204,3 +205,31 @@ def test_tensorboard_without_the_trainers_writer_writes_in_its_log_folder(tmp_pa
     assert sorted(texts) == [1, 2] and texts[2].startswith(
         "### step 2, episode 0: TaskCompletion 1; user_stop, 1 turns"
     )
+
+
+@pytest.mark.parametrize(
+    ("termination", "transcript", "score", "heading", "body"),
+    [
+        # A newline in the ending cannot open a heading of its own: whitespace collapses to one line.
+        ("user_stop\n# injected", "user: hi", 1.0, "TaskCompletion 1; user_stop # injected, 1 turns", "    user: hi"),
+        # A lone surrogate is replaced ('?'), so no tracker's UTF-8 writer fails on it.
+        ("user_stop", "user: \ud800", 1.0, "user_stop, 1 turns", "    user: ?"),
+        # A score that is not a number reads as none, never an exception.
+        ("user_stop", "user: hi", "high", "TaskCompletion none; user_stop", "    user: hi"),
+        # 50,000 characters show as 20,000: 10,000 either side of a line saying what was cut.
+        (
+            "user_stop",
+            "x" * 50_000,
+            1.0,
+            "user_stop, 1 turns",
+            "    " + "x" * 10_000 + "\n    … 30000 characters cut …",
+        ),
+    ],
+)
+def test_hostile_episodes_show_as_one_heading_and_a_bounded_block(termination, transcript, score, heading, body):
+    infos = [{"termination": termination, "turns": 1, "transcript": transcript}]
+    (episode,) = sample_episodes(2, infos, {"TaskCompletion": [score]}, 4)
+    text = markdown([episode])
+    assert text.count("\n### ") == 0 and heading in text.splitlines()[0]
+    assert body in text and len(text) < 21_000
+    text.encode("utf-8")  # raises on a lone surrogate

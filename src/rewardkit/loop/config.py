@@ -142,6 +142,7 @@ class DiagnosticsLimits:
         "Multi-turn runs: how many of a step's episodes (the transcript, each reward's score, the reward's checks and "
         "why it scored so) go to each tracker of ms-swift's --report_to: TensorBoard text, a wandb table; 0: none.",
         minimum=0,
+        maximum=64,
     )
     sample_every: int | None = setting(
         None, "Send those episodes every this many steps; null: at each logging step (--logging_steps).", minimum=1

@@ -19,6 +19,8 @@ as a text summary, wandb :func:`table` as a ``wandb.Table``. The line that says 
 <BLANKLINE>
 - ✓ said
 <BLANKLINE>
+**transcript:**
+<BLANKLINE>
     user: hi
     assistant: done ###STOP###
 """
@@ -34,6 +36,7 @@ from rewardkit.envs.episode_record import EpisodeRecord, why_scored
 
 MARK = {True: "✓", False: "✗"}  # a check met, or not
 TAG = "rewardkit/episodes"  # the TensorBoard text tag and the wandb table's key
+MAX_CHARS = 20_000  # of a transcript shown: its head and its tail, the middle cut
 
 # The reward that explains its score (its name among the trainer's rewards) and its checks of the i-th episode.
 Explainer = tuple[str, Callable[[int], Sequence[tuple[str, bool]]]]
@@ -61,9 +64,10 @@ def spread(n: int, k: int) -> list[int]:
 
 
 def _score(value: Any) -> float | None:
-    if value is None:
+    try:
+        score = float(value)
+    except (TypeError, ValueError):  # None, or a reward's value that is not a number
         return None
-    score = float(value)
     return None if math.isnan(score) else score
 
 
@@ -98,20 +102,41 @@ def _number(value: float | None) -> str:
     return "none" if value is None else f"{value:g}"
 
 
+def shown(text: Any, limit: int = MAX_CHARS) -> str:
+    """``text`` as a tracker can take it: text, valid UTF-8 (a lone surrogate replaced), at most ``limit``
+    characters (the head and the tail, the middle's length said).
+
+    >>> shown("ab\\ud800"), shown("x" * 30, 10)
+    ('ab?', 'xxxxx\\n… 20 characters cut …\\nxxxxx')
+    """
+    text = text if isinstance(text, str) else str(text)
+    if len(text) > limit:
+        half = limit // 2
+        text = f"{text[:half]}\n… {len(text) - 2 * half} characters cut …\n{text[-half:]}"
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _line(text: Any) -> str:
+    """One line of a heading: a value's text with its whitespace (newlines included) collapsed."""
+    return " ".join(shown(text, 200).split())
+
+
 def markdown(episodes: Sequence[SampledEpisode]) -> str:
     """The sample as one Markdown text (TensorBoard renders its text summaries so): per episode a heading with its
     scores and ending, the line that says why, the checks met (✓) or not (✗), and the transcript as a code block,
-    indented, so that nothing in it can end the block."""
+    indented after a paragraph of its own, so that nothing in it can end the block or be read as Markdown."""
     parts = []
     for e in episodes:
-        scores = ", ".join(f"{name} {_number(value)}" for name, value in e.rewards.items())
-        ending = f"{e.record.termination}, {e.record.turns} turns"
-        parts.append(f"### step {e.step}, episode {e.index}: {scores}; {ending}")
+        scores = ", ".join(f"{_line(name)} {_number(value)}" for name, value in e.rewards.items())
+        ending = f"{_line(e.record.termination)}, {e.record.turns} turns"
+        parts.append(f"### step {e.step}, episode {e.index}: {scores or 'no scores'}; {ending}")
         if e.why is not None:
-            parts.append(f"**why:** {e.why}")
+            parts.append(f"**why:** {_line(e.why)}")
         if e.checks:
-            parts.append("\n".join(f"- {MARK[ok]} {name}" for name, ok in e.checks))
-        parts.append("\n".join(f"    {line}" for line in e.record.transcript.splitlines()) or "    (no transcript)")
+            parts.append("\n".join(f"- {MARK[ok]} {_line(name)}" for name, ok in e.checks))
+        # A paragraph first: an indented block right after a list would be read as the list's own text.
+        lines = shown(e.record.transcript).splitlines()
+        parts += ["**transcript:**", "\n".join(f"    {line}" for line in lines) or "    (no transcript)"]
     return "\n\n".join(parts)
 
 
@@ -128,8 +153,8 @@ def table(episodes: Sequence[SampledEpisode]) -> tuple[list[str], list[list[Any]
             e.record.termination,
             e.record.turns,
             e.why or "",
-            "\n".join(f"{MARK[ok]} {name}" for name, ok in e.checks or ()),
-            e.record.transcript,
+            "\n".join(f"{MARK[ok]} {shown(name)}" for name, ok in e.checks or ()),
+            shown(e.record.transcript),
         ]
         for e in episodes
     ]
