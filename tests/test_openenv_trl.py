@@ -384,3 +384,27 @@ def test_a_bad_configuration_fails_naming_the_fix(notes: tuple[str, str], monkey
     with pytest.raises(ValueError, match=r"never calls an environment's get_reward .*upgrade TRL to 1\.8 or later"):
         environment_factory(url, folder, owns_reward=True)
     assert not hasattr(environment_factory(url, folder), "get_reward")  # unset: task_completion's path
+
+
+@pytest.mark.parametrize(
+    ("parameter", "why"),
+    [("self", "the method's own"), ("from", "a Python keyword"), ("order-id", "not an identifier")],
+)
+def test_a_tool_parameter_that_cannot_be_a_method_parameter_is_refused_naming_it(parameter: str, why: str) -> None:
+    from rewardkit.envs.registry import DomainError
+    from rewardkit.serve.trl_env import _tool_method
+
+    spec = {"function": {"name": "lookup", "parameters": {"type": "object", "properties": {parameter: {}}}}}
+    with pytest.raises(DomainError, match=rf"tool 'lookup': its parameter '{parameter}' cannot be"):  # {why}
+        _tool_method(spec)
+
+
+def test_a_message_the_server_refuses_is_answered_to_the_policy_and_the_session_goes_on(retail: str) -> None:
+    from rewardkit.serve.trl_env import ENDED, environment_factory
+
+    env = environment_factory(retail, "retail")()
+    env.reset(task_id="0")
+    # Over the server's 1 MiB a message is refused unread; the session stays open, so the rollout is still scored.
+    answer = env.find_user_id_by_email(email="x" * 2_000_000)
+    assert answer.startswith("error: Server error:") and "1 MiB" in answer, answer[:200]
+    assert env.find_user_id_by_email(email="nobody@example.com") != ENDED and not env._done

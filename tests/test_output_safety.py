@@ -294,6 +294,20 @@ class TestSafeIo:
         assert first.read_text(encoding="utf-8") == "old 1" and not second.exists()
         assert temporaries(tmp_path) == []
 
+    @pytest.mark.parametrize(("durable", "fsyncs"), [(True, 2), (False, 0)])  # the file and its folder, or neither
+    def test_a_derived_output_is_renamed_whole_without_waiting_for_the_disk(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool, fsyncs: int
+    ) -> None:
+        calls: list[int] = []
+        real = os.fsync
+        monkeypatch.setattr(os, "fsync", lambda fd: calls.append(fd) or real(fd))
+        path = tmp_path / "page.html"
+        path.write_bytes(b"old")
+        with OutputSet(durable=durable) as outputs:
+            outputs.write_bytes(path, b"new page")
+            assert path.read_bytes() == b"old"  # staged beside it either way
+        assert path.read_bytes() == b"new page" and temporaries(tmp_path) == [] and len(calls) == fsyncs
+
     def test_a_new_file_gets_the_umask_mode_not_0600(self, tmp_path: Path) -> None:
         old = os.umask(0o022)
         try:

@@ -54,7 +54,7 @@ def _write(out: Path, view: dict) -> int:
     from rewardkit.files.outputs import OutputSet
     from rewardkit.runs.viewer.page import render
 
-    with OutputSet() as outputs:
+    with OutputSet(durable=False) as outputs:  # the page is the log's: rebuilt from it, never its only copy
         outputs.write_bytes(out, render(view), "--out")
     s = view["summary"]
     what, of = ("completions", "groups") if view["domain"] == "grpo" else ("episodes", "tasks")

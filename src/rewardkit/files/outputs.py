@@ -126,10 +126,13 @@ def _fsync_dir(directory: Path) -> None:
 class OutputSet:
     """The outputs of one run: each is written to a temporary file beside it, and all are renamed
     into place together by ``commit`` (on leaving the ``with`` block without an exception).
-    On any exception every temporary is removed and every previous output is left untouched."""
+    On any exception every temporary is removed and every previous output is left untouched.
+    ``durable``: each is on disk (fsync) before it is renamed; off for outputs derived from others (a page built from
+    a log), which a crash can cost but never tear: the rename still puts a whole file in place or none."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = True) -> None:
         self._staged: list[tuple[Path, Path]] = []  # (temporary, final path)
+        self.durable = durable
 
     @contextlib.contextmanager
     def open(self, path: Path | str, flag: str = "output") -> Iterator[TextIO]:
@@ -168,7 +171,8 @@ class OutputSet:
             with tmp:
                 yield tmp
                 tmp.flush()
-                os.fsync(tmp.fileno())
+                if self.durable:
+                    os.fsync(tmp.fileno())
             try:
                 mode = stat.S_IMODE(target.stat().st_mode)
             except FileNotFoundError:
@@ -185,7 +189,7 @@ class OutputSet:
         except OSError as exc:
             self.abort()
             raise OutputError(f"cannot rename {target} into place: {exc.strerror or exc}") from None
-        for directory in {target.parent for _, target in self._staged}:
+        for directory in {target.parent for _, target in self._staged} if self.durable else ():
             _fsync_dir(directory)
         self._staged.clear()
 

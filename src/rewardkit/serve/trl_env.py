@@ -57,6 +57,7 @@ import functools
 import importlib.util
 import inspect
 import json
+import keyword
 import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -81,6 +82,7 @@ JSON_TYPES: Mapping[str, type] = {
     "object": dict,
 }
 ENDED = "(the conversation has ended)"
+REFUSED = "Server error:"  # how OpenEnv's client raises a server's error answer (the session stays open)
 TIMEOUT_S = 600.0  # one step's answer may wait on the simulator's retries and the reviewer
 GET_REWARD = "get_reward"  # the method through which TRL's GRPOTrainer (1.8 and later) lets an environment score
 
@@ -103,12 +105,12 @@ class ServedEpisode:
         TRL's). The session is kept from one reset to the next (TRL keeps its environments); one the server has
         closed meanwhile (idle past its ``--idle-s``) is replaced by a new one."""
         tid, digest = _row_task(task_id, task)
+        self._done, self._reward, self._record = False, None, None  # a failed reset leaves no earlier reward behind
         try:
             result = self._session().reset(task_id=tid, task_sha256=digest)
         except WebSocketException:  # closed by the server while it waited: its slot is free for the new one
             self._drop()
             result = self._session().reset(task_id=tid, task_sha256=digest)
-        self._done, self._reward, self._record = False, None, None
         self._settle(result)
         user = [m["content"] for m in result.observation["messages"] if m["role"] == "user"]
         return user[-1] if user else ""
@@ -158,6 +160,10 @@ class ServedEpisode:
         try:
             result = self._client.step(dict(action))
         except (RuntimeError, TimeoutError, OSError, WebSocketException) as exc:
+            if type(exc) is RuntimeError and str(exc).startswith(REFUSED):
+                # The server refused this message (too large, off its schema) and keeps the session: the policy's
+                # malformed action gets the refusal as its answer, as the harness answers a malformed call.
+                return f"error: {exc}"
             # The session is lost, or out of step with its answers: the rollout ends unscored (None, left out of
             # the advantages, as the server leaves infrastructure failures), and the next reset opens a new one.
             self._drop()
@@ -213,6 +219,11 @@ def _tool_method(spec: Mapping[str, Any]) -> Callable[..., str]:
     annotations: dict[str, Any] = {"return": str}
     lines = [(function.get("description") or name).strip(), "", "Args:"]
     for arg, prop in (schema.get("properties") or {}).items():
+        if not arg.isidentifier() or keyword.iskeyword(arg) or arg == "self":
+            raise DomainError(
+                f"tool {name!r}: its parameter {arg!r} cannot be a method's parameter, and TRL calls each tool as a "
+                "method of the environment; rename it"
+            )
         kind = JSON_TYPES.get(str(prop.get("type")), str)
         default = inspect.Parameter.empty if arg in required else None
         annotations[arg] = kind if arg in required else kind | None
@@ -238,9 +249,14 @@ def trl_calls_get_reward() -> bool:
         spec = importlib.util.find_spec("trl.trainer.grpo_trainer")
     except ImportError:
         return False
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+    if spec is None:
         return False
-    return f'"{GET_REWARD}"' in Path(spec.origin).read_text(encoding="utf-8")
+    try:
+        return f'"{GET_REWARD}"' in Path(str(spec.origin)).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # compiled or zipped: its version says (TRL 1.8 added the call)
+        from packaging.version import Version
+
+        return Version(version("trl")) >= Version("1.8")
 
 
 def _trl_version() -> str:
