@@ -1,5 +1,6 @@
-"""A domain as an OpenEnv environment: `rewardkit env serve --openenv` as a real subprocess, driven by openenv-core's
-own client (``GenericEnvClient``, its defaults); nothing is mocked. Runs in the OpenEnv job (`make test-openenv`)."""
+"""A domain as an OpenEnv environment: `rewardkit env serve --openenv` as a real subprocess, driven by OpenEnv's
+own client (``GenericEnvClient``, its defaults); nothing is mocked. Runs in the ms-swift 4.6 job, whose stack holds
+the openenv package (`make test-compat`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("openenv")  # the optional extra: rewardkit[openenv], in its own stack (constraints/openenv.txt)
+pytest.importorskip("openenv")  # the optional extra, rewardkit[openenv]: the ms-swift 4.6 job's stack holds it
 
 from _retail_gold import VALID
 from openenv.core.generic_client import GenericEnvClient
@@ -249,7 +250,7 @@ def connected(url: str) -> Any:
 
 
 def refusal(url: str) -> tuple[int, str]:
-    """How the server refuses a session at the handshake (openenv-core's client raises ConnectionError there): the
+    """How the server refuses a session at the handshake (OpenEnv's client raises ConnectionError there): the
     HTTP status and the reason its body gives."""
     env = GenericEnvClient(base_url=url).sync()
     with pytest.raises(ConnectionError) as refused:
@@ -337,7 +338,7 @@ def test_create_app_refuses_limits_the_flags_refuse(max_sessions: Any, idle_s: A
     ],
 )
 def test_no_http_route_opens_a_session(capped: str, method: str, path: str, body: Any) -> None:
-    # openenv-core's HTTP routes would open sessions (or build an episode's database) with no connection held:
+    # OpenEnv's HTTP routes would open sessions (or build an episode's database) with no connection held:
     # none is mounted, so two calls cannot take the two slots and lock every WebSocket client out.
     for _ in range(2):
         data = None if body is None else json.dumps(body).encode()

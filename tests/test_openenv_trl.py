@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("openenv")  # the optional extra: rewardkit[openenv], in its own stack (constraints/openenv.txt)
+pytest.importorskip("openenv")  # the optional extra, rewardkit[openenv]: the TRL 1.x stack (constraints/openenv.txt)
 
 from openenv_servers import served
 from spec_domains import KEY, write_spec

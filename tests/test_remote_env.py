@@ -20,7 +20,7 @@ USER = {"role": "user", "content": "Hi, I need to change my order."}
 
 
 def observation(done: bool = False, reward: Any = None, **fields: Any) -> dict[str, Any]:
-    """An answer shaped as openenv-core sends it: ``{"type", "data": {"observation", "reward", "done"}}``."""
+    """An answer shaped as openenv sends it: ``{"type", "data": {"observation", "reward", "done"}}``."""
     return {"type": "observation", "data": {"observation": {"messages": [], **fields}, "reward": reward, "done": done}}
 
 

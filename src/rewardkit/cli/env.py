@@ -53,7 +53,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     protocol.add_argument(
         "--openenv",
         action="store_true",
-        help="whole episodes (the simulated user, the reward) as an OpenEnv environment (needs openenv-core)",
+        help="whole episodes (the simulated user, the reward) as an OpenEnv environment (needs openenv)",
     )
     serve.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="MCP only: stdio (default) or streamable HTTP"
@@ -252,7 +252,7 @@ def _serve_openenv(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in ("openenv", "uvicorn", "fastapi"):
             raise
-        print("rewardkit env serve --openenv: needs openenv-core: pip install 'rewardkit[openenv]'", file=sys.stderr)
+        print("rewardkit env serve --openenv: needs openenv: pip install 'rewardkit[openenv]'", file=sys.stderr)
         return 2
     app = create_app(args.domain, args.max_sessions or MAX_SESSIONS, args.idle_s or IDLE_S)
     if args.token is not None:

@@ -106,7 +106,7 @@ class TokenGate:
 def refusal_reason(exc: BaseException) -> str:
     """The reason a server gave for refusing a WebSocket handshake (the body of its HTTP answer: a token gate's 401,
     a full server's 503), decoded and bounded, as a suffix for the client's error; nothing where it gave none.
-    ``exc``: websockets' ``InvalidStatus``, or an error raised from it (openenv-core's ``ConnectionError``)."""
+    ``exc``: websockets' ``InvalidStatus``, or an error raised from it (OpenEnv's ``ConnectionError``)."""
     response = getattr(exc, "response", None) or getattr(exc.__cause__, "response", None)
     body = getattr(response, "body", None)
     if not isinstance(body, bytes | bytearray) or not body.strip():

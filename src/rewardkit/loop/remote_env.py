@@ -8,7 +8,7 @@ loop is the same; nothing else in a recipe changes) runs each episode on one of 
 in its own process: the database copy, the tool calls, the simulated user and
 the user review all happen there, and the trainer only sends the policy's messages and reads back what answers
 them. The server speaks OpenEnv's WebSocket protocol (``/ws``: ``reset``, ``step``, ``close`` messages); this client
-needs only the ``websockets`` package, not openenv-core (whose stack ms-swift's does not allow). A token for the
+needs only the ``websockets`` package, not openenv (whose stack ms-swift's does not allow). A token for the
 servers (``$REWARDKIT_SERVE_TOKEN``) goes in an ``Authorization`` header.
 
 The episode keeps the :class:`~rewardkit.loop.episode.Episode` surface the scheduler uses (``open``, ``agent_turn``,
@@ -83,7 +83,7 @@ _ROLES = {"reset": ("system", "user"), "step": ("tool", "user")}
 
 def read_answer(kind: str, text: str | bytes, task_id: str) -> Answer:
     """The answer to a ``reset`` or ``step`` (``kind``) of the episode of task ``task_id``, checked against the schema
-    openenv-core's server sends and this client reads: ``{"type": "observation", "data": {"observation":
+    OpenEnv's server sends and this client reads: ``{"type": "observation", "data": {"observation":
     {"messages": [{"role", "content"}, ...], "record": {...}, "task_id": ...}, "reward": number|null, "done":
     bool}}``, or ``{"type": "error", "data": {"message": ...}}`` (a bare string for ``data`` taken as the message).
     Its messages have the roles of :data:`_ROLES`, its task (where named) is ``task_id``; a reset that leaves the
@@ -136,7 +136,7 @@ def read_result(kind: str, observation: Any, reward: Any, done: Any, task_id: st
             raise _off(kind, f"observation.messages[{i}] is not an object with a string role and content", m)
         if m["role"] not in _ROLES[kind]:
             raise _off(kind, f"observation.messages[{i}] has role {m['role']!r}, not {' or '.join(_ROLES[kind])}", m)
-    named = observation.get("task_id")  # openenv-core's observation names it; another server's may not
+    named = observation.get("task_id")  # OpenEnv's observation names it; another server's may not
     if named is not None and str(named) != task_id:  # ids are compared as text, as the server reads them
         raise _off(kind, f"observation.task_id names another task than this episode's {task_id!r}", named)
     checked = [{"role": m["role"], "content": m["content"]} for m in messages]

@@ -4,7 +4,7 @@
   WebSocket session, the simulated user and the task-completion reward on the server.
 - ``trl_env.py``: TRL's ``environment_factory`` on such a server, one session per environment.
 
-Its modules import their protocol's package (``openenv-core``) at module level: import them only where it is
+Its modules import their protocol's package (``openenv``) at module level: import them only where it is
 installed (``pip install 'rewardkit[openenv]'``).
 """
 

@@ -2,7 +2,7 @@
 
     rewardkit env serve --openenv --domain retail --port 8000          # loopback; elsewhere --token is required
 
-Built on ``openenv-core`` (its types, its app's info routes ``/health``, ``/schema``, ``/metadata``): each WebSocket
+Built on ``openenv`` (its types, its app's info routes ``/health``, ``/schema``, ``/metadata``): each WebSocket
 session (``/ws``, what OpenEnv's ``EnvClient`` speaks) is one connection and gets its own :class:`DomainEnvironment`,
 so sessions never share a database (:class:`Sessions`: the cap, the idle limit, every message answered). An episode
 is the loop training runs (:class:`rewardkit.loop.drive.Conversation`: the harness's gates and approvals, the user
@@ -70,7 +70,7 @@ IDLE_CLOSE = 4408  # the WebSocket close code of a session idle past idle_s: HTT
 MAX_MESSAGE = 1 << 20
 MAX_CALLS = 256  # tool calls one step may carry: a model's turn holds a few; 1 MiB of "[]" holds 340,000
 SHOWN_PROBLEMS = 5  # of a refused message's fields, named in its error: the rest are counted
-# openenv-core's routes kept: what describes the environment. The rest open sessions (its HTTP MCP routes, its own
+# OpenEnv's routes kept: what describes the environment. The rest open sessions (its HTTP MCP routes, its own
 # /ws) or build an episode's database per request (/reset, /step, /state) outside the cap; a route a later version
 # adds is left out too.
 INFO_ROUTES = frozenset(
@@ -281,7 +281,7 @@ class Sessions:
 
     - Over ``cap`` open connections a handshake waits :data:`ADMIT_WAIT_S` for a slot (a client that closes one
       session and opens the next meets its own closing there), then is refused before the socket opens: HTTP 503,
-      the reason as the body's ``error`` (openenv-core's client raises ``ConnectionError`` at connect).
+      the reason as the body's ``error`` (OpenEnv's client raises ``ConnectionError`` at connect).
     - A session that has waited ``idle_s`` for its client's next message is closed, its socket with it (close code
       :data:`IDLE_CLOSE`, the reason in the frame): it can open nothing more. The time the server spends answering
       (a step, the user simulator's reply) is never idle.
@@ -386,7 +386,7 @@ class Sessions:
 
 
 def _error(message: str, code: WSErrorCode) -> str:
-    """An error answer as openenv-core's client reads it (``RuntimeError("Server error: MESSAGE (code: CODE)")``)."""
+    """An error answer as OpenEnv's client reads it (``RuntimeError("Server error: MESSAGE (code: CODE)")``)."""
     return dumps({"type": "error", "data": {"message": message, "code": code.value}})
 
 
@@ -410,7 +410,7 @@ def _invalid(kind: str, exc: ValidationError) -> str:
 
 def create_app(ref: str, max_sessions: int = MAX_SESSIONS, idle_s: float = IDLE_S) -> Any:
     """The OpenEnv FastAPI app serving ``ref``: ``max_sessions`` at once, each closed after ``idle_s`` idle
-    (:class:`Sessions`), and openenv-core's info routes. The limits are checked as ``--max-sessions`` and
+    (:class:`Sessions`), and OpenEnv's info routes. The limits are checked as ``--max-sessions`` and
     ``--idle-s`` are, before the domain loads (NaN passes every comparison, and pydantic's bounds let it through)."""
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, numbers.Integral) or max_sessions < 1:
         raise UserError(f"create_app: max_sessions={max_sessions!r} is not an integer >= 1 (--max-sessions)")
