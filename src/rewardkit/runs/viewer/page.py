@@ -65,8 +65,7 @@ _SLOTS = re.compile(f"({re.escape(MARKER)}|__TITLE__|__LANG__|__SCRIPT_SHA256__|
 GATE_CODES = frozenset({ResultCode.APPROVAL_REQUIRED.value, ResultCode.HARD_GATE.value})  # a gate's, not a failure
 # What could end the data's script or start a comment or markup in it, in the data's UTF-8: the characters <, > and
 # &, and the line and paragraph separators (U+2028, U+2029), each written as its JSON escape.
-_MARKUP = {c.encode(): f"\\u{ord(c):04x}".encode() for c in "<>&"}
-_SEPARATORS = re.compile(b"\xe2\x80[\xa8\xa9]")
+_ESCAPED = {c.encode(): f"\\u{ord(c):04x}".encode() for c in "<>&\u2028\u2029"}
 # The page's JSON text (:func:`_json`: strict, NaN refused) and a message's text that is not a string (:func:`_text`).
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 _TEXT = json.JSONEncoder(ensure_ascii=False).encode
@@ -453,9 +452,9 @@ def embed(value: Any) -> bytes:
         data = msgspec.json.encode(value)
     except UnicodeEncodeError:  # a lone surrogate, which UTF-8 cannot hold: written as its escape
         data = _JSON(value).encode("utf-8", "backslashreplace")
-    for raw, escaped in _MARKUP.items():
+    for raw, escaped in _ESCAPED.items():
         data = data.replace(raw, escaped)
-    return _SEPARATORS.sub(lambda m: f"\\u{ord(m.group().decode()):04x}".encode(), data)
+    return data
 
 
 def _sha256(text: str) -> bytes:
