@@ -40,7 +40,7 @@ def test_grpo_step_with_a_swift_deploy_user_simulator(tiny_agent_model: Path, tm
         data = tmp_path / "rows.jsonl"
         data.write_text("".join(json.dumps(r) + "\n" for r in short_rows([OPEN_TASK, TASK])), encoding="utf-8")
         probe, probe_log = tmp_path / "probe.py", tmp_path / "probe.jsonl"
-        probe.write_text(PROBE.replace('KEYS = (', 'KEYS = ("user_sim", "error", '), encoding="utf-8")
+        probe.write_text(PROBE.replace("KEYS = (", 'KEYS = ("user_sim", "error", '), encoding="utf-8")
         out = tmp_path / "grpo"
         cmd = probed_rlhf(recipe_file, probe, tiny_agent_model, data, out)
         run_env = {**env, "RK_PROBE": str(probe_log), "REWARDKIT_CONFIG": str(config)}
